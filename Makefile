@@ -1,0 +1,31 @@
+# slmsql-hub — two commands on a fresh machine: `make quickstart` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH_VERSION := 2.13.0
+
+.PHONY: setup test test-fast test-slow lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	# torch first: the CPU wheel lies on local disk; a bare `torch` requirement would pull a CUDA build.
+	$(PIP) install "torch==$(TORCH_VERSION)"
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# The default suite (fast + doctests); slow end-to-end tests run in `test-slow`.
+test: setup lint
+	$(PY) -m pytest -m "not slow" -q
+
+test-slow: setup
+	$(PY) -m pytest -m slow -q
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache
