@@ -1,0 +1,170 @@
+"""The one chat prompt slmsql-hub trains and evaluates with.
+
+A system turn, then a user turn holding the schema (``CREATE TABLE`` statements with sample rows, from
+:func:`~slmsql_hub.sql.schema.schema_text`), the optional evidence (BIRD's external knowledge) and the
+question, asking for the answer in a ```` ```sql ```` block: the format the execution reward and the metric
+extract SQL from. The assistant turn used as the SFT target is :func:`format_answer`.
+
+The wording is deliberately short: the world's tiny models train on it on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .sql.sandbox import Sandbox
+
+SYSTEM_PROMPT = "You are a SQLite expert."
+"""The default system turn."""
+
+USER_TEMPLATE = "{schema}\n\n{evidence}Question: {question}\nAnswer with one SQLite query in a ```sql block."
+"""The default user turn. Placeholders: ``{schema}``, ``{evidence}`` (the rendered evidence line, or empty),
+``{question}``."""
+
+EVIDENCE_TEMPLATE = "Evidence: {evidence}\n"
+"""How non-empty evidence is rendered into the user turn's ``{evidence}`` placeholder."""
+
+
+def build_messages(
+    question: str,
+    schema: str,
+    evidence: str = "",
+    *,
+    system_prompt: str = SYSTEM_PROMPT,
+    template: str = USER_TEMPLATE,
+    evidence_template: str = EVIDENCE_TEMPLATE,
+) -> list[dict[str, str]]:
+    """The chat prompt for one question: ``[{"role": "system", ...}, {"role": "user", ...}]``.
+
+    Args:
+        question: the natural-language question.
+        schema: the database description, usually :func:`~slmsql_hub.sql.schema.schema_text`.
+        evidence: external knowledge (BIRD's ``evidence``); empty leaves the evidence line out.
+        system_prompt: the system turn; empty leaves the system turn out.
+        template: the user turn, with ``{schema}``, ``{question}`` and optionally ``{evidence}``.
+        evidence_template: how non-empty evidence is rendered, with ``{evidence}``.
+
+    Returns:
+        The messages, ready for ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``.
+
+    Raises:
+        UsageError: the template lacks ``{schema}`` or ``{question}``, names another placeholder, or evidence
+            is given but the template has no ``{evidence}``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.prompts import build_messages
+    >>> messages = build_messages("How many pets are there?", "CREATE TABLE pet (id INTEGER);")
+    >>> [m["role"] for m in messages]
+    ['system', 'user']
+    >>> print(messages[1]["content"])
+    CREATE TABLE pet (id INTEGER);
+    <BLANKLINE>
+    Question: How many pets are there?
+    Answer with one SQLite query in a ```sql block.
+
+    ```
+    """
+    for placeholder in ("{schema}", "{question}"):
+        if placeholder not in template:
+            raise UsageError(f"the prompt template must contain {placeholder}; got {template!r}")
+    evidence = (evidence or "").strip()
+    if evidence and "{evidence}" not in template:
+        raise UsageError("evidence was given but the prompt template has no {evidence} placeholder; add one")
+    evidence_text = evidence_template.format(evidence=evidence) if evidence else ""
+    try:
+        user = template.format(schema=schema.strip(), evidence=evidence_text, question=question.strip())
+    except (KeyError, IndexError, ValueError) as err:
+        raise UsageError(
+            f"the prompt template may only use {{schema}}, {{evidence}} and {{question}} (double other braces): "
+            f"{err!r}"
+        ) from err
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": user})
+    return messages
+
+
+def format_answer(sql: str) -> str:
+    """The assistant turn for one SQL answer (the SFT target): the query in a ```` ```sql ```` block.
+
+    Args:
+        sql: the query; surrounding whitespace is dropped.
+
+    Returns:
+        ```` "```sql\\n<sql>\\n```" ````.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.prompts import format_answer
+    >>> print(format_answer("  SELECT count(*) FROM pet \\n"))
+    ```sql
+    SELECT count(*) FROM pet
+    ```
+
+    ```
+    """
+    return f"```sql\n{sql.strip()}\n```"
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    """Everything that shapes a prompt, in one place (recipes set it; training and evaluation share it).
+
+    Args:
+        sample_rows: sample rows shown per table in the schema (0: none).
+        max_value_chars: longest value shown in a sample row.
+        system_prompt: the system turn ("" leaves it out).
+        template: the user turn (see :data:`USER_TEMPLATE`).
+        evidence_template: how evidence is rendered (see :data:`EVIDENCE_TEMPLATE`).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.prompts import PromptConfig
+    >>> config = PromptConfig(sample_rows=0, system_prompt="")
+    >>> [m["role"] for m in config.messages("How many pets?", "CREATE TABLE pet (id INTEGER);")]
+    ['user']
+
+    ```
+    """
+
+    sample_rows: int = 3
+    max_value_chars: int = 40
+    system_prompt: str = SYSTEM_PROMPT
+    template: str = USER_TEMPLATE
+    evidence_template: str = EVIDENCE_TEMPLATE
+
+    def __post_init__(self) -> None:
+        if self.sample_rows < 0:
+            raise UsageError(f"PromptConfig.sample_rows must be >= 0, got {self.sample_rows}")
+        if self.max_value_chars < 1:
+            raise UsageError(f"PromptConfig.max_value_chars must be >= 1, got {self.max_value_chars}")
+        for placeholder in ("{schema}", "{question}"):
+            if placeholder not in self.template:
+                raise UsageError(f"PromptConfig.template must contain {placeholder}; got {self.template!r}")
+
+    def schema(self, db_path: str | os.PathLike, sandbox: Sandbox | None = None) -> str:
+        """The schema text of ``db_path`` with this config's sample rows and value length."""
+        from .sql.schema import schema_text
+
+        return schema_text(
+            db_path, sandbox, sample_rows=self.sample_rows, max_value_chars=self.max_value_chars
+        )
+
+    def messages(self, question: str, schema: str, evidence: str = "") -> list[dict[str, str]]:
+        """:func:`build_messages` with this config's system prompt and templates."""
+        return build_messages(
+            question,
+            schema,
+            evidence,
+            system_prompt=self.system_prompt,
+            template=self.template,
+            evidence_template=self.evidence_template,
+        )
