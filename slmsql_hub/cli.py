@@ -1,0 +1,60 @@
+"""The ``slmsql`` command: a thin dispatcher over the package's subcommands.
+
+Each subcommand lives beside the code it drives and exposes two functions:
+``add_parser(subparsers)`` (registers its ``argparse`` parser) and ``run(args) -> int``.
+Bad input raises :class:`~slmsql_hub.errors.UsageError`; the dispatcher prints that one line to stderr and
+exits with code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from . import __version__
+from .errors import UsageError
+
+# (subcommand module, imported lazily so `slmsql --help` stays fast and imports no torch)
+_COMMANDS: tuple[str, ...] = (
+    "slmsql_hub.commands.ex",
+    "slmsql_hub.commands.install_metric",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slmsql",
+        description="slmsql-hub: outcome-only GRPO for Text-to-SQL, Hub-native.",
+    )
+    parser.add_argument("--version", action="version", version=f"slmsql-hub {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in _COMMANDS:
+        importlib.import_module(module_name).add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except UsageError as err:
+        print(f"slmsql {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
+        return 2
+    except KeyboardInterrupt:
+        print(f"slmsql {args.command}: interrupted", file=sys.stderr)  # noqa: T201
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The sandbox's worker process: runs one SQL string at a time against read-only SQLite connections.
+
+Started by :class:`slmsql_hub.sql.sandbox.Sandbox` as ``python <this file>`` (a fresh interpreter: never a
+fork of the caller, so a CUDA context or threads of the caller never leak in). It imports the standard
+library only. Protocol on stdin/stdout: 8-byte big-endian length + pickle, one request, one reply.
+
+Request: ``(db_path, sql, timeout_s, max_ops, max_rows)``.
+Reply:   ``(status, rows, columns, error, elapsed_s, hit_op_budget)``.
+
+Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
+in-process guard cannot give (a kill at the deadline, a restart after a crash).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import sqlite3
+import struct
+import sys
+import time
+import urllib.parse
+
+# --- limits on what one statement may do (sqlite3.Connection.setlimit) -------------------------------------
+_SQLITE_LIMITS = {
+    "SQLITE_LIMIT_LENGTH": 5_000_000,  # largest string/blob: stops zeroblob/randomblob/replace/printf bombs
+    "SQLITE_LIMIT_SQL_LENGTH": 1_000_000,
+    "SQLITE_LIMIT_COLUMN": 1_000,
+    "SQLITE_LIMIT_EXPR_DEPTH": 300,
+    "SQLITE_LIMIT_COMPOUND_SELECT": 64,
+    "SQLITE_LIMIT_VDBE_OP": 2_000_000,
+    "SQLITE_LIMIT_FUNCTION_ARG": 64,
+    "SQLITE_LIMIT_ATTACHED": 0,  # no ATTACH at all, of any file or :memory:
+    "SQLITE_LIMIT_LIKE_PATTERN_LENGTH": 1_000,
+    "SQLITE_LIMIT_VARIABLE_NUMBER": 32,
+    "SQLITE_LIMIT_TRIGGER_DEPTH": 1,
+    "SQLITE_LIMIT_WORKER_THREADS": 0,
+}
+
+# --- the authorizer: an allow-list of actions a read-only query needs ---------------------------------------
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+_FORBIDDEN_FUNCTIONS = frozenset(
+    {
+        "load_extension",
+        "fts3_tokenizer",  # can crash the interpreter
+        "readfile",
+        "writefile",
+        "edit",
+        "sqlite_offset",
+    }
+)
+# Table-valued PRAGMA functions that only read the schema (``SELECT * FROM pragma_table_info('t')``).
+_READONLY_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "collation_list",
+        "function_list",
+    }
+)
+
+_PROGRESS_EVERY = 10_000  # VDBE instructions between two progress-handler calls
+
+
+def _authorizer(action, arg1, arg2, db_name, trigger):
+    if action in _ALLOWED_ACTIONS:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _FORBIDDEN_FUNCTIONS else sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA:
+        # Only argument-free reads of schema pragmas (arg2 is the value: `PRAGMA x = value`).
+        if (arg1 or "").lower() in _READONLY_PRAGMAS:
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_temp_master"):
+        # Some table-valued functions (json_each, json_tree) make SQLite check the schema table while
+        # preparing; IGNORE lets the SELECT go ahead while still writing nothing.
+        return sqlite3.SQLITE_IGNORE
+    return sqlite3.SQLITE_DENY
+
+
+class _Connections:
+    """One read-only connection per database file, reopened when the file changes."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, tuple[tuple[int, int], sqlite3.Connection]] = {}
+
+    def get(self, db_path: str) -> sqlite3.Connection:
+        st = os.stat(db_path)
+        identity = (st.st_size, st.st_mtime_ns)
+        cached = self._by_path.get(db_path)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        if cached is not None:
+            cached[1].close()
+        conn = _open(db_path)
+        self._by_path[db_path] = (identity, conn)
+        return conn
+
+
+def _open(db_path: str) -> sqlite3.Connection:
+    uri = "file:" + urllib.parse.quote(os.path.abspath(db_path)) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    # Invalid UTF-8 stored in the database must not fail a query (the Spider evaluator's rule).
+    conn.text_factory = lambda b: b.decode("utf-8", errors="ignore")
+    # Our own settings first, then lock everything down.
+    conn.execute("PRAGMA query_only = ON")
+    conn.execute("PRAGMA trusted_schema = OFF")
+    conn.execute("PRAGMA temp_store = FILE")  # big sorts spill to disk instead of memory
+    conn.execute("PRAGMA cache_size = -32000")  # 32 MB page cache per connection
+    for name, value in _SQLITE_LIMITS.items():
+        category = getattr(sqlite3, name, None)
+        if category is not None:
+            conn.setlimit(category, value)
+    if hasattr(conn, "enable_load_extension"):  # absent when Python is built without extension support
+        conn.enable_load_extension(False)
+    conn.set_authorizer(_authorizer)
+    return conn
+
+
+def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int):
+    start = time.monotonic()
+    deadline = start + timeout_s
+    state = {"ops": 0, "budget": False, "deadline": False}
+
+    def progress() -> int:
+        state["ops"] += _PROGRESS_EVERY
+        if max_ops is not None and state["ops"] > max_ops:
+            state["budget"] = True
+            return 1
+        if time.monotonic() > deadline:
+            state["deadline"] = True
+            return 1
+        return 0
+
+    conn = conns.get(db_path)
+    conn.set_progress_handler(progress, _PROGRESS_EVERY)
+    try:
+        cursor = conn.execute(sql)
+        if cursor.description is None:
+            cursor.close()
+            return ("error", (), (), "the statement returned no result columns", time.monotonic() - start, False)
+        columns = tuple(d[0] for d in cursor.description)
+        rows = cursor.fetchmany(max_rows + 1)
+        cursor.close()
+    except sqlite3.Error as err:
+        elapsed = time.monotonic() - start
+        if state["budget"] or state["deadline"]:
+            why = "op budget exceeded" if state["budget"] else f"deadline of {timeout_s:g} s exceeded"
+            return ("timeout", (), (), f"interrupted: {why}", elapsed, state["budget"])
+        message = str(err)
+        if "not authorized" in message or "prohibited" in message:
+            return ("refused", (), (), f"refused by the sandbox: {message}", elapsed, False)
+        return ("error", (), (), f"{type(err).__name__}: {message}", elapsed, False)
+    except MemoryError:
+        return ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", time.monotonic() - start, False)
+    except (ValueError, OverflowError, UnicodeError) as err:  # e.g. NUL characters, values Python cannot hold
+        return ("error", (), (), f"{type(err).__name__}: {err}", time.monotonic() - start, False)
+    finally:
+        conn.set_progress_handler(None, 0)
+    elapsed = time.monotonic() - start
+    if len(rows) > max_rows:
+        return ("too_large", (), columns, f"more than {max_rows} rows", elapsed, False)
+    return ("ok", rows, columns, None, elapsed, False)
+
+
+def _read_exact(stream, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def main() -> None:
+    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "none" else None
+    if memory_mb is not None:
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    conns = _Connections()
+    while True:
+        header = _read_exact(stdin, 8)
+        if header is None:
+            return
+        payload = _read_exact(stdin, struct.unpack(">Q", header)[0])
+        if payload is None:
+            return
+        db_path, sql, timeout_s, max_ops, max_rows = pickle.loads(payload)
+        try:
+            reply = _run(conns, db_path, sql, timeout_s, max_ops, max_rows)
+        except (sqlite3.Error, OSError) as err:  # opening the database itself failed
+            reply = ("error", (), (), f"cannot open database: {err}", 0.0, False)
+        except MemoryError:
+            reply = ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", 0.0, False)
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except MemoryError:
+            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, False))
+        stdout.write(struct.pack(">Q", len(data)) + data)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Typed results of running one SQL string in the sandbox, and the limits it runs under."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ExecStatus(str, enum.Enum):
+    """What happened to one SQL string.
+
+    - ``ok``: it ran and produced a result set (possibly empty) with at least one column.
+    - ``error``: SQLite (or the input itself) rejected it: syntax error, unknown column, empty input, no
+      result columns, invalid text.
+    - ``timeout``: it exceeded the op budget or the wall-clock deadline and was interrupted (or its worker
+      process was killed and replaced).
+    - ``too_large``: it produced more than ``max_rows`` rows; the rest was never read.
+    - ``refused``: the sandbox would not run it at all: writes, ATTACH, state-changing PRAGMAs, extension
+      loading, stacked statements, over-long text, forbidden functions.
+    """
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    REFUSED = "refused"
+
+    def __str__(self) -> str:  # so f-strings and JSON show "ok", not "ExecStatus.OK"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one execution.
+
+    Args:
+        timeout_s: wall-clock deadline for one query. SQLite is interrupted at the deadline; a worker that is
+            stuck inside one SQLite instruction is killed and replaced shortly after it.
+        max_ops: SQLite virtual-machine instruction budget (counted by the progress handler), ``None`` for
+            no budget beyond the deadline.
+        max_rows: rows materialised at most; one more makes the result ``too_large``.
+        max_sql_chars: longest SQL text accepted.
+        memory_mb: address-space cap of each worker process (``None``: no cap).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql import Limits
+    >>> Limits(timeout_s=5).timeout_s
+    5
+    ```
+    """
+
+    timeout_s: float = 30.0
+    max_ops: int | None = 2_000_000_000
+    max_rows: int = 100_000
+    max_sql_chars: int = 100_000
+    memory_mb: int | None = 2048
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"Limits.timeout_s must be > 0, got {self.timeout_s!r}")
+        if self.max_ops is not None and self.max_ops <= 0:
+            raise ValueError(f"Limits.max_ops must be > 0 or None, got {self.max_ops!r}")
+        if self.max_rows <= 0:
+            raise ValueError(f"Limits.max_rows must be > 0, got {self.max_rows!r}")
+        if self.max_sql_chars <= 0:
+            raise ValueError(f"Limits.max_sql_chars must be > 0, got {self.max_sql_chars!r}")
+        if self.memory_mb is not None and self.memory_mb < 64:
+            raise ValueError(f"Limits.memory_mb must be >= 64 or None, got {self.memory_mb!r}")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of running one SQL string against one database.
+
+    ``rows`` and ``columns`` are filled only when ``status`` is ``ok``; ``error`` says why otherwise.
+    Text is decoded from UTF-8 with invalid bytes dropped (the Spider evaluator's rule).
+    """
+
+    status: ExecStatus
+    rows: tuple[tuple, ...] = ()
+    columns: tuple[str, ...] = ()
+    error: str | None = None
+    elapsed_s: float = 0.0
+    cached: bool = field(default=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ExecStatus.OK

@@ -1,0 +1,538 @@
+"""Run untrusted SQL against SQLite files, read-only and under limits, in supervised worker processes.
+
+This is the only code in slmsql-hub that executes SQL. Model output is untrusted input: during GRPO a policy
+writes thousands of queries a minute, some of them pathological. What the sandbox does, honestly:
+
+Protects against
+    - **Changing the database.** Connections are opened with the URI ``mode=ro`` and ``PRAGMA query_only``;
+      an authorizer allows only reads (SELECT, READ, recursive CTEs, functions outside a deny-list, and
+      argument-free schema PRAGMA functions such as ``pragma_table_info``). INSERT/UPDATE/DELETE, DDL,
+      temp tables and views (which could shadow real tables for later queries), transactions, ATTACH/DETACH
+      (also ``SQLITE_LIMIT_ATTACHED = 0``), ``VACUUM INTO``, PRAGMA writes, ``load_extension``,
+      ``fts3_tokenizer``, ``readfile``/``writefile`` are refused.
+    - **Anything but one query.** Only one statement starting with SELECT, WITH or VALUES runs; stacked
+      statements are refused, a trailing ``;`` or comment is fine, empty text / a lone ``;`` / a comment /
+      a statement with no result columns is a clean ``error`` (it would otherwise "match" any empty gold).
+    - **Runaway queries.** A progress handler interrupts SQLite itself when an instruction budget
+      (``max_ops``) or the wall-clock deadline is exceeded. A few SQL functions spend seconds inside ONE
+      SQLite instruction (``printf('%.*c', …)`` with a huge precision, long LIKE patterns) where no handler
+      fires: the parent then kills the worker process at ``deadline + grace`` and replaces it, so every call
+      returns within its deadline plus about half a second.
+    - **Huge results and memory.** At most ``max_rows`` rows are materialised (``too_large`` beyond, the
+      rest never read); strings and blobs are capped at 5 MB (``SQLITE_LIMIT_LENGTH``: zeroblob/randomblob/
+      replace bombs), expression depth, compound selects, LIKE pattern length and VDBE program size are
+      capped; each worker has an address-space cap (``memory_mb``); big sorts spill to temporary files.
+    - **Crashes.** Inputs that are not ``sqlite3.Error`` (``None``, lone surrogates, NUL characters,
+      ``MemoryError``) are clean errors; a worker that dies is replaced and the query retried once on a fresh
+      worker (a query that kills two workers is an ``error``). A process-wide poison such as
+      ``PRAGMA hard_heap_limit`` never reaches SQLite (refused), and would stay inside one worker.
+
+Does not protect against
+    - Semantic equivalence (two different queries with equal results are equal; that is what EX means).
+    - Disk filling through temporary files of one huge sort within the deadline (bounded by time only).
+    - Resource exhaustion by the *caller*: results up to ``max_rows`` rows are returned and cached in
+      memory (the cache is bounded by entries and total rows).
+    - A malicious *database file*: the files are trusted (``trusted_schema`` is off, but SQLite still parses them).
+    - Other processes writing the database while it is being read (results are cached by path, size and
+      mtime; a change of size or mtime invalidates them).
+
+Performance: each worker keeps one connection per database; results are cached by (path, size, mtime,
+SQL, limits); a batch executes each distinct (database, SQL) once, spread over ``workers`` processes, so
+SQLite runs on every core (threads in one process would serialise on the GIL through the progress handler).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from . import _worker
+from .result import ExecResult, ExecStatus, Limits
+
+logger = logging.getLogger(__name__)
+
+_ALLOWED_FIRST_KEYWORDS = frozenset({"select", "with", "values"})
+_KILL_GRACE_S = 0.5  # how long after the deadline a silent worker is killed
+_REPLY_READ_S = 30.0  # a reply that has started arriving must finish within this
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (a worker that cannot start): infrastructure, never a verdict."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Static checks (cheap, in the caller): one statement, a reading one.
+# ----------------------------------------------------------------------------------------------------------
+def split_statements(sql: str) -> list[str]:
+    """Split SQL text into statements at top-level ``;``, dropping empty ones and pure comments.
+
+    Quotes (``'…'``, ``"…"``, `` `…` ``, ``[…]``) and comments (``--``, ``/* */``) are respected, so a ``;``
+    inside a string never splits.
+
+    Example:
+
+    ```python
+    >>> split_statements("SELECT ';' FROM t; -- trailing comment")
+    ["SELECT ';' FROM t"]
+    >>> split_statements("SELECT 1; DROP TABLE t")
+    ['SELECT 1', 'DROP TABLE t']
+    >>> split_statements(" ; /* nothing */ ")
+    []
+    ```
+    """
+    statements: list[str] = []
+    start = i = 0
+    n = len(sql)
+    has_code = False
+    while i < n:
+        c = sql[i]
+        if c in "'\"`[":
+            close = "]" if c == "[" else c
+            j = sql.find(close, i + 1)
+            while j != -1 and close != "]" and j + 1 < n and sql[j + 1] == close:  # doubled quote escape
+                j = sql.find(close, j + 2)
+            i = n if j == -1 else j + 1
+            has_code = True
+            continue
+        if c == "-" and sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j == -1 else j + 1
+            continue
+        if c == "/" and sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j == -1 else j + 2
+            continue
+        if c == ";":
+            if has_code:
+                statements.append(sql[start:i].strip())
+            start, has_code = i + 1, False
+        elif not c.isspace():
+            has_code = True
+        i += 1
+    if has_code:
+        statements.append(sql[start:].strip())
+    return statements
+
+
+def _first_keyword(statement: str) -> str:
+    i, n = 0, len(statement)
+    while i < n:  # skip leading comments and whitespace
+        if statement[i].isspace():
+            i += 1
+        elif statement.startswith("--", i):
+            j = statement.find("\n", i)
+            i = n if j == -1 else j + 1
+        elif statement.startswith("/*", i):
+            j = statement.find("*/", i + 2)
+            i = n if j == -1 else j + 2
+        else:
+            break
+    j = i
+    while j < n and (statement[j].isalnum() or statement[j] == "_"):
+        j += 1
+    return statement[i:j].lower()
+
+
+def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | None]:
+    """Validate SQL text before it reaches SQLite.
+
+    Returns ``(statement, None)`` when it may run, else ``(None, result)`` with an ``error`` or ``refused``
+    :class:`ExecResult`.
+
+    Example:
+
+    ```python
+    >>> check_sql("SELECT 1;", Limits())
+    ('SELECT 1', None)
+    >>> check_sql("DELETE FROM t", Limits())[1].status
+    <ExecStatus.REFUSED: 'refused'>
+    >>> check_sql(None, Limits())[1].error
+    'no SQL given'
+    ```
+    """
+
+    def fail(status: ExecStatus, message: str) -> tuple[None, ExecResult]:
+        return None, ExecResult(status=status, error=message)
+
+    if sql is None:
+        return fail(ExecStatus.ERROR, "no SQL given")
+    if not isinstance(sql, str):
+        return fail(ExecStatus.ERROR, f"SQL must be a string, got {type(sql).__name__}")
+    if len(sql) > limits.max_sql_chars:
+        return fail(ExecStatus.REFUSED, f"SQL longer than {limits.max_sql_chars} characters")
+    if "\x00" in sql:
+        return fail(ExecStatus.ERROR, "SQL contains a NUL character")
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return fail(ExecStatus.ERROR, f"SQL is not valid text: {err.reason}")
+    statements = split_statements(sql)
+    if not statements:
+        return fail(ExecStatus.ERROR, "empty SQL (only whitespace, ';' or comments)")
+    if len(statements) > 1:
+        return fail(ExecStatus.REFUSED, f"only one statement may run, got {len(statements)}")
+    statement = statements[0]
+    keyword = _first_keyword(statement)
+    if keyword and keyword not in _ALLOWED_FIRST_KEYWORDS:
+        return fail(ExecStatus.REFUSED, f"only SELECT, WITH or VALUES statements may run, got {keyword.upper()}")
+    return statement, None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Worker processes
+# ----------------------------------------------------------------------------------------------------------
+class _Worker:
+    """One supervised worker process; used by one thread at a time."""
+
+    def __init__(self, memory_mb: int | None) -> None:
+        self.memory_mb = memory_mb
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self._stderr = None
+
+    def _start(self) -> subprocess.Popen:
+        cmd = [sys.executable, "-I", _worker.__file__, str(self.memory_mb) if self.memory_mb else "none"]
+        if self._stderr is None:
+            self._stderr = tempfile.TemporaryFile()
+        self._stderr.seek(0)
+        self._stderr.truncate()
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True
+            )
+        except OSError as err:
+            raise SandboxError(f"cannot start a sandbox worker ({cmd[0]}): {err}") from err
+        return proc
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The end of what the last worker process wrote to stderr (for diagnosing infrastructure failures)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", errors="replace")[-limit:]
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    stream.close()
+            self.proc = None
+
+    def close(self) -> None:
+        self.kill()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def request(self, db_path: str, sql: str, limits: Limits) -> tuple | None:
+        """Send one query; return the reply tuple, or None when the worker missed the deadline or died."""
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.restarts += 1
+                self.kill()
+            self.proc = self._start()
+        payload = pickle.dumps(
+            (db_path, sql, limits.timeout_s, limits.max_ops, limits.max_rows), protocol=pickle.HIGHEST_PROTOCOL
+        )
+        try:
+            self.proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            return None
+        fd = self.proc.stdout.fileno()
+        header = self._read(fd, 8, time.monotonic() + limits.timeout_s + _KILL_GRACE_S)
+        if header is None:
+            self.kill()
+            return None
+        body = self._read(fd, struct.unpack(">Q", header)[0], time.monotonic() + _REPLY_READ_S)
+        if body is None:
+            self.kill()
+            return None
+        return pickle.loads(body)
+
+    @staticmethod
+    def _read(fd: int, n: int, deadline: float) -> bytes | None:
+        chunks, remaining = [], n
+        while remaining:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:  # EOF: the worker died
+                return None
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The sandbox
+# ----------------------------------------------------------------------------------------------------------
+class Sandbox:
+    """Read-only, limited SQL execution with per-database connections, a result cache and batch dedup.
+
+    Args:
+        limits: default :class:`Limits` (deadline, op budget, row cap, …); each call may pass its own.
+        workers: number of worker processes (default: the number of CPU cores). They start lazily.
+        cache_size: most results kept (LRU); ``0`` disables the cache.
+        cache_max_rows: most rows kept in the cache, summed over entries.
+
+    Example:
+
+    ```python
+    >>> import sqlite3, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+    >>> with sqlite3.connect(path) as conn:
+    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
+    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])
+    >>> with Sandbox(Limits(timeout_s=5), workers=1) as sandbox:
+    ...     ok = sandbox.execute(path, "SELECT x FROM t ORDER BY x;")
+    ...     bad = sandbox.execute(path, "DROP TABLE t")
+    >>> ok.status.value, ok.rows, ok.columns
+    ('ok', ((1,), (2,)), ('x',))
+    >>> bad.status.value
+    'refused'
+    ```
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        workers: int | None = None,
+        cache_size: int = 100_000,
+        cache_max_rows: int = 2_000_000,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.cache_size = cache_size
+        self.cache_max_rows = cache_max_rows
+        self._pool: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._all_workers = [_Worker(self.limits.memory_mb) for _ in range(self.workers)]
+        for worker in self._all_workers:
+            self._pool.put(worker)
+        self._threads: ThreadPoolExecutor | None = None
+        self._cache: OrderedDict[tuple, ExecResult] = OrderedDict()
+        self._cache_rows = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self.stats = {"requests": 0, "executed": 0, "cache_hits": 0, "batch_duplicates": 0, "worker_kills": 0}
+
+    # -- public API ------------------------------------------------------------------------------------------
+    def execute(self, db_path: str | os.PathLike, sql: str | None, limits: Limits | None = None) -> ExecResult:
+        """Run one SQL string against one database file. See :meth:`execute_many`."""
+        return self.execute_many([(db_path, sql)], limits=limits)[0]
+
+    def execute_many(
+        self,
+        requests: Sequence[tuple[str | os.PathLike, str | None]],
+        limits: Limits | None = None,
+        *,
+        progress: bool | str = False,
+    ) -> list[ExecResult]:
+        """Run many ``(db_path, sql)`` pairs; results come back in input order.
+
+        Each distinct (database, SQL) runs once per batch (and once ever while it stays cached); distinct
+        executions are spread over the worker processes.
+
+        Args:
+            requests: ``(db_path, sql)`` pairs. ``sql`` may be ``None`` (a clean ``error`` result).
+            limits: overrides the sandbox's default limits for this batch.
+            progress: show a tqdm bar over the distinct executions (a string is used as its label).
+
+        Raises:
+            FileNotFoundError: a database file does not exist (checked before anything runs).
+        """
+        if self._closed:
+            raise RuntimeError("this Sandbox is closed")
+        limits = limits or self.limits
+        identities: dict[str, tuple] = {}
+        for db_path, _ in requests:
+            key = os.fspath(db_path)
+            if key not in identities:
+                identities[key] = _db_identity(key)
+
+        results: list[ExecResult | None] = [None] * len(requests)
+        pending: dict[tuple, list[int]] = {}
+        statements: dict[tuple, tuple[str, str]] = {}
+        with self._lock:
+            self.stats["requests"] += len(requests)
+            for index, (db_path, sql) in enumerate(requests):
+                identity = identities[os.fspath(db_path)]
+                statement, early = check_sql(sql, limits)
+                if early is not None:
+                    results[index] = early
+                    continue
+                key = (identity, statement, _limits_key(limits))
+                cached = self._cache.get(key) if self.cache_size else None
+                if cached is not None:
+                    self._cache.move_to_end(key)
+                    self.stats["cache_hits"] += 1
+                    results[index] = replace(cached, cached=True)
+                    continue
+                if key in pending:
+                    self.stats["batch_duplicates"] += 1
+                    pending[key].append(index)
+                else:
+                    pending[key] = [index]
+                    statements[key] = (identity[0], statement)
+
+        if pending:
+            keys = list(pending)
+            fresh = self._run_distinct([statements[k] for k in keys], limits, progress)
+            with self._lock:
+                for key, (result, cacheable) in zip(keys, fresh):
+                    if cacheable:
+                        self._remember(key, result)
+                    for n, index in enumerate(pending[key]):
+                        results[index] = result if n == 0 else replace(result, cached=True)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop the worker processes. Idempotent."""
+        self._closed = True
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
+        for worker in self._all_workers:
+            worker.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing sensible left to do
+            pass
+
+    def __getstate__(self):
+        raise TypeError("a Sandbox owns processes and cannot be pickled; create one per process")
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _run_distinct(
+        self, items: list[tuple[str, str]], limits: Limits, progress: bool | str
+    ) -> list[tuple[ExecResult, bool]]:
+        bar = None
+        if progress and len(items) > 1:
+            bar = tqdm(total=len(items), desc=progress if isinstance(progress, str) else "executing SQL", unit="q")
+        try:
+            if len(items) == 1 or self.workers == 1:
+                out = []
+                for db_path, sql in items:
+                    out.append(self._run_one(db_path, sql, limits))
+                    if bar is not None:
+                        bar.update(1)
+                return out
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slmsql-sandbox")
+            futures = [self._threads.submit(self._run_one, db_path, sql, limits) for db_path, sql in items]
+            out = []
+            for future in futures:
+                out.append(future.result())
+                if bar is not None:
+                    bar.update(1)
+            return out
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _run_one(self, db_path: str, sql: str, limits: Limits) -> tuple[ExecResult, bool]:
+        """Run on a free worker; returns the result and whether it may be cached."""
+        worker = self._pool.get()
+        try:
+            for attempt in (1, 2):
+                started = time.monotonic()
+                reply = worker.request(db_path, sql, limits)
+                elapsed = time.monotonic() - started
+                if reply is not None:
+                    status, rows, columns, error, worker_elapsed, op_budget = reply
+                    with self._lock:
+                        self.stats["executed"] += 1
+                    result = ExecResult(
+                        status=ExecStatus(status),
+                        rows=tuple(rows),
+                        columns=tuple(columns),
+                        error=error,
+                        elapsed_s=worker_elapsed,
+                    )
+                    # An op-budget timeout is deterministic and may be cached; a wall-clock one may not.
+                    return result, status != "timeout" or op_budget
+                with self._lock:
+                    self.stats["worker_kills"] += 1
+                if elapsed >= limits.timeout_s:
+                    logger.debug("worker killed after the %.1f s deadline: %.200s", limits.timeout_s, sql)
+                    result = ExecResult(
+                        status=ExecStatus.TIMEOUT,
+                        error=f"killed: deadline of {limits.timeout_s:g} s exceeded inside one SQLite step",
+                        elapsed_s=elapsed,
+                    )
+                    return result, False
+                logger.warning("sandbox worker died (attempt %d) on: %.200s", attempt, sql)
+            # Two fresh workers died on this query. Is it the query, or is the sandbox itself broken?
+            stderr = worker.stderr_tail()
+            if worker.request(db_path, "SELECT 1", limits) is None:
+                raise SandboxError(
+                    "sandbox workers die even on 'SELECT 1' (an infrastructure failure, not a verdict); "
+                    f"last worker stderr:\n{stderr or worker.stderr_tail()}"
+                )
+            result = ExecResult(
+                status=ExecStatus.ERROR, error="the query crashed the sandbox worker twice", elapsed_s=elapsed
+            )
+            return result, False
+        finally:
+            self._pool.put(worker)
+
+    def _remember(self, key: tuple, result: ExecResult) -> None:
+        if not self.cache_size:
+            return
+        if len(result.rows) > self.cache_max_rows // 4:
+            return
+        self._cache[key] = result
+        self._cache_rows += len(result.rows)
+        while len(self._cache) > self.cache_size or self._cache_rows > self.cache_max_rows:
+            _, old = self._cache.popitem(last=False)
+            self._cache_rows -= len(old.rows)
+
+
+def _db_identity(db_path: str) -> tuple[str, int, int]:
+    path = Path(db_path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"database not found: {db_path}") from None
+    if not path.is_file():
+        raise FileNotFoundError(f"database is not a file: {db_path}")
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _limits_key(limits: Limits) -> tuple:
+    return (limits.timeout_s, limits.max_ops, limits.max_rows)
