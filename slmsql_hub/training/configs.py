@@ -1,0 +1,643 @@
+"""Configuration for ``slmsql train base`` and ``slmsql train sft``: dataclasses parsed from a YAML recipe
+plus command-line overrides.
+
+As in open-r1, each run is described by three dataclasses, one flat YAML recipe fills all of them, and
+``--key value`` on the command line wins over the recipe:
+
+- ``sft``: :class:`SFTScriptArguments` (data and prompt), :class:`ModelArguments` (base model and LoRA) and
+  :class:`SFTTrainingConfig` (a ``trl.SFTConfig`` that adds the stage and the adapter stage 2 continues);
+- ``base``: :class:`BaseScriptArguments` (the world and the tokenizer), :class:`TinyModelArguments` (the
+  tiny Qwen2's shape) and :class:`BaseTrainingConfig` (a ``trl.SFTConfig``).
+
+Every dataclass checks itself in ``__post_init__`` and raises :class:`~slmsql_hub.errors.UsageError` naming
+the fix; nothing here reads datasets or models, or touches the network, so a recipe for a model that cannot
+run on this machine still validates. Paths are checked when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trl import SFTConfig
+
+from ..errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _check_prompt_fields(owner: str, sample_rows: int, max_value_chars: int) -> None:
+    if sample_rows < 0:
+        raise UsageError(
+            f"{owner}.prompt_sample_rows must be >= 0 (0 shows no sample rows); got {sample_rows}"
+        )
+    if max_value_chars < 1:
+        raise UsageError(f"{owner}.prompt_max_value_chars must be >= 1; got {max_value_chars}")
+
+
+def _resolve_precision(config: SFTConfig) -> None:
+    """``bf16: null`` means auto: bf16 on a GPU that supports it, float32 elsewhere (CPU included).
+
+    TRL defaults to bf16 everywhere, which ``TrainingArguments`` refuses on a machine without such a GPU;
+    resolving it here lets one recipe validate and run on either.
+    """
+    from transformers.utils import is_torch_bf16_gpu_available
+
+    if config.bf16 is None:
+        config.bf16 = bool(not config.fp16 and not config.use_cpu and is_torch_bf16_gpu_available())
+    elif config.bf16 and not config.use_cpu and not is_torch_bf16_gpu_available():
+        raise UsageError(
+            "bf16: true needs a GPU with bfloat16 support and this machine has none; set `bf16: null` (auto) "
+            "or `bf16: false`"
+        )
+
+
+def _check_threads(owner: str, num_threads: int | None) -> None:
+    if num_threads is not None and num_threads < 1:
+        raise UsageError(
+            f"{owner}.num_threads must be >= 1, or null to keep torch's default; got {num_threads}"
+        )
+
+
+@dataclass
+class SFTScriptArguments:
+    """What an SFT run trains on, and how prompts are built.
+
+    Args:
+        dataset_paths: one or more datasets written with ``save_to_disk`` (for the world:
+            ``<world>/datasets/foundation`` for stage 1, ``.../grounding`` for stage 2), concatenated. Columns:
+            ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` (prompt text) or ``db_path`` (the
+            schema is then read from the database through the sandbox; relative paths resolve against the
+            dataset folder, then its parents).
+        max_train_samples: keep only the first N examples after shuffling (``None``: all).
+        prompt_sample_rows: sample rows per table in the schema text (see
+            :class:`~slmsql_hub.prompts.PromptConfig`); evaluation must use the same value.
+        prompt_max_value_chars: longest value shown in a sample row.
+        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import SFTScriptArguments
+    >>> SFTScriptArguments(dataset_paths=["outputs/world/datasets/foundation"]).prompt_sample_rows
+    3
+    >>> SFTScriptArguments(dataset_paths=[])
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: dataset_paths is empty: set it to the dataset folder(s) to train on...
+
+    ```
+    """
+
+    dataset_paths: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."
+        },
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
+    )
+    prompt_sample_rows: int = field(default=3, metadata={"help": "Sample rows per table in the schema text."})
+    prompt_max_value_chars: int = field(default=40, metadata={"help": "Longest value shown in a sample row."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dataset_paths, (str, os.PathLike)):
+            self.dataset_paths = [str(self.dataset_paths)]
+        self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
+        if not self.dataset_paths:
+            raise UsageError(
+                "dataset_paths is empty: set it to the dataset folder(s) to train on, e.g. "
+                "`dataset_paths: [outputs/world/datasets/foundation]` (build the world with `slmsql world build`)"
+            )
+        if self.max_train_samples is not None and self.max_train_samples < 1:
+            raise UsageError(f"max_train_samples must be >= 1, or null for all; got {self.max_train_samples}")
+        _check_prompt_fields("SFTScriptArguments", self.prompt_sample_rows, self.prompt_max_value_chars)
+        _check_threads("SFTScriptArguments", self.num_threads)
+
+
+@dataclass
+class ModelArguments:
+    """The base model and the LoRA adapter trained on it.
+
+    Args:
+        model_name_or_path: a Hub id (``Qwen/Qwen2.5-Coder-1.5B-Instruct``) or a local folder (the world's
+            ``outputs/world/base``).
+        tokenizer_name_or_path: where the tokenizer comes from (``None``: the model's).
+        dtype: weights' dtype when loading: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
+        lora_r: LoRA rank (the study: 32).
+        lora_alpha: LoRA scaling numerator (the study: 64).
+        lora_dropout: dropout on the LoRA input.
+        lora_target_modules: modules to adapt; ``["all-linear"]`` (the study) adapts every linear layer but the
+            output head (q/k/v/o/gate/up/down on Qwen2).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import ModelArguments
+    >>> ModelArguments(model_name_or_path="Qwen/Qwen2.5-Coder-1.5B-Instruct").peft_target_modules()
+    'all-linear'
+    >>> ModelArguments(model_name_or_path="m", lora_alpha=0)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: lora_alpha must be > 0 (the study uses 64 with lora_r 32); got 0
+
+    ```
+    """
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Base model: a Hub id or a local folder (e.g. outputs/world/base)."}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "Tokenizer location; null uses the model's."}
+    )
+    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(_DTYPES)})
+    lora_r: int = field(default=32, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=64, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["all-linear"], metadata={"help": "Modules to adapt ('all-linear' or names)."}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.model_name_or_path:
+            raise UsageError(
+                "model_name_or_path is not set: name the base model, e.g. `model_name_or_path: outputs/world/base` "
+                "(from `slmsql train base`) or `Qwen/Qwen2.5-Coder-1.5B-Instruct`"
+            )
+        if self.dtype not in _DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if self.lora_r < 1:
+            raise UsageError(f"lora_r must be >= 1 (the study uses 32); got {self.lora_r}")
+        if self.lora_alpha <= 0:
+            raise UsageError(
+                f"lora_alpha must be > 0 (the study uses 64 with lora_r 32); got {self.lora_alpha}"
+            )
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise UsageError(f"lora_dropout must be in [0, 1); got {self.lora_dropout}")
+        if isinstance(self.lora_target_modules, str):
+            self.lora_target_modules = [self.lora_target_modules]
+        self.lora_target_modules = [str(m) for m in self.lora_target_modules if str(m).strip()]
+        if not self.lora_target_modules:
+            raise UsageError("lora_target_modules is empty: use ['all-linear'] or name the modules to adapt")
+        if "all-linear" in self.lora_target_modules and len(self.lora_target_modules) > 1:
+            raise UsageError(
+                "lora_target_modules: 'all-linear' already covers every linear layer; list it alone"
+            )
+        if "lm_head" in self.lora_target_modules:
+            raise UsageError(
+                "lora_target_modules must not include lm_head (TRL cannot train an adapter on it)"
+            )
+
+    def peft_target_modules(self) -> str | list[str]:
+        """``target_modules`` as PEFT wants it: the string ``"all-linear"`` or a list of module names."""
+        if self.lora_target_modules == ["all-linear"]:
+            return "all-linear"
+        return list(self.lora_target_modules)
+
+    def torch_dtype(self):
+        """The ``dtype`` argument for ``from_pretrained`` (``"auto"`` or a ``torch.dtype``)."""
+        if self.dtype == "auto":
+            return "auto"
+        import torch
+
+        return getattr(torch, self.dtype)
+
+
+@dataclass
+class SFTTrainingConfig(SFTConfig):
+    """``trl.SFTConfig`` plus the two-stage setup of the study.
+
+    Stage 1 attaches a fresh LoRA adapter to the base model; stage 2 continues the SAME adapter (loaded
+    trainable from ``adapter_path``, the stage-1 output folder) on the next dataset. Every other field is
+    TRL's (``learning_rate``, ``num_train_epochs``, ``max_length``, ``output_dir``...). The loss covers the
+    answer only: the data is conversational prompt-completion, for which TRL's ``completion_only_loss``
+    applies by default.
+
+    Args:
+        stage: 1 (new adapter) or 2 (continue ``adapter_path``).
+        adapter_path: the stage-1 output folder; required for stage 2, refused for stage 1.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import SFTTrainingConfig
+    >>> SFTTrainingConfig(output_dir="out/sft2", stage=2, report_to="none")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: stage 2 continues the stage-1 adapter: set adapter_path to the stage-1 output ...
+
+    ```
+    """
+
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
+        },
+    )
+    stage: int = field(
+        default=1, metadata={"help": "1: new LoRA adapter; 2: continue the adapter at adapter_path."}
+    )
+    adapter_path: str | None = field(
+        default=None,
+        metadata={"help": "Stage 2 only: the stage-1 output folder holding the adapter to continue."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.stage not in (1, 2):
+            raise UsageError(f"stage must be 1 (new adapter) or 2 (continue adapter_path); got {self.stage}")
+        if self.stage == 2 and not self.adapter_path:
+            raise UsageError(
+                "stage 2 continues the stage-1 adapter: set adapter_path to the stage-1 output folder "
+                "(e.g. `adapter_path: outputs/world/sft_stage1`)"
+            )
+        if self.stage == 1 and self.adapter_path:
+            raise UsageError(
+                f"adapter_path ({self.adapter_path}) is only read by stage 2: remove it, or set `stage: 2` to "
+                "continue that adapter"
+            )
+        if self.assistant_only_loss:
+            raise UsageError(
+                "assistant_only_loss is not used here: the data is prompt-completion, so the loss already covers "
+                "the answer only (completion_only_loss); remove assistant_only_loss"
+            )
+        if self.max_length is not None and self.max_length < 16:
+            raise UsageError(f"max_length must be >= 16 tokens, or null; got {self.max_length}")
+        _resolve_precision(self)
+        super().__post_init__()
+
+
+@dataclass
+class BaseScriptArguments:
+    """The world the tiny base model and its tokenizer learn from.
+
+    Args:
+        world_dir: the folder written by ``slmsql world build --out DIR``.
+        corpus_splits: the world's splits whose schemas, questions and SQL form the corpus (never dev/test).
+        corpus_repeats: how many times each schema text appears in the corpus (schemas are few but long).
+        vocab_size: tokenizer vocabulary size (bytes and special tokens included).
+        tokenizer_min_frequency: the fewest occurrences a pair needs to become a token.
+        prompt_sample_rows: sample rows per table in the schema texts (match the SFT recipes).
+        prompt_max_value_chars: longest value shown in a sample row.
+        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import BaseScriptArguments
+    >>> BaseScriptArguments(world_dir="outputs/world").corpus_splits
+    ['foundation', 'grounding', 'rl_pool']
+    >>> BaseScriptArguments(world_dir="w", corpus_splits=["foundation", "dev"])
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: corpus_splits must not include dev or test (their SQL is what EX is measured on)...
+
+    ```
+    """
+
+    world_dir: str | None = field(
+        default=None, metadata={"help": "The world folder (slmsql world build --out)."}
+    )
+    corpus_splits: list[str] = field(
+        default_factory=lambda: ["foundation", "grounding", "rl_pool"],
+        metadata={"help": "World splits the corpus is drawn from (never dev/test)."},
+    )
+    corpus_repeats: int = field(default=4, metadata={"help": "Copies of each schema text in the corpus."})
+    vocab_size: int = field(default=3072, metadata={"help": "Tokenizer vocabulary size."})
+    tokenizer_min_frequency: int = field(default=2, metadata={"help": "Fewest occurrences for a BPE merge."})
+    prompt_sample_rows: int = field(default=3, metadata={"help": "Sample rows per table in schema texts."})
+    prompt_max_value_chars: int = field(default=40, metadata={"help": "Longest value shown in a sample row."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+
+    def __post_init__(self) -> None:
+        if not self.world_dir:
+            raise UsageError(
+                "world_dir is not set: point it at the folder from `slmsql world build --out DIR` "
+                "(e.g. `world_dir: outputs/world`)"
+            )
+        if isinstance(self.corpus_splits, str):
+            self.corpus_splits = [self.corpus_splits]
+        if not self.corpus_splits:
+            raise UsageError("corpus_splits is empty: use e.g. [foundation, grounding, rl_pool]")
+        held_out = sorted({"dev", "test"} & set(self.corpus_splits))
+        if held_out:
+            raise UsageError(
+                "corpus_splits must not include dev or test (their SQL is what EX is measured on); "
+                f"remove {', '.join(held_out)}"
+            )
+        if self.corpus_repeats < 1:
+            raise UsageError(f"corpus_repeats must be >= 1; got {self.corpus_repeats}")
+        if not 300 <= self.vocab_size <= 65536:
+            raise UsageError(
+                f"vocab_size must be between 300 and 65536 (the world uses ~3k); got {self.vocab_size}"
+            )
+        if self.tokenizer_min_frequency < 1:
+            raise UsageError(f"tokenizer_min_frequency must be >= 1; got {self.tokenizer_min_frequency}")
+        _check_prompt_fields("BaseScriptArguments", self.prompt_sample_rows, self.prompt_max_value_chars)
+        _check_threads("BaseScriptArguments", self.num_threads)
+
+
+@dataclass
+class TinyModelArguments:
+    """The shape of the tiny ``Qwen2ForCausalLM`` trained from scratch (same modules as Qwen2.5-Coder, so LoRA
+    targets, chat template and generation follow the real path).
+
+    Args:
+        hidden_size: width of the residual stream.
+        intermediate_size: width of the gated MLP.
+        num_hidden_layers: decoder layers.
+        num_attention_heads: query heads (must divide ``hidden_size``).
+        num_key_value_heads: key/value heads (grouped-query attention; must divide the query heads).
+        max_position_embeddings: longest sequence (RoPE).
+        rope_theta: RoPE base.
+        tie_word_embeddings: share the input embedding and the output head (as Qwen2.5-1.5B does).
+        init_seed: seed of the random initialisation.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import TinyModelArguments
+    >>> TinyModelArguments(hidden_size=96, num_attention_heads=4).head_dim
+    24
+    >>> TinyModelArguments(hidden_size=100, num_attention_heads=3)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: num_attention_heads (3) must divide hidden_size (100)
+
+    ```
+    """
+
+    hidden_size: int = field(default=128, metadata={"help": "Residual width."})
+    intermediate_size: int = field(default=384, metadata={"help": "MLP width."})
+    num_hidden_layers: int = field(default=4, metadata={"help": "Decoder layers."})
+    num_attention_heads: int = field(default=4, metadata={"help": "Query heads."})
+    num_key_value_heads: int = field(default=2, metadata={"help": "Key/value heads."})
+    max_position_embeddings: int = field(default=1024, metadata={"help": "Longest sequence."})
+    rope_theta: float = field(default=10000.0, metadata={"help": "RoPE base."})
+    tie_word_embeddings: bool = field(
+        default=True, metadata={"help": "Tie input embeddings and output head."}
+    )
+    init_seed: int = field(default=0, metadata={"help": "Seed of the random initialisation."})
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be >= 1; got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise UsageError(
+                f"num_attention_heads ({self.num_attention_heads}) must divide hidden_size ({self.hidden_size})"
+            )
+        if self.num_key_value_heads < 1 or self.num_attention_heads % self.num_key_value_heads:
+            raise UsageError(
+                f"num_key_value_heads ({self.num_key_value_heads}) must divide num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if (self.hidden_size // self.num_attention_heads) % 2:
+            raise UsageError(
+                f"the head size hidden_size/num_attention_heads = {self.hidden_size // self.num_attention_heads} "
+                "must be even (RoPE rotates pairs)"
+            )
+        if self.max_position_embeddings < 16:
+            raise UsageError(f"max_position_embeddings must be >= 16; got {self.max_position_embeddings}")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one attention head."""
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass
+class BaseTrainingConfig(SFTConfig):
+    """``trl.SFTConfig`` for pretraining the tiny model on the world's text (language modelling, usually
+    packed into ``max_length`` blocks).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import BaseTrainingConfig
+    >>> BaseTrainingConfig(output_dir="out/base", max_length=None, report_to="none")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: max_length must be set for pretraining (the block length), e.g. 256
+
+    ```
+    """
+
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_length is None or self.max_length < 16:
+            raise UsageError("max_length must be set for pretraining (the block length), e.g. 256")
+        if self.assistant_only_loss or self.completion_only_loss:
+            raise UsageError("pretraining is plain language modelling: remove assistant/completion_only_loss")
+        _resolve_precision(self)
+        super().__post_init__()
+
+
+SFT_ARGUMENTS = (SFTScriptArguments, ModelArguments, SFTTrainingConfig)
+"""The dataclasses of ``slmsql train sft``, in the order :func:`parse_recipe` returns them."""
+
+BASE_ARGUMENTS = (BaseScriptArguments, TinyModelArguments, BaseTrainingConfig)
+"""The dataclasses of ``slmsql train base``, in the order :func:`parse_recipe` returns them."""
+
+
+def _field_names(dataclass_types: Sequence[type]) -> set[str]:
+    return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
+
+
+def _build_parser(dataclass_types: Sequence[type]):
+    from trl import TrlParser
+
+    return TrlParser(dataclass_types=list(dataclass_types))
+
+
+def parse_recipe(
+    dataclass_types: Sequence[type],
+    config: str | os.PathLike | None = None,
+    overrides: Sequence[str] = (),
+) -> tuple:
+    """Fill ``dataclass_types`` from a flat YAML recipe, then from ``--key value`` overrides (which win).
+
+    Args:
+        dataclass_types: :data:`SFT_ARGUMENTS`, :data:`BASE_ARGUMENTS` or your own dataclasses.
+        config: the YAML recipe (``None``: defaults and overrides only).
+        overrides: command-line style arguments, e.g. ``["--learning_rate", "1e-4"]``.
+
+    Returns:
+        One instance per dataclass, in the order given, each validated by its ``__post_init__``.
+
+    Raises:
+        UsageError: the recipe is missing or not a mapping, a key is unknown (in the recipe or the
+            overrides), or a value fails validation.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.training.configs import SFT_ARGUMENTS, parse_recipe
+    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
+    >>> _ = recipe.write_text(
+    ...     "model_name_or_path: outputs/world/base\\n"
+    ...     "dataset_paths: [outputs/world/datasets/foundation]\\n"
+    ...     "output_dir: outputs/world/sft_stage1\\n"
+    ...     "learning_rate: 5.0e-4\\n"
+    ...     "report_to: none\\n"
+    ... )
+    >>> script, model, training = parse_recipe(SFT_ARGUMENTS, recipe, ["--learning_rate", "1e-4"])
+    >>> training.learning_rate, model.lora_r, model.lora_alpha, script.dataset_paths
+    (0.0001, 32, 64, ['outputs/world/datasets/foundation'])
+
+    ```
+    """
+    import yaml
+
+    argv: list[str] = []
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise UsageError(f"recipe not found: {path}; pass an existing YAML file to --config")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise UsageError(f"recipe {path} is not valid YAML: {err}") from err
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise UsageError(f"recipe {path} must be a YAML mapping of field: value")
+        known = _field_names(dataclass_types) | {"env"}
+        unknown = sorted(set(loaded) - known)
+        if unknown:
+            raise UsageError(
+                f"unknown key(s) in {path}: {', '.join(unknown)}; remove them or check the spelling "
+                f"(known fields are those of {', '.join(c.__name__ for c in dataclass_types)})"
+            )
+        argv = ["--config", str(path)]
+    parser = _build_parser(dataclass_types)
+    try:
+        parsed = parser.parse_args_and_config(
+            [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
+        )
+    except SystemExit as err:  # argparse rejected a value (it printed why), or --help was asked for
+        if not err.code:
+            raise
+        raise UsageError(f"bad command-line override in {list(overrides)} (see the message above)") from err
+    *instances, config_rest, cli_rest = parsed
+    if config_rest or cli_rest:
+        raise UsageError(
+            f"unknown argument(s) {' '.join(config_rest + cli_rest)}; overrides are --field value with fields of "
+            f"{', '.join(c.__name__ for c in dataclass_types)}"
+        )
+    return tuple(instances)
+
+
+def _plain(value: Any) -> Any:
+    """A YAML-safe rendering of a config value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _plain(to_dict())
+    return str(value)
+
+
+_SECRET_FIELDS = frozenset({"hub_token"})
+
+
+def config_to_dict(*instances: Any) -> dict[str, Any]:
+    """Flatten config dataclasses into one recipe-shaped mapping (later instances win on shared names).
+
+    Secrets (``hub_token``) are left out, so the result can be written next to the model and read back with
+    :func:`parse_recipe`.
+
+    Args:
+        *instances: dataclass instances, e.g. what :func:`parse_recipe` returned.
+
+    Returns:
+        ``{field: value}`` with YAML-safe values.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import ModelArguments, config_to_dict
+    >>> config_to_dict(ModelArguments(model_name_or_path="m"))["lora_target_modules"]
+    ['all-linear']
+
+    ```
+    """
+    out: dict[str, Any] = {}
+    for instance in instances:
+        for f in dataclasses.fields(instance):
+            if not f.init or f.name in _SECRET_FIELDS:
+                continue
+            out[f.name] = _plain(getattr(instance, f.name))
+    return out
+
+
+def save_resolved_config(path: str | os.PathLike, *instances: Any) -> Path:
+    """Write the resolved configuration as a YAML recipe that :func:`parse_recipe` reads back.
+
+    Args:
+        path: the YAML file to write (its folder is created).
+        *instances: the run's config dataclasses.
+
+    Returns:
+        The path written.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.training.configs import ModelArguments, save_resolved_config
+    >>> out = save_resolved_config(pathlib.Path(tempfile.mkdtemp()) / "config.yaml", ModelArguments("m"))
+    >>> "lora_alpha: 64" in out.read_text()
+    True
+
+    ```
+    """
+    import yaml
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = config_to_dict(*instances)
+    header = "# Resolved configuration (recipe + overrides + defaults); rerun with --config on this file.\n"
+    path.write_text(header + yaml.safe_dump(payload, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def describe_arguments(dataclass_types: Sequence[type]) -> argparse.ArgumentParser:
+    """An ``argparse`` parser listing every field of ``dataclass_types`` (for ``--help`` texts).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import SFT_ARGUMENTS, describe_arguments
+    >>> "--adapter_path" in describe_arguments(SFT_ARGUMENTS).format_help()
+    True
+
+    ```
+    """
+    return _build_parser(dataclass_types)
