@@ -1,0 +1,128 @@
+"""``slmsql ex``: execution accuracy of a predictions file against gold SQL, with a per-level breakdown.
+
+Reads predictions and gold in the Spider, BIRD or JSONL format (see
+:mod:`slmsql_hub.data.prediction_files`), checks every database exists before running anything, judges all
+questions in the sandbox (progress bar), prints EX with a breakdown by Spider hardness or given difficulty,
+and optionally writes one JSON line per question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from ..errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "ex",
+        help="execution accuracy of a predictions file (Spider, BIRD or JSONL format)",
+        description=(
+            "Judge predictions against gold SQL by execution in the read-only sandbox and print EX over the "
+            "scorable questions, broken down by Spider hardness or by given difficulty. A question whose "
+            "gold SQL fails is unscorable: counted apart, never scored 0."
+        ),
+    )
+    parser.add_argument("--pred", required=True, metavar="FILE", help="predictions file")
+    parser.add_argument(
+        "--gold",
+        metavar="FILE",
+        help="gold file, one 'SQL<TAB>db_id' per line (spider and bird formats; jsonl lines carry their gold)",
+    )
+    parser.add_argument(
+        "--db-root",
+        metavar="DIR",
+        help="folder with one <db_id>/<db_id>.sqlite per database (relative JSONL db_path also resolve here)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("spider", "bird", "jsonl"),
+        default=None,
+        help="predictions format (default: detected from the extension and content)",
+    )
+    parser.add_argument(
+        "--difficulty",
+        metavar="FILE",
+        help="difficulty per question: JSONL objects with 'difficulty', or a JSON list such as BIRD's dev.json",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("bird", "spider"),
+        default="bird",
+        help="comparison rule: bird (set of rows, column order matters; default) or spider (test-suite rule)",
+    )
+    parser.add_argument(
+        "--keep-distinct", action="store_true", help="spider mode: keep DISTINCT instead of removing it"
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="deadline per query (s)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help="sandbox worker processes")
+    parser.add_argument("--out", metavar="FILE", help="write one JSON line per question here")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.prediction_files import detect_format, load_prediction_records, resolve_db_paths
+    from ..ex_report import build_ex_report, example_levels
+    from ..sql import Judge, Limits
+
+    if args.keep_distinct and args.mode != "spider":
+        raise UsageError("--keep-distinct only applies to --mode spider")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.is_dir():
+        raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
+    if args.db_root is not None and not Path(args.db_root).is_dir():
+        raise UsageError(f"--db-root {args.db_root} is not a folder")
+
+    fmt = args.format or detect_format(args.pred)
+    records = load_prediction_records(args.pred, args.gold, fmt=fmt, difficulty_path=args.difficulty)
+    db_paths = resolve_db_paths(records, args.db_root)
+    logger.info("judging %d questions (%s format, %s mode)", len(records), fmt, args.mode)
+
+    # Spider/BIRD files hold SQL, run as written (as the official evaluators do); JSONL holds model output.
+    judge = Judge(
+        mode=args.mode,
+        keep_distinct=args.keep_distinct,
+        extract=fmt == "jsonl",
+        limits=Limits(timeout_s=args.timeout),
+        workers=args.workers,
+    )
+    with judge:
+        judgements = judge.judge_many(
+            [r.prediction for r in records], [r.gold_sql for r in records], db_paths, progress="judging"
+        )
+    breakdown_by, levels = example_levels([r.gold_sql for r in records], [r.difficulty for r in records])
+    report = build_ex_report(
+        judgements, levels=levels, breakdown_by=breakdown_by, mode=args.mode, keep_distinct=args.keep_distinct
+    )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", encoding="utf-8") as handle:
+            for record, db_path, judgement, level in zip(records, db_paths, judgements, levels):
+                row = {
+                    "index": record.index,
+                    "db_id": record.db_id,
+                    "db_path": str(db_path),
+                    "prediction": record.prediction,
+                    "gold": record.gold_sql,
+                    **judgement.to_dict(),
+                    breakdown_by: level,
+                }
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        logger.info("wrote %d per-question verdicts to %s", len(records), out)
+    print(report.render())  # noqa: T201 - the command's output
+    if report.counts.num_scored == 0:
+        raise UsageError(
+            f"none of the {len(records)} questions could be scored: every gold query failed "
+            f"(first: {judgements[0].error}); check --gold and --db-root"
+        )
+    return 0

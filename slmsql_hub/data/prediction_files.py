@@ -1,0 +1,516 @@
+"""Read prediction and gold files in the formats the official evaluators use, plus one JSONL format.
+
+Three formats, each turned into a list of :class:`PredictionRecord` in question order:
+
+- ``spider``: predictions one SQL per line (the Spider evaluator's ``--pred`` file; text after a TAB is
+  ignored, as the official evaluator does), gold ``SQL<TAB>db_id`` per line (``dev_gold.sql``).
+- ``bird``: predictions as BIRD's JSON ``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``, gold
+  ``SQL<TAB>db_id`` per line (BIRD's ``dev.sql``), difficulty optionally from a JSONL file of objects with
+  a ``difficulty`` key or from a JSON list such as BIRD's ``dev.json``.
+- ``jsonl``: one object per line with ``prediction``, ``gold_sql``, ``db_id`` or ``db_path`` and an optional
+  ``difficulty``; no gold file.
+
+Every problem with the files (missing, not UTF-8, malformed line, lengths that differ) raises one
+:class:`~slmsql_hub.errors.UsageError` that names the file and, where it applies, the line.
+
+Example:
+
+```python
+>>> import tempfile
+>>> from pathlib import Path
+>>> folder = Path(tempfile.mkdtemp())
+>>> _ = (folder / "pred.txt").write_text("SELECT count(*) FROM singer\\nSELECT name FROM singer\\n")
+>>> _ = (folder / "gold.sql").write_text(
+...     "SELECT count(*) FROM singer\\tconcert_singer\\nSELECT name FROM singer\\tconcert_singer\\n"
+... )
+>>> records = load_prediction_records(folder / "pred.txt", folder / "gold.sql")
+>>> [(r.index, r.prediction, r.db_id) for r in records]
+[(0, 'SELECT count(*) FROM singer', 'concert_singer'), (1, 'SELECT name FROM singer', 'concert_singer')]
+
+```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("spider", "bird", "jsonl")
+BIRD_SEPARATOR = "\t----- bird -----\t"
+
+
+@dataclass(frozen=True)
+class PredictionRecord:
+    """One question to judge: the prediction, its gold SQL and where its database is.
+
+    Args:
+        index: position of the question in the files (0-based).
+        prediction: the predicted SQL or raw model output (``""`` when the file gives none).
+        gold_sql: the gold SQL.
+        db_id: the database id (``<db-root>/<db_id>/<db_id>.sqlite``), or ``None`` when ``db_path`` is given.
+        db_path: an explicit database path from a JSONL file, or ``None``.
+        difficulty: a given difficulty label (BIRD: simple / moderate / challenging), or ``None``.
+    """
+
+    index: int
+    prediction: str
+    gold_sql: str
+    db_id: str | None = None
+    db_path: str | None = None
+    difficulty: str | None = None
+
+
+def _read_text(path: str | os.PathLike, what: str) -> str:
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{what} file not found: {path}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"{what} file {path} is not UTF-8 text (byte {err.start}): re-save it as UTF-8"
+        ) from None
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines without line endings; blank lines at the end of the file are dropped."""
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def read_spider_predictions(path: str | os.PathLike) -> list[str]:
+    """Read Spider-style predictions: one SQL per line, aligned with the gold file.
+
+    Text after a TAB is ignored (the official evaluator keeps the first TAB-separated field). A blank line
+    inside the file is an empty prediction (judged ``no_sql``), so the alignment is never shifted; blank
+    lines at the very end are ignored.
+
+    Args:
+        path: the predictions file.
+
+    Returns:
+        The predictions, in order.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "pred.txt")
+    >>> _ = open(path, "w").write("SELECT 1\\n\\nSELECT 2\\tdb\\n\\n")
+    >>> read_spider_predictions(path)
+    ['SELECT 1', '', 'SELECT 2']
+
+    ```
+    """
+    return [line.split("\t", 1)[0].strip() for line in _lines(_read_text(path, "predictions"))]
+
+
+def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """Read a gold file with one ``SQL<TAB>db_id`` per line (Spider's ``dev_gold.sql``, BIRD's ``dev.sql``).
+
+    Args:
+        path: the gold file.
+
+    Returns:
+        ``(gold_sql, db_id)`` pairs, in order.
+
+    Raises:
+        UsageError: the file is missing, or a line is blank or has no TAB-separated db_id.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "gold.sql")
+    >>> _ = open(path, "w").write("SELECT count(*) FROM singer\\tconcert_singer\\n")
+    >>> read_gold_file(path)
+    [('SELECT count(*) FROM singer', 'concert_singer')]
+
+    ```
+    """
+    pairs = []
+    for number, line in enumerate(_lines(_read_text(path, "gold")), start=1):
+        sql, tab, db_id = line.rpartition("\t")
+        if not tab or not sql.strip() or not db_id.strip():
+            raise UsageError(f"gold file {path}, line {number}: expected 'SQL<TAB>db_id', got {line[:80]!r}")
+        pairs.append((sql.strip(), db_id.strip()))
+    return pairs
+
+
+def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None]]:
+    """Read BIRD-style predictions: a JSON object ``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``.
+
+    Keys must be the indices ``0 .. n-1`` (any order). A value without the ``----- bird -----`` separator is
+    taken whole as the SQL; a value that is not a string (``null``) is an empty prediction, as BIRD's
+    evaluator treats it.
+
+    Args:
+        path: the predictions JSON file.
+
+    Returns:
+        ``(sql, db_id or None)`` pairs, in index order.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os, json
+    >>> path = os.path.join(tempfile.mkdtemp(), "predict_dev.json")
+    >>> _ = open(path, "w").write(json.dumps({"1": "SELECT 2", "0": "SELECT 1\\t----- bird -----\\tfinancial"}))
+    >>> read_bird_predictions(path)
+    [('SELECT 1', 'financial'), ('SELECT 2', None)]
+
+    ```
+    """
+    text = _read_text(path, "predictions")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"predictions file {path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, dict):
+        raise UsageError(
+            f'predictions file {path}: expected a JSON object {{"0": "SQL\\t----- bird -----\\tdb_id", ...}}, '
+            f"got a JSON {type(data).__name__}"
+        )
+    by_index: dict[int, object] = {}
+    for key, value in data.items():
+        try:
+            index = int(key)
+        except ValueError:
+            raise UsageError(f"predictions file {path}: key {key!r} is not a question index") from None
+        by_index[index] = value
+    missing = sorted(set(range(len(by_index))) - set(by_index))
+    if missing:
+        raise UsageError(
+            f"predictions file {path}: indices must run 0..{len(by_index) - 1} without gaps; "
+            f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        )
+    predictions: list[tuple[str, str | None]] = []
+    for index in range(len(by_index)):
+        value = by_index[index]
+        if not isinstance(value, str):
+            predictions.append(("", None))
+        elif BIRD_SEPARATOR in value:
+            sql, _, db_id = value.rpartition(BIRD_SEPARATOR)
+            predictions.append((sql.strip(), db_id.strip() or None))
+        else:
+            predictions.append((value.strip(), None))
+    return predictions
+
+
+def read_difficulties(path: str | os.PathLike) -> list[str | None]:
+    """Read per-question difficulty labels, in order.
+
+    Accepts a JSON list of objects (BIRD's ``dev.json``) or JSONL with one object per line; each object's
+    ``difficulty`` is used (``null`` or absent: no label).
+
+    Args:
+        path: the difficulty file.
+
+    Returns:
+        One label (or ``None``) per question.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "diff.jsonl")
+    >>> _ = open(path, "w").write('{"difficulty": "simple"}\\n{"difficulty": "challenging"}\\n')
+    >>> read_difficulties(path)
+    ['simple', 'challenging']
+
+    ```
+    """
+    text = _read_text(path, "difficulty")
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise UsageError(
+                f"difficulty file {path}: not valid JSON (line {err.lineno}: {err.msg})"
+            ) from None
+        numbered = list(enumerate(items, start=1))
+        where = "item"
+    else:
+        numbered = []
+        for number, line in enumerate(_lines(text), start=1):
+            try:
+                numbered.append((number, json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise UsageError(
+                    f"difficulty file {path}, line {number}: not valid JSON ({err.msg})"
+                ) from None
+        where = "line"
+    labels: list[str | None] = []
+    for number, item in numbered:
+        if not isinstance(item, dict):
+            raise UsageError(
+                f"difficulty file {path}, {where} {number}: expected an object with 'difficulty'"
+            )
+        label = item.get("difficulty")
+        if label is not None and not isinstance(label, str):
+            raise UsageError(f"difficulty file {path}, {where} {number}: 'difficulty' must be a string")
+        labels.append(label.strip().lower() if label else None)
+    return labels
+
+
+def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
+    """Read the JSONL format: one object per line with ``prediction``, ``gold_sql``, ``db_id`` or ``db_path``.
+
+    ``difficulty`` is optional. A ``null`` prediction is an empty one (judged ``no_sql``).
+
+    Args:
+        path: the JSONL file.
+
+    Returns:
+        The records, in line order.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os, json
+    >>> path = os.path.join(tempfile.mkdtemp(), "preds.jsonl")
+    >>> row = {"prediction": "```sql\\nSELECT 1\\n```", "gold_sql": "SELECT 1", "db_path": "toy.sqlite"}
+    >>> _ = open(path, "w").write(json.dumps(row) + "\\n")
+    >>> read_jsonl_records(path)[0].db_path
+    'toy.sqlite'
+
+    ```
+    """
+    records = []
+    for number, line in enumerate(_lines(_read_text(path, "predictions")), start=1):
+        where = f"predictions file {path}, line {number}"
+        if not line.strip():
+            raise UsageError(f"{where}: blank line; every line must be one JSON object")
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{where}: not valid JSON ({err.msg})") from None
+        if not isinstance(row, dict):
+            raise UsageError(f"{where}: expected a JSON object, got a JSON {type(row).__name__}")
+        missing = [key for key in ("prediction", "gold_sql") if key not in row]
+        if missing:
+            raise UsageError(f"{where}: missing {', '.join(repr(k) for k in missing)}")
+        if not row.get("db_id") and not row.get("db_path"):
+            raise UsageError(f"{where}: needs 'db_id' or 'db_path'")
+        prediction, gold = row["prediction"], row["gold_sql"]
+        if prediction is not None and not isinstance(prediction, str):
+            raise UsageError(f"{where}: 'prediction' must be a string or null")
+        if not isinstance(gold, str) or not gold.strip():
+            raise UsageError(f"{where}: 'gold_sql' must be a non-empty string")
+        for key in ("db_id", "db_path", "difficulty"):
+            if row.get(key) is not None and not isinstance(row[key], str):
+                raise UsageError(f"{where}: {key!r} must be a string")
+        difficulty = row.get("difficulty")
+        records.append(
+            PredictionRecord(
+                index=number - 1,
+                prediction=prediction or "",
+                gold_sql=gold,
+                db_id=row.get("db_id") or None,
+                db_path=row.get("db_path") or None,
+                difficulty=difficulty.strip().lower() if difficulty else None,
+            )
+        )
+    return records
+
+
+def detect_format(pred_path: str | os.PathLike) -> str:
+    """Guess the format of a predictions file from its extension, then its content.
+
+    ``.jsonl`` -> ``jsonl``; ``.json`` -> ``bird``; otherwise a first line that is a JSON object with a
+    ``prediction`` key -> ``jsonl``, a file that starts with ``{`` -> ``bird``, anything else -> ``spider``.
+
+    Args:
+        pred_path: the predictions file.
+
+    Returns:
+        ``"spider"``, ``"bird"`` or ``"jsonl"``.
+
+    Example:
+
+    ```python
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "pred.txt")
+    >>> _ = open(path, "w").write("SELECT 1\\n")
+    >>> detect_format(path)
+    'spider'
+
+    ```
+    """
+    suffix = Path(pred_path).suffix.lower()
+    if suffix == ".jsonl":
+        return "jsonl"
+    if suffix == ".json":
+        return "bird"
+    text = _read_text(pred_path, "predictions").lstrip()
+    if text.startswith("{"):
+        first_line = text.splitlines()[0]
+        try:
+            first = json.loads(first_line)
+        except json.JSONDecodeError:
+            return "bird"
+        return "jsonl" if isinstance(first, dict) and "prediction" in first else "bird"
+    return "spider"
+
+
+def load_prediction_records(
+    pred_path: str | os.PathLike,
+    gold_path: str | os.PathLike | None = None,
+    *,
+    fmt: str | None = None,
+    difficulty_path: str | os.PathLike | None = None,
+) -> list[PredictionRecord]:
+    """Read predictions (and gold) in any supported format into aligned :class:`PredictionRecord` objects.
+
+    Args:
+        pred_path: the predictions file.
+        gold_path: the gold file (``SQL<TAB>db_id`` per line); required for ``spider`` and ``bird``, not
+            accepted for ``jsonl`` (whose lines carry their gold).
+        fmt: ``"spider"``, ``"bird"`` or ``"jsonl"``; ``None`` detects it with :func:`detect_format`.
+        difficulty_path: optional difficulty labels, one per question (see :func:`read_difficulties`);
+            they override labels from a JSONL file.
+
+    Returns:
+        One record per question, in order.
+
+    Raises:
+        UsageError: a file is missing or malformed, or predictions, gold and difficulties differ in length.
+
+    Example:
+
+    ```python
+    >>> import tempfile, json
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "pred.json").write_text(json.dumps({"0": "SELECT 1\\t----- bird -----\\tfinancial"}))
+    >>> _ = (folder / "dev.sql").write_text("SELECT 1\\tfinancial\\n")
+    >>> _ = (folder / "diff.jsonl").write_text('{"difficulty": "simple"}\\n')
+    >>> load_prediction_records(folder / "pred.json", folder / "dev.sql", difficulty_path=folder / "diff.jsonl")
+    [PredictionRecord(index=0, prediction='SELECT 1', gold_sql='SELECT 1', db_id='financial', db_path=None, difficulty='simple')]
+
+    ```
+    """
+    fmt = fmt or detect_format(pred_path)
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown predictions format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "jsonl":
+        if gold_path is not None:
+            raise UsageError(
+                f"the jsonl format carries its gold SQL in each line ('gold_sql'): drop the gold file {gold_path}"
+            )
+        records = read_jsonl_records(pred_path)
+    else:
+        if gold_path is None:
+            raise UsageError(f"the {fmt} format needs a gold file (one 'SQL<TAB>db_id' per line)")
+        gold = read_gold_file(gold_path)
+        if fmt == "spider":
+            predictions = [(sql, None) for sql in read_spider_predictions(pred_path)]
+        else:
+            predictions = read_bird_predictions(pred_path)
+        _check_lengths(pred_path, len(predictions), gold_path, len(gold))
+        records = []
+        for index, ((pred_sql, pred_db), (gold_sql, db_id)) in enumerate(zip(predictions, gold)):
+            if pred_db is not None and pred_db != db_id:
+                logger.warning(
+                    "question %d: the prediction names database %r but the gold names %r; judging on %r",
+                    index,
+                    pred_db,
+                    db_id,
+                    db_id,
+                )
+            records.append(PredictionRecord(index=index, prediction=pred_sql, gold_sql=gold_sql, db_id=db_id))
+    if difficulty_path is not None:
+        labels = read_difficulties(difficulty_path)
+        _check_lengths(pred_path, len(records), difficulty_path, len(labels))
+        records = [
+            PredictionRecord(r.index, r.prediction, r.gold_sql, r.db_id, r.db_path, label)
+            for r, label in zip(records, labels)
+        ]
+    if not records:
+        raise UsageError(f"predictions file {pred_path} holds no predictions")
+    return records
+
+
+def _check_lengths(path_a: str | os.PathLike, n_a: int, path_b: str | os.PathLike, n_b: int) -> None:
+    if n_a != n_b:
+        raise UsageError(
+            f"{path_a} has {n_a} entries but {path_b} has {n_b}: they must be aligned one question per entry"
+        )
+
+
+def resolve_db_paths(
+    records: Sequence[PredictionRecord], db_root: str | os.PathLike | None = None
+) -> list[Path]:
+    """Find the database file of every record, and check that each one exists before anything runs.
+
+    A ``db_id`` maps to ``<db_root>/<db_id>/<db_id>.sqlite``. A ``db_path`` is used as is when absolute,
+    otherwise relative to the working directory, or else to ``db_root``.
+
+    Args:
+        records: the records, e.g. from :func:`load_prediction_records`.
+        db_root: the folder holding one sub-folder per database.
+
+    Returns:
+        One path per record.
+
+    Raises:
+        UsageError: a database is missing (naming the db_id and the path expected), or a ``db_id`` is used
+            without ``db_root``.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / "toy").mkdir()
+    >>> _ = (root / "toy" / "toy.sqlite").write_bytes(b"")
+    >>> [p.name for p in resolve_db_paths([PredictionRecord(0, "SELECT 1", "SELECT 1", db_id="toy")], root)]
+    ['toy.sqlite']
+
+    ```
+    """
+    resolved: dict[tuple[str | None, str | None], Path] = {}
+    paths = []
+    for record in records:
+        key = (record.db_id, record.db_path)
+        if key not in resolved:
+            resolved[key] = _resolve_one(record, db_root)
+        paths.append(resolved[key])
+    return paths
+
+
+def _resolve_one(record: PredictionRecord, db_root: str | os.PathLike | None) -> Path:
+    if record.db_path is not None:
+        given = Path(record.db_path)
+        candidates = [given] if given.is_absolute() else [Path.cwd() / given]
+        if not given.is_absolute() and db_root is not None:
+            candidates.append(Path(db_root) / given)
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate
+        tried = " or ".join(str(c) for c in candidates)
+        raise UsageError(
+            f"question {record.index}: database {record.db_path!r} not found (looked for {tried})"
+        )
+    if db_root is None:
+        raise UsageError(
+            f"question {record.index} names database {record.db_id!r}: give the databases folder (--db-root DIR)"
+        )
+    expected = Path(db_root) / record.db_id / f"{record.db_id}.sqlite"
+    if not expected.is_file():
+        raise UsageError(
+            f"database {record.db_id!r} (question {record.index}) not found: expected {expected}; "
+            "check --db-root"
+        )
+    return expected

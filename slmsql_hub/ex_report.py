@@ -1,0 +1,333 @@
+"""Execution-accuracy reports: overall EX, verdict counts and a breakdown by level, as a dict and a table.
+
+EX is computed over **scorable** examples only: an example whose gold SQL fails is counted apart
+(``num_unscorable``) and never scored 0. The breakdown is by Spider hardness (``easy`` / ``medium`` /
+``hard`` / ``extra``, from the gold SQL; ``unknown`` when it does not parse) or by given difficulty labels
+(BIRD: ``simple`` / ``moderate`` / ``challenging``). The text table follows the official evaluators' print-out:
+one column per level plus ``all``, with the count and the EX of each.
+
+Used by ``slmsql ex``, the ``slmsql/ex`` metric (counts) and the evaluation module.
+
+Example:
+
+```python
+>>> from slmsql_hub.ex_report import build_ex_report
+>>> from slmsql_hub.sql import ExecStatus, Judgement, Verdict
+>>> ok, bad = ExecStatus.OK, ExecStatus.ERROR
+>>> judgements = [
+...     Judgement(Verdict.CORRECT, "SELECT 1", ok, ok),
+...     Judgement(Verdict.PRED_ERROR, "SELEC", bad, ok, error="syntax error"),
+...     Judgement(Verdict.UNSCORABLE, "SELECT 1", ok, bad, error="gold SQL failed"),
+... ]
+>>> report = build_ex_report(judgements, levels=["easy", "hard", "easy"], breakdown_by="hardness")
+>>> report.execution_accuracy, report.counts.num_scored, report.counts.num_unscorable
+(0.5, 2, 1)
+>>> print(report.render())
+EX 50.00% (1 of 2 scorable; 3 examples, 1 unscorable)
+verdicts: correct 1, pred_error 1, unscorable 1
+           easy    hard     all
+count         2       1       3
+scored        1       1       2
+EX (%)   100.00    0.00   50.00
+
+```
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .sql import Judgement, Verdict
+from .sql.hardness import spider_hardness
+
+logger = logging.getLogger(__name__)
+
+HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
+BIRD_DIFFICULTIES = ("simple", "moderate", "challenging")
+UNKNOWN_LEVEL = "unknown"
+ALL_LEVEL = "all"
+
+# Prediction failures counted as `num_pred_errors`; timeouts are counted apart in `num_timeouts`.
+PRED_ERROR_VERDICTS = frozenset(
+    {Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.PRED_TOO_LARGE, Verdict.NO_SQL}
+)
+
+
+@dataclass(frozen=True)
+class LevelScore:
+    """EX of the examples at one level (or of all of them).
+
+    Args:
+        level: the level label (``easy``, ``simple``, …, ``unknown``, or ``all``).
+        count: examples at this level.
+        scored: scorable examples among them.
+        correct: correct examples among them.
+    """
+
+    level: str
+    count: int
+    scored: int
+    correct: int
+
+    @property
+    def execution_accuracy(self) -> float | None:
+        """``correct / scored``, or ``None`` when nothing at this level could be scored."""
+        return self.correct / self.scored if self.scored else None
+
+    def to_dict(self) -> dict:
+        return {
+            "level": self.level,
+            "count": self.count,
+            "scored": self.scored,
+            "correct": self.correct,
+            "execution_accuracy": self.execution_accuracy,
+        }
+
+
+@dataclass(frozen=True)
+class VerdictCounts:
+    """Counts over a list of judgements (the numbers the ``slmsql/ex`` metric returns).
+
+    Args:
+        num_examples: all examples.
+        num_scored: examples whose gold ran (EX is over these).
+        num_correct: correct examples.
+        num_unscorable: examples whose gold SQL failed; excluded from EX.
+        num_pred_errors: scorable examples whose prediction did not run: SQLite error, refused by the
+            sandbox, too many rows, or no SQL found in the output.
+        num_timeouts: scorable examples whose prediction hit the time or instruction limit.
+        verdicts: count per verdict value.
+    """
+
+    num_examples: int
+    num_scored: int
+    num_correct: int
+    num_unscorable: int
+    num_pred_errors: int
+    num_timeouts: int
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def execution_accuracy(self) -> float | None:
+        """``num_correct / num_scored``, or ``None`` when no example could be scored."""
+        return self.num_correct / self.num_scored if self.num_scored else None
+
+
+def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
+    """Count verdicts the way every EX number in slmsql-hub is counted.
+
+    Args:
+        judgements: judgements from :meth:`~slmsql_hub.sql.Judge.judge_many`.
+
+    Returns:
+        The counts.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql import ExecStatus, Judgement, Verdict
+    >>> ok = ExecStatus.OK
+    >>> counts = count_verdicts([Judgement(Verdict.WRONG, "SELECT 2", ok, ok), Judgement(Verdict.NO_SQL, None, None, ok)])
+    >>> counts.num_scored, counts.num_correct, counts.num_pred_errors
+    (2, 0, 1)
+
+    ```
+    """
+    tally = Counter(j.verdict for j in judgements)
+    verdicts = {v.value: tally[v] for v in Verdict if tally[v]}
+    return VerdictCounts(
+        num_examples=len(judgements),
+        num_scored=sum(n for v, n in tally.items() if v is not Verdict.UNSCORABLE),
+        num_correct=tally[Verdict.CORRECT],
+        num_unscorable=tally[Verdict.UNSCORABLE],
+        num_pred_errors=sum(tally[v] for v in PRED_ERROR_VERDICTS),
+        num_timeouts=tally[Verdict.PRED_TIMEOUT],
+        verdicts=verdicts,
+    )
+
+
+def hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
+    """Spider hardness of each gold query; ``unknown`` where it does not parse.
+
+    Args:
+        gold_sqls: the gold queries.
+
+    Returns:
+        One of ``easy``, ``medium``, ``hard``, ``extra``, ``unknown`` per query.
+
+    Example:
+
+    ```python
+    >>> hardness_levels(["SELECT count(*) FROM singer", "SELEC nonsense ((("])
+    ['easy', 'unknown']
+
+    ```
+    """
+    levels = []
+    for sql in gold_sqls:
+        try:
+            levels.append(spider_hardness(sql))
+        except ValueError as err:
+            logger.debug("no hardness for %r: %s", sql, err)
+            levels.append(UNKNOWN_LEVEL)
+    return levels
+
+
+def example_levels(
+    gold_sqls: Sequence[str], difficulties: Sequence[str | None] | None = None
+) -> tuple[str, list[str]]:
+    """The breakdown to use and each example's level: given difficulties if any, else Spider hardness.
+
+    Args:
+        gold_sqls: the gold queries (for hardness).
+        difficulties: given labels (``None`` entries are ``unknown``); ignored when all are ``None``.
+
+    Returns:
+        ``("difficulty", labels)`` or ``("hardness", labels)``.
+
+    Example:
+
+    ```python
+    >>> example_levels(["SELECT 1", "SELECT 2"], ["simple", None])
+    ('difficulty', ['simple', 'unknown'])
+    >>> example_levels(["SELECT count(*) FROM singer"])
+    ('hardness', ['easy'])
+
+    ```
+    """
+    if difficulties is not None and any(d is not None for d in difficulties):
+        return "difficulty", [d if d is not None else UNKNOWN_LEVEL for d in difficulties]
+    return "hardness", hardness_levels(gold_sqls)
+
+
+def _ordered_levels(present: set[str]) -> list[str]:
+    known = [level for level in (*HARDNESS_LEVELS, *BIRD_DIFFICULTIES) if level in present]
+    others = sorted(present - set(known) - {UNKNOWN_LEVEL})
+    return known + others + ([UNKNOWN_LEVEL] if UNKNOWN_LEVEL in present else [])
+
+
+@dataclass(frozen=True)
+class ExReport:
+    """An execution-accuracy report. Build it with :func:`build_ex_report`.
+
+    Args:
+        counts: the verdict counts over all examples.
+        breakdown_by: ``"hardness"``, ``"difficulty"`` or ``None`` (no breakdown).
+        levels: one :class:`LevelScore` per level present, in the official order, then ``all``.
+        mode: the comparison mode the judgements used (for the record), or ``None``.
+        keep_distinct: whether DISTINCT was kept (spider mode), or ``None``.
+    """
+
+    counts: VerdictCounts
+    breakdown_by: str | None
+    levels: tuple[LevelScore, ...]
+    mode: str | None = None
+    keep_distinct: bool | None = None
+
+    @property
+    def execution_accuracy(self) -> float | None:
+        """EX over scorable examples, in [0, 1]; ``None`` when no example could be scored."""
+        return self.counts.execution_accuracy
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-serialisable dict."""
+        counts = self.counts
+        return {
+            "execution_accuracy": self.execution_accuracy,
+            "num_examples": counts.num_examples,
+            "num_scored": counts.num_scored,
+            "num_correct": counts.num_correct,
+            "num_unscorable": counts.num_unscorable,
+            "num_pred_errors": counts.num_pred_errors,
+            "num_timeouts": counts.num_timeouts,
+            "verdicts": dict(counts.verdicts),
+            "mode": self.mode,
+            "keep_distinct": self.keep_distinct,
+            "breakdown_by": self.breakdown_by,
+            "levels": [level.to_dict() for level in self.levels],
+        }
+
+    def render(self) -> str:
+        """The report as text: a summary line, the verdict counts and an aligned table per level."""
+        counts = self.counts
+        ex = self.execution_accuracy
+        if ex is None:
+            head = f"EX n/a: none of the {counts.num_examples} examples could be scored (every gold query failed)"
+        else:
+            head = (
+                f"EX {100 * ex:.2f}% ({counts.num_correct} of {counts.num_scored} scorable; "
+                f"{counts.num_examples} examples, {counts.num_unscorable} unscorable)"
+            )
+        if self.mode is not None:
+            head += f" [mode {self.mode}{', keep DISTINCT' if self.keep_distinct else ''}]"
+        lines = [head, "verdicts: " + ", ".join(f"{v} {n}" for v, n in counts.verdicts.items())]
+        width = max(8, *(len(level.level) + 2 for level in self.levels))
+        rows = {
+            "": [level.level for level in self.levels],
+            "count": [str(level.count) for level in self.levels],
+            "scored": [str(level.scored) for level in self.levels],
+            "EX (%)": [
+                "n/a" if level.execution_accuracy is None else f"{100 * level.execution_accuracy:.2f}"
+                for level in self.levels
+            ],
+        }
+        for name, cells in rows.items():
+            lines.append(f"{name:<8}" + "".join(f"{cell:>{width}}" for cell in cells))
+        return "\n".join(lines)
+
+
+def build_ex_report(
+    judgements: Sequence[Judgement],
+    *,
+    levels: Sequence[str] | None = None,
+    breakdown_by: str | None = None,
+    mode: str | None = None,
+    keep_distinct: bool | None = None,
+) -> ExReport:
+    """Build an :class:`ExReport` from judgements and (optionally) each example's level.
+
+    Args:
+        judgements: judgements from :meth:`~slmsql_hub.sql.Judge.judge_many`.
+        levels: one level label per judgement (see :func:`example_levels`); ``None`` for no breakdown.
+        breakdown_by: what the levels are (``"hardness"`` or ``"difficulty"``), for the record.
+        mode, keep_distinct: the judge's settings, for the record.
+
+    Returns:
+        The report.
+
+    Raises:
+        ValueError: ``levels`` and ``judgements`` differ in length.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql import ExecStatus, Judgement, Verdict
+    >>> ok = ExecStatus.OK
+    >>> report = build_ex_report([Judgement(Verdict.CORRECT, "SELECT 1", ok, ok)], mode="bird")
+    >>> report.to_dict()["execution_accuracy"], [level.level for level in report.levels]
+    (1.0, ['all'])
+
+    ```
+    """
+    if levels is not None and len(levels) != len(judgements):
+        raise ValueError(f"{len(levels)} levels for {len(judgements)} judgements")
+    scores = []
+    if levels is not None:
+        by_level: dict[str, list[Judgement]] = {}
+        for judgement, level in zip(judgements, levels):
+            by_level.setdefault(level, []).append(judgement)
+        for level in _ordered_levels(set(by_level)):
+            counted = count_verdicts(by_level[level])
+            scores.append(LevelScore(level, counted.num_examples, counted.num_scored, counted.num_correct))
+    counts = count_verdicts(judgements)
+    scores.append(LevelScore(ALL_LEVEL, counts.num_examples, counts.num_scored, counts.num_correct))
+    return ExReport(
+        counts=counts,
+        breakdown_by=breakdown_by if levels is not None else None,
+        levels=tuple(scores),
+        mode=mode,
+        keep_distinct=keep_distinct,
+    )

@@ -1,0 +1,145 @@
+"""The computation behind the ``slmsql/ex`` metric, usable without ``evaluate``."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import UsageError
+from ..ex_report import count_verdicts
+from ..sql import CompareMode, Judge, Limits, Sandbox
+
+logger = logging.getLogger(__name__)
+
+
+def compute_execution_accuracy(
+    predictions: Sequence[str | None],
+    references: Sequence[str],
+    db_path: Sequence[str | os.PathLike],
+    *,
+    mode: str = "bird",
+    keep_distinct: bool = False,
+    timeout_s: float = 30.0,
+    return_details: bool = False,
+    workers: int | None = None,
+    sandbox: Sandbox | None = None,
+    progress: bool = False,
+) -> dict:
+    """Execution accuracy (EX) of predictions against gold SQL, judged by running both in the sandbox.
+
+    Each prediction may be raw model output (the SQL is pulled out with
+    :func:`~slmsql_hub.sql.extract_sql`) or plain SQL. EX is the share of correct predictions among the
+    **scorable** examples: an example whose gold SQL fails to run is *unscorable*, counted in
+    ``num_unscorable`` and left out of EX (never scored 0).
+
+    Args:
+        predictions: model outputs or SQL, one per example (``None`` counts as no SQL).
+        references: gold SQL, one per example.
+        db_path: the SQLite file of each example.
+        mode: ``"bird"`` (set equality of rows, column order matters) or ``"spider"`` (test-suite rule:
+            DISTINCT removed, columns may be permuted, multiset of rows, ordered when the gold has ORDER BY).
+        keep_distinct: ``spider`` mode only: keep DISTINCT in both queries.
+        timeout_s: per-query deadline, used when this function creates its sandbox.
+        return_details: also return ``details``, one dict per example in input order.
+        workers: sandbox worker processes (default: the number of CPU cores), when this function creates
+            its sandbox.
+        sandbox: an open :class:`~slmsql_hub.sql.Sandbox` to reuse across calls (its limits apply and it is
+            left open); a fresh one is created and closed when ``None``.
+        progress: show a progress bar over the executions.
+
+    Returns:
+        ``execution_accuracy`` (float in [0, 1]), ``num_examples``, ``num_scored``, ``num_correct``,
+        ``num_unscorable``, ``num_pred_errors`` (prediction did not run: SQLite error, refused by the
+        sandbox, too many rows, or no SQL found), ``num_timeouts``; with ``return_details`` also ``details``:
+        dicts with ``correct`` (1 / 0 / ``None`` when unscorable), ``verdict``, ``pred_sql``, ``pred_status``,
+        ``gold_status`` and ``error``.
+
+    Raises:
+        UsageError: the inputs differ in length or are empty, ``mode`` is unknown, a database file is
+            missing, or **no example could be scored** (every gold query failed: EX would be undefined, so
+            there is no number to report rather than a misleading 0).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.metric import compute_execution_accuracy, make_demo_database
+    >>> db = make_demo_database()
+    >>> result = compute_execution_accuracy(
+    ...     ["SELECT count(*) FROM singer", "SELECT name FROM singer", "SELEC oops"],
+    ...     ["SELECT count(*) FROM singer", "SELECT name FROM singer WHERE age > 40", "SELECT 1"],
+    ...     [db] * 3,
+    ...     workers=1,
+    ... )
+    >>> round(result["execution_accuracy"], 4), result["num_scored"], result["num_pred_errors"]
+    (0.3333, 3, 1)
+
+    ```
+    """
+    n = len(predictions)
+    if not (n == len(references) == len(db_path)):
+        raise UsageError(
+            f"predictions, references and db_path must have one entry per example; got {n}, "
+            f"{len(references)} and {len(db_path)}"
+        )
+    if n == 0:
+        raise UsageError("no examples to score: predictions, references and db_path are empty")
+    try:
+        compare_mode = CompareMode(mode)
+    except ValueError:
+        raise UsageError(f"unknown mode {mode!r}: use 'bird' or 'spider'") from None
+    if keep_distinct and compare_mode is not CompareMode.SPIDER:
+        logger.warning("keep_distinct only changes the spider mode; ignored in %s mode", compare_mode.value)
+    if not timeout_s or timeout_s <= 0:
+        raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    _check_databases(db_path)
+
+    judge = Judge(
+        sandbox,
+        mode=compare_mode,
+        keep_distinct=keep_distinct,
+        limits=Limits(timeout_s=float(timeout_s)),
+        workers=workers,
+    )
+    with judge:
+        judgements = judge.judge_many(list(predictions), list(references), list(db_path), progress=progress)
+
+    counts = count_verdicts(judgements)
+    if counts.num_scored == 0:
+        first = judgements[0].error
+        raise UsageError(
+            f"none of the {n} examples could be scored: every gold query failed to run (first: {first}). "
+            "Check that db_path points at the right databases and that references are valid SQL"
+        )
+    if counts.num_unscorable:
+        logger.warning(
+            "%d of %d examples are unscorable (their gold SQL failed) and are left out of EX",
+            counts.num_unscorable,
+            n,
+        )
+    result = {
+        "execution_accuracy": counts.execution_accuracy,
+        "num_examples": counts.num_examples,
+        "num_scored": counts.num_scored,
+        "num_correct": counts.num_correct,
+        "num_unscorable": counts.num_unscorable,
+        "num_pred_errors": counts.num_pred_errors,
+        "num_timeouts": counts.num_timeouts,
+    }
+    if return_details:
+        result["details"] = [j.to_dict() for j in judgements]
+    return result
+
+
+def _check_databases(db_paths: Sequence[str | os.PathLike]) -> None:
+    seen: set[str] = set()
+    for index, path in enumerate(db_paths):
+        if path is None:
+            raise UsageError(f"db_path[{index}] is missing: give the SQLite file of every example")
+        key = os.fspath(path)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not Path(key).is_file():
+            raise UsageError(f"db_path[{index}]: database file not found: {key}")
