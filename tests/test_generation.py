@@ -1,0 +1,302 @@
+"""Batched generation: left padding, determinism, seeding, K samples per prompt, stopping, adapters."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from _tiny_model import build_model, build_tokenizer, train_to_answer
+
+from slmsql_hub import generation
+from slmsql_hub.errors import UsageError
+from slmsql_hub.generation import (
+    GenerationConfig,
+    generate,
+    generate_completions,
+    load_policy,
+    render_prompts,
+    stop_token_ids,
+    use_adapter,
+)
+
+QUESTIONS = (
+    "How many singers?",
+    "List the names of all stadiums ordered by capacity and year of opening",
+    "x",
+    "Show the name and age of every singer older than 30",
+)
+CHATS = [[{"role": "user", "content": q}] for q in QUESTIONS]
+
+# The memorised answers continue past <|im_end|>: a generator that did not stop would return the tail too.
+ANSWERS = {
+    "How many singers?": ("SELECT count(*) FROM singer", " WHERE age > 30"),
+    "Names of stadiums?": ("SELECT name FROM stadium", " ORDER BY year"),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A random tiny Qwen2 whose greedy output depends on the whole prompt."""
+    tokenizer = build_tokenizer()
+    return build_model(tokenizer), tokenizer
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A tiny Qwen2 that answers two questions and then keeps talking after <|im_end|>.
+
+    Its tokenizer's eos is <|endoftext|> (like a Qwen base checkpoint), so stopping at the end of the turn
+    must come from <|im_end|> itself.
+    """
+    tokenizer = build_tokenizer(eos_token="<|endoftext|>")
+    model = build_model(tokenizer, seed=1)
+    pairs = [
+        ([{"role": "user", "content": q}], f"{sql}<|im_end|>{tail}") for q, (sql, tail) in ANSWERS.items()
+    ]
+    return train_to_answer(model, tokenizer, pairs), tokenizer
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory, tiny):
+    """A saved base model and two LoRA adapters with random (non-zero) B matrices."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = tiny
+    root = tmp_path_factory.mktemp("policy")
+    model.save_pretrained(root / "base")
+    tokenizer.save_pretrained(root / "base")
+    for name, seed in (("sft", 1), ("grpo", 2)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            lora = LoraConfig(
+                r=4, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"], init_lora_weights=False
+            )
+            get_peft_model(build_model(tokenizer), lora).save_pretrained(root / name)
+    return root
+
+
+GREEDY = GenerationConfig(max_new_tokens=10, batch_size=4)
+
+
+def sampling(seed=0, k=3, batch_size=2, temperature=1.0, max_new_tokens=10):
+    return GenerationConfig(
+        do_sample=True,
+        num_samples=k,
+        seed=seed,
+        batch_size=batch_size,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+    )
+
+
+# ---------------------------------------------------------------- padding, determinism, seeding
+
+
+def test_prompts_are_left_padded_so_every_row_ends_with_its_prompt(tiny):
+    _, tokenizer = tiny
+    texts = render_prompts(tokenizer, CHATS)
+    input_ids, mask = generation._encode_left_padded(tokenizer, texts, tokenizer.pad_token_id, "cpu")
+    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert len(set(lengths)) > 1
+    assert mask[:, -1].tolist() == [1] * len(texts)
+    for row, length in enumerate(lengths):
+        assert mask[row].tolist() == [0] * (input_ids.shape[1] - length) + [1] * length
+        assert (
+            input_ids[row, input_ids.shape[1] - length :].tolist()
+            == tokenizer(texts[row], add_special_tokens=False)["input_ids"]
+        )
+        assert set(input_ids[row, : input_ids.shape[1] - length].tolist()) <= {tokenizer.pad_token_id}
+
+
+def test_batched_greedy_matches_one_prompt_at_a_time(tiny):
+    model, tokenizer = tiny
+    batched = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+    alone = [generate(model, tokenizer, [chat], GREEDY, progress=False)[0] for chat in CHATS]
+    assert batched == alone
+    assert len({group[0] for group in batched}) > 1  # the outputs depend on the prompt
+
+
+def test_greedy_decoding_is_deterministic(tiny):
+    model, tokenizer = tiny
+    first = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+    assert generate(model, tokenizer, CHATS, GREEDY, progress=False) == first
+
+
+def test_same_seed_gives_same_samples_and_different_seeds_differ(tiny):
+    model, tokenizer = tiny
+    first = generate(model, tokenizer, CHATS, sampling(seed=7), progress=False)
+    again = generate(model, tokenizer, CHATS, sampling(seed=7), progress=False)
+    other = generate(model, tokenizer, CHATS, sampling(seed=8), progress=False)
+    assert first == again
+    assert first != other
+    assert any(len(set(group)) > 1 for group in first)  # K samples of one prompt are not copies
+
+
+def test_seeded_generation_leaves_the_callers_rng_untouched(tiny):
+    model, tokenizer = tiny
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    generate(model, tokenizer, CHATS[:2], sampling(seed=5), progress=False)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_plain_string_prompts_are_used_verbatim(tiny):
+    model, tokenizer = tiny
+    texts = render_prompts(tokenizer, CHATS[:2])
+    assert texts[0].startswith("<|im_start|>user\nHow many singers?") and texts[0].endswith("assistant\n")
+    assert generate(model, tokenizer, texts, GREEDY, progress=False) == generate(
+        model, tokenizer, CHATS[:2], GREEDY, progress=False
+    )
+
+
+# ---------------------------------------------------------------- K samples, stopping, token counts
+
+
+def test_k_completions_per_prompt_come_back_grouped_in_input_order(trained):
+    model, tokenizer = trained
+    questions = ["Names of stadiums?", "How many singers?", "Names of stadiums?"]
+    chats = [[{"role": "user", "content": q}] for q in questions]
+    config = sampling(k=4, batch_size=2, temperature=0.05, max_new_tokens=16)
+    grouped = generate(model, tokenizer, chats, config, progress=False)
+    assert [len(group) for group in grouped] == [4, 4, 4]
+    for question, group in zip(questions, grouped):
+        assert group == [ANSWERS[question][0]] * 4
+
+
+def test_each_prompt_is_encoded_once_and_sampled_through_num_return_sequences(tiny, monkeypatch):
+    model, tokenizer = tiny
+    calls = []
+    real_generate = model.generate
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs["input_ids"].shape[0], kwargs["generation_config"].num_return_sequences))
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    grouped = generate(model, tokenizer, CHATS[:3], sampling(k=8, batch_size=2), progress=False)
+    assert calls == [(2, 8), (1, 8)]
+    assert [len(group) for group in grouped] == [8, 8, 8]
+
+
+def test_generation_stops_at_im_end_even_when_eos_is_endoftext(trained):
+    model, tokenizer = trained
+    assert tokenizer.eos_token == "<|endoftext|>"
+    chats = [[{"role": "user", "content": q}] for q in ANSWERS]
+    grouped = generate_completions(
+        model, tokenizer, chats, GenerationConfig(max_new_tokens=24), progress=False
+    )
+    for (sql, tail), [completion] in zip(ANSWERS.values(), grouped):
+        assert completion.text == sql
+        assert tail.strip() not in completion.text
+        assert completion.finished
+        answer_tokens = len(tokenizer(sql, add_special_tokens=False)["input_ids"])
+        assert completion.num_tokens == answer_tokens + 1  # the answer and its <|im_end|>
+
+
+def test_completion_cut_by_max_new_tokens_is_marked_unfinished(tiny):
+    model, tokenizer = tiny
+    grouped = generate_completions(
+        model, tokenizer, CHATS, GenerationConfig(max_new_tokens=5), progress=False
+    )
+    cut = [c for group in grouped for c in group if not c.finished]
+    assert cut, "the random model should run into the token limit"
+    assert all(c.num_tokens == 5 for c in cut)
+
+
+def test_stop_tokens_include_im_end_and_both_eos_ids(trained):
+    model, tokenizer = trained
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert stop_token_ids(tokenizer, model) == [im_end, tokenizer.eos_token_id]
+
+
+def test_generation_restores_training_mode(tiny):
+    model, tokenizer = tiny
+    model.train()
+    try:
+        generate(model, tokenizer, CHATS[:1], GREEDY, progress=False)
+        assert model.training
+    finally:
+        model.eval()
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def test_adapter_changes_the_output_and_disabling_it_gives_the_base(policy_dir):
+    base_model, base_tokenizer = load_policy(policy_dir / "base", device="cpu")
+    model, tokenizer = load_policy(policy_dir / "base", policy_dir / "sft", device="cpu")
+    expected_base = generate(base_model, base_tokenizer, CHATS, GREEDY, progress=False)
+    with use_adapter(model, "default"):
+        adapted = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+    with use_adapter(model, None):
+        base_only = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+    assert base_only == expected_base
+    assert adapted != base_only
+
+
+def test_switching_between_named_adapters_over_one_base(policy_dir):
+    model, tokenizer = load_policy(
+        policy_dir / "base", adapters={"sft": policy_dir / "sft", "grpo": policy_dir / "grpo"}, device="cpu"
+    )
+    assert model.active_adapter == "sft"
+    outputs = {}
+    for name in ("sft", "grpo", None):
+        with use_adapter(model, name):
+            outputs[name] = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+    assert len({str(v) for v in outputs.values()}) == 3
+    with use_adapter(model, "grpo"):
+        pass
+    assert model.active_adapter == "sft"
+    assert generate(model, tokenizer, CHATS, GREEDY, progress=False) == outputs["sft"]
+    assert not any(param.requires_grad for param in model.parameters())
+
+
+def test_unknown_adapter_is_a_usage_error(policy_dir):
+    model, _ = load_policy(policy_dir / "base", adapters={"sft": policy_dir / "sft"}, device="cpu")
+    with pytest.raises(UsageError, match="unknown adapter 'grpo'"):
+        with use_adapter(model, "grpo"):
+            pass
+
+
+def test_adapter_folder_without_adapter_config_is_a_usage_error(policy_dir):
+    with pytest.raises(UsageError, match="adapter_config.json"):
+        load_policy(policy_dir / "base", policy_dir / "base")
+
+
+def test_missing_base_model_folder_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        load_policy(tmp_path / "no-such-model")
+
+
+# ---------------------------------------------------------------- config and vLLM
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"batch_size": -1}, "batch_size"),
+        ({"num_samples": 0}, "num_samples"),
+        ({"do_sample": True, "temperature": 0.0}, "temperature"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"num_samples": 4}, "do_sample=True"),
+        ({"backend": "tgi"}, "backend"),
+    ],
+)
+def test_invalid_generation_config_is_one_usage_error(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        GenerationConfig(**kwargs)
+
+
+def test_vllm_backend_without_vllm_names_the_extra_to_install(monkeypatch, policy_dir):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real_find_spec(name, *a)
+    )
+    with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
+        GenerationConfig(backend="vllm")
+    with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
+        load_policy(policy_dir / "base", backend="vllm")
