@@ -1,0 +1,130 @@
+"""Pull the SQL out of a model's answer: the same rule for the reward, the metric, evaluation and the Space.
+
+Rule of :func:`extract_sql`, first that applies wins:
+
+1. the **last** non-empty ```` ```sql ```` fenced block (the tag is case-insensitive: ``sql``, ``SQL``);
+2. else the last non-empty fenced block with no language tag, or with a tag that names another SQL dialect
+   (``sqlite``, ``postgresql``, ``mysql``: any tag containing ``sql``);
+3. else, when the whole answer looks like SQL -- after stripping whitespace its first word is ``SELECT``,
+   ``WITH`` or ``VALUES`` (any case) -- the stripped answer itself, so plain SQL predictions pass through
+   unchanged apart from surrounding whitespace;
+4. else ``None`` (also for ``None``, empty or whitespace-only text).
+
+Fences are runs of three or more backticks. A tag is the word right after the opening fence when a line break
+follows it (```` ```sql SELECT 1``` ```` on one line is also a ``sql`` block); the block ends at the next
+fence, or at the end of the text when the closing fence is missing (a generation cut off by the token
+limit). The block's text is returned stripped of surrounding whitespace.
+
+:func:`has_sql_block` says whether rule 1 applies (the format reward uses it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["extract_sql", "has_sql_block"]
+
+_FENCE = re.compile(r"`{3,}")
+_TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#.-]+)?[ \t]*(\r?\n)?")
+_LOOKS_LIKE_SQL = re.compile(r"(?:SELECT|WITH|VALUES)\b", flags=re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Block:
+    tag: str  # lower-cased language tag, "" when none
+    body: str  # stripped content
+
+
+def _blocks(text: str) -> list[_Block]:
+    """The fenced blocks of ``text`` in order; an unclosed last block runs to the end of the text."""
+    blocks: list[_Block] = []
+    position = 0
+    while True:
+        opening = _FENCE.search(text, position)
+        if opening is None:
+            return blocks
+        tag_match = _TAG.match(text, opening.end())
+        word, newline = tag_match.group(1), tag_match.group(2)
+        tag = ""
+        content_start = opening.end()
+        if word and (newline or word.lower() == "sql"):
+            tag = word.lower()
+            content_start = tag_match.end()
+        closing = _FENCE.search(text, content_start)
+        body = text[content_start : closing.start() if closing else len(text)].strip()
+        blocks.append(_Block(tag=tag, body=body))
+        if closing is None:
+            return blocks
+        position = closing.end()
+
+
+def _last_sql_block(blocks: list[_Block]) -> str | None:
+    for block in reversed(blocks):
+        if block.tag == "sql" and block.body:
+            return block.body
+    return None
+
+
+def extract_sql(text: str | None) -> str | None:
+    """Return the SQL in a model's answer, or ``None`` when there is none.
+
+    Args:
+        text: the model's raw answer (or a plain SQL string).
+
+    Returns:
+        The SQL, stripped of surrounding whitespace, by the rule in the module docstring: the last
+        ```` ```sql ```` block, else the last untagged (or SQL-dialect-tagged) block, else the whole text when
+        it starts with ``SELECT`` / ``WITH`` / ``VALUES``, else ``None``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql.extract import extract_sql
+    >>> extract_sql("Draft:\\n```sql\\nSELECT 1\\n```\\nFinal:\\n```sql\\nSELECT name FROM singer\\n```")
+    'SELECT name FROM singer'
+    >>> extract_sql("  SELECT count(*) FROM singer;\\n")
+    'SELECT count(*) FROM singer;'
+    >>> extract_sql("```sql\\nSELECT age FROM singer WHERE")
+    'SELECT age FROM singer WHERE'
+    >>> extract_sql("I cannot answer that.") is None
+    True
+
+    ```
+    """
+    if text is None or not text.strip():
+        return None
+    blocks = _blocks(text)
+    sql = _last_sql_block(blocks)
+    if sql is not None:
+        return sql
+    for block in reversed(blocks):
+        if block.body and (block.tag == "" or "sql" in block.tag):
+            return block.body
+    stripped = text.strip()
+    if _LOOKS_LIKE_SQL.match(stripped):
+        return stripped
+    return None
+
+
+def has_sql_block(text: str | None) -> bool:
+    """Whether the answer holds a non-empty ```` ```sql ```` fenced block (closed, or cut off at the end).
+
+    Args:
+        text: the model's raw answer.
+
+    Returns:
+        ``True`` exactly when :func:`extract_sql` takes its SQL from a ```` ```sql ```` block.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql.extract import has_sql_block
+    >>> has_sql_block("```sql\\nSELECT 1\\n```"), has_sql_block("SELECT 1"), has_sql_block("```\\nSELECT 1\\n```")
+    (True, False, False)
+
+    ```
+    """
+    if text is None or not text.strip():
+        return False
+    return _last_sql_block(_blocks(text)) is not None
