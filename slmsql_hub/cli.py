@@ -20,6 +20,7 @@ from .errors import UsageError
 _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.ex",
     "slmsql_hub.commands.install_metric",
+    "slmsql_hub.commands.world",
 )
 
 

@@ -1,0 +1,424 @@
+"""Build the embedded world: databases, questions whose golds run in the sandbox, and the dataset splits.
+
+Layout of a built world (Spider layout for the databases, so the Spider loader reads them too)::
+
+    <out>/world.json                              manifest: version, seed, sizes, databases, split counts
+    <out>/databases/<db>/<db>.sqlite
+    <out>/datasets/<split>/                       datasets.Dataset.save_to_disk + README.md (dataset card)
+
+Splits mirror the study's pipeline: ``foundation`` (stage-1 SFT, the SynSQL analogue, no evidence),
+``grounding`` (stage-2 SFT, the BIRD + Spider analogue, with some evidence questions), ``rl_pool`` (GRPO's
+pass-rate filter), ``dev`` and ``test``. One database (:data:`~slmsql_hub.data.world.schemas.HELD_OUT_DB`)
+appears only in ``dev`` and ``test``. No question and no gold SQL repeats across splits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ...errors import UsageError
+from ..benchmarks import BENCHMARK_COLUMNS, benchmark_features
+from .populate import generate_rows, write_database
+from .questions import TEMPLATES, Candidate, generate_candidates, normalize_question, normalize_sql
+from .schemas import DATABASES, HELD_OUT_DB, DatabaseSpec
+
+logger = logging.getLogger(__name__)
+
+WORLD_VERSION = "1"
+"""Bumped whenever a change to the generator changes what a seed builds."""
+
+SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool", "dev", "test")
+"""The world's splits, in the order of the pipeline."""
+
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extra")
+
+
+@dataclass(frozen=True)
+class WorldSizes:
+    """How many questions each split gets.
+
+    Args:
+        foundation: stage-1 SFT questions (no evidence questions).
+        grounding: stage-2 SFT questions.
+        rl_pool: questions for the GRPO pass-rate filter.
+        dev: development questions.
+        test: test questions.
+        held_out_share: share of ``dev`` and ``test`` drawn from the held-out database.
+    """
+
+    foundation: int = 3000
+    grounding: int = 1200
+    rl_pool: int = 400
+    dev: int = 250
+    test: int = 250
+    held_out_share: float = 0.4
+
+    def __post_init__(self) -> None:
+        for name in SPLITS:
+            if getattr(self, name) < 0:
+                raise UsageError(f"WorldSizes.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.held_out_share <= 1.0:
+            raise UsageError(f"WorldSizes.held_out_share must be within [0, 1], got {self.held_out_share}")
+
+    def held_out(self, split: str) -> int:
+        """How many questions of ``split`` come from the held-out database."""
+        return round(getattr(self, split) * self.held_out_share) if split in ("dev", "test") else 0
+
+
+@dataclass
+class WorldManifest:
+    """What ``world.json`` records about a built world.
+
+    Args:
+        root: the world folder (not stored in the JSON).
+        version: :data:`WORLD_VERSION` of the generator that built it.
+        seed: the world seed.
+        sizes: the requested :class:`WorldSizes`, as a dict.
+        databases: every database id.
+        held_out_db: the database only ``dev`` and ``test`` use.
+        splits: questions per split.
+        difficulty: questions per split and hardness label.
+    """
+
+    root: Path
+    version: str
+    seed: int
+    sizes: dict
+    databases: list[str]
+    held_out_db: str
+    splits: dict[str, int] = field(default_factory=dict)
+    difficulty: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def split_path(self, split: str) -> Path:
+        """The ``save_to_disk`` folder of ``split`` (``datasets.load_from_disk`` reads it)."""
+        return self.root / "datasets" / split
+
+    def db_path(self, db_id: str) -> Path:
+        """The SQLite file of ``db_id``."""
+        return self.root / "databases" / db_id / f"{db_id}.sqlite"
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("root")
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def read(cls, root: str | os.PathLike) -> WorldManifest:
+        """Read ``<root>/world.json``.
+
+        Raises:
+            UsageError: the file is missing or is not a world manifest.
+        """
+        root = Path(root)
+        path = root / "world.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(root=root, **data)
+        except FileNotFoundError:
+            raise UsageError(f"{root} is not a built world (no world.json)") from None
+        except (json.JSONDecodeError, TypeError) as err:
+            raise UsageError(f"{path} is not a world manifest ({err}); rebuild with --overwrite") from None
+
+    def is_complete(self) -> bool:
+        """Whether every database file and every split's dataset is on disk."""
+        return all(self.db_path(db).is_file() for db in self.databases) and all(
+            (self.split_path(s) / "state.json").is_file() for s in SPLITS
+        )
+
+
+def _shape(sql: str) -> str:
+    """The SQL with literals masked: hardness depends only on this, so it is computed once per shape."""
+    masked = re.sub(r"'(?:[^']|'')*'", "'v'", sql)
+    return re.sub(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", "1", masked)
+
+
+def _difficulties(candidates: list[Candidate]) -> list[str]:
+    from ...sql.hardness import spider_hardness
+
+    by_shape: dict[str, str] = {}
+    labels = []
+    for candidate in candidates:
+        shape = _shape(candidate.sql)
+        if shape not in by_shape:
+            try:
+                by_shape[shape] = spider_hardness(candidate.sql)
+            except ValueError:
+                by_shape[shape] = ""
+        labels.append(by_shape[shape] or candidate.label)
+    return labels
+
+
+def _executable(candidates: list[Candidate], db_paths: dict[str, Path], sandbox) -> list[Candidate]:
+    """Keep candidates whose gold runs ``ok`` in the sandbox and returns at least one non-NULL value."""
+    results = sandbox.execute_many([(db_paths[c.db_id], c.sql) for c in candidates], progress="world golds")
+    kept, failed, empty = [], Counter(), Counter()
+    for candidate, result in zip(candidates, results):
+        if not result.ok:
+            failed[candidate.template] += 1
+            logger.debug("gold failed (%s): %s: %s", result.status, candidate.sql, result.error)
+        elif not any(value is not None for row in result.rows for value in row):
+            empty[candidate.template] += 1
+        else:
+            kept.append(candidate)
+    if failed:
+        logger.warning("dropped %d golds that did not execute: %s", sum(failed.values()), dict(failed))
+    logger.info(
+        "dropped %d golds with empty results; kept %d of %d", sum(empty.values()), len(kept), len(candidates)
+    )
+    return kept
+
+
+def _assign(
+    train: list[Candidate], held: list[Candidate], sizes: WorldSizes, seed: int
+) -> dict[str, list[Candidate]]:
+    rng = random.Random(f"{seed}:splits")
+    rng.shuffle(train)
+    rng.shuffle(held)
+    splits: dict[str, list[Candidate]] = {}
+    for split in ("dev", "test"):
+        n_held = sizes.held_out(split)
+        if len(held) < n_held:
+            raise UsageError(
+                f"the held-out database has {len(held)} usable questions left, {split} asks for {n_held}; "
+                "lower the dev/test sizes or held_out_share"
+            )
+        splits[split], held = held[:n_held], held[n_held:]
+    for split in ("test", "dev", "rl_pool", "grounding"):
+        n_seen = getattr(sizes, split) - len(splits.get(split, []))
+        if len(train) < n_seen:
+            raise UsageError(
+                f"only {len(train)} usable questions left for {split} ({n_seen} asked); lower the sizes"
+            )
+        splits[split] = splits.get(split, []) + train[:n_seen]
+        train = train[n_seen:]
+    foundation = [c for c in train if c.family != "evidence"]
+    if len(foundation) < sizes.foundation:
+        raise UsageError(
+            f"only {len(foundation)} usable questions left for foundation ({sizes.foundation} asked); lower the sizes"
+        )
+    splits["foundation"] = foundation[: sizes.foundation]
+    for split in ("dev", "test"):
+        rng.shuffle(splits[split])
+    return {split: splits[split] for split in SPLITS}
+
+
+def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
+    per_db = Counter(r["db_id"] for r in rows)
+    per_difficulty = Counter(r["difficulty"] for r in rows)
+    with_evidence = sum(1 for r in rows if r["evidence"])
+    roles = {
+        "foundation": "stage-1 SFT (the SynSQL-2.5M analogue: the largest split, no evidence questions)",
+        "grounding": "stage-2 SFT (the BIRD + Spider analogue, including BIRD-style evidence questions)",
+        "rl_pool": "the GRPO pass-rate filter's pool",
+        "dev": "development evaluation (includes the held-out database)",
+        "test": "final evaluation (includes the held-out database)",
+    }
+    lines = [
+        f"# slmsql-hub embedded world: `{split}` split",
+        "",
+        f"{len(rows)} Text-to-SQL questions for {roles[split]}.",
+        "",
+        f"Generated by `slmsql_hub.data.world` (version {manifest.version}) with seed {manifest.seed}: "
+        f"{len(TEMPLATES)} question templates (single-table filters and counts, aggregates, GROUP BY / HAVING, "
+        "ORDER BY ... LIMIT, joins over two and three tables, nested subqueries, INTERSECT / EXCEPT / UNION, "
+        "evidence questions), each with paraphrases and values drawn from the data. Every gold SQL executed in "
+        "the slmsql-hub sandbox with a non-empty result. Difficulty is Spider's official hardness of the gold.",
+        "",
+        f"The database `{manifest.held_out_db}` appears only in `dev` and `test`. No question and no gold SQL "
+        "repeats across splits.",
+        "",
+        f"Questions with evidence: {with_evidence}.",
+        "",
+        "| database | questions |",
+        "|---|---|",
+        *[f"| {db} | {per_db[db]} |" for db in sorted(per_db)],
+        "",
+        "| difficulty | questions |",
+        "|---|---|",
+        *[f"| {d} | {per_difficulty[d]} |" for d in DIFFICULTIES if per_difficulty[d]],
+        "",
+        "Columns: " + ", ".join(f"`{c}`" for c in BENCHMARK_COLUMNS) + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _reuse(out: Path, seed: int, sizes: WorldSizes, overwrite: bool) -> WorldManifest | None:
+    """The existing world at ``out`` when it can be reused; ``None`` when it must be (re)built."""
+    if overwrite or not out.exists():
+        return None
+    if not (out / "world.json").is_file():
+        if any(out.iterdir()):
+            raise UsageError(
+                f"{out} exists and is not a built world; pick an empty folder or pass --overwrite"
+            )
+        return None
+    manifest = WorldManifest.read(out)
+    differences = [
+        f"{what} {have!r} (asked {want!r})"
+        for what, have, want in (
+            ("seed", manifest.seed, seed),
+            ("version", manifest.version, WORLD_VERSION),
+            ("sizes", manifest.sizes, asdict(sizes)),
+        )
+        if have != want
+    ]
+    if differences:
+        raise UsageError(
+            f"{out} holds a world built with {'; '.join(differences)}; "
+            "pass --overwrite to rebuild it or choose another --out"
+        )
+    if not manifest.is_complete():
+        logger.warning("%s is an incomplete world; rebuilding it", out)
+        return None
+    logger.info("reusing the world at %s (seed %d)", out, seed)
+    return manifest
+
+
+def build_world(
+    out_dir: str | os.PathLike,
+    seed: int = 0,
+    sizes: WorldSizes | None = None,
+    *,
+    overwrite: bool = False,
+    databases: tuple[DatabaseSpec, ...] = DATABASES,
+    held_out_db: str = HELD_OUT_DB,
+    sandbox=None,
+) -> WorldManifest:
+    """Build (or reuse) the embedded world under ``out_dir``.
+
+    The build is deterministic: a seed always gives byte-identical databases and the same questions in the
+    same order. It writes to a temporary sibling folder and moves it into place at the end, so an interrupted
+    build never leaves a half world behind.
+
+    Args:
+        out_dir: the world folder.
+        seed: the world seed.
+        sizes: questions per split (default :class:`WorldSizes`).
+        overwrite: rebuild even when a complete world with the same seed and sizes is there.
+        databases: the database descriptions.
+        held_out_db: the database used only by ``dev`` and ``test``.
+        sandbox: the :class:`~slmsql_hub.sql.Sandbox` golds are checked in (default: a temporary one).
+
+    Returns:
+        The manifest (also written to ``<out_dir>/world.json``).
+
+    Raises:
+        UsageError: ``out_dir`` holds something else, a world built differently (without ``overwrite``),
+            or the sizes ask for more questions than the generator makes.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from slmsql_hub.data.world import WorldSizes, build_world
+    >>> sizes = WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=20, test=20)
+    >>> manifest = build_world(tempfile.mkdtemp() + "/world", seed=0, sizes=sizes)
+    >>> manifest.splits["foundation"], manifest.held_out_db
+    (60, 'farm_coop')
+
+    ```
+    """
+    import datasets
+
+    from ...sql import Limits, Sandbox
+
+    sizes = sizes or WorldSizes()
+    out = Path(out_dir).expanduser().resolve()
+    reused = _reuse(out, seed, sizes, overwrite)
+    if reused is not None:
+        return reused
+    if held_out_db not in {spec.db_id for spec in databases}:
+        raise UsageError(f"held-out database {held_out_db!r} is not one of the world's databases")
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    own_sandbox = sandbox is None
+    if own_sandbox:
+        sandbox = Sandbox(Limits(timeout_s=10), workers=min(4, len(os.sched_getaffinity(0))))
+    try:
+        n_train_dbs = len(databases) - 1
+        seen_needed = sum(getattr(sizes, s) for s in SPLITS) - sizes.held_out("dev") - sizes.held_out("test")
+        per_train_db = math.ceil(1.3 * seen_needed / max(1, n_train_dbs)) + 20
+        per_held_db = math.ceil(1.5 * (sizes.held_out("dev") + sizes.held_out("test"))) + 20
+        candidates: list[Candidate] = []
+        tmp_paths: dict[str, Path] = {}
+        for spec in databases:
+            rows = generate_rows(spec, seed)
+            tmp_paths[spec.db_id] = write_database(
+                spec, rows, tmp / "databases" / spec.db_id / f"{spec.db_id}.sqlite"
+            )
+            n = per_held_db if spec.db_id == held_out_db else per_train_db
+            candidates.extend(generate_candidates(spec, rows, n, seed=seed))
+        logger.info("generated %d candidate questions over %d databases", len(candidates), len(databases))
+        kept = _executable(candidates, tmp_paths, sandbox)
+        train = [c for c in kept if c.db_id != held_out_db]
+        held = [c for c in kept if c.db_id == held_out_db]
+        splits = _assign(train, held, sizes, seed)
+        _check_disjoint(splits)
+
+        manifest = WorldManifest(
+            root=out,
+            version=WORLD_VERSION,
+            seed=seed,
+            sizes=asdict(sizes),
+            databases=[spec.db_id for spec in databases],
+            held_out_db=held_out_db,
+        )
+        for split, chosen in splits.items():
+            difficulties = _difficulties(chosen)
+            rows = [
+                {
+                    "question_id": f"world-{split}-{i:05d}",
+                    "question": c.question,
+                    "evidence": c.evidence,
+                    "db_id": c.db_id,
+                    "db_path": str(manifest.db_path(c.db_id)),
+                    "gold_sql": c.sql,
+                    "difficulty": difficulty,
+                    "benchmark": "world",
+                }
+                for i, (c, difficulty) in enumerate(zip(chosen, difficulties))
+            ]
+            columns = {name: [r[name] for r in rows] for name in BENCHMARK_COLUMNS}
+            split_dir = tmp / "datasets" / split
+            datasets.Dataset.from_dict(columns, features=benchmark_features()).save_to_disk(str(split_dir))
+            (split_dir / "README.md").write_text(_card(split, rows, manifest), encoding="utf-8")
+            manifest.splits[split] = len(rows)
+            counts = Counter(difficulties)
+            manifest.difficulty[split] = {d: counts[d] for d in DIFFICULTIES}
+        (tmp / "world.json").write_text(manifest.to_json(), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if own_sandbox:
+            sandbox.close()
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    logger.info("built the world at %s: %s", out, manifest.splits)
+    return manifest
+
+
+def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
+    """Fail loudly if a question or a gold repeats across splits (a generator bug, never silently fixed)."""
+    owner: dict[tuple, str] = {}
+    for split, chosen in splits.items():
+        for c in chosen:
+            for key in (
+                (c.db_id, "q", normalize_question(c.question)),
+                (c.db_id, "sql", normalize_sql(c.sql)),
+            ):
+                if key in owner:
+                    raise RuntimeError(f"world question repeated across {owner[key]} and {split}: {key}")
+                owner[key] = split
