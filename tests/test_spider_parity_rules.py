@@ -101,7 +101,9 @@ def our_verdicts() -> dict[str, dict[str, dict[int, int]]]:
                     assert gold_rows is not None, f"gold {index} fails on {db_id}: {prepared_gold}"
                     pred_rows = baseline.rows(db_path, prepare_sql(preds[index], mode, keep_distinct))
                     ordered = order_matters(prepared_gold, mode)
-                    match = pred_rows is not None and rows_match(pred_rows, gold_rows, mode, order_matters=ordered)
+                    match = pred_rows is not None and rows_match(
+                        pred_rows, gold_rows, mode, order_matters=ordered
+                    )
                     results[name][key][index] = int(match)
     finally:
         baseline.close()
@@ -111,9 +113,7 @@ def our_verdicts() -> dict[str, dict[str, dict[int, int]]]:
 @pytest.mark.parametrize("key", list(MODES))
 @pytest.mark.parametrize("verdict_file", VERDICT_FILES, ids=lambda path: path.stem)
 def test_comparator_reproduces_every_official_verdict(our_verdicts, verdict_file: Path, key: str):
-    official = {
-        row["index"]: row[key] for row in map(json.loads, _read_lines(verdict_file))
-    }
+    official = {row["index"]: row[key] for row in map(json.loads, _read_lines(verdict_file))}
     ours = our_verdicts[verdict_file.stem][key]
     assert len(official) == 972
     mismatches = sorted(index for index, verdict in official.items() if ours[index] != verdict)
