@@ -213,7 +213,7 @@ def _top_select(tree):
     while True:
         if isinstance(node, exp.Subquery):
             node = _unparen(node.this)
-        elif isinstance(node, exp.SetOperation):
+        elif isinstance(node, getattr(exp, "SetOperation", exp.Union)):  # older sqlglot: Union is the base
             has_set_op = True
             node = _unparen(node.this)
         else:
@@ -265,7 +265,8 @@ def hardness_counts(sql: str) -> HardnessCounts:
     select, has_set_op = _top_select(_parse(sql))
 
     joins = select.args.get("joins") or []
-    table_units = (1 if select.args.get("from_") is not None else 0) + len(joins)
+    has_from = select.args.get("from_", select.args.get("from")) is not None  # "from" in older sqlglot
+    table_units = int(has_from) + len(joins)
     join_conditions = _Condition([], [])
     for join in joins:
         on = _official_condition(join.args.get("on"))
