@@ -1,0 +1,211 @@
+"""Benchmark of K-sample generation: one ``generate`` call per prompt batch with ``num_return_sequences=K``
+against one ``generate`` call per sample, side by side in one run on the same model and prompts.
+
+The pass-rate filter and GRPO draw K completions for every prompt. Encoding each prompt once and decoding
+its K samples as rows of one batch (what :func:`slmsql_hub.generation.generate` does) should beat the naive
+loop (a separate call, hence a separate prefill and decode, for every sample) by a wide margin; the target
+is >= 4x at K=8.
+
+The model is the world's trained base when ``--model DIR`` points at one (``slmsql train base`` output:
+model + tokenizer), else a randomly initialised tiny ``Qwen2ForCausalLM`` of the world's default shape
+(about 1.2M parameters) with a byte-level BPE tokenizer learnt on the spot. A random model never ends its
+turn, so every completion runs to ``--max-new-tokens`` in both arms and the comparison is like for like.
+
+Usage::
+
+    python benchmarks/bench_generation.py                         # random tiny model, 8 prompts, K=8
+    python benchmarks/bench_generation.py --model outputs/world/base --prompts 16 --k 8 --max-new-tokens 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from slmsql_hub.errors import UsageError
+from slmsql_hub.generation import GenerationConfig, generate_completions, load_policy
+
+TARGET_RATIO = 4.0
+
+_QUESTIONS = (
+    "How many singers do we have?",
+    "What is the average, minimum, and maximum age of all singers from France?",
+    "Show the name and the release year of the song by the youngest singer.",
+    "List all song names by singers above the average age.",
+    "Show location and name for all stadiums with a capacity between 5000 and 10000.",
+    "What is the maximum capacity and the average of all stadiums?",
+    "Show the stadium name and the number of concerts in each stadium.",
+    "Find the number of concerts happened in the stadium with the highest capacity.",
+    "Which year has most number of concerts?",
+    "Show countries where a singer above age 40 and a singer below 30 are from.",
+    "Find the name and capacity of the stadium where a concert took place in 2014 or after.",
+    "What are the names of the singers who performed in a concert in 2014?",
+)
+_SCHEMA = (
+    "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, song_name TEXT, "
+    "song_release_year TEXT, age INTEGER, is_male INTEGER);\n"
+    "CREATE TABLE stadium (stadium_id INTEGER PRIMARY KEY, location TEXT, name TEXT, capacity INTEGER, "
+    "highest INTEGER, lowest INTEGER, average INTEGER);\n"
+    "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, concert_name TEXT, theme TEXT, "
+    "stadium_id INTEGER REFERENCES stadium(stadium_id), year TEXT);"
+)
+
+
+def build_prompts(count: int) -> list[list[dict[str, str]]]:
+    """``count`` chat prompts shaped like the study's: a system turn, then the schema and a question."""
+    return [
+        [
+            {"role": "system", "content": "You write one SQLite query that answers the question."},
+            {"role": "user", "content": f"{_SCHEMA}\n\nQuestion: {_QUESTIONS[i % len(_QUESTIONS)]}"},
+        ]
+        for i in range(count)
+    ]
+
+
+def random_tiny_policy(seed: int = 0):
+    """A random tiny Qwen2 (the world's default shape) and a byte-level BPE tokenizer learnt here."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from slmsql_hub.training.tokenizer import train_tokenizer
+
+    texts = [_SCHEMA, *_QUESTIONS] * 20
+    tokenizer = train_tokenizer(texts, vocab_size=1024)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.eval()
+    return model, tokenizer
+
+
+def _time(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model", type=Path, help="a trained base (model + tokenizer folder); default: random"
+    )
+    parser.add_argument("--adapter", type=Path, help="optional LoRA adapter on top of --model")
+    parser.add_argument("--prompts", type=int, default=8, help="number of prompts (default 8)")
+    parser.add_argument("--k", type=int, default=8, help="samples per prompt (default 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per completion (default 32)")
+    parser.add_argument("--batch-size", type=int, default=8, help="prompts per call in the K-batched arm")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    try:
+        if args.prompts < 1 or args.k < 2 or args.max_new_tokens < 1:
+            raise UsageError("--prompts and --max-new-tokens must be >= 1 and --k >= 2")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        if args.model is not None:
+            model, tokenizer = load_policy(args.model, args.adapter, device="cpu", dtype="float32")
+            model_name = str(args.model) + (f" + {args.adapter}" if args.adapter else "")
+        else:
+            model, tokenizer = random_tiny_policy(args.seed)
+            model_name = "random tiny Qwen2 (world default shape)"
+        prompts = build_prompts(args.prompts)
+        batched = GenerationConfig(
+            do_sample=True,
+            num_samples=args.k,
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+        )
+        single = GenerationConfig(
+            do_sample=True, num_samples=1, batch_size=1, max_new_tokens=args.max_new_tokens, seed=args.seed
+        )
+    except UsageError as err:
+        print(f"bench_generation: error: {err}", file=sys.stderr)
+        return 2
+
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {model_name} ({params / 1e6:.2f}M parameters), torch threads: {torch.get_num_threads()}")
+    print(f"load: {args.prompts} prompts x K={args.k} samples, {args.max_new_tokens} new tokens max")
+
+    # Warm-up (first-call allocations, lazy imports) outside both timings.
+    generate_completions(model, tokenizer, prompts[:1], single, progress=False)
+
+    t_batched, grouped = _time(
+        lambda: generate_completions(model, tokenizer, prompts, batched, progress=False)
+    )
+
+    def one_call_per_sample():
+        out = []
+        for prompt in prompts:
+            samples = []
+            for k in range(args.k):
+                config = GenerationConfig(**{**single.__dict__, "seed": args.seed + k})
+                samples.append(generate_completions(model, tokenizer, [prompt], config, progress=False)[0][0])
+            out.append(samples)
+        return out
+
+    t_single, naive = _time(one_call_per_sample)
+
+    tokens_batched = sum(c.num_tokens for group in grouped for c in group)
+    tokens_single = sum(c.num_tokens for group in naive for c in group)
+    ratio = t_single / t_batched
+    print(
+        f"num_return_sequences=K : {t_batched:8.2f} s  ({tokens_batched} tokens, "
+        f"{tokens_batched / t_batched:8.0f} tok/s, {len(range(0, args.prompts, args.batch_size))} calls)"
+    )
+    print(
+        f"one call per sample    : {t_single:8.2f} s  ({tokens_single} tokens, "
+        f"{tokens_single / t_single:8.0f} tok/s, {args.prompts * args.k} calls)"
+    )
+    verdict = "meets" if ratio >= TARGET_RATIO else "MISSES"
+    print(f"speed-up: {ratio:.1f}x ({verdict} the >= {TARGET_RATIO:.0f}x target)")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "model": model_name,
+                    "parameters": params,
+                    "prompts": args.prompts,
+                    "k": args.k,
+                    "max_new_tokens": args.max_new_tokens,
+                    "batch_size": args.batch_size,
+                    "torch_threads": torch.get_num_threads(),
+                    "seconds_num_return_sequences": t_batched,
+                    "seconds_one_call_per_sample": t_single,
+                    "tokens_num_return_sequences": tokens_batched,
+                    "tokens_one_call_per_sample": tokens_single,
+                    "ratio": ratio,
+                    "target_ratio": TARGET_RATIO,
+                    "platform": platform.platform(),
+                    "torch": torch.__version__,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
