@@ -117,12 +117,13 @@ class Judge:
     ...     _ = conn.executemany("INSERT INTO t VALUES (?, ?)", [("ann", 30), ("bob", 41)])
     >>> with Judge(mode="bird", workers=1) as judge:
     ...     js = judge.judge_many(
-    ...         ["```sql\\nSELECT name FROM t WHERE age > 35\\n```", "SELECT age FROM t", "SELEC oops"],
+    ...         ["```sql\\nSELECT name FROM t WHERE age > 35\\n```", "SELECT age FROM t", "SELECT nme FROM t"],
     ...         ["SELECT name FROM t WHERE age >= 40"] * 3,
     ...         [path] * 3,
     ...     )
     >>> [(j.verdict.value, j.correct) for j in js]
     [('correct', 1), ('wrong', 0), ('pred_error', 0)]
+
     ```
     """
 

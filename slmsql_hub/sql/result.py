@@ -48,6 +48,7 @@ class Limits:
     >>> from slmsql_hub.sql import Limits
     >>> Limits(timeout_s=5).timeout_s
     5
+
     ```
     """
 

@@ -94,6 +94,7 @@ def split_statements(sql: str) -> list[str]:
     ['SELECT 1', 'DROP TABLE t']
     >>> split_statements(" ; /* nothing */ ")
     []
+
     ```
     """
     statements: list[str] = []
@@ -164,6 +165,7 @@ def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | Non
     <ExecStatus.REFUSED: 'refused'>
     >>> check_sql(None, Limits())[1].error
     'no SQL given'
+
     ```
     """
 
@@ -317,6 +319,7 @@ class Sandbox:
     ('ok', ((1,), (2,)), ('x',))
     >>> bad.status.value
     'refused'
+
     ```
     """
 
