@@ -3,23 +3,80 @@
 ``evaluate.load("owner/name")`` first asks the Hub for the script; when that fails (offline, or
 ``HF_EVALUATE_OFFLINE=1``) it falls back to the newest cached copy under
 ``<modules cache>/evaluate_modules/metrics/owner--name/<hash>/name.py``, where ``<hash>`` is
-``evaluate.loading.files_to_hash([script])``: a 64-character SHA-256 folder name, which is how the fallback
-recognises a cached version. The modules cache is ``$HF_MODULES_CACHE``, by default ``$HF_HOME/modules``.
+``evaluate.loading.files_to_hash([script])`` (recomputed here by :func:`script_hash`, without importing
+``evaluate``): a 64-character SHA-256 folder name, which is how the fallback recognises a cached version. The modules cache is ``$HF_MODULES_CACHE``, by default ``$HF_HOME/modules``.
 Each folder on that path is a Python package (an ``__init__.py``) because ``evaluate`` imports the script
 as ``evaluate_modules.metrics.owner--name.<hash>.name``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
+import sys
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 METRIC_ID = "slmsql/ex"
 METRIC_SCRIPT = Path(__file__).resolve().with_name("ex.py")
+_DYNAMIC_MODULES = "evaluate_modules"  # evaluate.config.MODULE_NAME_FOR_DYNAMIC_MODULES
+
+
+def default_modules_cache() -> Path:
+    """``evaluate``'s modules cache: the one an imported ``evaluate`` uses, else the one it would resolve.
+
+    ``evaluate`` resolves it once, at import: ``$HF_MODULES_CACHE``, else ``$HF_HOME/modules``, else
+    ``$XDG_CACHE_HOME/huggingface/modules`` (``~/.cache/huggingface/modules``). Importing ``evaluate`` just
+    to read that costs seconds (it imports transformers and torch), so it is only read from an ``evaluate``
+    that is already imported.
+
+    Returns:
+        The modules cache folder.
+
+    Example:
+
+    ```python
+    >>> default_modules_cache().name
+    'modules'
+
+    ```
+    """
+    config = sys.modules.get("evaluate.config")
+    if config is not None:
+        return Path(config.HF_MODULES_CACHE)
+    hf_home = os.path.expanduser(
+        os.getenv("HF_HOME", os.path.join(os.getenv("XDG_CACHE_HOME", "~/.cache"), "huggingface"))
+    )
+    return Path(os.getenv("HF_MODULES_CACHE", os.path.join(hf_home, "modules")))
+
+
+def script_hash(path: str | os.PathLike) -> str:
+    """The folder name ``evaluate`` caches a script under: ``evaluate.loading.files_to_hash([path])``.
+
+    SHA-256 of the script's lines with ``#`` comments removed and empty lines dropped, joined by newlines
+    (the lines keep their own line endings, as ``readlines`` returns them).
+
+    Args:
+        path: the script.
+
+    Returns:
+        64 hexadecimal characters.
+
+    Example:
+
+    ```python
+    >>> len(script_hash(METRIC_SCRIPT))
+    64
+
+    ```
+    """
+    with open(path, encoding="utf-8") as handle:
+        lines = [re.sub(r"#.*", "", line) for line in handle.readlines()]
+    return hashlib.sha256("\n".join(line for line in lines if line).encode("utf-8")).hexdigest()
 
 
 def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -46,15 +103,12 @@ def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
 
     ```
     """
-    from evaluate import config
-    from evaluate.loading import files_to_hash
-
-    modules_root = Path(cache_dir) if cache_dir is not None else Path(config.HF_MODULES_CACHE)
+    modules_root = Path(cache_dir) if cache_dir is not None else default_modules_cache()
     owner_name = METRIC_ID.replace("/", "--")
     script_name = METRIC_ID.split("/")[-1] + ".py"
-    dynamic = modules_root / config.MODULE_NAME_FOR_DYNAMIC_MODULES
+    dynamic = modules_root / _DYNAMIC_MODULES
     metric_dir = dynamic / "metrics" / owner_name
-    target_dir = metric_dir / files_to_hash([str(METRIC_SCRIPT)])
+    target_dir = metric_dir / script_hash(METRIC_SCRIPT)
     for package in (modules_root, dynamic, dynamic / "metrics", metric_dir, target_dir):
         package.mkdir(parents=True, exist_ok=True)
         (package / "__init__.py").touch(exist_ok=True)
