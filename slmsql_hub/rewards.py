@@ -1,0 +1,288 @@
+"""Reward functions for TRL's ``GRPOTrainer``: execution, format and result-F1.
+
+Each is a picklable class whose instances follow TRL's reward-function contract exactly: called with
+``prompts``, ``completions``, ``completion_ids``, every dataset column as a keyword argument (here
+``gold_sql`` and ``db_path``), ``trainer_state``, and the ``log_metric`` / ``log_extra`` hooks; it returns one
+``float | None`` per completion. ``None`` means "no reward for this sample" (TRL turns it into NaN and leaves
+the sample out): that is what an **unscorable gold** gets, never 0. Each instance has a stable ``__name__``
+(``execution``, ``format``, ``result_f1``), which TRL uses for its ``rewards/<name>/mean|std`` metrics.
+
+All SQL goes through :class:`slmsql_hub.sql.Judge`: a group of samples that are mostly the same string runs
+each distinct query once, and the gold's result comes from the sandbox's cache after the first step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+
+from .sql import Judge, Limits, Verdict
+from .sql.compare import CompareMode
+from .sql.extract import has_sql_block
+
+logger = logging.getLogger(__name__)
+
+
+def completion_text(completion) -> str:
+    """The text of one completion, in TRL's standard (``str``) or conversational (list of messages) format.
+
+    Example:
+
+    ```python
+    >>> completion_text([{"role": "assistant", "content": "SELECT 1"}])
+    'SELECT 1'
+    >>> completion_text("SELECT 2")
+    'SELECT 2'
+
+    ```
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
+    if isinstance(completion, dict):
+        return completion.get("content") or ""
+    raise TypeError(f"unsupported completion type {type(completion).__name__}")
+
+
+class _JudgedReward:
+    """Shared machinery: a lazily created Judge that is left out of the pickled state."""
+
+    def __init__(
+        self,
+        *,
+        mode: CompareMode | str = "bird",
+        keep_distinct: bool = False,
+        timeout_s: float = 10.0,
+        max_ops: int | None = 200_000_000,
+        workers: int | None = None,
+        judge: Judge | None = None,
+    ) -> None:
+        self.mode = CompareMode(mode).value
+        self.keep_distinct = keep_distinct
+        self.timeout_s = timeout_s
+        self.max_ops = max_ops
+        self.workers = workers
+        self._judge = judge
+
+    @property
+    def judge(self) -> Judge:
+        if self._judge is None:
+            limits = Limits(timeout_s=self.timeout_s, max_ops=self.max_ops, max_rows=10_000)
+            self._judge = Judge(mode=self.mode, keep_distinct=self.keep_distinct, limits=limits, workers=self.workers)
+        return self._judge
+
+    def _judge_completions(self, completions, gold_sql: Sequence[str], db_path: Sequence[str]):
+        if gold_sql is None or db_path is None:
+            raise ValueError(
+                f"the {self.__name__!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
+                "(TRL passes every dataset column to reward functions)"
+            )
+        texts = [completion_text(c) for c in completions]
+        return self.judge.judge_many(texts, list(gold_sql), list(db_path))
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_judge"] = None  # a Judge owns worker processes; each process makes its own
+        return state
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+            self._judge = None
+
+
+class ExecutionReward(_JudgedReward):
+    """Outcome reward by execution: ``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but
+    is wrong, ``fails`` otherwise (error, timeout, too large, refused, no SQL); ``None`` if the gold is unscorable.
+
+    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). Logs, per call, through
+    TRL's ``log_metric``: ``sql/correct_rate``, ``sql/exec_error_rate``, ``sql/timeout_rate``,
+    ``sql/unscorable_rate`` and ``sql/frac_correct_zero_std`` — the fraction of groups (completions of the same
+    prompt) whose *correctness* has zero variance. TRL's ``frac_reward_zero_std`` misses groups that are all
+    wrong but differ only in the 0.1/0.2 shaping terms, which still get full-size updates under group scaling.
+
+    Args:
+        correct, executes, fails: reward values.
+        mode, keep_distinct: the comparison rule (see :mod:`slmsql_hub.sql.compare`).
+        timeout_s, max_ops, workers: sandbox limits for the judge this reward creates.
+        judge: share an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
+
+    Example:
+
+    ```python
+    >>> import sqlite3, tempfile, os
+    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
+    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
+    >>> reward = ExecutionReward(workers=1)
+    >>> completions = [[{"role": "assistant", "content": f"```sql\\n{sql}\\n```"}]
+    ...                for sql in ("SELECT count(*) FROM t", "SELECT 1", "SELECT nope FROM t")]
+    >>> reward(completions=completions, gold_sql=["SELECT count(*) FROM t"] * 3, db_path=[db] * 3)
+    [1.0, 0.1, 0.0]
+    >>> reward.__name__
+    'execution'
+    >>> reward.close()
+
+    ```
+    """
+
+    def __init__(self, correct: float = 1.0, executes: float = 0.1, fails: float = 0.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.__name__ = "execution"
+        self.correct = correct
+        self.executes = executes
+        self.fails = fails
+
+    def __call__(
+        self,
+        completions: list,
+        gold_sql: Sequence[str] | None = None,
+        db_path: Sequence[str] | None = None,
+        prompts: list | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        log_extra: Callable[[str, list], None] | None = None,
+        **kwargs,
+    ) -> list[float | None]:
+        judgements = self._judge_completions(completions, gold_sql, db_path)
+        rewards: list[float | None] = []
+        for j in judgements:
+            if not j.scorable:
+                rewards.append(None)
+            elif j.verdict is Verdict.CORRECT:
+                rewards.append(self.correct)
+            elif j.verdict is Verdict.WRONG:
+                rewards.append(self.executes)
+            else:
+                rewards.append(self.fails)
+        if log_metric is not None:
+            for name, value in execution_metrics(judgements, _group_keys(prompts, gold_sql, db_path)).items():
+                log_metric(name, value)
+        if log_extra is not None:
+            log_extra("sql_verdict", [j.verdict.value for j in judgements])
+        return rewards
+
+
+class FormatReward:
+    """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0.
+
+    Example:
+
+    ```python
+    >>> FormatReward()(completions=["```sql\\nSELECT 1\\n```", "SELECT 1"])
+    [0.2, 0.0]
+
+    ```
+    """
+
+    def __init__(self, value: float = 0.2) -> None:
+        self.__name__ = "format"
+        self.value = value
+
+    def __call__(self, completions: list, **kwargs) -> list[float]:
+        return [self.value if has_sql_block(completion_text(c)) else 0.0 for c in completions]
+
+
+class ResultF1Reward(_JudgedReward):
+    """Partial credit: F1 between the predicted and gold result rows (as multisets of rows), 1.0 when correct.
+
+    For stronger-RL follow-ups (denser signal than 0/1). A failing prediction gets 0.0, an unscorable gold
+    ``None``.
+
+    Example:
+
+    ```python
+    >>> import sqlite3, tempfile, os
+    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
+    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,)])
+    >>> reward = ResultF1Reward(workers=1)
+    >>> reward(completions=["SELECT x FROM t WHERE x <= 2", "SELECT x FROM t"],
+    ...        gold_sql=["SELECT x FROM t WHERE x <= 2"] * 2, db_path=[db] * 2)
+    [1.0, 0.6666666666666666]
+    >>> reward.close()
+
+    ```
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.__name__ = "result_f1"
+
+    def __call__(
+        self, completions: list, gold_sql: Sequence[str] | None = None, db_path: Sequence[str] | None = None, **kwargs
+    ) -> list[float | None]:
+        rewards: list[float | None] = []
+        for j in self._judge_completions(completions, gold_sql, db_path):
+            if not j.scorable:
+                rewards.append(None)
+            elif j.verdict is Verdict.CORRECT:
+                rewards.append(1.0)
+            elif j.verdict is Verdict.WRONG:
+                rewards.append(rows_f1(j.pred.rows, j.gold.rows))
+            else:
+                rewards.append(0.0)
+        return rewards
+
+
+def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:
+    """F1 between two results seen as multisets of rows (two empty results: 1.0).
+
+    Example:
+
+    ```python
+    >>> rows_f1([(1,), (2,)], [(2,), (3,)])
+    0.5
+
+    ```
+    """
+    if not pred_rows and not gold_rows:
+        return 1.0
+    overlap = sum((Counter(map(tuple, pred_rows)) & Counter(map(tuple, gold_rows))).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred_rows), overlap / len(gold_rows)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _group_keys(prompts, gold_sql, db_path) -> list:
+    n = len(gold_sql)
+    if prompts is not None and len(prompts) == n:
+        return [repr(p) for p in prompts]
+    return list(zip(gold_sql, db_path))
+
+
+def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
+    """Per-batch SQL metrics logged by :class:`ExecutionReward`.
+
+    Rates are over scorable samples; ``sql/frac_correct_zero_std`` is over groups (samples sharing a key)
+    with at least one scorable sample.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql import Judgement, Verdict, ExecStatus
+    >>> ok, bad = (Judgement(v, "SELECT 1", ExecStatus.OK, ExecStatus.OK) for v in (Verdict.CORRECT, Verdict.WRONG))
+    >>> m = execution_metrics([ok, bad, bad, bad], ["q1", "q1", "q2", "q2"])
+    >>> m["sql/correct_rate"], m["sql/frac_correct_zero_std"]
+    (0.25, 0.5)
+
+    ```
+    """
+    scorable = [j for j in judgements if j.scorable]
+    n = max(len(scorable), 1)
+    groups: dict = defaultdict(set)
+    for key, j in zip(group_keys, judgements):
+        if j.scorable:
+            groups[key].add(j.correct)
+    return {
+        "sql/correct_rate": sum(j.correct for j in scorable) / n,
+        "sql/exec_error_rate": sum(j.verdict in (Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.NO_SQL) for j in scorable)
+        / n,
+        "sql/timeout_rate": sum(j.verdict in (Verdict.PRED_TIMEOUT, Verdict.PRED_TOO_LARGE) for j in scorable) / n,
+        "sql/unscorable_rate": (len(judgements) - len(scorable)) / max(len(judgements), 1),
+        "sql/frac_correct_zero_std": (sum(len(v) == 1 for v in groups.values()) / len(groups)) if groups else 0.0,
+    }

@@ -1,0 +1,128 @@
+"""TRL reward functions (slmsql_hub.rewards) on hand-made completions."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+
+import pytest
+
+from slmsql_hub.rewards import ExecutionReward, FormatReward, ResultF1Reward, rows_f1
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rewards") / "shop.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE item (id INTEGER, name TEXT, price REAL)")
+    conn.executemany("INSERT INTO item VALUES (?, ?, ?)", [(i, f"item{i}", i * 2.5) for i in range(1, 21)])
+    conn.commit()
+    conn.close()
+    return str(path)
+
+
+def _msg(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": text}]
+
+
+GOLD = "SELECT name FROM item WHERE price > 40"
+CASES = {
+    "correct": ("```sql\nSELECT name FROM item WHERE price >= 42.5\n```", 1.0, 0.2),
+    "wrong": ("```sql\nSELECT name FROM item WHERE price > 10\n```", 0.1, 0.2),
+    "error": ("```sql\nSELECT nme FROM item\n```", 0.0, 0.2),
+    "no_block_plain_sql": ("SELECT name FROM item WHERE price > 40", 1.0, 0.0),
+    "no_sql_at_all": ("I cannot answer that.", 0.0, 0.0),
+    "timeout": (
+        "```sql\nWITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT count(*) FROM r\n```",
+        0.0,
+        0.2,
+    ),
+    "write": ("```sql\nDELETE FROM item\n```", 0.0, 0.2),
+}
+
+
+@pytest.fixture(scope="module")
+def execution(db):
+    reward = ExecutionReward(timeout_s=1.0, workers=2)
+    yield reward
+    reward.close()
+
+
+def test_execution_and_format_rewards_on_hand_made_completions(db, execution):
+    names = list(CASES)
+    completions = [_msg(CASES[n][0]) for n in names]
+    exec_rewards = execution(completions=completions, gold_sql=[GOLD] * len(names), db_path=[db] * len(names))
+    format_rewards = FormatReward()(completions=completions)
+    assert dict(zip(names, exec_rewards)) == {n: CASES[n][1] for n in names}
+    assert dict(zip(names, format_rewards)) == {n: CASES[n][2] for n in names}
+
+
+def test_unscorable_gold_gets_none_not_zero(db, execution):
+    completions = [_msg("```sql\nSELECT 1\n```")] * 2
+    rewards = execution(completions=completions, gold_sql=["SELECT broken FROM item"] * 2, db_path=[db] * 2)
+    assert rewards == [None, None]
+    f1 = ResultF1Reward(workers=1)
+    assert f1(completions=completions, gold_sql=["SELECT broken FROM item"] * 2, db_path=[db] * 2) == [None, None]
+    f1.close()
+
+
+def test_reward_values_are_configurable(db):
+    reward = ExecutionReward(correct=2.0, executes=0.5, fails=-1.0, workers=1)
+    completions = [CASES["correct"][0], CASES["wrong"][0], CASES["error"][0]]
+    assert reward(completions=completions, gold_sql=[GOLD] * 3, db_path=[db] * 3) == [2.0, 0.5, -1.0]
+    reward.close()
+
+
+def test_execution_reward_logs_sql_metrics_through_trl_hooks(db, execution):
+    logged, extra = {}, {}
+    # Two groups of 4: group A all wrong but differing in format (reward std > 0, correctness std == 0),
+    # group B mixed.
+    group_a = [CASES["wrong"][0], "SELECT name FROM item WHERE price > 10", CASES["wrong"][0], CASES["error"][0]]
+    group_b = [CASES["correct"][0], CASES["wrong"][0], CASES["correct"][0], CASES["timeout"][0]]
+    completions = [_msg(c) for c in group_a + group_b]
+    prompts = [[{"role": "user", "content": "A"}]] * 4 + [[{"role": "user", "content": "B"}]] * 4
+    execution(
+        prompts=prompts,
+        completions=completions,
+        gold_sql=[GOLD] * 8,
+        db_path=[db] * 8,
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+        log_extra=lambda column, values: extra.__setitem__(column, values),
+    )
+    assert logged["sql/correct_rate"] == pytest.approx(2 / 8)
+    assert logged["sql/exec_error_rate"] == pytest.approx(1 / 8)
+    assert logged["sql/timeout_rate"] == pytest.approx(1 / 8)
+    assert logged["sql/frac_correct_zero_std"] == pytest.approx(0.5)
+    assert extra["sql_verdict"][:2] == ["wrong", "wrong"]
+
+
+def test_result_f1_gives_partial_credit(db):
+    reward = ResultF1Reward(workers=1)
+    completions = [
+        "SELECT name FROM item WHERE price > 40",  # exact
+        "SELECT name FROM item WHERE price > 45",  # subset: 2 of 4
+        "SELECT nme FROM item",  # error
+    ]
+    rewards = reward(completions=completions, gold_sql=[GOLD] * 3, db_path=[db] * 3)
+    assert rewards[0] == 1.0 and rewards[2] == 0.0
+    assert rewards[1] == pytest.approx(2 * (1.0 * 0.5) / 1.5)
+    reward.close()
+    assert rows_f1([], []) == 1.0 and rows_f1([(1,)], []) == 0.0
+
+
+def test_rewards_are_picklable_with_stable_names(db):
+    for reward, name in ((ExecutionReward(workers=1), "execution"), (FormatReward(), "format"), (ResultF1Reward(), "result_f1")):
+        if hasattr(reward, "judge"):
+            reward(completions=["SELECT 1"], gold_sql=["SELECT 1"], db_path=[db])  # creates its judge
+        clone = pickle.loads(pickle.dumps(reward))
+        assert clone.__name__ == name == reward.__name__
+        out = clone(completions=["```sql\nSELECT 1\n```"], gold_sql=["SELECT 1"], db_path=[db])
+        assert out[0] in (1.0, 0.2)
+        for r in (reward, clone):
+            if hasattr(r, "close"):
+                r.close()
+
+
+def test_missing_dataset_columns_name_the_fix(execution):
+    with pytest.raises(ValueError, match="'gold_sql' and 'db_path'"):
+        execution(completions=["SELECT 1"])
