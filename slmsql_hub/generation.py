@@ -67,8 +67,8 @@ class GenerationConfig:
         batch_size (`int`, defaults to `8`):
             Prompts per ``generate`` call; each call decodes ``batch_size * num_samples`` sequences.
         seed (`int` or `None`, defaults to `0`):
-            Seeds sampling: the same seed, prompts and ``batch_size`` give the same samples. Batch ``i`` is
-            seeded with ``seed + i`` so each batch is reproducible on its own. ``None`` leaves the RNG alone.
+            Seeds sampling: the same seed, prompts and ``batch_size`` give the same samples (prompts are
+            batched longest first; batch ``i`` is seeded with ``seed + i``). ``None`` leaves the RNG alone.
         backend (`str`, defaults to `"transformers"`):
             ``"transformers"`` (always available) or ``"vllm"`` (needs ``pip install 'slmsql-hub[vllm]'``).
 
@@ -473,15 +473,21 @@ def _pad_token_id(tokenizer: PreTrainedTokenizerBase, stops: list[int]) -> int:
     return int(pad) if pad is not None else stops[-1]
 
 
-def _encode_left_padded(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], pad_id: int, device: Any
+def _tokenize_prompts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each prompt string (the chat template already holds any special tokens)."""
+    encoded = [list(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    empty = [i for i, ids in enumerate(encoded) if not ids]
+    if empty:
+        raise UsageError(f"prompt {empty[0]} encodes to zero tokens; every prompt needs some text")
+    return encoded
+
+
+def _left_pad(
+    encoded: Sequence[Sequence[int]], pad_id: int, device: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokenize prompt strings and LEFT-pad them, so every row's last token is the end of its prompt."""
+    """LEFT-pad token id lists into ``(input_ids, attention_mask)``: every row ends with its prompt's last token."""
     import torch
 
-    encoded = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-    if any(len(ids) == 0 for ids in encoded):
-        raise UsageError("a prompt encodes to zero tokens; every prompt needs some text")
     width = max(len(ids) for ids in encoded)
     input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
@@ -574,24 +580,28 @@ def _generate_transformers(
     hf_config = _hf_generation_config(config, stops, pad_id)
     device = _model_device(model)
     k = config.num_samples
-    starts = range(0, len(texts), config.batch_size)
-    results: list[list[Completion]] = []
+    encoded = _tokenize_prompts(tokenizer, texts)
+    # Longest prompts first, batched with prompts of similar length: little padding (schemas dominate the
+    # prompt, so a batch mostly holds one database's questions) and an out-of-memory error shows at once.
+    order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+    batches = [order[start : start + config.batch_size] for start in range(0, len(order), config.batch_size)]
+    results: list[list[Completion]] = [[] for _ in texts]
     was_training = bool(getattr(model, "training", False))
     model.eval()
     try:
-        for batch_index, start in enumerate(
-            tqdm(starts, desc=f"generate (K={k})", unit="batch", disable=not progress)
+        for batch_index, batch in enumerate(
+            tqdm(batches, desc=f"generate (K={k})", unit="batch", disable=not progress)
         ):
-            batch = texts[start : start + config.batch_size]
-            input_ids, attention_mask = _encode_left_padded(tokenizer, batch, pad_id, device)
+            input_ids, attention_mask = _left_pad([encoded[i] for i in batch], pad_id, device)
             seed = None if config.seed is None else config.seed + batch_index
             with _seeded(seed, device), torch.inference_mode():
                 output = model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config
                 )
-            # Rows come back prompt-major: prompt 0's K samples, then prompt 1's, ...
+            # Rows come back prompt-major: the batch's first prompt's K samples, then the next prompt's, ...
             completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
-            results.extend(completions[i * k : (i + 1) * k] for i in range(len(batch)))
+            for row, index in enumerate(batch):
+                results[index] = completions[row * k : (row + 1) * k]
     finally:
         if was_training:
             model.train()
@@ -608,9 +618,10 @@ def generate_completions(
     """Generate ``config.num_samples`` completions per prompt, in batches, with their token counts.
 
     Chats are rendered with the tokenizer's chat template (``add_generation_prompt=True``); prompts are
-    LEFT padded; generation stops at ``<|im_end|>`` or the eos token; with ``do_sample=True`` each prompt is
-    encoded once and sampled K times through ``num_return_sequences``. The active adapter of a PEFT model
-    is used (choose it with :func:`use_adapter`).
+    LEFT padded and batched longest first (results come back in input order); generation stops at
+    ``<|im_end|>`` or the eos token; with ``do_sample=True`` each prompt is encoded once and sampled K times
+    through ``num_return_sequences``. The active adapter of a PEFT model is used (choose it with
+    :func:`use_adapter`).
 
     Args:
         model: The policy from :func:`load_policy` (any ``transformers`` causal LM, PEFT-wrapped or not, or

@@ -35,6 +35,15 @@ ANSWERS = {
 }
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The tiny model gains nothing from threads, and the CI box's two cores are shared."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     """A random tiny Qwen2 whose greedy output depends on the whole prompt."""
@@ -96,7 +105,8 @@ def sampling(seed=0, k=3, batch_size=2, temperature=1.0, max_new_tokens=10):
 def test_prompts_are_left_padded_so_every_row_ends_with_its_prompt(tiny):
     _, tokenizer = tiny
     texts = render_prompts(tokenizer, CHATS)
-    input_ids, mask = generation._encode_left_padded(tokenizer, texts, tokenizer.pad_token_id, "cpu")
+    encoded = generation._tokenize_prompts(tokenizer, texts)
+    input_ids, mask = generation._left_pad(encoded, tokenizer.pad_token_id, "cpu")
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     assert len(set(lengths)) > 1
     assert mask[:, -1].tolist() == [1] * len(texts)
@@ -178,6 +188,30 @@ def test_each_prompt_is_encoded_once_and_sampled_through_num_return_sequences(ti
     grouped = generate(model, tokenizer, CHATS[:3], sampling(k=8, batch_size=2), progress=False)
     assert calls == [(2, 8), (1, 8)]
     assert [len(group) for group in grouped] == [8, 8, 8]
+
+
+def test_prompts_are_batched_longest_first_and_returned_in_input_order(trained, monkeypatch):
+    model, tokenizer = trained
+    widths = []
+    real_generate = model.generate
+
+    def spy(*args, **kwargs):
+        widths.append(kwargs["input_ids"].shape[1])
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    questions = ["How many singers?", "Names of stadiums?", "How many singers?", "Names of stadiums?"]
+    chats = [[{"role": "user", "content": q}] for q in questions]
+    config = GenerationConfig(max_new_tokens=16, batch_size=2)
+    grouped = generate(model, tokenizer, chats, config, progress=False)
+    assert [group[0] for group in grouped] == [ANSWERS[q][0] for q in questions]
+    lengths = sorted(
+        len(tokenizer.apply_chat_template(c, add_generation_prompt=True)["input_ids"]) for c in chats
+    )
+    assert widths == [
+        lengths[-1],
+        lengths[1],
+    ]  # each batch as wide as its longest prompt, longest batch first
 
 
 def test_generation_stops_at_im_end_even_when_eos_is_endoftext(trained):
