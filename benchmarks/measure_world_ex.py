@@ -53,6 +53,20 @@ def load_split(world: Path, split: str, limit: int | None, seed: int):
     return rows, held_out
 
 
+def prompt_config_for(adapter: Path, sample_rows: int | None, max_value_chars: int | None) -> PromptConfig:
+    """The prompt settings the adapter was trained with (its ``run_summary.json``), unless overridden."""
+    trained: dict = {}
+    summary_file = adapter / "run_summary.json"
+    if summary_file.is_file():
+        trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt", {}) or {}
+    return PromptConfig(
+        sample_rows=sample_rows if sample_rows is not None else int(trained.get("sample_rows", 3)),
+        max_value_chars=max_value_chars
+        if max_value_chars is not None
+        else int(trained.get("max_value_chars", 40)),
+    )
+
+
 def summarise(rows, judgements, completions, held_out: str | None) -> dict:
     """EX overall, per database, per difficulty, verdict counts and completion lengths for one model."""
 
@@ -127,9 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16, help="prompts per generate call")
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument(
-        "--sample-rows", type=int, default=3, help="schema sample rows (match the SFT recipe)"
+        "--sample-rows", type=int, help="schema sample rows (default: the adapter's run_summary.json, else 3)"
     )
-    parser.add_argument("--max-value-chars", type=int, default=40, help="sample value length (match SFT)")
+    parser.add_argument(
+        "--max-value-chars",
+        type=int,
+        help="sample value length (default: the adapter's run_summary.json, else 40)",
+    )
     parser.add_argument("--skip-base", action="store_true", help="do not score the base without adapter")
     parser.add_argument("--threads", type=int, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, help="write every number here")
@@ -149,10 +167,14 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     rows, held_out = load_split(args.world, args.split, args.limit, args.seed)
-    prompt_config = PromptConfig(sample_rows=args.sample_rows, max_value_chars=args.max_value_chars)
+    prompt_config = prompt_config_for(args.adapter, args.sample_rows, args.max_value_chars)
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     model, tokenizer = load_policy(args.base, args.adapter, device="cpu", dtype="float32")
     print(f"{len(rows)} questions of {args.world}/{args.split}; held-out database: {held_out}")
+    print(
+        f"prompts: {prompt_config.sample_rows} sample rows per table, values cut at "
+        f"{prompt_config.max_value_chars} chars; greedy, {config.max_new_tokens} new tokens max"
+    )
 
     arms = [("adapter", "default")] + ([] if args.skip_base else [("base only", None)])
     report: dict = {"world": str(args.world), "split": args.split, "n": len(rows), "models": {}}
