@@ -6,6 +6,14 @@ client never reaches the network: tests that need a Hub start a local Hub-API se
 """
 
 import os
+import tempfile
+
+# A private Hugging Face home for the whole session: evaluate, datasets and the Hub client write their
+# caches here, never into the user's ~/.cache/huggingface.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="slmsql-test-hf-")
+os.environ.pop("HF_MODULES_CACHE", None)
+os.environ.pop("HF_DATASETS_CACHE", None)
+os.environ.pop("HF_HUB_CACHE", None)
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
