@@ -17,7 +17,8 @@ kept in file order): the study evaluated 149 BIRD and 200 Spider questions this 
 Layouts read:
 
 - Spider: ``<root>/dev.json`` (``train``: ``train_spider.json`` + ``train_others.json``),
-  ``<root>/database/<db>/<db>.sqlite``; fields ``question``, ``query``, ``db_id``.
+  ``<root>/database/<db>/<db>.sqlite`` (or ``databases/``, as the world names it); fields ``question``,
+  ``query``, ``db_id``.
 - BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``; fields ``question_id``,
   ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
 - SynSQL-2.5M: ``<root>/data.json`` and ``<root>/databases/<db>/<db>.sqlite``; fields ``question``, ``sql``,
@@ -199,7 +200,7 @@ def load_spider(
     """Spider (``dev`` or ``train``) as a benchmark dataset; ``difficulty`` is the official hardness of the gold.
 
     Args:
-        root: the Spider folder (``dev.json``, ``database/``).
+        root: the Spider folder (``dev.json``, ``database/`` or ``databases/``).
         split: ``dev`` (``dev.json``) or ``train`` (``train_spider.json`` and, if present, ``train_others.json``).
         limit: keep a seeded subset of this many questions.
         seed: the subset's seed.
@@ -249,10 +250,13 @@ def load_spider(
                     "benchmark": "spider",
                 }
             )
+    db_dir = base / "database"
+    if not db_dir.is_dir() and (base / "databases").is_dir():
+        db_dir = base / "databases"  # the embedded world's folder name
     return _finish(
         records,
         name="spider",
-        db_dir=base / "database",
+        db_dir=db_dir,
         limit=limit,
         seed=seed,
         skip_missing_db=skip_missing_db,

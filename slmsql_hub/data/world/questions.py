@@ -91,7 +91,10 @@ class _Context:
         return [row[index] for row in self.rows[table.name]]
 
     def pick(self, options):
-        return self.rng.choice(list(options))
+        options = list(options)
+        if not options:
+            raise _NoFit
+        return self.rng.choice(options)
 
     def table(self, *need: str) -> Table:
         """A random table having every role in ``need`` (``label``, ``category``, ``number``, ``date``)."""
@@ -1141,6 +1144,7 @@ def generate_candidates(
     seed: int = 0,
     templates: tuple[Template, ...] = TEMPLATES,
     max_draws_per_question: int = 12,
+    patience: int = 1000,
 ) -> list[Candidate]:
     """Up to ``n`` distinct questions for one database (distinct by normalized question and by normalized SQL).
 
@@ -1154,6 +1158,7 @@ def generate_candidates(
         seed: the world seed.
         templates: the templates to draw from.
         max_draws_per_question: give up after ``n * max_draws_per_question`` draws.
+        patience: give up after this many draws in a row that add nothing (the templates are exhausted).
 
     Returns:
         The candidates, in generation order.
@@ -1176,9 +1181,11 @@ def generate_candidates(
     seen_questions: set[str] = set()
     seen_sql: set[str] = set()
     out: list[Candidate] = []
+    misses = 0
     for _ in range(n * max_draws_per_question):
-        if len(out) >= n:
+        if len(out) >= n or misses >= patience:
             break
+        misses += 1
         template = rng.choices(templates, weights=weights, k=1)[0]
         try:
             made = template.make(ctx)
@@ -1190,6 +1197,7 @@ def generate_candidates(
         q_key, s_key = normalize_question(question), normalize_sql(sql)
         if q_key in seen_questions or s_key in seen_sql:
             continue
+        misses = 0
         seen_questions.add(q_key)
         seen_sql.add(s_key)
         out.append(
