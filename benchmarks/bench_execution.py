@@ -32,6 +32,7 @@ import multiprocessing as mp
 import os
 import platform
 import random
+import resource
 import shutil
 import sqlite3
 import sys
@@ -600,17 +601,36 @@ def build_load(
 
 
 # ----------------------------------------------------------------------------------------------------------
+# CPU accounting: wall-clock ratios on a shared machine are noise; CPU seconds say where the work went.
+# ----------------------------------------------------------------------------------------------------------
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU seconds used so far by this process, and by its children that have been waited for."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), children.ru_utime + children.ru_stime
+
+
+def _cpu_since(before: tuple[float, float]) -> float:
+    now = _cpu_seconds()
+    return (now[0] - before[0]) + (now[1] - before[1])
+
+
+# ----------------------------------------------------------------------------------------------------------
 # (a) The physical limit: each distinct (database, SQL) once, serially, with plain sqlite3.
 # ----------------------------------------------------------------------------------------------------------
 @dataclass
 class PhysicalLimit:
+    """Path (a): every distinct (database, SQL) once, serially; ``limit_s`` is the serial time per core."""
+
     serial_s: float
     cores: int
     distinct: int
     timeouts: int
     errors: int
+    cpu_s: float = 0.0
     # (db, sql) -> the set of rows, or None when it failed or timed out (used to check the load itself)
     rows: dict[tuple[str, str], frozenset | None] = field(repr=False, default_factory=dict)
+    # (db, sql) -> seconds it took (the timeout for one that was interrupted)
+    seconds: dict[tuple[str, str], float] = field(repr=False, default_factory=dict)
 
     @property
     def limit_s(self) -> float:
@@ -624,6 +644,8 @@ def time_physical_limit(load: Load, timeout_s: float, cores: int | None = None) 
     conns: dict[str, sqlite3.Connection] = {}
     serial, timeouts, errors = 0.0, 0, 0
     rows: dict[tuple[str, str], frozenset | None] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    cpu_before = _cpu_seconds()
     try:
         for db_path, sql in load.distinct_requests():
             conn = conns.get(db_path)
@@ -648,10 +670,11 @@ def time_physical_limit(load: Load, timeout_s: float, cores: int | None = None) 
                 timer.join()
             serial += elapsed
             rows[(db_path, sql)] = result
+            seconds[(db_path, sql)] = elapsed
     finally:
         for conn in conns.values():
             conn.close()
-    return PhysicalLimit(serial, cores, len(rows), timeouts, errors, rows)
+    return PhysicalLimit(serial, cores, len(rows), timeouts, errors, _cpu_since(cpu_before), rows, seconds)
 
 
 def check_load(load: Load, limit: PhysicalLimit) -> dict[str, int]:
@@ -672,15 +695,38 @@ def check_load(load: Load, limit: PhysicalLimit) -> dict[str, int]:
     return dict(problems)
 
 
+def baseline_serial_work(load: Load, limit: PhysicalLimit) -> float:
+    """Serial seconds of SQLite work a BIRD-style evaluator must do, from path (a)'s timings: every pair runs
+    its prediction, and its gold too unless the prediction failed or timed out (nothing is deduplicated)."""
+    db = str(load.db_path)
+    total = 0.0
+    for sample, gold in zip(load.samples, load.golds):
+        total += limit.seconds[(db, sample.sql)]
+        if limit.rows[(db, sample.sql)] is not None:
+            total += limit.seconds[(db, gold)]
+    return total
+
+
 # ----------------------------------------------------------------------------------------------------------
 # (b) The metric's batch path: Judge(mode="bird").judge_many on a new sandbox.
 # ----------------------------------------------------------------------------------------------------------
-def time_sandbox(
-    load: Load, timeout_s: float, workers: int | None = None
-) -> tuple[float, list[Judgement], dict]:
+@dataclass
+class SandboxRun:
+    """Path (b): wall and CPU seconds (this process and its workers), the judgements, the sandbox's stats, and
+    the seconds SQLite spent inside the workers (summed over the executions, as the workers timed them)."""
+
+    seconds: float
+    cpu_s: float
+    judgements: list[Judgement] = field(repr=False)
+    stats: dict
+    in_worker_s: float
+
+
+def time_sandbox(load: Load, timeout_s: float, workers: int | None = None) -> SandboxRun:
     """Judge the whole load in one ``judge_many`` call on a NEW sandbox (cold cache; worker start-up timed).
 
-    Returns the seconds, the judgements and the sandbox's stats."""
+    CPU seconds include the worker processes (counted once they are closed and reaped)."""
+    cpu_before = _cpu_seconds()
     started = time.perf_counter()
     sandbox = Sandbox(Limits(timeout_s=timeout_s), workers=workers)
     try:
@@ -690,7 +736,12 @@ def time_sandbox(
         stats = dict(sandbox.stats)
     finally:
         sandbox.close()
-    return elapsed, judgements, stats
+    executed = {}  # one entry per execution: duplicates and cache hits come back marked ``cached``
+    for judgement in judgements:
+        for result in (judgement.pred, judgement.gold):
+            if result is not None and not result.cached:
+                executed[id(result)] = result.elapsed_s
+    return SandboxRun(elapsed, _cpu_since(cpu_before), judgements, stats, sum(executed.values()))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -726,13 +777,23 @@ def _bird_execute_model(
     return {"sql_idx": idx, "res": res, "outcome": outcome}
 
 
-def time_bird_baseline(
-    load: Load, timeout_s: float, num_cpus: int | None = None
-) -> tuple[float, list[dict | None]]:
-    """Run the load through the BIRD-style evaluator; returns the seconds and one result dict per sample
-    (``None`` where the pool lost it)."""
+@dataclass
+class BaselineRun:
+    """Path (c): wall and CPU seconds (this process and the pool's), one result per sample (``None``: lost)."""
+
+    seconds: float
+    cpu_s: float
+    results: list[dict | None] = field(repr=False)
+
+
+def time_bird_baseline(load: Load, timeout_s: float, num_cpus: int | None = None) -> BaselineRun:
+    """Run the load through the BIRD-style evaluator (``num_cpus`` pool processes, default every core).
+
+    A timed-out query keeps running in its pool process (``func_timeout`` cannot stop a thread inside
+    SQLite's C code) until the pool ends; its CPU is counted, as it is paid."""
     num_cpus = num_cpus or os.cpu_count() or 1
     exec_result: list[dict] = []
+    cpu_before = _cpu_seconds()
     started = time.perf_counter()
     pool = mp.Pool(processes=num_cpus)
     for i, (predicted_sql, ground_truth, db_place) in enumerate(
@@ -749,7 +810,7 @@ def time_bird_baseline(
     by_index: list[dict | None] = [None] * len(load.samples)
     for result in exec_result:
         by_index[result["sql_idx"]] = result
-    return elapsed, by_index
+    return BaselineRun(elapsed, _cpu_since(cpu_before), by_index)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -840,23 +901,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the database and the load (default 0)")
     parser.add_argument(
-        "--scale", type=float, default=1.0, help="database size factor (default 1: about 30 MB)"
+        "--scale", type=float, default=1.0, help="database size factor (default 1: about 32 MB)"
     )
     parser.add_argument(
         "--overhead-queries", type=int, default=2000, help="trivial queries timed for the overhead"
+    )
+    parser.add_argument(
+        "--skip-baseline", action="store_true", help="time (a) and (b) only (no verdict check): for profiling"
     )
     parser.add_argument("--json", metavar="OUT", default=None, help="write every number to this JSON file")
     return parser
 
 
-def _verdict_line(ratio: float, target: float, at_most: bool) -> str:
+def _against(ratio: float, target: float, at_most: bool) -> str:
     ok = ratio <= target if at_most else ratio >= target
-    return f"(target {'<=' if at_most else '>='} {target:g}: {'PASS' if ok else 'MISS'})"
+    return f"target {'<=' if at_most else '>='} {target:g}: {'PASS' if ok else 'MISS'}"
 
 
 def run_benchmark(args: argparse.Namespace) -> dict:
     """Run all three paths and the overhead measurement; returns every number (what ``--json`` writes)."""
     cores = os.cpu_count() or 1
+    load_before = os.getloadavg()[0]
     own_dir = args.work_dir is None
     work_dir = Path(tempfile.mkdtemp(prefix="slmsql-bench-")) if own_dir else Path(args.work_dir)
     try:
@@ -864,72 +929,49 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         cached = database_path(work_dir, args.seed, args.scale).is_file()
         db_path = build_database(work_dir, args.seed, args.scale)
         size_mb = db_path.stat().st_size / 1e6
-        print(
-            f"database: {db_path} ({size_mb:.1f} MB, {'reused' if cached else 'built'} in "
-            f"{time.perf_counter() - started:.1f} s)"
-        )
+        how = "reused" if cached else "built"
+        print(f"database: {db_path} ({size_mb:.1f} MB, {how} in {time.perf_counter() - started:.1f} s)")
         db_path.read_bytes()  # warm the OS file cache so that no path pays the first disk read
         load = build_load(db_path, args.questions, args.samples, args.seed)
         kinds = load.kind_counts()
         print(
             f"load: {args.questions} questions x {args.samples} samples = {len(load.samples)} predictions ("
             + ", ".join(f"{k} {n}" for k, n in kinds.items())
-            + f"); {cores} cores; timeout {args.timeout:g} s"
+            + f"); {cores} cores; timeout {args.timeout:g} s; load average {load_before:.1f}"
         )
+        if load_before > 0.5 * cores:
+            print(
+                "WARNING: other processes are using the CPUs: wall-clock ratios are unreliable; "
+                "the CPU-second figures below are not"
+            )
 
         print("(a) physical limit: every distinct (db, SQL) once, serially, plain sqlite3 ...", flush=True)
         limit = time_physical_limit(load, args.timeout, cores)
         problems = check_load(load, limit)
         print(
-            f"    {limit.distinct} distinct, serial {limit.serial_s:.2f} s / {cores} cores = {limit.limit_s:.2f} s "
-            f"({limit.timeouts} timed out, {limit.errors} errors)"
+            f"    {limit.distinct} distinct ({limit.timeouts} timed out, {limit.errors} errors): serial "
+            f"{limit.serial_s:.2f} s / {cores} cores = {limit.limit_s:.2f} s; CPU {limit.cpu_s:.2f} s"
         )
         if problems:
             print(f"    WARNING: the load contradicts its own labels: {problems}")
 
         print("(b) Judge(mode='bird').judge_many on a new Sandbox ...", flush=True)
-        sandbox_s, judgements, stats = time_sandbox(load, args.timeout)
+        sandbox = time_sandbox(load, args.timeout)
+        over_limit = sandbox.seconds / limit.limit_s
         print(
-            f"    {sandbox_s:.2f} s  (b)/(a) = {sandbox_s / limit.limit_s:.2f} "
-            f"{_verdict_line(sandbox_s / limit.limit_s, TARGET_SANDBOX_OVER_LIMIT, at_most=True)}; "
-            f"sandbox stats {stats}"
+            f"    {sandbox.seconds:.2f} s: (b)/(a) = {over_limit:.2f} ({_against(over_limit, TARGET_SANDBOX_OVER_LIMIT, True)})"
+            f"\n    CPU {sandbox.cpu_s:.2f} s ({sandbox.cpu_s / limit.cpu_s:.2f}x path (a)'s); SQLite time inside the "
+            f"workers {sandbox.in_worker_s:.2f} s ({sandbox.in_worker_s / limit.serial_s:.2f}x path (a)'s serial); "
+            f"stats {sandbox.stats}"
         )
-
-        print(
-            f"(c) BIRD-style evaluator: Pool({cores}), func_timeout, new connection per pair ...", flush=True
-        )
-        baseline_s, baseline = time_bird_baseline(load, args.timeout, cores)
-        print(
-            f"    {baseline_s:.2f} s  (c)/(b) = {baseline_s / sandbox_s:.1f} "
-            f"{_verdict_line(baseline_s / sandbox_s, TARGET_BASELINE_OVER_SANDBOX, at_most=False)}"
-        )
-
-        agreement = compare_verdicts(judgements, baseline)
-        print(
-            f"verdicts: {agreement['compared']} compared where the baseline finished "
-            f"({agreement['baseline_unfinished']} baseline timeouts, {agreement['baseline_lost']} lost): "
-            f"{agreement['disagreements']} disagreements"
-        )
-        for row, n in agreement["table"].items():
-            print(f"    {n:4d}  judge {row}")
-        if agreement["disagreements"]:
-            print(f"    disagreeing samples: {agreement['disagreeing_indices'][:20]}")
-
-        overhead = measure_overhead(db_path, args.overhead_queries, args.timeout)
-        print(
-            f"per-query overhead on trivial queries ({overhead['queries']} distinct): sqlite3 "
-            f"{overhead['sqlite3_us']:.0f} us, sandbox execute {overhead['sandbox_execute_us']:.0f} us "
-            f"(+{overhead['sandbox_overhead_us']:.0f} us), execute_many over {overhead['execute_many_workers']} "
-            f"workers {overhead['sandbox_execute_many_us']:.0f} us/query"
-        )
-        return {
+        numbers = {
             "args": {k: v for k, v in vars(args).items() if k != "json"},
             "environment": {
                 "cores": cores,
                 "python": platform.python_version(),
                 "sqlite": sqlite3.sqlite_version,
                 "platform": platform.platform(),
-                "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+                "load_average_before": load_before,
             },
             "database": {"path": str(db_path), "size_mb": size_mb},
             "load": {
@@ -942,35 +984,90 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                 "serial_s": limit.serial_s,
                 "cores": cores,
                 "limit_s": limit.limit_s,
+                "cpu_s": limit.cpu_s,
                 "timeouts": limit.timeouts,
                 "errors": limit.errors,
             },
-            "sandbox": {"seconds": sandbox_s, "stats": stats},
-            "baseline": {"seconds": baseline_s},
-            "ratios": {
-                "sandbox_over_limit": sandbox_s / limit.limit_s,
-                "sandbox_over_limit_target": TARGET_SANDBOX_OVER_LIMIT,
-                "baseline_over_sandbox": baseline_s / sandbox_s,
-                "baseline_over_sandbox_target": TARGET_BASELINE_OVER_SANDBOX,
+            "sandbox": {
+                "seconds": sandbox.seconds,
+                "cpu_s": sandbox.cpu_s,
+                "in_worker_s": sandbox.in_worker_s,
+                "stats": sandbox.stats,
             },
-            "verdicts": agreement,
-            "overhead": overhead,
+            "ratios": {
+                "sandbox_over_limit": over_limit,
+                "sandbox_over_limit_target": TARGET_SANDBOX_OVER_LIMIT,
+                "sandbox_cpu_over_limit_cpu": sandbox.cpu_s / limit.cpu_s,
+            },
         }
+
+        if not args.skip_baseline:
+            work = baseline_serial_work(load, limit)
+            print(
+                f"(c) BIRD-style evaluator: Pool({cores}), func_timeout, new connection per pair; it must do "
+                f"{work:.1f} s of SQLite work ({work / limit.serial_s:.1f}x path (a)'s) ...",
+                flush=True,
+            )
+            baseline = time_bird_baseline(load, args.timeout, cores)
+            over_sandbox = baseline.seconds / sandbox.seconds
+            print(
+                f"    {baseline.seconds:.2f} s: (c)/(b) = {over_sandbox:.1f} "
+                f"({_against(over_sandbox, TARGET_BASELINE_OVER_SANDBOX, False)}); CPU {baseline.cpu_s:.2f} s "
+                f"({baseline.cpu_s / sandbox.cpu_s:.1f}x path (b)'s)"
+            )
+            agreement = compare_verdicts(sandbox.judgements, baseline.results)
+            print(
+                f"verdicts: {agreement['compared']} compared where the baseline finished "
+                f"({agreement['baseline_unfinished']} baseline timeouts, {agreement['baseline_lost']} lost): "
+                f"{agreement['disagreements']} disagreements"
+            )
+            for row, n in agreement["table"].items():
+                print(f"    {n:4d}  judge {row}")
+            if agreement["disagreements"]:
+                print(f"    disagreeing samples: {agreement['disagreeing_indices'][:20]}")
+            numbers["baseline"] = {
+                "seconds": baseline.seconds,
+                "cpu_s": baseline.cpu_s,
+                "serial_work_s": work,
+            }
+            numbers["ratios"].update(
+                {
+                    "baseline_over_sandbox": over_sandbox,
+                    "baseline_over_sandbox_target": TARGET_BASELINE_OVER_SANDBOX,
+                    "baseline_cpu_over_sandbox_cpu": baseline.cpu_s / sandbox.cpu_s,
+                    "baseline_work_over_limit_work": work / limit.serial_s,
+                }
+            )
+            numbers["verdicts"] = agreement
+
+        overhead = measure_overhead(db_path, args.overhead_queries, args.timeout)
+        print(
+            f"per-query overhead on trivial queries ({overhead['queries']} distinct): sqlite3 "
+            f"{overhead['sqlite3_us']:.0f} us, sandbox execute {overhead['sandbox_execute_us']:.0f} us "
+            f"(+{overhead['sandbox_overhead_us']:.0f} us), execute_many over {overhead['execute_many_workers']} "
+            f"workers {overhead['sandbox_execute_many_us']:.0f} us/query"
+        )
+        numbers["overhead"] = overhead
+        numbers["environment"]["load_average_after"] = os.getloadavg()[0]
+        return numbers
     finally:
         if own_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.questions < 1 or args.samples < 2 or args.timeout <= 0 or args.scale <= 0:
-        _parser().error("--questions >= 1, --samples >= 2, --timeout > 0 and --scale > 0 are required")
+        parser.error("--questions >= 1, --samples >= 2, --timeout > 0 and --scale > 0 are required")
     numbers = run_benchmark(args)
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2) + "\n")
         print(f"numbers written to {args.json}")
-    agreement = numbers["verdicts"]
-    return 1 if agreement["disagreements"] or agreement["baseline_lost"] else 0
+    agreement = numbers.get("verdicts")
+    if agreement is not None and (agreement["disagreements"] or agreement["baseline_lost"]):
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -46,8 +46,7 @@ def tiny_load(bench, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def judged(bench, tiny_load):
-    _, judgements, stats = bench.time_sandbox(tiny_load, TINY["timeout"], workers=2)
-    return judgements, stats
+    return bench.time_sandbox(tiny_load, TINY["timeout"], workers=2)
 
 
 def test_database_is_deterministic_and_reused_from_the_work_dir(bench, tmp_path):
@@ -87,7 +86,6 @@ def test_load_labels_hold_when_run_with_plain_sqlite3(bench, tiny_load):
 
 
 def test_sandbox_verdicts_follow_the_sample_kinds(tiny_load, judged):
-    judgements, stats = judged
     expected = {
         "identical": Verdict.CORRECT,
         "rewrite": Verdict.CORRECT,
@@ -95,14 +93,15 @@ def test_sandbox_verdicts_follow_the_sample_kinds(tiny_load, judged):
         "error": Verdict.PRED_ERROR,
         "runaway": Verdict.PRED_TIMEOUT,
     }
-    assert [j.verdict for j in judgements] == [expected[s.kind] for s in tiny_load.samples]
-    assert stats["batch_duplicates"] > 0  # identical samples and repeated golds ran once
+    assert [j.verdict for j in judged.judgements] == [expected[s.kind] for s in tiny_load.samples]
+    assert judged.stats["batch_duplicates"] > 0  # identical samples and repeated golds ran once
+    assert judged.stats["executed"] == len(tiny_load.distinct_requests())  # each distinct (db, SQL) once
+    assert judged.in_worker_s >= TINY["timeout"]  # the runaway ran until the deadline
 
 
 def test_bird_style_baseline_agrees_with_the_sandbox_wherever_it_finished(bench, tiny_load, judged):
-    judgements, _ = judged
-    _, baseline = bench.time_bird_baseline(tiny_load, TINY["timeout"], num_cpus=2)
-    agreement = bench.compare_verdicts(judgements, baseline)
+    baseline = bench.time_bird_baseline(tiny_load, TINY["timeout"], num_cpus=2).results
+    agreement = bench.compare_verdicts(judged.judgements, baseline)
 
     assert agreement["baseline_lost"] == 0
     assert agreement["baseline_unfinished"] == 1  # the runaway
