@@ -178,12 +178,26 @@ def _executable(candidates: list[Candidate], db_paths: dict[str, Path], sandbox)
     return kept
 
 
+def _stratified(items: list[Candidate], rng: random.Random) -> list[Candidate]:
+    """A random order in which every template (and database) is spread evenly, so that any contiguous slice
+    holds them in about their overall proportions: the splits cut from it are stratified."""
+    rng.shuffle(items)
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for item in items:
+        groups.setdefault((item.template, item.db_id), []).append(item)
+    keyed = [
+        ((i + rng.random()) / len(group), item) for group in groups.values() for i, item in enumerate(group)
+    ]
+    keyed.sort(key=lambda pair: pair[0])
+    return [item for _, item in keyed]
+
+
 def _assign(
     train: list[Candidate], held: list[Candidate], sizes: WorldSizes, seed: int
 ) -> dict[str, list[Candidate]]:
     rng = random.Random(f"{seed}:splits")
-    rng.shuffle(train)
-    rng.shuffle(held)
+    train = _stratified(train, rng)
+    held = _stratified(held, rng)
     splits: dict[str, list[Candidate]] = {}
     for split in ("dev", "test"):
         n_held = sizes.held_out(split)

@@ -424,9 +424,10 @@ def _or(ctx: _Context):
 
 def _like(ctx: _Context):
     t = ctx.table(LABEL)
-    words = sorted(
-        {w for v in ctx.values(t, t.label) for w in str(v).replace("-", " ").split() if len(w) > 2}
-    )
+    labels = [str(v) for v in ctx.values(t, t.label)]
+    words = sorted({w for v in labels for w in v.replace("-", " ").split() if len(w) > 2})
+    # a word in most labels ("The" of every title) would make a filter that keeps everything
+    words = [w for w in words if sum(w.lower() in v.lower() for v in labels) <= len(labels) // 2]
     if not words or t.label.gen[0] == "code":
         return None
     w = ctx.pick(words)
@@ -1108,10 +1109,10 @@ TEMPLATES: tuple[Template, ...] = (
     Template("three_join_argmax", "join", "extra", 1.0, _three_join_argmax),
     Template("above_average_filter", "nested", "extra", 0.8, _above_average_filter),
     Template("not_in_filter", "nested", "extra", 0.6, _not_in_filter),
-    Template("evidence_count", "evidence", "easy", 0.5, _evidence_count),
-    Template("evidence_list", "evidence", "easy", 0.5, _evidence_list),
-    Template("evidence_filter", "evidence", "medium", 0.5, _evidence_filter),
-    Template("evidence_join_count", "evidence", "medium", 0.5, _evidence_join_count),
+    Template("evidence_count", "evidence", "easy", 1.0, _evidence_count),
+    Template("evidence_list", "evidence", "easy", 1.0, _evidence_list),
+    Template("evidence_filter", "evidence", "medium", 1.0, _evidence_filter),
+    Template("evidence_join_count", "evidence", "medium", 1.0, _evidence_join_count),
 )
 """Every question template, with its family, own hardness label and sampling weight."""
 
