@@ -136,8 +136,10 @@ class _Context:
 
 
 def _aggregate_of(ctx: _Context, column: Column) -> tuple[str, str]:
-    """An aggregate for ``column``: years are only ever compared (max / min), never summed or averaged."""
-    return ctx.pick(_AGGS[1:3] if column.name.endswith("year") else _AGGS)
+    """An aggregate for ``column``: years are only compared (max / min), non-additive measures never summed."""
+    if column.name.endswith("year"):
+        return ctx.pick(_AGGS[1:3])
+    return ctx.pick(_AGGS if column.additive else _AGGS[:3])
 
 
 def _unique_max(values: list) -> bool:

@@ -44,6 +44,7 @@ class Column:
     references: str | None = None
     phrase: str = ""
     adjective: tuple[str, str, float] | None = None
+    additive: bool = True
 
     @property
     def words(self) -> str:
@@ -263,7 +264,7 @@ CLINIC = DatabaseSpec(
                     CATEGORY,
                     ("choice", ("Cardiology", "Dermatology", "Pediatrics", "Neurology", "Oncology")),
                 ),
-                Column("years_experience", NUMBER, (1, 35), adjective=("senior", ">=", 20)),
+                Column("years_experience", NUMBER, (1, 35), adjective=("senior", ">=", 20), additive=False),
             ),
         ),
         Table(
@@ -338,7 +339,7 @@ BIKE_RENTAL = DatabaseSpec(
                 Column("rider_id", ID),
                 Column("name", LABEL, ("person",)),
                 Column("membership", CATEGORY, ("choice", ("annual", "monthly", "casual"))),
-                Column("age", NUMBER, (16, 75), adjective=("young", "<", 25)),
+                Column("age", NUMBER, (16, 75), adjective=("young", "<", 25), additive=False),
             ),
         ),
         Table(
@@ -371,7 +372,7 @@ MUSIC_SCHOOL = DatabaseSpec(
                     CATEGORY,
                     ("choice", ("Piano", "Violin", "Guitar", "Cello", "Flute", "Drums")),
                 ),
-                Column("hourly_rate", NUMBER, (20, 90), adjective=("expensive", ">", 60)),
+                Column("hourly_rate", NUMBER, (20, 90), adjective=("expensive", ">", 60), additive=False),
             ),
         ),
         Table(
@@ -381,7 +382,7 @@ MUSIC_SCHOOL = DatabaseSpec(
                 Column("student_id", ID),
                 Column("name", LABEL, ("person",)),
                 Column("level", CATEGORY, ("choice", ("beginner", "intermediate", "advanced"))),
-                Column("age", NUMBER, (6, 70), adjective=("adult", ">=", 18)),
+                Column("age", NUMBER, (6, 70), adjective=("adult", ">=", 18), additive=False),
             ),
         ),
         Table(
@@ -488,7 +489,7 @@ FARM_COOP = DatabaseSpec(
                 Column("crop_id", ID),
                 Column("name", LABEL, ("fixed", tuple(_CROPS))),
                 Column("category", CATEGORY, ("by_label", tuple(_CROPS.items()))),
-                Column("price_per_kg", NUMBER, (0.2, 3.5, 2), adjective=("cheap", "<", 1)),
+                Column("price_per_kg", NUMBER, (0.2, 3.5, 2), adjective=("cheap", "<", 1), additive=False),
             ),
         ),
         Table(
