@@ -1,5 +1,5 @@
-"""Configuration for ``slmsql train base`` and ``slmsql train sft``: dataclasses parsed from a YAML recipe
-plus command-line overrides.
+"""Configuration for ``slmsql train base``, ``slmsql train sft`` and ``slmsql train grpo``: dataclasses parsed
+from a YAML recipe plus command-line overrides.
 
 As in open-r1, each run is described by three dataclasses, one flat YAML recipe fills all of them, and
 ``--key value`` on the command line wins over the recipe:
@@ -8,6 +8,8 @@ As in open-r1, each run is described by three dataclasses, one flat YAML recipe 
   :class:`SFTTrainingConfig` (a ``trl.SFTConfig`` that adds the stage and the adapter stage 2 continues);
 - ``base``: :class:`BaseScriptArguments` (the world and the tokenizer), :class:`TinyModelArguments` (the
   tiny Qwen2's shape) and :class:`BaseTrainingConfig` (a ``trl.SFTConfig``).
+- ``grpo``: :class:`GRPOScriptArguments` (prompts and their source), :class:`ModelArguments` and
+  :class:`GRPOTrainingConfig` (a ``trl.GRPOConfig`` that adds the SFT adapter to continue and the rewards).
 
 Every dataclass checks itself in ``__post_init__`` and raises :class:`~slmsql_hub.errors.UsageError` naming
 the fix; nothing here reads datasets or models, or touches the network, so a recipe for a model that cannot
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trl import SFTConfig
+from trl import GRPOConfig, SFTConfig
 
 from ..errors import UsageError
 
@@ -641,3 +643,256 @@ def describe_arguments(dataclass_types: Sequence[type]) -> argparse.ArgumentPars
     ```
     """
     return _build_parser(dataclass_types)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# slmsql train grpo
+# ----------------------------------------------------------------------------------------------------------
+
+REWARD_FUNCS = ("execution", "format", "result_f1")
+"""The reward functions a GRPO recipe can name (see :mod:`slmsql_hub.rewards`)."""
+
+_BENCHMARK_SOURCES = ("spider", "bird", "synsql", "world")
+
+
+@dataclass
+class GRPOScriptArguments:
+    """What a GRPO run trains on, and how its prompts are built.
+
+    The prompts come from one of two sources: ``dataset_paths`` (datasets written with ``save_to_disk``: a
+    world split such as ``<world>/datasets/grounding``, or the band the pass-rate filter saved), or a benchmark
+    read by :func:`~slmsql_hub.data.benchmarks.load_benchmark` (``benchmark``, ``benchmark_root``,
+    ``benchmark_split``; Spider train for the study's attempt #1). Rows need ``question``, ``gold_sql`` and
+    ``db_path``: the rewards execute against that database.
+
+    Args:
+        dataset_paths: dataset folder(s), concatenated.
+        benchmark: ``spider``, ``bird``, ``synsql`` or ``world`` (instead of ``dataset_paths``).
+        benchmark_root: the benchmark's folder.
+        benchmark_split: its split (``train`` for Spider/BIRD/SynSQL, a split name for the world).
+        benchmark_limit: a seeded subset of this many questions (``None``: all).
+        max_train_samples: keep only the first N examples after shuffling (``None``: all).
+        prompt_sample_rows: sample rows per table in the schema text; ``None`` uses the value the SFT adapter
+            was trained with (its ``run_summary.json``), else 3. Evaluation must use the same value.
+        prompt_max_value_chars: longest value shown in a sample row (``None``: as the adapter, else 40).
+        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOScriptArguments
+    >>> GRPOScriptArguments(dataset_paths="outputs/world/band").dataset_paths
+    ['outputs/world/band']
+    >>> GRPOScriptArguments(dataset_paths=["a"], benchmark="spider", benchmark_root="data/spider")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: set either dataset_paths or benchmark, not both...
+
+    ```
+    """
+
+    dataset_paths: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Dataset folder(s) written with save_to_disk (a world split, or the filter's band)."
+        },
+    )
+    benchmark: str | None = field(
+        default=None,
+        metadata={"help": "Read prompts from a benchmark instead: spider, bird, synsql or world."},
+    )
+    benchmark_root: str | None = field(default=None, metadata={"help": "The benchmark's folder."})
+    benchmark_split: str = field(default="train", metadata={"help": "The benchmark split to train on."})
+    benchmark_limit: int | None = field(
+        default=None, metadata={"help": "A seeded subset of this many benchmark questions; null keeps all."}
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
+    )
+    prompt_sample_rows: int | None = field(
+        default=None,
+        metadata={"help": "Sample rows per table in the schema text; null: as the SFT adapter was trained."},
+    )
+    prompt_max_value_chars: int | None = field(
+        default=None, metadata={"help": "Longest value shown in a sample row; null: as the SFT adapter."}
+    )
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dataset_paths, (str, os.PathLike)):
+            self.dataset_paths = [str(self.dataset_paths)]
+        self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
+        if self.dataset_paths and self.benchmark:
+            raise UsageError(
+                "set either dataset_paths or benchmark, not both: dataset_paths reads saved datasets (a world split "
+                "or the filter's band), benchmark reads e.g. Spider train"
+            )
+        if not self.dataset_paths and not self.benchmark:
+            raise UsageError(
+                "no training prompts: set dataset_paths (e.g. `dataset_paths: [outputs/world/datasets/grounding]` "
+                "or the filter's band folder) or benchmark + benchmark_root (e.g. `benchmark: spider`)"
+            )
+        if self.benchmark is not None:
+            if self.benchmark not in _BENCHMARK_SOURCES:
+                raise UsageError(
+                    f"benchmark must be one of {', '.join(_BENCHMARK_SOURCES)}; got {self.benchmark!r}"
+                )
+            if not self.benchmark_root:
+                raise UsageError(
+                    f"benchmark: {self.benchmark} needs benchmark_root, the folder holding its files "
+                    "(e.g. `benchmark_root: data/spider`)"
+                )
+            if self.benchmark_split in ("dev", "test"):
+                raise UsageError(
+                    f"benchmark_split {self.benchmark_split!r} is what EX is measured on; train on a training split "
+                    "(Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
+                )
+        if self.benchmark_limit is not None and self.benchmark_limit < 1:
+            raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
+        if self.max_train_samples is not None and self.max_train_samples < 1:
+            raise UsageError(f"max_train_samples must be >= 1, or null for all; got {self.max_train_samples}")
+        _check_prompt_fields(
+            "GRPOScriptArguments",
+            0 if self.prompt_sample_rows is None else self.prompt_sample_rows,
+            1 if self.prompt_max_value_chars is None else self.prompt_max_value_chars,
+        )
+        _check_threads("GRPOScriptArguments", self.num_threads)
+
+
+@dataclass
+class GRPOTrainingConfig(GRPOConfig):
+    """``trl.GRPOConfig`` plus the study's setup: the SFT adapter to continue and the rewards to train on.
+
+    With ``adapter_path`` set, the SFT adapter (a local folder or a Hub id such as
+    ``Anurich/slmsql-qwen2.5-coder-1.5b``) is loaded **trainable** and GRPO continues it; without it, a fresh
+    LoRA adapter (``lora_*`` of :class:`ModelArguments`) is attached to the base model. The rewards are
+    :mod:`slmsql_hub.rewards` classes named in ``reward_funcs``, weighted by TRL's ``reward_weights``. Every
+    other field is TRL's (``num_generations``, ``beta``, ``epsilon``, ``temperature``, ``learning_rate``...).
+
+    Args:
+        adapter_path: the SFT adapter to continue (``None``: a fresh LoRA adapter).
+        reward_funcs: reward names, from ``execution``, ``format`` and ``result_f1``.
+        reward_correct: execution reward of a correct query (the study: 1.0).
+        reward_executes: execution reward of a query that runs but is wrong (the study: 0.1).
+        reward_fails: execution reward of a query that fails, times out or is missing (the study: 0.0).
+        format_reward_value: the format reward for a completion with a ```sql block (the study: 0.2).
+        reward_compare_mode: ``bird`` (set equality) or ``spider`` (test-suite rule).
+        reward_timeout_s: time limit of one query in the rewards' sandbox.
+        reward_workers: sandbox worker processes per training process (``None``: the sandbox's default).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> config = GRPOTrainingConfig(output_dir="out/grpo", num_generations=4, per_device_train_batch_size=4,
+    ...                             report_to="none", use_cpu=True)
+    >>> config.reward_funcs, config.reward_weights
+    (['execution', 'format'], None)
+    >>> GRPOTrainingConfig(output_dir="out/grpo", reward_funcs=["execution", "speed"], report_to="none",
+    ...                    use_cpu=True)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: unknown reward function(s) speed; choose from execution, format, result_f1
+
+    ```
+    """
+
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
+        },
+    )
+    adapter_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "The SFT adapter to continue (folder or Hub id); null attaches a fresh LoRA adapter."
+        },
+    )
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["execution", "format"],
+        metadata={"help": "Reward functions: execution, format, result_f1."},
+    )
+    reward_correct: float = field(default=1.0, metadata={"help": "Execution reward of a correct query."})
+    reward_executes: float = field(
+        default=0.1, metadata={"help": "Execution reward of a wrong query that runs."}
+    )
+    reward_fails: float = field(
+        default=0.0, metadata={"help": "Execution reward of a failing or missing query."}
+    )
+    format_reward_value: float = field(default=0.2, metadata={"help": "Format reward for a ```sql block."})
+    reward_compare_mode: str = field(
+        default="bird",
+        metadata={"help": "Result comparison rule: bird or spider.", "choices": ["bird", "spider"]},
+    )
+    reward_timeout_s: float = field(
+        default=10.0, metadata={"help": "Time limit of one query in the rewards."}
+    )
+    reward_workers: int | None = field(
+        default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.reward_funcs, str):
+            self.reward_funcs = [self.reward_funcs]
+        self.reward_funcs = [str(name).strip() for name in (self.reward_funcs or []) if str(name).strip()]
+        if not self.reward_funcs:
+            raise UsageError("reward_funcs is empty: use e.g. `reward_funcs: [execution, format]`")
+        unknown = [name for name in self.reward_funcs if name not in REWARD_FUNCS]
+        if unknown:
+            raise UsageError(
+                f"unknown reward function(s) {', '.join(unknown)}; choose from {', '.join(REWARD_FUNCS)}"
+            )
+        if len(set(self.reward_funcs)) != len(self.reward_funcs):
+            raise UsageError(f"reward_funcs lists a reward twice: {self.reward_funcs}; give each once")
+        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
+            raise UsageError(
+                f"reward_weights has {len(self.reward_weights)} value(s) for {len(self.reward_funcs)} reward "
+                f"function(s) ({', '.join(self.reward_funcs)}); give one weight per reward, or null for all 1.0"
+            )
+        if self.reward_compare_mode not in ("bird", "spider"):
+            raise UsageError(f"reward_compare_mode must be bird or spider; got {self.reward_compare_mode!r}")
+        if self.reward_timeout_s <= 0:
+            raise UsageError(f"reward_timeout_s must be > 0 seconds; got {self.reward_timeout_s}")
+        if self.reward_workers is not None and self.reward_workers < 1:
+            raise UsageError(
+                f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"
+            )
+        if self.num_generations is None or self.num_generations < 2:
+            raise UsageError(
+                f"num_generations must be >= 2 (GRPO compares the samples of one prompt; the study uses 8); "
+                f"got {self.num_generations}"
+            )
+        if self.temperature <= 0:
+            raise UsageError(
+                f"temperature must be > 0 (GRPO samples; the study uses 0.8); got {self.temperature}"
+            )
+        if self.beta < 0 or self.epsilon < 0:
+            raise UsageError(f"beta and epsilon must be >= 0; got beta={self.beta}, epsilon={self.epsilon}")
+        if self.learning_rate <= 0:
+            raise UsageError(f"learning_rate must be > 0; got {self.learning_rate}")
+        if self.max_completion_length is not None and self.max_completion_length < 8:
+            raise UsageError(f"max_completion_length must be >= 8 tokens; got {self.max_completion_length}")
+        import importlib.util
+
+        if self.use_vllm and importlib.util.find_spec("vllm") is None:
+            raise UsageError(
+                "use_vllm: true needs vLLM: install it with `pip install 'slmsql-hub[vllm]'`, or set `use_vllm: false`"
+            )
+        reporters = [self.report_to] if isinstance(self.report_to, str) else list(self.report_to or [])
+        if "tensorboard" in reporters and not (
+            importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX")
+        ):
+            raise UsageError(
+                "report_to: tensorboard needs the tensorboard package: `pip install tensorboard`, or drop it from "
+                "report_to"
+            )
+        _resolve_precision(self)
+        try:
+            super().__post_init__()
+        except ValueError as err:  # TRL's own consistency checks (batch sizes vs num_generations...)
+            raise UsageError(f"{err}") from err
+
+
+GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
+"""The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""
