@@ -1,0 +1,460 @@
+"""The pass-rate filter: config validation, class rules, per-question seeded sampling, outputs, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from _tiny_model import build_model, build_tokenizer, train_to_answer
+
+from slmsql_hub import filtering
+from slmsql_hub.cli import main as cli_main
+from slmsql_hub.errors import UsageError
+from slmsql_hub.filtering import (
+    FilterConfig,
+    KeyedSampler,
+    classify,
+    generate_keyed_samples,
+    load_filter_config,
+    read_results,
+    run_filter,
+    summary_line,
+)
+from slmsql_hub.generation import GenerationConfig, generate
+from slmsql_hub.prompts import PromptConfig
+from slmsql_hub.sql import Sandbox
+
+REPO = Path(__file__).resolve().parents[1]
+PROMPT = PromptConfig(sample_rows=0)
+
+# (question, gold SQL, what the tiny policy is trained to answer: None = nothing, garbage comes out)
+QUESTIONS = [
+    ("How many singers?", "SELECT count(*) FROM singer", ["SELECT count(*) FROM singer"]),
+    ("Names of singers?", "SELECT name FROM singer", ["SELECT name FROM singer", "SELECT age FROM singer"]),
+    ("Oldest age?", "SELECT max(age) FROM singer", ["SELECT min(age) FROM singer"]),
+    ("Broken gold?", "SELECT x FROM nowhere", None),
+] + [(f"Filler question {i}?", "SELECT 1", None) for i in range(8)]
+EXPECTED = {  # question_id -> class with K=8 at temperature 1 (the policy is near-deterministic on these)
+    "spider-dev-0": "all_pass",
+    "spider-dev-1": "band",  # trained on a right and a wrong answer: about half the samples are right
+    "spider-dev-2": "all_fail",
+    "spider-dev-3": "unscorable",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def spider_root(tmp_path_factory):
+    """A one-database Spider-layout pool of 12 questions (one broken gold)."""
+    root = tmp_path_factory.mktemp("pool")
+    db = root / "database" / "music" / "music.sqlite"
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
+        conn.executemany(
+            "INSERT INTO singer VALUES (?, ?, ?)", [(1, "Ann", 30), (2, "Bob", 41), (3, "Cy", 25)]
+        )
+    conn.close()
+    dev = [{"db_id": "music", "question": q, "query": gold} for q, gold, _ in QUESTIONS]
+    (root / "dev.json").write_text(json.dumps(dev))
+    return root
+
+
+@pytest.fixture(scope="module")
+def policy(spider_root):
+    """A tiny Qwen2 trained to answer the first three questions (one of them two ways), on the filter's prompts."""
+    with Sandbox(workers=1) as sandbox:
+        schema = PROMPT.schema(spider_root / "database" / "music" / "music.sqlite", sandbox)
+    tokenizer = build_tokenizer()
+    pairs = [
+        (PROMPT.messages(q, schema), f"```sql\n{sql}\n```<|im_end|>")
+        for q, _, answers in QUESTIONS
+        for sql in answers or []
+    ]
+    return train_to_answer(build_model(tokenizer), tokenizer, pairs, steps=80), tokenizer
+
+
+@pytest.fixture(scope="module")
+def policy_dir(policy, tmp_path_factory):
+    model, tokenizer = policy
+    folder = tmp_path_factory.mktemp("policy") / "base"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_config(spider_root, out, **overrides):
+    values = dict(
+        model_name_or_path="unused-when-a-policy-is-passed",
+        benchmark="spider",
+        data_root=str(spider_root),
+        split="dev",
+        num_samples=8,
+        temperature=1.0,
+        max_new_tokens=24,
+        batch_size=4,
+        prompt_sample_rows=0,
+        sandbox_workers=1,
+        output_dir=str(out),
+    )
+    values.update(overrides)
+    return FilterConfig(**values)
+
+
+def rows_of(out):
+    return {
+        row["question_id"]: row
+        for row in map(json.loads, (Path(out) / "results.jsonl").read_text().splitlines())
+    }
+
+
+# ------------------------------------------------------------------------------------------------------
+# Config and recipes
+# ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"pass_rate_low": 0.8, "pass_rate_high": 0.2}, "must be below pass_rate_high"),
+        ({"pass_rate_low": 0.5, "pass_rate_high": 0.5}, "must be below pass_rate_high"),
+        ({"pass_rate_high": 1.5}, "pass_rate_high must be a number in [0, 1]"),
+        ({"pass_rate_low": -0.1}, "pass_rate_low must be a number in [0, 1]"),
+        ({"num_samples": 1}, "num_samples (K) must be an integer >= 2"),
+        ({"num_samples": 3, "pass_rate_low": 0.4, "pass_rate_high": 0.6}, "the band would always be empty"),
+        ({"temperature": 0.0}, "temperature must be > 0"),
+        ({"keep_distinct": True}, "keep_distinct only applies to compare_mode: spider"),
+        ({"benchmark": "world", "split": "dev"}, "held out for evaluation"),
+        ({"benchmark": "world", "split": None}, "held out for evaluation"),
+        ({"output_dir": None}, "output_dir is not set"),
+        ({"data_root": ""}, "data_root is not set"),
+        ({"benchmark": "wikisql"}, "benchmark must be one of"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ],
+)
+def test_invalid_config_is_one_usage_error_naming_the_fix(tmp_path, overrides, message):
+    values = dict(model_name_or_path="m", data_root="w", split="rl_pool", output_dir=str(tmp_path))
+    values.update(overrides)
+    with pytest.raises(UsageError) as err:
+        FilterConfig(**values)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "recipes/world/filter.yaml",
+        "recipes/world/filter_smoke.yaml",
+        "recipes/qwen2.5-coder-1.5b/filter_synsql.yaml",
+    ],
+)
+def test_filter_recipes_parse_and_validate_offline(recipe):
+    config = load_filter_config(REPO / recipe)
+    assert (config.pass_rate_low, config.pass_rate_high) == (0.2, 0.8)
+    assert config.temperature > 0 and config.num_samples >= 4
+    if config.benchmark == "world":
+        assert config.split == "rl_pool"
+
+
+def test_synsql_recipe_is_the_studys_setup():
+    config = load_filter_config(REPO / "recipes/qwen2.5-coder-1.5b/filter_synsql.yaml")
+    assert config.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert config.adapter_path == "Anurich/slmsql-qwen2.5-coder-1.5b"
+    assert (config.benchmark, config.num_samples, config.limit) == ("synsql", 8, 1367)
+
+
+def test_command_line_overrides_win_over_the_recipe():
+    config = load_filter_config(
+        REPO / "recipes/world/filter.yaml", ["--num_samples", "4", "--pass_rate_low", "0.1"]
+    )
+    assert (config.num_samples, config.pass_rate_low, config.pass_rate_high) == (4, 0.1, 0.8)
+
+
+def test_unknown_override_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown argument"):
+        load_filter_config(REPO / "recipes/world/filter.yaml", ["--band_width", "4"])
+
+
+# ------------------------------------------------------------------------------------------------------
+# Class rules
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_band_is_strict_on_both_thresholds():
+    # K=5 puts pass rates exactly on 0.2 and 0.8: both fall outside the band.
+    assert [classify(n, 5) for n in range(6)] == [
+        "all_fail",
+        "all_fail",
+        "band",
+        "band",
+        "all_pass",
+        "all_pass",
+    ]
+
+
+def test_pass_rate_counts_scorable_samples_only():
+    assert classify(3, 4, 0.2, 0.8) == "band"  # 3/4, not 3/8
+    assert classify(0, 0) == "unscorable"
+
+
+def test_every_count_pair_falls_in_exactly_one_class():
+    for k in (2, 4, 8):
+        for n_scorable in range(k + 1):
+            for n_correct in range(n_scorable + 1):
+                assert classify(n_correct, n_scorable) in filtering.CLASSES
+
+
+def test_summary_line_names_every_class_and_the_pool():
+    line = summary_line({"band": 2, "all_fail": 3, "all_pass": 1})
+    assert line == "2 band / 3 all-fail / 1 all-pass / 0 unscorable of 6"
+
+
+# ------------------------------------------------------------------------------------------------------
+# Seeded sampling
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_keyed_sampler_draws_from_the_softmax():
+    logits = torch.tensor([1.0, 2.0, 0.0, -1.0])
+    rows = 4000
+    sampler = KeyedSampler(range(rows))
+    picks = sampler(None, logits.expand(rows, -1).clone()).argmax(-1)
+    freq = torch.bincount(picks, minlength=4).float() / rows
+    assert torch.allclose(freq, logits.softmax(-1), atol=0.03)
+
+
+def test_keyed_sampler_top_k_and_top_p_restrict_the_choices():
+    logits = torch.tensor([1.0, 2.0, 0.0, -1.0]).expand(500, -1).clone()
+    top2 = KeyedSampler(range(500), top_k=2)(None, logits).argmax(-1)
+    assert set(top2.tolist()) == {0, 1}
+    # softmax is about [0.24, 0.64, 0.09, 0.03]: top_p=0.8 keeps tokens 1 and 0 only.
+    nucleus = KeyedSampler(range(500), top_p=0.8)(None, logits).argmax(-1)
+    assert set(nucleus.tolist()) == {0, 1}
+
+
+def test_top_k_one_sampling_is_greedy_decoding(policy):
+    model, tokenizer = policy
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:4]]
+    config = GenerationConfig(do_sample=True, num_samples=2, top_k=1, max_new_tokens=16, seed=3)
+    sampled = generate_keyed_samples(model, tokenizer, prompts, ["a", "b", "c", "d"], config)
+    greedy = generate(model, tokenizer, prompts, GenerationConfig(max_new_tokens=16), progress=False)
+    assert [group[0].text for group in sampled] == [group[0] for group in greedy]
+    assert all(group[0].text == group[1].text for group in sampled)
+
+
+def test_a_questions_samples_do_not_depend_on_its_batch(policy):
+    model, tokenizer = policy
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:5]]
+    keys = [f"q{i}" for i in range(5)]
+    config = GenerationConfig(do_sample=True, num_samples=4, max_new_tokens=16, seed=0)
+    together = generate_keyed_samples(model, tokenizer, prompts, keys, config)
+    alone = [
+        generate_keyed_samples(model, tokenizer, [p], [k], config)[0]
+        for p, k in zip(prompts[::-1], keys[::-1])
+    ]
+    assert [[c.text for c in g] for g in together] == [[c.text for c in g] for g in alone[::-1]]
+    # ...while the seed and the key both change them.
+    reseeded = generate_keyed_samples(
+        model,
+        tokenizer,
+        prompts,
+        keys,
+        GenerationConfig(do_sample=True, num_samples=4, max_new_tokens=16, seed=1),
+    )
+    rekeyed = generate_keyed_samples(model, tokenizer, prompts, [k + "'" for k in keys], config)
+    texts = [[c.text for c in g] for g in together]
+    assert texts != [[c.text for c in g] for g in reseeded]
+    assert texts != [[c.text for c in g] for g in rekeyed]
+
+
+# ------------------------------------------------------------------------------------------------------
+# Runs
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_filter_splits_the_pool_and_counts_add_up(policy, spider_root, tmp_path):
+    import datasets
+
+    report = run_filter(make_config(spider_root, tmp_path), policy=policy, progress=False)
+    rows = rows_of(tmp_path)
+    assert {qid: rows[qid]["class"] for qid in EXPECTED} == EXPECTED
+    assert sum(report["counts"].values()) == report["pool"] == len(QUESTIONS) == len(rows)
+    assert report["summary"] == filtering.summary_line(report["counts"])
+    assert report["counts"]["unscorable"] == 1 and report["counts"]["band"] >= 1
+    assert (
+        rows["spider-dev-3"]["pass_rate"] is None and "gold SQL failed" in rows["spider-dev-3"]["gold_error"]
+    )
+    assert sum(report["histogram"]["questions_by_n_correct"]) == len(QUESTIONS) - 1
+
+    band = datasets.load_from_disk(str(tmp_path / "band"))
+    assert len(band) == report["counts"]["band"]
+    assert {
+        "question_id",
+        "question",
+        "gold_sql",
+        "db_path",
+        "pass_rate",
+        "samples",
+        "sample_correct",
+    } <= set(band.column_names)
+    row = band[0]
+    assert 0.2 < row["pass_rate"] < 0.8 and len(row["samples"]) == len(row["sample_correct"]) == 8
+    assert row["pass_rate"] == sum(row["sample_correct"]) / 8
+    on_disk = json.loads((tmp_path / "filter_report.json").read_text())
+    assert on_disk["counts"] == report["counts"] and on_disk["num_samples"] == 8
+
+
+def test_results_do_not_depend_on_the_batch_size(policy, spider_root, tmp_path):
+    run_filter(make_config(spider_root, tmp_path / "a", batch_size=5), policy=policy, progress=False)
+    run_filter(make_config(spider_root, tmp_path / "b", batch_size=1), policy=policy, progress=False)
+    a, b = rows_of(tmp_path / "a"), rows_of(tmp_path / "b")
+    assert {q: r["samples"] for q, r in a.items()} == {q: r["samples"] for q, r in b.items()}
+
+
+def test_resume_with_other_sampling_settings_is_refused(policy, spider_root, tmp_path):
+    run_filter(make_config(spider_root, tmp_path, limit=3), policy=policy, progress=False)
+    with pytest.raises(UsageError, match="temperature: 1.0 there, 0.5 now"):
+        run_filter(
+            make_config(spider_root, tmp_path, limit=3, temperature=0.5), policy=policy, progress=False
+        )
+
+
+def test_new_thresholds_reclassify_saved_samples_without_sampling_again(policy, spider_root, tmp_path):
+    first = run_filter(make_config(spider_root, tmp_path), policy=policy, progress=False)
+    again = run_filter(
+        make_config(spider_root, tmp_path, pass_rate_low=0.0, pass_rate_high=1.0), policy=None, progress=False
+    )
+    assert again["time"]["questions_sampled"] == 0 and again["time"]["questions_resumed"] == len(QUESTIONS)
+    # Every question solved at least once but not always is now in the band.
+    rows = rows_of(tmp_path)
+    assert again["counts"]["band"] == sum(1 for r in rows.values() if 0 < r["n_correct"] < r["n_scorable"])
+    assert sum(again["counts"].values()) == sum(first["counts"].values())
+
+
+def test_overwrite_starts_over(policy, spider_root, tmp_path):
+    run_filter(make_config(spider_root, tmp_path, limit=2), policy=policy, progress=False)
+    report = run_filter(
+        make_config(spider_root, tmp_path, limit=2, overwrite=True), policy=policy, progress=False
+    )
+    assert report["time"]["questions_sampled"] == 2
+
+
+def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_path):
+    log = tmp_path / "results.jsonl"
+    log.write_text('{"question_id": "a"}\n{"question_id": "b"}\n{"question_id": "c", "sam')
+    assert sorted(read_results(log)) == ["a", "b"]
+    assert log.read_text() == '{"question_id": "a"}\n{"question_id": "b"}\n'
+    log.write_text('{"question_id": "a"}\nnot json\n{"question_id": "c"}\n')
+    with pytest.raises(UsageError, match="line 2 is not a result row"):
+        read_results(log)
+
+
+def write_recipe(path, spider_root, policy_dir, out, **extra):
+    lines = {
+        "model_name_or_path": str(policy_dir),
+        "benchmark": "spider",
+        "data_root": str(spider_root),
+        "split": "dev",
+        "num_samples": 8,
+        "temperature": 1.0,
+        "max_new_tokens": 24,
+        "batch_size": 1,
+        "prompt_sample_rows": 0,
+        "sandbox_workers": 1,
+        "device": "cpu",
+        "dtype": "float32",
+        "num_threads": 1,
+        "output_dir": str(out),
+        **extra,
+    }
+    path.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in lines.items()))
+    return path
+
+
+_SLOW_CHILD = """
+import sys, time
+from slmsql_hub import filtering
+real = filtering.generate_keyed_samples
+def slow(*args, **kwargs):
+    out = real(*args, **kwargs)
+    time.sleep(0.4)
+    return out
+filtering.generate_keyed_samples = slow
+from slmsql_hub.cli import main
+sys.exit(main(["filter", "--config", sys.argv[1]]))
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_skips_finished_questions_and_matches_an_uninterrupted_run(
+    policy, policy_dir, spider_root, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "killed"
+    recipe = write_recipe(tmp_path / "filter.yaml", spider_root, policy_dir, out)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_CHILD, str(recipe)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    log = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            if log.is_file() and log.read_text().count("\n") >= 3:
+                break
+            time.sleep(0.05)
+        assert child.poll() is None, "the filter finished (or died) before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+    before = read_results(log)
+    assert 3 <= len(before) < len(QUESTIONS)
+    with log.open("a") as handle:  # and a write cut short by the kill
+        handle.write('{"question_id": "spider-dev-11", "samp')
+
+    sampled: list[str] = []
+    real = filtering.generate_keyed_samples
+
+    def spy(model, tokenizer, prompts, keys, config):
+        sampled.extend(keys)
+        return real(model, tokenizer, prompts, keys, config)
+
+    monkeypatch.setattr(filtering, "generate_keyed_samples", spy)
+    assert cli_main(["filter", "--config", str(recipe)]) == 0
+    assert sorted(sampled) == sorted(set(rows_of(out)) - set(before))  # finished questions were not redone
+    printed = capsys.readouterr().out
+    resumed = json.loads((out / "filter_report.json").read_text())
+    assert resumed["summary"] in printed and resumed["time"]["questions_resumed"] == len(before)
+
+    monkeypatch.setattr(filtering, "generate_keyed_samples", real)
+    fresh = run_filter(
+        make_config(spider_root, tmp_path / "fresh", batch_size=4), policy=policy, progress=False
+    )
+    assert resumed["counts"] == fresh["counts"]
+    assert {q: r["samples"] for q, r in rows_of(out).items()} == {
+        q: r["samples"] for q, r in rows_of(tmp_path / "fresh").items()
+    }
+
+
+def test_cli_bad_recipe_is_one_line_and_exit_code_2(tmp_path, capsys):
+    assert cli_main(["filter", "--config", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("slmsql filter: error: recipe not found") and "\n" not in err
