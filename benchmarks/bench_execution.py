@@ -791,14 +791,23 @@ def time_bird_baseline(load: Load, timeout_s: float, num_cpus: int | None = None
 
     A timed-out query keeps running in its pool process (``func_timeout`` cannot stop a thread inside
     SQLite's C code) until the pool ends; its CPU is counted, as it is paid."""
+    return run_bird_style(load.predictions, load.golds, load.db_paths, timeout_s, num_cpus)
+
+
+def run_bird_style(
+    predictions: Sequence[str],
+    golds: Sequence[str],
+    db_paths: Sequence[str],
+    timeout_s: float,
+    num_cpus: int | None = None,
+) -> BaselineRun:
+    """The BIRD-style evaluator on parallel lists of predictions, golds and database paths."""
     num_cpus = num_cpus or os.cpu_count() or 1
     exec_result: list[dict] = []
     cpu_before = _cpu_seconds()
     started = time.perf_counter()
     pool = mp.Pool(processes=num_cpus)
-    for i, (predicted_sql, ground_truth, db_place) in enumerate(
-        zip(load.predictions, load.golds, load.db_paths)
-    ):
+    for i, (predicted_sql, ground_truth, db_place) in enumerate(zip(predictions, golds, db_paths)):
         pool.apply_async(
             _bird_execute_model,
             args=(predicted_sql, ground_truth, db_place, i, timeout_s),
@@ -807,7 +816,7 @@ def time_bird_baseline(load: Load, timeout_s: float, num_cpus: int | None = None
     pool.close()
     pool.join()
     elapsed = time.perf_counter() - started
-    by_index: list[dict | None] = [None] * len(load.samples)
+    by_index: list[dict | None] = [None] * len(predictions)
     for result in exec_result:
         by_index[result["sql_idx"]] = result
     return BaselineRun(elapsed, _cpu_since(cpu_before), by_index)
@@ -845,25 +854,33 @@ def compare_verdicts(judgements: Sequence[Judgement], baseline: Sequence[dict | 
 
 
 def measure_overhead(db_path: str | os.PathLike, n: int = 2000, timeout_s: float = 5.0) -> dict[str, float]:
-    """Microseconds per trivial query: plain sqlite3, one sandbox call at a time (round trip to one warm
-    worker), and one ``execute_many`` batch over all workers. Every SQL string is distinct: no cache hits."""
+    """Microseconds per trivial query: plain sqlite3; one sandbox call at a time (a round trip to one warm
+    worker; also in CPU microseconds, the worker's included, its start-up amortised over the ``n`` calls);
+    one ``execute_many`` batch over all workers; and the BIRD-style evaluator on ``n // 2`` trivial pairs
+    (two queries each). Every SQL string is distinct: no cache hits."""
     db = str(db_path)
     sqls = [f"SELECT name FROM regions WHERE id = {i % len(REGIONS) + 1} AND {i} >= 0" for i in range(n)]
     conn = sqlite3.connect(db)
     try:
+        cpu_before = _cpu_seconds()
         started = time.perf_counter()
         for sql in sqls:
             conn.execute(sql).fetchall()
         direct = time.perf_counter() - started
+        direct_cpu = _cpu_since(cpu_before)
     finally:
         conn.close()
     limits = Limits(timeout_s=timeout_s)
+    cpu_before = _cpu_seconds()
     with Sandbox(limits, workers=1) as sandbox:
         sandbox.execute(db, "SELECT 1")  # start the worker and open the database
         started = time.perf_counter()
         for sql in sqls:
             sandbox.execute(db, sql)
         single = time.perf_counter() - started
+    single_cpu = _cpu_since(cpu_before)  # the worker is reaped by close(): its CPU is in
+    bird_sqls = [sql.replace(">= 0", ">= -2") for sql in sqls]
+    bird = run_bird_style(bird_sqls[: n // 2], bird_sqls[n // 2 :], [db] * (n // 2), timeout_s)
     with Sandbox(limits) as sandbox:
         sandbox.execute_many([(db, f"SELECT {i}") for i in range(2 * sandbox.workers)])  # start every worker
         batch_sqls = [sql.replace(">= 0", ">= -1") for sql in sqls]
@@ -876,8 +893,11 @@ def measure_overhead(db_path: str | os.PathLike, n: int = 2000, timeout_s: float
         "sqlite3_us": 1e6 * direct / n,
         "sandbox_execute_us": 1e6 * single / n,
         "sandbox_overhead_us": 1e6 * (single - direct) / n,
+        "sqlite3_cpu_us": 1e6 * direct_cpu / n,
+        "sandbox_execute_cpu_us": 1e6 * single_cpu / n,
         "sandbox_execute_many_us": 1e6 * batch / n,
         "execute_many_workers": workers,
+        "bird_style_us": 1e6 * bird.seconds / n,
     }
 
 
@@ -1045,7 +1065,9 @@ def run_benchmark(args: argparse.Namespace) -> dict:
             f"per-query overhead on trivial queries ({overhead['queries']} distinct): sqlite3 "
             f"{overhead['sqlite3_us']:.0f} us, sandbox execute {overhead['sandbox_execute_us']:.0f} us "
             f"(+{overhead['sandbox_overhead_us']:.0f} us), execute_many over {overhead['execute_many_workers']} "
-            f"workers {overhead['sandbox_execute_many_us']:.0f} us/query"
+            f"workers {overhead['sandbox_execute_many_us']:.0f} us/query, BIRD-style "
+            f"{overhead['bird_style_us']:.0f} us/query\n    CPU per query: sqlite3 {overhead['sqlite3_cpu_us']:.0f} us, "
+            f"sandbox execute {overhead['sandbox_execute_cpu_us']:.0f} us (this process and the worker)"
         )
         numbers["overhead"] = overhead
         numbers["environment"]["load_average_after"] = os.getloadavg()[0]
