@@ -821,6 +821,34 @@ def _load_pool(config: FilterConfig) -> list[dict]:
     return pool
 
 
+def _prompt_lengths(tokenizer: Any, prompts: dict[str, Any]) -> dict[str, int]:
+    """Tokens per prompt, chat template applied (as generation will see it)."""
+    from .generation import render_prompts
+
+    texts = render_prompts(tokenizer, list(prompts.values()))
+    return {
+        key: len(tokenizer(text, add_special_tokens=False)["input_ids"]) for key, text in zip(prompts, texts)
+    }
+
+
+def _warn_if_too_long(model: Any, lengths: dict[str, int], max_new_tokens: int) -> None:
+    """Warn when prompts plus completions exceed the model's context: those questions would fail for it."""
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not isinstance(context, int):
+        return
+    too_long = [n for n in lengths.values() if n + max_new_tokens > context]
+    if too_long:
+        logger.warning(
+            "%d of %d prompts plus max_new_tokens=%d exceed the model's %d positions (longest prompt: %d "
+            "tokens); their samples will mostly fail: lower prompt_sample_rows or max_new_tokens",
+            len(too_long),
+            len(lengths),
+            max_new_tokens,
+            context,
+            max(too_long),
+        )
+
+
 def _score_batch(
     batch: list[dict], prompts: list[Any], model: Any, tokenizer: Any, judge: Any, gen_config: Any
 ) -> list[dict]:
@@ -968,8 +996,10 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
                 )
                 for row in todo
             }
+            lengths = _prompt_lengths(tokenizer, prompts)
+            _warn_if_too_long(model, lengths, config.max_new_tokens)
             # Longest prompts first: little padding per batch, and an out-of-memory error shows at once.
-            todo.sort(key=lambda row: -len(prompts[row["question_id"]][-1]["content"]))
+            todo.sort(key=lambda row: -lengths[row["question_id"]])
             batches = [todo[i : i + config.batch_size] for i in range(0, len(todo), config.batch_size)]
             in_pool = {row["question_id"] for row in pool}
             classes = Counter(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -362,6 +364,17 @@ def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_pat
     log.write_text('{"question_id": "a"}\nnot json\n{"question_id": "c"}\n')
     with pytest.raises(UsageError, match="line 2 is not a result row"):
         read_results(log)
+
+
+def test_prompts_longer_than_the_models_context_are_warned_about(caplog):
+    model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512))
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
+        filtering._warn_if_too_long(model, {"a": 300, "b": 450, "c": 500}, max_new_tokens=100)
+    assert "2 of 3 prompts plus max_new_tokens=100 exceed the model's 512 positions" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
+        filtering._warn_if_too_long(model, {"a": 300}, max_new_tokens=100)
+    assert caplog.text == ""
 
 
 def write_recipe(path, spider_root, policy_dir, out, **extra):
