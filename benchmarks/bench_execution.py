@@ -16,12 +16,14 @@ cartesian product that must time out), and times side by side:
 
 It prints (b)/(a) (target <= 1.25) and (c)/(b) (target >= 20), the number of examples where the verdicts of
 (b) and (c) disagree wherever the baseline finished (exit status 1 if any), and the sandbox's per-query
-overhead on trivial queries. ``--json OUT`` writes every number.
+overhead on trivial queries. On a shared machine wall-clock ratios are noise, so it also prints CPU seconds
+(this process plus the reaped worker and pool processes). ``--json OUT`` writes every number. See
+``benchmarks/README.md`` for measured numbers and how to read them.
 
 Usage::
 
     python benchmarks/bench_execution.py                      # default load, temporary work dir
-    python benchmarks/bench_execution.py --work-dir .bench --json bench.json
+    python benchmarks/bench_execution.py --work-dir /tmp/slmsql-bench --json bench.json
 """
 
 from __future__ import annotations
