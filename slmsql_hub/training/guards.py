@@ -1,0 +1,309 @@
+"""Guards for a GRPO run: checks that catch a run that trains nothing, or cannot do what its recipe says.
+
+Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that the run logs and records in
+``run_summary.json``:
+
+- :func:`check_trainable_parameters` — **fail fast** when the model has no trainable parameter: a frozen
+  adapter (loaded without ``is_trainable=True``) trains nothing, and TRL raises no error (trl#6700);
+- :func:`adapter_checksum` + :func:`check_adapter_changed` — a checksum of the adapter's weights before and
+  after training; an unchanged adapter means the run learnt nothing (e.g. every group had zero reward
+  variance, or the learning rate was 0);
+- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the clipped ratio can never differ from 1:
+  with ``num_iterations == 1`` and the default generation steps, each batch is used once, by the policy that
+  sampled it, so the ratio is exactly 1 and ``clip_ratio/*`` stays 0;
+- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6;
+  TRL's LoRA guidance uses about 1e-5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+"""The three outcomes of a guard."""
+
+LORA_MIN_LEARNING_RATE = 1e-6
+"""A LoRA run at or below this learning rate gets a warning (full fine-tuning rates; LoRA wants ~1e-5)."""
+
+
+@dataclass
+class GuardResult:
+    """The outcome of one guard.
+
+    Args:
+        name: the guard's name (``trainable_parameters``, ``adapter_changed``, ``clipping``, ``lora_learning_rate``).
+        status: ``ok``, ``warn`` or ``fail``.
+        message: one line saying what was found and, when not ``ok``, what to change.
+        details: numbers behind the verdict (counts, checksums, settings).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.guards import GuardResult
+    >>> result = GuardResult("clipping", "warn", "epsilon cannot fire")
+    >>> result.failed, result.to_dict()["status"]
+    (False, 'warn')
+
+    ```
+    """
+
+    name: str
+    status: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the guard failed."""
+        return self.status == FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping (for ``run_summary.json``)."""
+        return asdict(self)
+
+    def log(self) -> None:
+        """Log the result: INFO when ok, WARNING when it warns, ERROR when it fails."""
+        level = {OK: logging.INFO, WARN: logging.WARNING}.get(self.status, logging.ERROR)
+        logger.log(level, "guard %s: %s — %s", self.name, self.status.upper(), self.message)
+
+
+def check_trainable_parameters(model: Any) -> GuardResult:
+    """Fail when ``model`` has no trainable parameter (a frozen adapter would train nothing, silently).
+
+    Args:
+        model: a torch module (the policy, PEFT-wrapped or not).
+
+    Returns:
+        ``fail`` with the fix when nothing requires gradients, else ``ok`` with the counts.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.guards import check_trainable_parameters
+    >>> layer = torch.nn.Linear(4, 2)
+    >>> check_trainable_parameters(layer).status
+    'ok'
+    >>> _ = layer.requires_grad_(False)
+    >>> check_trainable_parameters(layer).status
+    'fail'
+
+    ```
+    """
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    details = {"trainable": int(trainable), "total": int(total)}
+    if trainable == 0:
+        return GuardResult(
+            "trainable_parameters",
+            FAIL,
+            "the model has 0 trainable parameters, so GRPO would train nothing (TRL raises no error, trl#6700): "
+            "load the SFT adapter with PeftModel.from_pretrained(..., is_trainable=True) (what adapter_path does), "
+            "or leave adapter_path unset to attach a fresh LoRA adapter",
+            details,
+        )
+    return GuardResult(
+        "trainable_parameters",
+        OK,
+        f"{trainable:,} of {total:,} parameters are trainable ({100.0 * trainable / max(total, 1):.2f}%)",
+        details,
+    )
+
+
+def _trainable_state(model: Any) -> dict[str, Any]:
+    """The tensors a checksum covers: the active adapter's weights for a PEFT model, else the trainable ones."""
+    from peft import PeftModel, get_peft_model_state_dict
+
+    if isinstance(model, PeftModel):
+        return dict(get_peft_model_state_dict(model, adapter_name=model.active_adapter))
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def adapter_checksum(model_or_state: Any) -> str:
+    """SHA-256 of an adapter's weights (names, shapes, dtypes and bytes, in name order).
+
+    Args:
+        model_or_state: a PEFT model (its active adapter is hashed), any torch module (its trainable
+            parameters are hashed) or a ``{name: tensor}`` state dict.
+
+    Returns:
+        The hex digest; equal digests mean bit-identical weights.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.guards import adapter_checksum
+    >>> layer = torch.nn.Linear(4, 2)
+    >>> before = adapter_checksum(layer)
+    >>> before == adapter_checksum(layer)
+    True
+    >>> with torch.no_grad():
+    ...     layer.weight[0, 0] += 1e-3
+    >>> before == adapter_checksum(layer)
+    False
+
+    ```
+    """
+    import torch
+
+    state = model_or_state if isinstance(model_or_state, dict) else _trainable_state(model_or_state)
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(name.encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(str(tensor.dtype).encode())
+        digest.update(tensor.view(-1).view(dtype=torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_adapter_changed(before: str, after: str) -> GuardResult:
+    """Fail when the adapter's checksum is the same before and after training.
+
+    Args:
+        before: :func:`adapter_checksum` before training.
+        after: :func:`adapter_checksum` after training.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.guards import check_adapter_changed
+    >>> check_adapter_changed("ab12", "ab12").status, check_adapter_changed("ab12", "cd34").status
+    ('fail', 'ok')
+
+    ```
+    """
+    details = {"before": before, "after": after}
+    if before == after:
+        return GuardResult(
+            "adapter_changed",
+            FAIL,
+            "the adapter is bit-identical before and after training: the run learnt nothing. Check "
+            "frac_reward_zero_std in telemetry.jsonl (groups without reward variance give no gradient; filter the "
+            "data to the pass-rate band), the learning rate and the trainable parameters",
+            details,
+        )
+    return GuardResult("adapter_changed", OK, f"the adapter changed ({before[:12]} -> {after[:12]})", details)
+
+
+def _setting(args: Any, name: str, default: Any = None) -> Any:
+    return getattr(args, name, default)
+
+
+def check_clipping_can_fire(args: Any) -> GuardResult:
+    """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step.
+
+    TRL computes the "old" log-probabilities only when a generation batch outlives one optimizer step, i.e. when
+    ``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``. Otherwise each batch is
+    scored by the very policy that sampled it: the ratio is 1, clipping never fires and ``clip_ratio/*`` stays 0
+    (the study's setting). To make clipping matter, raise ``num_iterations`` or ``steps_per_generation``.
+
+    Args:
+        args: a ``GRPOConfig`` (or anything with its fields).
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> from slmsql_hub.training.guards import check_clipping_can_fire
+    >>> study = SimpleNamespace(epsilon=0.2, num_iterations=1, steps_per_generation=1, gradient_accumulation_steps=1)
+    >>> check_clipping_can_fire(study).status
+    'warn'
+    >>> check_clipping_can_fire(SimpleNamespace(**{**vars(study), "num_iterations": 2})).status
+    'ok'
+
+    ```
+    """
+    epsilon = float(_setting(args, "epsilon", 0.0) or 0.0)
+    epsilon_high = _setting(args, "epsilon_high")
+    iterations = int(_setting(args, "num_iterations", 1) or 1)
+    steps_per_generation = int(
+        _setting(args, "steps_per_generation", None) or _setting(args, "gradient_accumulation_steps", 1)
+    )
+    accumulation = int(_setting(args, "gradient_accumulation_steps", 1) or 1)
+    details = {
+        "epsilon": epsilon,
+        "epsilon_high": epsilon_high,
+        "num_iterations": iterations,
+        "steps_per_generation": steps_per_generation,
+        "gradient_accumulation_steps": accumulation,
+    }
+    if epsilon <= 0 and not epsilon_high:
+        return GuardResult("clipping", OK, "no clipping configured (epsilon is 0)", details)
+    on_policy = accumulation % (steps_per_generation * iterations) == 0
+    if on_policy:
+        return GuardResult(
+            "clipping",
+            WARN,
+            f"epsilon={epsilon} is set but clipping cannot fire: with num_iterations={iterations} and "
+            f"steps_per_generation={steps_per_generation} (= gradient_accumulation_steps={accumulation}) each batch "
+            "is scored by the policy that sampled it, so the ratio is exactly 1 and clip_ratio stays 0; raise "
+            "num_iterations (e.g. 2) or steps_per_generation if you want the trust region to act",
+            details,
+        )
+    return GuardResult(
+        "clipping",
+        OK,
+        f"clipping can fire (epsilon={epsilon}, batches reused across optimizer steps)",
+        details,
+    )
+
+
+def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
+    """Warn when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6).
+
+    LoRA's low-rank update needs a larger step than full fine-tuning; TRL's LoRA guidance uses about 1e-5.
+    At 1e-6 an adapter barely moves in a few hundred steps (the study's learning-rate hypothesis).
+
+    Args:
+        args: a ``GRPOConfig`` (anything with ``learning_rate``).
+        is_lora: whether the trained parameters are a LoRA adapter.
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> from slmsql_hub.training.guards import check_lora_learning_rate
+    >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-6), is_lora=True).status
+    'warn'
+    >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-5), is_lora=True).status
+    'ok'
+
+    ```
+    """
+    lr = float(args.learning_rate)
+    details = {"learning_rate": lr, "is_lora": bool(is_lora), "threshold": LORA_MIN_LEARNING_RATE}
+    if is_lora and lr <= LORA_MIN_LEARNING_RATE:
+        return GuardResult(
+            "lora_learning_rate",
+            WARN,
+            f"learning_rate={lr:g} is a full-fine-tuning rate; a LoRA adapter barely moves at it (TRL's LoRA "
+            "guidance uses ~1e-5): raise learning_rate, e.g. `--learning_rate 1e-5`",
+            details,
+        )
+    return GuardResult("lora_learning_rate", OK, f"learning_rate={lr:g}", details)
+
+
+def guards_summary(results: list[GuardResult]) -> dict[str, Any]:
+    """The guards' part of ``run_summary.json``: every result, and the names that warned or failed.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.guards import GuardResult, guards_summary
+    >>> guards_summary([GuardResult("a", "ok", ""), GuardResult("b", "fail", "")])["failed"]
+    ['b']
+
+    ```
+    """
+    return {
+        "results": [r.to_dict() for r in results],
+        "warned": [r.name for r in results if r.status == WARN],
+        "failed": [r.name for r in results if r.status == FAIL],
+    }
