@@ -43,11 +43,13 @@ SQLite runs on every core (threads in one process would serialise on the GIL thr
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pickle
 import queue
 import select
+import stat
 import struct
 import subprocess
 import sys
@@ -97,6 +99,9 @@ def split_statements(sql: str) -> list[str]:
 
     ```
     """
+    if ";" not in sql and "--" not in sql and "/*" not in sql:  # fast path: the common single statement
+        stripped = sql.strip()
+        return [stripped] if stripped else []
     statements: list[str] = []
     start = i = 0
     n = len(sql)
@@ -526,15 +531,20 @@ class Sandbox:
             self._cache_rows -= len(old.rows)
 
 
+@functools.lru_cache(maxsize=4096)
+def _resolved(db_path: str) -> str:
+    return str(Path(db_path).resolve())
+
+
 def _db_identity(db_path: str) -> tuple[str, int, int]:
-    path = Path(db_path)
+    """(resolved path, size, mtime) of a database file: the cache key that a change of the file invalidates."""
     try:
-        st = path.stat()
+        st = os.stat(db_path)
     except FileNotFoundError:
         raise FileNotFoundError(f"database not found: {db_path}") from None
-    if not path.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise FileNotFoundError(f"database is not a file: {db_path}")
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    return (_resolved(db_path), st.st_size, st.st_mtime_ns)
 
 
 def _limits_key(limits: Limits) -> tuple:
