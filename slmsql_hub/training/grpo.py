@@ -594,7 +594,8 @@ def train_grpo(
     threads = set_num_threads(script_args.num_threads)
     main_process = _is_main(training_args)
     if not main_process:  # the other processes only report problems
-        logging.getLogger("slmsql_hub").setLevel(logging.WARNING)
+        for name in ("slmsql_hub", __name__):
+            logging.getLogger(name).setLevel(logging.WARNING)
     output_dir = Path(training_args.output_dir)
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, output_dir)
     check_model_inputs(model_args, training_args)

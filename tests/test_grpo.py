@@ -1,0 +1,487 @@
+"""GRPO training: recipes, the prompt dataset, a real (tiny) run end to end, guards on bad runs, resume after
+kill -9 and a 2-process accelerate run.
+
+The policy is a tiny Qwen2 trained in a second to answer every question with one of two SQL blocks (about half
+the samples right, half wrong), saved with a zero-initialised LoRA adapter beside it: GRPO then sees reward
+variance in every group and must move the adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from _tiny_model import build_model, build_tokenizer, train_to_answer
+
+from slmsql_hub.errors import UsageError
+from slmsql_hub.prompts import PromptConfig
+from slmsql_hub.training import grpo
+from slmsql_hub.training.configs import GRPO_ARGUMENTS, GRPOScriptArguments, GRPOTrainingConfig, parse_recipe
+from slmsql_hub.training.telemetry import read_telemetry
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "recipes"
+
+QUESTIONS = {
+    "How many rows does t have?": "SELECT count(*) FROM t",
+    "What is the largest x in t?": "SELECT max(x) FROM t",
+    "Count the rows of t.": "SELECT count(*) FROM t",
+    "Give the biggest value of x.": "SELECT max(x) FROM t",
+}
+ANSWERS = ("```sql\nSELECT count(*) FROM t\n```<|im_end|>", "```sql\nSELECT max(x) FROM t\n```<|im_end|>")
+
+
+def _make_database(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:  # test fixture: builds the database
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,), (10,)])  # count 5, max 10
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A database, a saved prompt dataset, a tiny base model and a LoRA adapter saved beside it."""
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+
+    root = tmp_path_factory.mktemp("grpo_world")
+    db = _make_database(root / "databases" / "nums" / "nums.sqlite")
+    rows = Dataset.from_dict(
+        {
+            "question": list(QUESTIONS),
+            "gold_sql": list(QUESTIONS.values()),
+            "db_path": ["databases/nums/nums.sqlite"] * len(QUESTIONS),  # relative: resolved from the dataset
+        }
+    )
+    rows.save_to_disk(str(root / "datasets" / "prompts"))
+    Dataset.from_dict(
+        {
+            "question": ["How many rows?"],
+            "gold_sql": ["SELECT count(*) FROM missing_table"],
+            "db_path": [str(db)],
+        }
+    ).save_to_disk(str(root / "datasets" / "unscorable"))
+
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, hidden_size=32)
+    config = PromptConfig(sample_rows=0)
+    schema = config.schema(db)
+    pairs = [(config.messages(q, schema), answer) for q in QUESTIONS for answer in ANSWERS]
+    train_to_answer(model, tokenizer, pairs, steps=60)
+    model.save_pretrained(str(root / "base"))
+    tokenizer.save_pretrained(str(root / "base"))
+
+    lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+    adapter = get_peft_model(model, lora)
+    adapter.save_pretrained(str(root / "adapter"))
+    tokenizer.save_pretrained(str(root / "adapter"))
+    (root / "adapter" / "run_summary.json").write_text(
+        json.dumps({"prompt": {"sample_rows": 0, "max_value_chars": 40}})
+    )
+    return root
+
+
+def _recipe(world: Path, out: Path, **overrides) -> Path:
+    recipe = {
+        "model_name_or_path": str(world / "base"),
+        "adapter_path": str(world / "adapter"),
+        "dataset_paths": [str(world / "datasets" / "prompts")],
+        "output_dir": str(out),
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "max_completion_length": 24,
+        "max_steps": 2,
+        "logging_steps": 1,
+        "learning_rate": 5.0e-3,
+        "temperature": 1.0,
+        "beta": 0.0,
+        "reward_workers": 1,
+        "num_threads": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        "disable_tqdm": True,
+    }
+    recipe.update(overrides)
+    path = out.parent / f"{out.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _parse(path: Path, *overrides: str):
+    return parse_recipe(GRPO_ARGUMENTS, path, list(overrides))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Recipes and configuration
+# ----------------------------------------------------------------------------------------------------------
+
+GRPO_RECIPES = sorted(RECIPES.glob("*/grpo*.yaml"))
+
+
+def test_every_grpo_recipe_parses_and_validates():
+    assert len(GRPO_RECIPES) >= 7, GRPO_RECIPES
+    for path in GRPO_RECIPES:
+        script, model, training = _parse(path)
+        assert training.reward_funcs, path
+        assert len(training.reward_weights or training.reward_funcs) == len(training.reward_funcs), path
+        assert training.output_dir.startswith("outputs/"), path
+
+
+@pytest.mark.parametrize("name", ["grpo_spider.yaml", "grpo_band.yaml", "grpo_band_lora_lr.yaml"])
+def test_qwen_recipes_carry_the_study_settings(name):
+    script, model, training = _parse(RECIPES / "qwen2.5-coder-1.5b" / name)
+    assert model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert training.adapter_path == "Anurich/slmsql-qwen2.5-coder-1.5b"
+    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert training.num_generations == 8
+    assert training.beta == 0.0
+    assert training.temperature == 0.8
+    assert training.epsilon == 0.2
+    assert training.max_steps == 400
+    assert training.use_vllm is False
+    assert (
+        str(
+            training.lr_scheduler_type.value
+            if hasattr(training.lr_scheduler_type, "value")
+            else training.lr_scheduler_type
+        )
+        == "cosine"
+    )
+    assert training.reward_funcs == ["execution", "format"]
+    assert (training.reward_correct, training.reward_executes, training.format_reward_value) == (
+        1.0,
+        0.1,
+        0.2,
+    )
+    expected_lr = 1e-5 if name == "grpo_band_lora_lr.yaml" else 1e-6
+    assert training.learning_rate == expected_lr
+
+
+def test_world_attempts_train_on_mastered_data_then_on_the_band():
+    attempt1, _, _ = _parse(RECIPES / "world" / "grpo_attempt1.yaml")
+    band, _, band_training = _parse(RECIPES / "world" / "grpo_band.yaml")
+    assert attempt1.dataset_paths == ["outputs/world/datasets/grounding"]
+    assert band.dataset_paths == ["outputs/world/filter/band"]
+    assert band_training.adapter_path == "outputs/world/sft_stage2"
+
+
+def test_reward_weights_must_match_reward_funcs():
+    with pytest.raises(UsageError, match="one weight per reward"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_weights=[1.0])
+
+
+def test_unknown_reward_name_is_refused_with_the_choices():
+    with pytest.raises(UsageError, match="choose from execution, format, result_f1"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_funcs=["execution", "bleu"])
+
+
+def test_trl_batch_inconsistency_becomes_a_usage_error():
+    with pytest.raises(UsageError, match="divisible by num_generations"):
+        GRPOTrainingConfig(
+            output_dir="o", report_to="none", use_cpu=True, num_generations=3, per_device_train_batch_size=4
+        )
+
+
+def test_a_single_generation_per_prompt_is_refused():
+    with pytest.raises(UsageError, match="num_generations must be >= 2"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, num_generations=1)
+
+
+def test_script_arguments_need_exactly_one_prompt_source():
+    with pytest.raises(UsageError, match="no training prompts"):
+        GRPOScriptArguments()
+    with pytest.raises(UsageError, match="benchmark_root"):
+        GRPOScriptArguments(benchmark="spider")
+    with pytest.raises(UsageError, match="what EX is measured on"):
+        GRPOScriptArguments(benchmark="spider", benchmark_root="x", benchmark_split="dev")
+
+
+def test_unknown_recipe_key_is_refused(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("dataset_paths: [d]\nmodel_name_or_path: m\noutput_dir: o\nreward_fn: [execution]\n")
+    with pytest.raises(UsageError, match="reward_fn"):
+        _parse(path)
+
+
+def test_command_line_overrides_win_over_the_recipe(world, tmp_path):
+    path = _recipe(world, tmp_path / "out")
+    _, _, training = _parse(path, "--learning_rate", "2e-5", "--reward_funcs", "execution")
+    assert training.learning_rate == 2e-5
+    assert training.reward_funcs == ["execution"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Data, rewards, checkpoints
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_prompt_dataset_keeps_gold_and_absolute_db_path_for_the_rewards(world):
+    script = GRPOScriptArguments(dataset_paths=[str(world / "datasets" / "prompts")], prompt_sample_rows=0)
+    rows = grpo.load_prompt_rows(script)
+    dataset = grpo.build_prompt_dataset(rows, PromptConfig(sample_rows=0), progress=False)
+    assert dataset.column_names == ["prompt", "gold_sql", "db_path"]
+    assert len(dataset) == len(QUESTIONS)
+    example = dataset[0]
+    assert Path(example["db_path"]).is_absolute() and Path(example["db_path"]).is_file()
+    assert example["prompt"][-1]["role"] == "user"
+    assert "CREATE TABLE t" in example["prompt"][-1]["content"]
+    assert list(QUESTIONS)[0] in example["prompt"][-1]["content"]
+
+
+def test_prompt_settings_follow_the_sft_adapter_unless_the_recipe_sets_them(world):
+    from_adapter, source = grpo.resolve_prompt_config(
+        GRPOScriptArguments(dataset_paths=["d"]), str(world / "adapter")
+    )
+    assert (from_adapter.sample_rows, source) == (0, "adapter")
+    from_recipe, source = grpo.resolve_prompt_config(
+        GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2), str(world / "adapter")
+    )
+    assert (from_recipe.sample_rows, source) == (2, "recipe")
+    default, source = grpo.resolve_prompt_config(GRPOScriptArguments(dataset_paths=["d"]), None)
+    assert (default.sample_rows, source) == (3, "default")
+
+
+def test_rewards_come_from_the_recipe_with_its_values(world):
+    args = GRPOTrainingConfig(
+        output_dir="o",
+        report_to="none",
+        use_cpu=True,
+        reward_funcs=["execution", "result_f1", "format"],
+        reward_correct=2.0,
+        reward_executes=0.5,
+        reward_workers=1,
+    )
+    rewards = grpo.build_reward_funcs(args)
+    try:
+        db = str(world / "databases" / "nums" / "nums.sqlite")
+        completions = [[{"role": "assistant", "content": a.replace("<|im_end|>", "")}] for a in ANSWERS]
+        logged: dict[str, float] = {}
+        kwargs = dict(
+            gold_sql=["SELECT count(*) FROM t"] * 2, db_path=[db] * 2, log_metric=logged.__setitem__
+        )
+        assert [r.__name__ for r in rewards] == ["execution", "result_f1", "format"]
+        assert rewards[0](completions=completions, **kwargs) == [2.0, 0.5]
+        assert rewards[1](completions=completions, **kwargs) == [1.0, 0.0]
+        assert rewards[2](completions=completions, **kwargs) == [0.2, 0.2]
+        assert rewards[0].func.judge is rewards[1].func.judge  # one judge: each distinct query runs once
+        assert "timing/reward/execution_s" in logged and "sql/correct_rate" in logged
+    finally:
+        grpo.close_rewards(rewards)
+
+
+def test_resume_last_without_checkpoints_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no complete checkpoint"):
+        grpo.resolve_checkpoint("true", tmp_path)
+    with pytest.raises(UsageError, match="not found"):
+        grpo.resolve_checkpoint(str(tmp_path / "checkpoint-9"), tmp_path)
+
+
+def test_missing_adapter_folder_names_the_fix(world, tmp_path):
+    path = _recipe(world, tmp_path / "out", adapter_path=str(tmp_path / "no_adapter"))
+    with pytest.raises(UsageError, match="adapter_config.json missing"):
+        grpo.train_grpo(*_parse(path))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# End to end (tiny): the run, its telemetry and summary, and the guards on bad runs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "README.md").write_text("our card\n")  # the project's card must survive TRL's and PEFT's drafts
+    summary = grpo.train_grpo(*_parse(_recipe(world, out)))
+
+    assert summary["status"] == "completed"
+    assert summary["fresh_adapter"] is False
+    assert summary["steps"] == 2
+    assert summary["adapter_checksum"]["changed"] is True
+    assert summary["adapter_checksum"]["before"] != summary["adapter_checksum"]["after"]
+    assert summary["guards"]["failed"] == []
+    assert "clipping" in summary["guards"]["warned"]  # epsilon 0.2 with one iteration: the ratio is 1
+    assert summary["data"]["prompts"] == len(QUESTIONS) and summary["prompt"]["source"] == "adapter"
+
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert [r["step"] for r in records] == [1, 2]
+    for key in (
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "grad_norm",
+        "learning_rate",
+        "completions/mean_length",
+        "rewards/execution/mean",
+        "rewards/format/std",
+        "clip_ratio/region_mean",
+        "entropy",
+        "sql/correct_rate",
+        "sql/frac_correct_zero_std",
+        "timing/reward/execution_s",
+        "step_time",
+    ):
+        assert key in records[0], key
+    assert any(r["reward_std"] > 0 for r in records)  # the two answers give every group variance
+
+    on_disk = json.loads((out / "run_summary.json").read_text())
+    assert on_disk["adapter_checksum"] == summary["adapter_checksum"]
+    assert on_disk["config"]["adapter_path"] == str(world / "adapter")
+    assert on_disk["telemetry"]["steps_logged"] == 2
+    assert (out / "README.md").read_text() == "our card\n"
+    assert on_disk["trl_model_card"] == "trl_model_card.md" and (out / "trl_model_card.md").is_file()
+    assert (out / "adapter_model.safetensors").is_file() and (out / "config.yaml").is_file()
+    # config.yaml is a recipe that reproduces the run
+    _, _, again = _parse(out / "config.yaml")
+    assert again.adapter_path == str(world / "adapter") and again.max_steps == 2
+
+
+def test_fresh_lora_adapter_when_no_adapter_is_given(world, tmp_path):
+    out = tmp_path / "fresh"
+    path = _recipe(world, out, adapter_path=None, lora_r=4, lora_alpha=8, lora_dropout=0.0, max_steps=1)
+    summary = grpo.train_grpo(*_parse(path))
+    assert summary["fresh_adapter"] is True
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (4, 8)
+    assert summary["parameters"]["trainable"] > 0
+
+
+def test_frozen_adapter_fails_fast_before_training(world, tmp_path, monkeypatch):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    def load_frozen(model_args, training_args):  # the trl#6700 mistake: no is_trainable=True
+        base = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path)
+        return PeftModel.from_pretrained(base, training_args.adapter_path), None
+
+    monkeypatch.setattr(grpo, "load_policy_model", load_frozen)
+    out = tmp_path / "frozen"
+    with pytest.raises(UsageError, match="0 trainable parameters"):
+        grpo.train_grpo(*_parse(_recipe(world, out)))
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["guards"]["failed"] == ["trainable_parameters"]
+    assert not (out / "telemetry.jsonl").exists() or read_telemetry(out / "telemetry.jsonl") == []
+
+
+def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, tmp_path):
+    out = tmp_path / "unchanged"
+    path = _recipe(
+        world,
+        out,
+        dataset_paths=[str(world / "datasets" / "unscorable")],  # the gold fails: every reward is None
+        reward_funcs=["execution"],
+        per_device_train_batch_size=4,
+        max_steps=1,
+    )
+    assert grpo.main(["--config", str(path)]) == 1  # the run completes, the guard fails it
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["guards"]["failed"] == ["adapter_changed"]
+    assert summary["adapter_checksum"]["changed"] is False
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert records[0]["sql/unscorable_rate"] == 1.0  # unscorable, never scored 0
+    assert records[0]["grad_norm"] == 0.0
+
+
+def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
+    path = _recipe(world, tmp_path / "bad")
+    assert grpo.main(["--config", str(path), "--reward_funcs", "bleu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bleu" in err[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Slow: kill -9 then resume; two processes under accelerate
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_reaches_the_same_final_step_with_each_step_logged_once(world, tmp_path):
+    out = tmp_path / "resume"
+    path = _recipe(world, out, max_steps=8, save_strategy="steps", save_steps=2, disable_tqdm=True)
+    command = [sys.executable, "-m", "slmsql_hub.training.grpo", "--config", str(path)]
+    process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    try:
+        # Wait until a checkpoint exists and at least one step past it is logged, then kill -9 mid-run.
+        while time.time() < deadline and process.poll() is None:
+            steps = [r["step"] for r in read_telemetry(out / "telemetry.jsonl")]
+            if (out / "checkpoint-4").is_dir() and steps and max(steps) >= 5:
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, "the run finished before it could be killed; raise max_steps"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    killed_at = max(r["step"] for r in read_telemetry(out / "telemetry.jsonl"))
+    assert 5 <= killed_at < 8 and not (out / "run_summary.json").exists()  # steps past checkpoint-4 to redo
+
+    resumed = subprocess.run(
+        [*command, "--resume_from_checkpoint", "last"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["steps"] == 8
+    assert Path(summary["resumed_from"]).name.startswith("checkpoint-")
+    steps = [r["step"] for r in read_telemetry(out / "telemetry.jsonl")]
+    assert steps == list(range(1, 9))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
+    out = tmp_path / "ddp"
+    # Two processes x 4 completions = 8 per step: each prompt's 4 samples may land on either process.
+    path = _recipe(world, out, per_device_train_batch_size=4, max_steps=2)
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(RECIPES / "accelerate_configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(_free_port()),
+        "-m",
+        "slmsql_hub.training.grpo",
+        "--config",
+        str(path),
+    ]
+    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["processes"] == 2
+    assert summary["steps"] == 2
+    assert summary["adapter_checksum"]["changed"] is True
+    steps = [r["step"] for r in read_telemetry(out / "telemetry.jsonl")]
+    assert steps == [1, 2]  # rank 0 only: one line per step
