@@ -1,0 +1,129 @@
+"""Guards: each fires on a constructed bad setup and stays quiet on a good one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _tiny_model import build_model, build_tokenizer
+
+from slmsql_hub.training.configs import GRPOTrainingConfig
+from slmsql_hub.training.guards import (
+    adapter_checksum,
+    check_adapter_changed,
+    check_clipping_can_fire,
+    check_lora_learning_rate,
+    check_trainable_parameters,
+    guards_summary,
+)
+
+
+@pytest.fixture(scope="module")
+def saved_adapter(tmp_path_factory):
+    from peft import LoraConfig, get_peft_model
+
+    folder = tmp_path_factory.mktemp("adapter")
+    tokenizer = build_tokenizer()
+    model = get_peft_model(
+        build_model(tokenizer),
+        LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+    model.save_pretrained(str(folder))
+    return folder, tokenizer
+
+
+def _load(folder, tokenizer, trainable: bool):
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(build_model(tokenizer), str(folder), is_trainable=trainable)
+
+
+def test_adapter_loaded_without_is_trainable_fails_the_trainable_guard(saved_adapter):
+    folder, tokenizer = saved_adapter
+    frozen = _load(folder, tokenizer, trainable=False)
+    result = check_trainable_parameters(frozen)
+    assert result.failed and result.details["trainable"] == 0
+    assert "is_trainable=True" in result.message
+
+
+def test_adapter_loaded_trainable_passes_with_only_lora_weights_trainable(saved_adapter):
+    folder, tokenizer = saved_adapter
+    model = _load(folder, tokenizer, trainable=True)
+    result = check_trainable_parameters(model)
+    assert result.status == "ok"
+    lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+    assert result.details["trainable"] == lora < result.details["total"]
+
+
+def test_checksum_covers_the_adapter_only_and_sees_one_changed_weight(saved_adapter):
+    folder, tokenizer = saved_adapter
+    model = _load(folder, tokenizer, trainable=True)
+    before = adapter_checksum(model)
+    assert adapter_checksum(_load(folder, tokenizer, trainable=True)) == before  # same file, same digest
+    with torch.no_grad():  # a base weight is not the adapter: the digest must not move
+        model.get_base_model().model.embed_tokens.weight[0, 0] += 1.0
+    assert adapter_checksum(model) == before
+    lora_b = next(p for n, p in model.named_parameters() if "lora_B" in n)
+    with torch.no_grad():
+        lora_b[0, 0] += 1e-6
+    assert adapter_checksum(model) != before
+
+
+def test_an_optimizer_step_with_zero_gradient_leaves_the_adapter_unchanged_and_is_flagged(saved_adapter):
+    folder, tokenizer = saved_adapter
+    model = _load(folder, tokenizer, trainable=True)
+    before = adapter_checksum(model)
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.0
+    )
+    for p in model.parameters():
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)  # what GRPO gets when every group has zero reward variance
+    optimizer.step()
+    unchanged = check_adapter_changed(before, adapter_checksum(model))
+    assert unchanged.failed and "frac_reward_zero_std" in unchanged.message
+
+    for p in model.parameters():
+        if p.requires_grad:
+            p.grad = torch.ones_like(p)
+    optimizer.step()
+    assert check_adapter_changed(before, adapter_checksum(model)).status == "ok"
+
+
+def test_clipping_guard_warns_for_the_study_setting_and_not_when_batches_are_reused():
+    def config(**kw):
+        return GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, **kw)
+
+    study = config(epsilon=0.2, num_iterations=1)
+    assert check_clipping_can_fire(study).status == "warn"
+    assert check_clipping_can_fire(config(epsilon=0.2, num_iterations=2)).status == "ok"
+    # a generation batch spread over two optimizer steps: the second step's ratio is not 1
+    reused = config(epsilon=0.2, per_device_train_batch_size=8, steps_per_generation=2)
+    assert check_clipping_can_fire(reused).status == "ok"
+    # accumulation alone does not help: completions are still scored by the policy that sampled them
+    accumulated = config(epsilon=0.2, per_device_train_batch_size=8, gradient_accumulation_steps=2)
+    assert check_clipping_can_fire(accumulated).status == "warn"
+    assert check_clipping_can_fire(config(epsilon=0.0)).status == "ok"
+
+
+def test_learning_rate_guard_warns_only_for_lora_at_full_fine_tuning_rates():
+    def config(lr):
+        return GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, learning_rate=lr)
+
+    assert check_lora_learning_rate(config(1e-6), is_lora=True).status == "warn"
+    assert "1e-5" in check_lora_learning_rate(config(1e-6), is_lora=True).message
+    assert check_lora_learning_rate(config(1e-5), is_lora=True).status == "ok"
+    assert check_lora_learning_rate(config(1e-6), is_lora=False).status == "ok"
+
+
+def test_summary_lists_warned_and_failed_guards(saved_adapter):
+    folder, tokenizer = saved_adapter
+    results = [
+        check_trainable_parameters(_load(folder, tokenizer, trainable=False)),
+        check_lora_learning_rate(
+            GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True), is_lora=True
+        ),
+    ]
+    summary = guards_summary(results)
+    assert summary["failed"] == ["trainable_parameters"]
+    assert summary["warned"] == ["lora_learning_rate"]
+    assert [r["name"] for r in summary["results"]] == ["trainable_parameters", "lora_learning_rate"]
