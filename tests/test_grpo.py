@@ -394,6 +394,21 @@ def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, t
     assert records[0]["grad_norm"] == 0.0
 
 
+def test_tensorboard_and_completion_logs_are_written(world, tmp_path):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "tb"
+    path = _recipe(world, out, max_steps=1, report_to=["tensorboard"], log_completions=True)
+    summary = grpo.train_grpo(*_parse(path))
+    assert summary["steps"] == 1
+    assert list(out.rglob("events.out.tfevents.*")), "no TensorBoard event file"
+    tables = sorted((out / "completions").glob("*.parquet"))
+    assert tables, "log_completions wrote no table"
+    import pandas
+
+    table = pandas.read_parquet(tables[0])
+    assert {"prompt", "completion", "execution", "format", "advantage", "sql_verdict"} <= set(table.columns)
+
+
 def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "bad")
     assert grpo.main(["--config", str(path), "--reward_funcs", "bleu"]) == 2

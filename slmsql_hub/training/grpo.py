@@ -543,13 +543,17 @@ def _make_trainer_class():
 
 
 def recipe_view(training_args: GRPOTrainingConfig) -> GRPOTrainingConfig:
-    """A copy of ``training_args`` that reads back as a recipe: TRL derives ``generation_batch_size`` from
-    ``steps_per_generation`` (and the process count) and refuses both in one recipe, so the copy keeps only
-    ``steps_per_generation``, which gives the same batches for the same number of processes."""
+    """A copy of ``training_args`` that reads back as a recipe for the same run from scratch.
+
+    TRL derives ``generation_batch_size`` from ``steps_per_generation`` (and the process count) and refuses both
+    in one recipe, so the copy keeps only ``steps_per_generation``, which gives the same batches for the same
+    number of processes; ``resume_from_checkpoint`` is cleared (it belongs to one invocation, not the run).
+    """
     import copy
 
     view = copy.copy(training_args)
     view.generation_batch_size = None
+    view.resume_from_checkpoint = None
     return view
 
 
