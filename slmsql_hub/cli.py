@@ -21,6 +21,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.ex",
     "slmsql_hub.commands.install_metric",
     "slmsql_hub.commands.world",
+    "slmsql_hub.commands.train",
     "slmsql_hub.commands.filter",
 )
 

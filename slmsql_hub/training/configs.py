@@ -7,7 +7,7 @@ As in open-r1, each run is described by three dataclasses, one flat YAML recipe 
 - ``sft``: :class:`SFTScriptArguments` (data and prompt), :class:`ModelArguments` (base model and LoRA) and
   :class:`SFTTrainingConfig` (a ``trl.SFTConfig`` that adds the stage and the adapter stage 2 continues);
 - ``base``: :class:`BaseScriptArguments` (the world and the tokenizer), :class:`TinyModelArguments` (the
-  tiny Qwen2's shape) and :class:`BaseTrainingConfig` (a ``trl.SFTConfig``).
+  tiny Qwen2's shape) and :class:`BaseTrainingConfig` (``transformers.TrainingArguments`` + block length).
 - ``grpo``: :class:`GRPOScriptArguments` (prompts and their source), :class:`ModelArguments` and
   :class:`GRPOTrainingConfig` (a ``trl.GRPOConfig`` that adds the SFT adapter to continue and the rewards).
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
 from ..errors import UsageError
@@ -46,7 +47,7 @@ def _check_prompt_fields(owner: str, sample_rows: int, max_value_chars: int) -> 
         raise UsageError(f"{owner}.prompt_max_value_chars must be >= 1; got {max_value_chars}")
 
 
-def _resolve_precision(config: SFTConfig) -> None:
+def _resolve_precision(config: TrainingArguments) -> None:
     """``bf16: null`` means auto: bf16 on a GPU that supports it, float32 elsewhere (CPU included).
 
     TRL defaults to bf16 everywhere, which ``TrainingArguments`` refuses on a machine without such a GPU;
@@ -287,6 +288,9 @@ class BaseScriptArguments:
     Args:
         world_dir: the folder written by ``slmsql world build --out DIR``.
         corpus_splits: the world's splits whose schemas, questions and SQL form the corpus (never dev/test).
+        paired_splits: corpus splits whose questions and SQL appear together, as SQL written under a
+            ``-- question`` comment (how a code model meets SQL in the wild); the other splits contribute
+            questions and SQL separately. Must be a subset of ``corpus_splits``.
         corpus_repeats: how many times each schema text appears in the corpus (schemas are few but long).
         vocab_size: tokenizer vocabulary size (bytes and special tokens included).
         tokenizer_min_frequency: the fewest occurrences a pair needs to become a token.
@@ -315,6 +319,10 @@ class BaseScriptArguments:
         default_factory=lambda: ["foundation", "grounding", "rl_pool"],
         metadata={"help": "World splits the corpus is drawn from (never dev/test)."},
     )
+    paired_splits: list[str] = field(
+        default_factory=lambda: ["foundation"],
+        metadata={"help": "Corpus splits whose questions and SQL appear together, as `-- question` + SQL."},
+    )
     corpus_repeats: int = field(default=4, metadata={"help": "Copies of each schema text in the corpus."})
     vocab_size: int = field(default=3072, metadata={"help": "Tokenizer vocabulary size."})
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "Fewest occurrences for a BPE merge."})
@@ -337,6 +345,14 @@ class BaseScriptArguments:
             raise UsageError(
                 "corpus_splits must not include dev or test (their SQL is what EX is measured on); "
                 f"remove {', '.join(held_out)}"
+            )
+        if isinstance(self.paired_splits, str):
+            self.paired_splits = [self.paired_splits]
+        stray = sorted(set(self.paired_splits) - set(self.corpus_splits))
+        if stray:
+            raise UsageError(
+                f"paired_splits must be among corpus_splits {self.corpus_splits}; remove {', '.join(stray)} "
+                "or add it to corpus_splits"
             )
         if self.corpus_repeats < 1:
             raise UsageError(f"corpus_repeats must be >= 1; got {self.corpus_repeats}")
@@ -420,34 +436,35 @@ class TinyModelArguments:
 
 
 @dataclass
-class BaseTrainingConfig(SFTConfig):
-    """``trl.SFTConfig`` for pretraining the tiny model on the world's text (language modelling, usually
-    packed into ``max_length`` blocks).
+class BaseTrainingConfig(TrainingArguments):
+    """``transformers.TrainingArguments`` for pretraining the tiny model on the world's text, plus the block
+    length the corpus is packed into.
+
+    Pretraining runs on the plain ``transformers.Trainer``: every position is scored, and on two CPU cores
+    TRL's memory-saving fused LM head would cost more than the model itself.
+
+    Args:
+        max_length: tokens per training block (documents are packed end to end and cut into blocks).
 
     Example:
 
     ```python
     >>> from slmsql_hub.training.configs import BaseTrainingConfig
-    >>> BaseTrainingConfig(output_dir="out/base", max_length=None, report_to="none")
+    >>> BaseTrainingConfig(output_dir="out/base", max_length=8, report_to="none")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: max_length must be set for pretraining (the block length), e.g. 256
+    slmsql_hub.errors.UsageError: max_length is the pretraining block length and must be >= 16 tokens; got 8
 
     ```
     """
 
-    gradient_checkpointing: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
-        },
-    )
+    max_length: int = field(default=256, metadata={"help": "Tokens per pretraining block."})
 
     def __post_init__(self) -> None:
         if self.max_length is None or self.max_length < 16:
-            raise UsageError("max_length must be set for pretraining (the block length), e.g. 256")
-        if self.assistant_only_loss or self.completion_only_loss:
-            raise UsageError("pretraining is plain language modelling: remove assistant/completion_only_loss")
+            raise UsageError(
+                f"max_length is the pretraining block length and must be >= 16 tokens; got {self.max_length}"
+            )
         _resolve_precision(self)
         super().__post_init__()
 

@@ -1,0 +1,67 @@
+"""``slmsql train base|sft --config RECIPE.yaml [--field value ...]``: train the world's tiny base model, or
+one SFT stage of the LoRA adapter. Overrides on the command line win over the recipe."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+logger = logging.getLogger(__name__)
+
+_KINDS = {
+    "base": ("pretrain the tiny Qwen2 model and its tokenizer from scratch on a world's text", "base.yaml"),
+    "sft": (
+        "train (stage 1) or continue (stage 2) the LoRA adapter with TRL's SFTTrainer",
+        "sft_stage1.yaml",
+    ),
+}
+
+
+class _RecipeParser(argparse.ArgumentParser):
+    """A subcommand parser that keeps every option it does not know as a recipe override (``--field value``),
+    in order, instead of rejecting it: the fields are those of the recipe's dataclasses, which are only
+    imported (with TRL and torch) when the command runs."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        namespace.overrides = extras
+        return namespace, []
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``slmsql train`` and its ``base`` / ``sft`` subcommands."""
+    parser = subparsers.add_parser(
+        "train",
+        help="train the world's base model or an SFT LoRA adapter from a YAML recipe",
+        description="Train from a YAML recipe; `--field value` overrides win over the recipe. "
+        "Example: slmsql train sft --config recipes/world/sft_stage1.yaml --learning_rate 1e-4",
+    )
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=_RecipeParser)
+    for kind, (help_text, example) in _KINDS.items():
+        sub = kinds.add_parser(
+            kind,
+            help=help_text,
+            description=f"{help_text}. Any field of the recipe can be overridden as --field value.",
+        )
+        sub.add_argument("--config", required=True, help=f"the YAML recipe (e.g. recipes/world/{example})")
+        sub.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Parse the recipe and overrides, train, and print the run summary's headline."""
+    from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+
+    if args.kind == "base":
+        from ..training.base import train_base
+
+        summary = train_base(*parse_recipe(BASE_ARGUMENTS, args.config, args.overrides))
+    else:
+        from ..training.sft import train_sft
+
+        summary = train_sft(*parse_recipe(SFT_ARGUMENTS, args.config, args.overrides))
+    headline = {
+        k: summary.get(k) for k in ("kind", "stage", "output_dir", "steps", "final_loss", "wall_seconds")
+    }
+    print(json.dumps({k: v for k, v in headline.items() if v is not None}))  # noqa: T201
+    return 0

@@ -1,0 +1,368 @@
+"""The embedded world's base model: a tiny ``Qwen2ForCausalLM`` and its tokenizer, trained from scratch.
+
+The real study starts from Qwen2.5-Coder-1.5B-Instruct; the world replaces it with a model of a few million
+parameters that has the same architecture (so LoRA targets q/k/v/o/gate/up/down, the ChatML template and
+generation all follow the real path) and learns, in about two minutes on two CPU cores, the language of the
+world: its schemas, its questions, its SQL and the prompt's shape.
+
+The corpus never reads the dev or test splits, and never shows a question and its SQL in the chat format
+(that is what SFT teaches). It holds, shuffled:
+
+- each database's schema inside the chat prompt, with one of its questions (``corpus_repeats`` times),
+- for the ``paired_splits`` (default: ``foundation``, the SynSQL analogue), each SQL under its question as a
+  ``-- question`` comment, the way a code model has met SQL in the wild; without such pairs a model this
+  small never learns to condition its SQL on the question, and LoRA cannot teach it in the SFT budget,
+- for the other corpus splits, each question and each gold SQL (as a ```` ```sql ```` block) on its own.
+
+``slmsql train base --config recipes/world/base.yaml`` writes the model, the tokenizer, the resolved
+configuration and ``run_summary.json`` into ``output_dir``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .common import (
+    RESOLVED_CONFIG,
+    Stopwatch,
+    count_parameters,
+    environment,
+    final_loss,
+    load_datasets,
+    set_num_threads,
+    to_prompt_completion,
+    write_run_summary,
+)
+from .configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments, save_resolved_config
+from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def _render_turns(messages: list[dict[str, str]]) -> str:
+    """ChatML text of ``messages`` (what :data:`~slmsql_hub.training.tokenizer.CHAT_TEMPLATE` renders)."""
+    return "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
+
+
+def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
+    """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``).
+
+    Raises:
+        UsageError: the world or one of its splits is missing.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.training.base import split_folders
+    >>> world = pathlib.Path(tempfile.mkdtemp())
+    >>> (world / "datasets" / "foundation").mkdir(parents=True)
+    >>> [p.name for p in split_folders(world, ["foundation"])]
+    ['foundation']
+
+    ```
+    """
+    world = Path(world_dir).expanduser()
+    if not (world / "datasets").is_dir():
+        raise UsageError(
+            f"no world at {world} (no datasets/ folder); build it with `slmsql world build --out {world}`"
+        )
+    folders = [world / "datasets" / split for split in splits]
+    missing = [f.name for f in folders if not f.is_dir()]
+    if missing:
+        raise UsageError(
+            f"world {world} has no split(s) {', '.join(missing)}; fix corpus_splits or rebuild the world"
+        )
+    return folders
+
+
+def commented_sql(question: str, sql: str) -> str:
+    """A question and its SQL as code in the wild has them: the query under a ``--`` comment.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.base import commented_sql
+    >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
+    -- How many pets?
+    SELECT count(*) FROM pet
+
+    ```
+    """
+    comment = " ".join(question.split())
+    return f"-- {comment}\n{sql.strip()}"
+
+
+def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[str], dict[str, int]]:
+    """The pretraining documents drawn from the world's corpus splits, shuffled, and their counts.
+
+    Args:
+        script_args: the world, its corpus splits, the schema repeats and the prompt settings.
+        seed: the shuffle's seed.
+
+    Returns:
+        ``(documents, counts)``: text documents (ChatML special tokens inside prompt documents) and how many
+        there are of each kind.
+    """
+    from ..prompts import PromptConfig, format_answer
+
+    prompt_config = PromptConfig(
+        sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
+    )
+    rows = load_datasets(split_folders(script_args.world_dir, script_args.corpus_splits))
+    rng = random.Random(seed)
+    # One prompt (schema + a question of that database) per database and repeat: the model learns each schema
+    # and the prompt's shape without ever seeing a question next to its SQL.
+    db_key = (
+        "db_id" if "db_id" in rows.column_names else ("db_path" if "db_path" in rows.column_names else None)
+    )
+    by_db: dict[str, list[int]] = {}
+    for i, key in enumerate(rows[db_key] if db_key else [str(i) for i in range(len(rows))]):
+        by_db.setdefault(str(key), []).append(i)
+    picks = [rng.choice(indices) for indices in by_db.values() for _ in range(script_args.corpus_repeats)]
+    prompts = to_prompt_completion(rows.select(picks), prompt_config)["prompt"]
+    prompt_docs = [_render_turns(messages) for messages in prompts]
+    paired = set(script_args.paired_splits)
+    question_docs, sql_docs, paired_docs = [], [], []
+    for question, sql, source in zip(rows["question"], rows["gold_sql"], rows["_source"]):
+        question, sql = (question or "").strip(), (sql or "").strip()
+        if Path(source).name in paired:
+            if question and sql:
+                paired_docs.append(commented_sql(question, sql))
+            continue
+        if question:
+            question_docs.append(question)
+        if sql:
+            sql_docs.append(format_answer(sql))
+    documents = prompt_docs + question_docs + sql_docs + paired_docs
+    rng.shuffle(documents)
+    counts = {
+        "databases": len(by_db),
+        "rows": len(rows),
+        "prompt_documents": len(prompt_docs),
+        "question_documents": len(question_docs),
+        "sql_documents": len(sql_docs),
+        "paired_documents": len(paired_docs),
+    }
+    logger.info("world corpus: %s", counts)
+    return documents, counts
+
+
+def tokenizer_texts(documents: list[str]) -> list[str]:
+    """The corpus as the tokenizer trainer should see it: special tokens replaced by newlines (they are
+    added as whole tokens, never learnt from their characters).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.base import tokenizer_texts
+    >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
+    ['\\nuser\\nhi\\n\\n']
+
+    ```
+    """
+    out = []
+    for doc in documents:
+        for token in (IM_START, IM_END, PAD_TOKEN):
+            doc = doc.replace(token, "\n")
+        out.append(doc)
+    return out
+
+
+def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list[list[int]]:
+    """Tokenize ``documents``, end each with ``<|endoftext|>``, concatenate and cut into full blocks.
+
+    The last partial block is dropped, so every block is exactly ``block_length`` tokens (no padding).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.base import pack_blocks
+    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
+    >>> blocks = pack_blocks(["SELECT a FROM t"] * 10, tok, block_length=8)
+    >>> {len(b) for b in blocks}, blocks[0].count(tok.pad_token_id) >= 1
+    ({8}, True)
+
+    ```
+    """
+    ids = tokenizer(documents, add_special_tokens=False)["input_ids"]
+    stream: list[int] = []
+    for doc in ids:
+        stream.extend(doc)
+        stream.append(tokenizer.pad_token_id)
+    n_blocks = len(stream) // block_length
+    return [stream[i * block_length : (i + 1) * block_length] for i in range(n_blocks)]
+
+
+def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
+    """A randomly initialised ``Qwen2ForCausalLM`` of ``model_args``' shape, sized to ``tokenizer``.
+
+    Its config and generation config carry Qwen's conventions: eos ``<|im_end|>`` (generation also stops at
+    ``<|endoftext|>``), pad ``<|endoftext|>``, no BOS.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.base import build_tiny_model
+    >>> from slmsql_hub.training.configs import TinyModelArguments
+    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
+    >>> model = build_tiny_model(TinyModelArguments(hidden_size=32, intermediate_size=64, num_hidden_layers=1), tok)
+    >>> type(model).__name__, model.config.eos_token_id == tok.eos_token_id
+    ('Qwen2ForCausalLM', True)
+
+    ```
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=model_args.hidden_size,
+        intermediate_size=model_args.intermediate_size,
+        num_hidden_layers=model_args.num_hidden_layers,
+        num_attention_heads=model_args.num_attention_heads,
+        num_key_value_heads=model_args.num_key_value_heads,
+        max_position_embeddings=model_args.max_position_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": model_args.rope_theta},
+        tie_word_embeddings=model_args.tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(model_args.init_seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=None,
+        eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+    )
+    return model
+
+
+def train_base(
+    script_args: BaseScriptArguments,
+    model_args: TinyModelArguments,
+    training_args: BaseTrainingConfig,
+) -> dict[str, Any]:
+    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus, and save both.
+
+    Args:
+        script_args: the world, the corpus and the tokenizer settings.
+        model_args: the tiny model's shape.
+        training_args: the ``Trainer``'s settings; ``max_length`` is the block length.
+
+    Returns:
+        The run summary (also written to ``<output_dir>/run_summary.json``).
+
+    Raises:
+        UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is
+            too small for one block per batch.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.base import train_base
+    >>> callable(train_base)  # end to end it needs a world: see tests/test_sft.py
+    True
+
+    ```
+    """
+    from datasets import Dataset
+    from transformers import Trainer, default_data_collator
+
+    clock = Stopwatch()
+    threads = set_num_threads(script_args.num_threads)
+    if training_args.max_length > model_args.max_position_embeddings:
+        raise UsageError(
+            f"max_length ({training_args.max_length}) exceeds max_position_embeddings "
+            f"({model_args.max_position_embeddings}); lower max_length or raise max_position_embeddings"
+        )
+    documents, counts = build_corpus(script_args, seed=training_args.seed)
+    tokenizer = train_tokenizer(
+        tokenizer_texts(documents),
+        vocab_size=script_args.vocab_size,
+        min_frequency=script_args.tokenizer_min_frequency,
+        model_max_length=model_args.max_position_embeddings,
+    )
+    blocks = pack_blocks(documents, tokenizer, training_args.max_length)
+    if len(blocks) < training_args.per_device_train_batch_size:
+        raise UsageError(
+            f"the corpus fills only {len(blocks)} block(s) of {training_args.max_length} tokens; lower max_length "
+            "or per_device_train_batch_size, or raise corpus_repeats"
+        )
+    model = build_tiny_model(model_args, tokenizer)
+    params = count_parameters(model)
+    logger.info(
+        "tiny Qwen2: %.2fM parameters; corpus: %d documents -> %d blocks of %d tokens; %d threads",
+        params["total"] / 1e6,
+        len(documents),
+        len(blocks),
+        training_args.max_length,
+        threads,
+    )
+    # Every block is full (no padding), so labels are the inputs; the model shifts them itself.
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=Dataset.from_dict({"input_ids": blocks, "labels": blocks}),
+        data_collator=default_data_collator,
+        processing_class=tokenizer,
+    )
+    train_clock = Stopwatch()
+    result = trainer.train()
+    train_seconds = train_clock.seconds()
+
+    output_dir = Path(training_args.output_dir)
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, training_args)
+    summary = {
+        "kind": "base",
+        "world_dir": str(script_args.world_dir),
+        "output_dir": str(output_dir),
+        "corpus": {
+            **counts,
+            "documents": len(documents),
+            "blocks": len(blocks),
+            "block_length": training_args.max_length,
+        },
+        "tokenizer": {"vocab_size": len(tokenizer)},
+        "model": {
+            "architecture": "Qwen2ForCausalLM",
+            "hidden_size": model_args.hidden_size,
+            "intermediate_size": model_args.intermediate_size,
+            "num_hidden_layers": model_args.num_hidden_layers,
+            "num_attention_heads": model_args.num_attention_heads,
+            "num_key_value_heads": model_args.num_key_value_heads,
+        },
+        "parameters": params,
+        "steps": int(result.global_step),
+        "epochs": float(trainer.state.epoch or 0.0),
+        "tokens_seen": int(result.global_step)
+        * training_args.per_device_train_batch_size
+        * training_args.gradient_accumulation_steps
+        * training_args.max_length,
+        "final_loss": final_loss(trainer.state.log_history),
+        "mean_train_loss": float(result.training_loss),
+        "train_seconds": train_seconds,
+        "wall_seconds": clock.seconds(),
+        "threads": threads,
+        "environment": environment(),
+    }
+    write_run_summary(output_dir, summary)
+    logger.info(
+        "base model done: %d steps, final loss %s, %.1fs; saved to %s",
+        summary["steps"],
+        summary["final_loss"],
+        summary["wall_seconds"],
+        output_dir,
+    )
+    return summary

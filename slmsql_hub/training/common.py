@@ -1,0 +1,339 @@
+"""Helpers shared by ``slmsql train base`` and ``slmsql train sft``: loading text-to-SQL datasets, turning
+them into TRL's conversational prompt-completion format, and writing a run's summary."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from ..prompts import PromptConfig
+    from ..sql.sandbox import Sandbox
+
+logger = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = ("question", "gold_sql")
+"""Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
+
+RUN_SUMMARY = "run_summary.json"
+"""The file name of a run's summary, next to the model or adapter."""
+
+RESOLVED_CONFIG = "config.yaml"
+"""The file name of a run's resolved configuration."""
+
+
+def set_num_threads(num_threads: int | None) -> int:
+    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.common import set_num_threads
+    >>> set_num_threads(None) >= 1
+    True
+
+    ```
+    """
+    import torch
+
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    return torch.get_num_threads()
+
+
+def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
+    """Load and concatenate datasets written with ``save_to_disk``, remembering where each row came from.
+
+    Args:
+        paths: dataset folders (e.g. ``<world>/datasets/foundation``).
+
+    Returns:
+        One ``datasets.Dataset`` with an extra ``_source`` column (the folder of each row, used to resolve
+        relative ``db_path`` values).
+
+    Raises:
+        UsageError: a folder is missing or is not a saved ``Dataset``, or lacks a required column.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.training.common import load_datasets
+    >>> folder = tempfile.mkdtemp()
+    >>> Dataset.from_dict({"question": ["q"], "gold_sql": ["SELECT 1"], "schema": ["CREATE TABLE t (a);"]}
+    ...                   ).save_to_disk(folder)
+    >>> len(load_datasets([folder, folder]))
+    2
+
+    ```
+    """
+    from datasets import Dataset, concatenate_datasets, load_from_disk
+
+    parts = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.is_dir():
+            raise UsageError(
+                f"dataset folder not found: {path}; build it first (for the world: `slmsql world build --out DIR`) "
+                "or fix dataset_paths"
+            )
+        try:
+            loaded = load_from_disk(str(path))
+        except FileNotFoundError as err:
+            raise UsageError(f"{path} is not a dataset saved with save_to_disk: {err}") from err
+        if not isinstance(loaded, Dataset):
+            raise UsageError(
+                f"{path} holds a DatasetDict ({', '.join(loaded)}); point dataset_paths at one split's folder"
+            )
+        missing = [c for c in REQUIRED_COLUMNS if c not in loaded.column_names]
+        if "schema" not in loaded.column_names and "db_path" not in loaded.column_names:
+            missing.append("schema or db_path")
+        if missing:
+            raise UsageError(
+                f"{path} lacks column(s) {', '.join(missing)}; it has {', '.join(loaded.column_names)}"
+            )
+        keep = [
+            c
+            for c in ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
+            if c in loaded.column_names
+        ]
+        loaded = loaded.select_columns(keep)
+        loaded = loaded.add_column("_source", [str(path.resolve())] * len(loaded))
+        parts.append(loaded)
+    if not parts:
+        raise UsageError("no dataset folders given; set dataset_paths")
+    columns = set.intersection(*(set(p.column_names) for p in parts))
+    parts = [p.select_columns([c for c in p.column_names if c in columns]) for p in parts]
+    return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+
+
+def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path:
+    """Find the database a row names: absolute paths as is; relative ones against the row's dataset folder,
+    then each parent folder (a world keeps its databases beside ``datasets/``), then the working directory.
+
+    Raises:
+        UsageError: no candidate exists.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.training.common import resolve_db_path
+    >>> world = pathlib.Path(tempfile.mkdtemp())
+    >>> (world / "databases").mkdir(); (world / "databases" / "pets.sqlite").touch()
+    >>> (world / "datasets" / "dev").mkdir(parents=True)
+    >>> resolve_db_path("databases/pets.sqlite", world / "datasets" / "dev") == world / "databases" / "pets.sqlite"
+    True
+
+    ```
+    """
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        if path.is_file():
+            return path
+        raise UsageError(f"database not found: {path}")
+    source = Path(source)
+    candidates = [base / path for base in (source, *source.parents)] + [Path.cwd() / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"database {value!r} not found next to {source} or its parents, nor in {Path.cwd()}")
+
+
+def to_prompt_completion(
+    dataset: Dataset,
+    prompt_config: PromptConfig,
+    sandbox: Sandbox | None = None,
+) -> Dataset:
+    """Turn text-to-SQL rows into TRL's conversational prompt-completion format.
+
+    ``prompt`` is :func:`~slmsql_hub.prompts.build_messages` (system + user turns, with the schema read
+    through the sandbox unless the row carries a ``schema``); ``completion`` is one assistant turn holding
+    :func:`~slmsql_hub.prompts.format_answer` of the gold SQL. TRL then trains on the completion only.
+
+    Args:
+        dataset: rows with ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` or ``db_path``
+            (plus ``_source`` from :func:`load_datasets` to resolve relative paths).
+        prompt_config: sample rows, value length and templates of the prompt.
+        sandbox: the sandbox schemas are read through (``None``: a short-lived one).
+
+    Returns:
+        A dataset with ``prompt`` and ``completion`` columns.
+
+    Example:
+
+    ```python
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.prompts import PromptConfig
+    >>> from slmsql_hub.training.common import to_prompt_completion
+    >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
+    ...                           "schema": ["CREATE TABLE pet (id INTEGER);"]})
+    >>> example = to_prompt_completion(rows, PromptConfig())[0]
+    >>> [m["role"] for m in example["prompt"]], example["completion"][0]["content"]
+    (['system', 'user'], '```sql\\nSELECT count(*) FROM pet\\n```')
+
+    ```
+    """
+    from datasets import Dataset as _Dataset
+
+    from ..prompts import format_answer
+    from ..sql.sandbox import Sandbox
+
+    columns = dataset.column_names
+    schemas: list[str]
+    if "schema" in columns and all(dataset["schema"]):
+        schemas = list(dataset["schema"])
+    else:
+        if "db_path" not in columns:
+            raise UsageError("rows without a schema need a db_path column to read the schema from")
+        sources = dataset["_source"] if "_source" in columns else [str(Path.cwd())] * len(dataset)
+        given = dataset["schema"] if "schema" in columns else [None] * len(dataset)
+        own = sandbox is None
+        box = Sandbox(workers=1) if own else sandbox
+        try:
+            by_db: dict[tuple[str, str], str] = {}
+            schemas = []
+            for schema, db_path, source in zip(given, dataset["db_path"], sources):
+                if schema:
+                    schemas.append(schema)
+                    continue
+                key = (str(db_path), str(source))
+                if key not in by_db:
+                    by_db[key] = prompt_config.schema(resolve_db_path(db_path, source), box)
+                schemas.append(by_db[key])
+        finally:
+            if own:
+                box.close()
+        logger.info("read %d schema(s) for %d examples", len({s for s in schemas}), len(schemas))
+    evidences = dataset["evidence"] if "evidence" in columns else [""] * len(dataset)
+    prompts, completions = [], []
+    for question, gold_sql, evidence, schema in zip(
+        dataset["question"], dataset["gold_sql"], evidences, schemas
+    ):
+        prompts.append(prompt_config.messages(question, schema, evidence or ""))
+        completions.append([{"role": "assistant", "content": format_answer(gold_sql)}])
+    return _Dataset.from_dict({"prompt": prompts, "completion": completions})
+
+
+def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> tuple[Dataset, int]:
+    """Drop prompt-completion examples whose full chat rendering exceeds ``max_length`` tokens.
+
+    Truncating them instead would cut the answer (or its end-of-turn token) and teach the model to stop
+    mid-query. Returns the kept dataset and how many were dropped.
+    """
+    if max_length is None or len(dataset) == 0:
+        return dataset, 0
+    lengths = [
+        len(tokenizer.apply_chat_template(p + c, tokenize=True, return_dict=True)["input_ids"])
+        for p, c in zip(dataset["prompt"], dataset["completion"])
+    ]
+    keep = [i for i, n in enumerate(lengths) if n <= max_length]
+    dropped = len(dataset) - len(keep)
+    if dropped:
+        logger.warning(
+            "dropped %d of %d examples longer than max_length=%d tokens (longest: %d); raise max_length or "
+            "shorten the prompt (prompt_sample_rows) to keep them",
+            dropped,
+            len(dataset),
+            max_length,
+            max(lengths),
+        )
+    return (dataset.select(keep) if dropped else dataset), dropped
+
+
+def final_loss(log_history: Sequence[dict[str, Any]]) -> float | None:
+    """The last training loss the Trainer logged (``None`` when it logged none).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.common import final_loss
+    >>> final_loss([{"loss": 2.0, "step": 10}, {"loss": 1.5, "step": 20}, {"train_loss": 1.8}])
+    1.5
+
+    ```
+    """
+    for entry in reversed(log_history):
+        if "loss" in entry:
+            return float(entry["loss"])
+    return None
+
+
+def count_parameters(model: Any) -> dict[str, int]:
+    """Total and trainable parameter counts of a torch module."""
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"total": int(total), "trainable": int(trainable)}
+
+
+def environment() -> dict[str, str]:
+    """Versions of the libraries a run depends on, for the summary."""
+    import datasets
+    import peft
+    import torch
+    import transformers
+    import trl
+
+    from .. import __version__
+
+    return {
+        "slmsql_hub": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "peft": peft.__version__,
+        "datasets": datasets.__version__,
+    }
+
+
+def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) -> Path:
+    """Write ``run_summary.json`` into ``output_dir`` (created if needed) and return its path.
+
+    Example:
+
+    ```python
+    >>> import json, tempfile
+    >>> from slmsql_hub.training.common import write_run_summary
+    >>> path = write_run_summary(tempfile.mkdtemp(), {"kind": "sft", "final_loss": 0.5})
+    >>> json.loads(path.read_text())["final_loss"]
+    0.5
+
+    ```
+    """
+    path = Path(output_dir) / RUN_SUMMARY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+class Stopwatch:
+    """Wall-clock seconds since creation.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.common import Stopwatch
+    >>> Stopwatch().seconds() >= 0
+    True
+
+    ```
+    """
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    def seconds(self) -> float:
+        """Seconds elapsed, rounded to 0.01."""
+        return round(time.perf_counter() - self._start, 2)
