@@ -1,35 +1,50 @@
 """Benchmark of the execution core on a GRPO-like load: the sandbox's batch path against the physical limit
-and against a faithful BIRD-style evaluator.
+and against a faithful BIRD-style evaluator, each defending against a runaway query the way it ships.
 
 One run builds (or reuses) a generated SQLite database of several indexed tables (>= 10 MB at the default
 scale, single queries of 50-600 ms), a load of ``--questions`` x ``--samples`` predictions (about half of
 them identical to their gold, the rest equivalent rewrites, wrong answers and errors, plus one runaway
-cartesian product that must time out), and times side by side:
+cartesian product that never finishes), and times side by side:
 
-(a) the physical limit: every distinct (database, SQL) executed once, serially, with plain ``sqlite3`` (the
-    runaway one counts with the timeout's duration), the total divided by ``os.cpu_count()``;
+(a) the physical limit: every distinct (database, SQL) executed once, serially, with plain ``sqlite3``, the
+    total divided by ``os.cpu_count()``. A progress handler (every 1000 VDBE instructions) counts each
+    query's instructions and stops it at the op budget or at the deadline, whichever comes first; a stopped
+    query counts with its real elapsed time. Unless ``--max-ops`` is given, the op budget is calibrated
+    here: ``--ops-factor`` (5) times the largest count among the queries that finished, rounded up.
 (b) the metric's batch path: ``Judge(mode="bird").judge_many(...)`` on a NEW sandbox (cold cache, worker
-    start-up included);
+    start-up included) with ``Limits(timeout_s=--timeout, max_ops=<that budget>)``: the sandbox's own
+    progress handler interrupts SQLite at the budget (or at the deadline).
 (c) a BIRD-style baseline written the way BIRD's evaluator is: a ``multiprocessing.Pool`` over the cores,
-    a new ``sqlite3.connect`` per pair, prediction then gold, each pair under ``func_timeout``, results
-    collected by ``apply_async`` callbacks.
+    a new ``sqlite3.connect`` per pair, prediction then gold, each pair under ``func_timeout(--timeout)``,
+    results collected by ``apply_async`` callbacks. It has no op budget, and ``func_timeout`` cannot stop a
+    thread inside SQLite: it waits out the whole deadline, and the runaway goes on burning a core in its
+    pool process until the pool ends.
 
-It prints (b)/(a) (target <= 1.25) and (c)/(b) (target >= 20), the number of examples where the verdicts of
-(b) and (c) disagree wherever the baseline finished (exit status 1 if any), and the sandbox's per-query
-overhead on trivial queries. On a shared machine wall-clock ratios are noise, so it also prints CPU seconds
-(this process plus the reaped worker and pool processes). ``--json OUT`` writes every number. See
-``benchmarks/README.md`` for measured numbers and how to read them.
+Every path gets the same wall-clock deadline, ``--timeout`` (default 30 s: BIRD's ``meta_time_out``). That
+is how both tools ship: the sandbox stops a runaway by its instruction budget in a fraction of a second,
+a deadline-only evaluator waits the deadline out.
+
+It prints (b)/(a) (target <= 1.25) and (c)/(b) (target >= 20), in wall-clock and CPU seconds (this process
+plus the reaped worker and pool processes: on a shared machine wall-clock ratios are noise, and it prints the
+load average before and after), the work ratio (SQLite executions (c) runs against (b)'s), the sandbox's
+per-query overhead on trivial queries, and three checks, each of which makes the exit status 1: the load
+keeps its labels under (a)'s limits (every gold and rewrite finishes with the gold's rows, only the runaway
+is stopped); the sandbox's limits cut no legitimate query (only the runaway) and every verdict of (b)
+follows from (a)'s results; the verdicts of (b) and (c) agree wherever the baseline finished.
+``--json OUT`` writes every number. See ``benchmarks/README.md`` for measured numbers and how to read them.
 
 Usage::
 
     python benchmarks/bench_execution.py                      # default load, temporary work dir
     python benchmarks/bench_execution.py --work-dir /tmp/slmsql-bench --json bench.json
+    python benchmarks/bench_execution.py --max-ops 200000000  # the GRPO reward's default budget instead
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import platform
@@ -39,7 +54,6 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -48,11 +62,14 @@ from pathlib import Path
 
 from func_timeout import FunctionTimedOut, func_timeout
 
-from slmsql_hub.sql import Judge, Judgement, Limits, Sandbox
+from slmsql_hub.sql import ExecStatus, Judge, Judgement, Limits, Sandbox
 
 DB_FORMAT_VERSION = 1  # bump when the generator changes, so cached databases are rebuilt
 TARGET_SANDBOX_OVER_LIMIT = 1.25
 TARGET_BASELINE_OVER_SANDBOX = 20.0
+DEFAULT_TIMEOUT_S = 30.0  # BIRD's evaluator ships meta_time_out = 30.0
+DEFAULT_OPS_FACTOR = 5.0  # the calibrated op budget: this many times the heaviest query that finished
+CALIBRATION_EVERY = 1000  # VDBE instructions between two calls of path (a)'s counting progress handler
 
 # ----------------------------------------------------------------------------------------------------------
 # The database: a retail schema with joins, indexes and enough rows for 50-600 ms queries.
@@ -617,66 +634,168 @@ def _cpu_since(before: tuple[float, float]) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# (a) The physical limit: each distinct (database, SQL) once, serially, with plain sqlite3.
+# (a) The physical limit: each distinct (database, SQL) once, serially, with plain sqlite3 under the same
+#     deadline and op budget as the sandbox; the budget is calibrated here unless given.
 # ----------------------------------------------------------------------------------------------------------
+def calibrated_budget(max_finished_ops: int, factor: float = DEFAULT_OPS_FACTOR) -> int:
+    """The op budget for a load whose heaviest finished query ran ``max_finished_ops`` VDBE instructions:
+    ``factor`` times that, rounded up to two significant digits.
+
+    >>> calibrated_budget(8_781_000)
+    44000000
+    >>> calibrated_budget(1234, factor=1.0)
+    1300
+    """
+    raw = max(1, math.ceil(factor * max_finished_ops))
+    step = 10 ** max(0, len(str(raw)) - 2)
+    return -(-raw // step) * step
+
+
 @dataclass
 class PhysicalLimit:
-    """Path (a): every distinct (database, SQL) once, serially; ``limit_s`` is the serial time per core."""
+    """Path (a): every distinct (database, SQL) once, serially; ``limit_s`` is the serial time per core.
+
+    ``max_ops`` is the op budget the final runs used (``None``: deadline only) and ``calibrated`` says whether
+    path (a) derived it. ``calibration_s`` is the time of provisional attempts that a calibration cut and ran
+    again (not part of ``serial_s``: with a known budget they would not happen)."""
 
     serial_s: float
     cores: int
     distinct: int
-    timeouts: int
+    budget_stops: int
+    deadline_stops: int
     errors: int
     cpu_s: float = 0.0
-    # (db, sql) -> the set of rows, or None when it failed or timed out (used to check the load itself)
+    max_ops: int | None = None
+    calibrated: bool = False
+    max_finished_ops: int = 0
+    calibration_s: float = 0.0
+    # (db, sql) -> the set of rows, or None when it failed or was stopped (used to check the load itself)
     rows: dict[tuple[str, str], frozenset | None] = field(repr=False, default_factory=dict)
-    # (db, sql) -> seconds it took (the timeout for one that was interrupted)
+    # (db, sql) -> real seconds its final run took (until it finished, failed or was stopped)
     seconds: dict[tuple[str, str], float] = field(repr=False, default_factory=dict)
+    # (db, sql) -> VDBE instructions counted (to the progress handler's granularity)
+    ops: dict[tuple[str, str], int] = field(repr=False, default_factory=dict)
+    # (db, sql) -> "budget" or "deadline" when the final run was stopped, None otherwise
+    stopped: dict[tuple[str, str], str | None] = field(repr=False, default_factory=dict)
 
     @property
     def limit_s(self) -> float:
         return self.serial_s / self.cores
 
+    @property
+    def timeouts(self) -> int:
+        return self.budget_stops + self.deadline_stops
 
-def time_physical_limit(load: Load, timeout_s: float, cores: int | None = None) -> PhysicalLimit:
-    """Run every distinct (database, SQL) once with plain ``sqlite3`` (one connection per database), timing
-    each; a query still running at ``timeout_s`` is interrupted and counts as exactly ``timeout_s``."""
-    cores = cores or os.cpu_count() or 1
-    conns: dict[str, sqlite3.Connection] = {}
-    serial, timeouts, errors = 0.0, 0, 0
-    rows: dict[tuple[str, str], frozenset | None] = {}
-    seconds: dict[tuple[str, str], float] = {}
-    cpu_before = _cpu_seconds()
+
+def _run_counted(
+    conn: sqlite3.Connection, sql: str, timeout_s: float, max_ops: int | None
+) -> tuple[frozenset | None, float, int, str | None, bool]:
+    """Run ``sql`` to the end, counting VDBE instructions; stop it at ``max_ops`` or at the deadline.
+
+    Returns ``(rows or None, real elapsed seconds, ops counted, "budget" | "deadline" | None, failed)``."""
+    state = {"ops": 0, "stop": None}
+    deadline = time.monotonic() + timeout_s
+
+    def progress() -> int:
+        state["ops"] += CALIBRATION_EVERY
+        if max_ops is not None and state["ops"] > max_ops:
+            state["stop"] = "budget"
+            return 1
+        if time.monotonic() > deadline:
+            state["stop"] = "deadline"
+            return 1
+        return 0
+
+    conn.set_progress_handler(progress, CALIBRATION_EVERY)
+    started = time.perf_counter()
     try:
-        for db_path, sql in load.distinct_requests():
-            conn = conns.get(db_path)
-            if conn is None:
-                conn = conns[db_path] = sqlite3.connect(db_path)
-            timer = threading.Timer(timeout_s, conn.interrupt)
-            started = time.perf_counter()
-            timer.start()
-            try:
-                result = frozenset(conn.execute(sql).fetchall())
-                elapsed = time.perf_counter() - started
-            except sqlite3.Error as err:
-                elapsed = time.perf_counter() - started
-                result = None
-                if "interrupted" in str(err):
-                    elapsed = timeout_s
-                    timeouts += 1
-                else:
-                    errors += 1
-            finally:
-                timer.cancel()
-                timer.join()
-            serial += elapsed
-            rows[(db_path, sql)] = result
-            seconds[(db_path, sql)] = elapsed
+        rows, failed = frozenset(conn.execute(sql).fetchall()), False
+    except sqlite3.Error:
+        rows, failed = None, state["stop"] is None
+    finally:
+        elapsed = time.perf_counter() - started
+        conn.set_progress_handler(None, 0)
+    return rows, elapsed, state["ops"], state["stop"], failed
+
+
+def time_physical_limit(
+    load: Load,
+    timeout_s: float,
+    cores: int | None = None,
+    max_ops: int | None = None,
+    ops_factor: float = DEFAULT_OPS_FACTOR,
+) -> PhysicalLimit:
+    """Run every distinct (database, SQL) once with plain ``sqlite3`` (one connection per database), timing
+    each and counting its VDBE instructions with a progress handler (every :data:`CALIBRATION_EVERY`); a
+    query is stopped at ``max_ops`` instructions or at ``timeout_s``, whichever comes first, and counts
+    with its real elapsed time.
+
+    With ``max_ops=None`` the budget is calibrated on the way: ``ops_factor`` times the largest count among
+    the queries that finished, rounded up (:func:`calibrated_budget`). In first-seen order a query runs under
+    the provisional budget of the queries finished before it; one cut by a provisional budget is run again,
+    after the pass, under the budget of everything that finished (repeated until the budget stops growing),
+    so the final budget never cuts a query that finishes below it, whatever the order. Those first attempts
+    are reported as ``calibration_s``, not counted in ``serial_s``."""
+    cores = cores or os.cpu_count() or 1
+    calibrate = max_ops is None
+    conns: dict[str, sqlite3.Connection] = {}
+    limit = PhysicalLimit(0.0, cores, 0, 0, 0, 0, max_ops=max_ops, calibrated=calibrate)
+    cpu_before = _cpu_seconds()
+
+    def budget_now() -> int | None:
+        if not calibrate:
+            return max_ops
+        return calibrated_budget(limit.max_finished_ops, ops_factor) if limit.max_finished_ops else None
+
+    def run(request: tuple[str, str], budget: int | None) -> tuple:
+        db_path, sql = request
+        conn = conns.get(db_path)
+        if conn is None:
+            conn = conns[db_path] = sqlite3.connect(db_path)
+        outcome = _run_counted(conn, sql, timeout_s, budget)
+        if outcome[0] is not None:
+            limit.max_finished_ops = max(limit.max_finished_ops, outcome[2])
+        return outcome
+
+    final: dict[tuple[str, str], tuple] = {}
+    try:
+        requests = load.distinct_requests()
+        deferred = []
+        for request in requests:
+            outcome = run(request, budget_now())
+            if calibrate and outcome[3] == "budget":
+                deferred.append(request)
+                limit.calibration_s += outcome[1]
+            else:
+                final[request] = outcome
+        while deferred:
+            budget = budget_now()
+            again = []
+            for request in deferred:
+                final[request] = outcome = run(request, budget)
+                if outcome[3] == "budget":
+                    again.append(request)
+            if budget_now() == budget:  # nothing that finished raised the budget: the cuts are final
+                break
+            for request in again:  # the budget grew: what it cut may finish under the new one
+                limit.calibration_s += final.pop(request)[1]
+            deferred = again
     finally:
         for conn in conns.values():
             conn.close()
-    return PhysicalLimit(serial, cores, len(rows), timeouts, errors, _cpu_since(cpu_before), rows, seconds)
+    limit.max_ops = budget_now()
+    for request in requests:
+        rows, elapsed, ops, stop, failed = final[request]
+        limit.serial_s += elapsed
+        limit.rows[request], limit.seconds[request] = rows, elapsed
+        limit.ops[request], limit.stopped[request] = ops, stop
+        limit.budget_stops += stop == "budget"
+        limit.deadline_stops += stop == "deadline"
+        limit.errors += failed
+    limit.distinct = len(requests)
+    limit.cpu_s = _cpu_since(cpu_before)
+    return limit
 
 
 def check_load(load: Load, limit: PhysicalLimit) -> dict[str, int]:
@@ -697,40 +816,55 @@ def check_load(load: Load, limit: PhysicalLimit) -> dict[str, int]:
     return dict(problems)
 
 
-def baseline_serial_work(load: Load, limit: PhysicalLimit) -> float:
-    """Serial seconds of SQLite work a BIRD-style evaluator must do, from path (a)'s timings: every pair runs
-    its prediction, and its gold too unless the prediction failed or timed out (nothing is deduplicated)."""
+def baseline_serial_work(load: Load, limit: PhysicalLimit, timeout_s: float) -> tuple[float, int]:
+    """What a BIRD-style evaluator must do, from path (a)'s results: ``(serial seconds, SQLite executions)``.
+
+    Every pair runs its prediction, and its gold too unless the prediction failed or did not finish (nothing
+    is deduplicated). A prediction that did not finish in (a) costs the baseline the whole ``timeout_s`` (and
+    its thread goes on running after that, which this does not count)."""
     db = str(load.db_path)
-    total = 0.0
+    seconds, executions = 0.0, 0
     for sample, gold in zip(load.samples, load.golds):
-        total += limit.seconds[(db, sample.sql)]
-        if limit.rows[(db, sample.sql)] is not None:
-            total += limit.seconds[(db, gold)]
-    return total
+        pred = (db, sample.sql)
+        executions += 1
+        if limit.stopped[pred] is not None:
+            seconds += timeout_s
+        else:
+            seconds += limit.seconds[pred]
+        if limit.rows[pred] is not None:
+            seconds += limit.seconds[(db, gold)]
+            executions += 1
+    return seconds, executions
 
 
 # ----------------------------------------------------------------------------------------------------------
-# (b) The metric's batch path: Judge(mode="bird").judge_many on a new sandbox.
+# (b) The metric's batch path: Judge(mode="bird").judge_many on a new sandbox with the same limits.
 # ----------------------------------------------------------------------------------------------------------
 @dataclass
 class SandboxRun:
-    """Path (b): wall and CPU seconds (this process and its workers), the judgements, the sandbox's stats, and
-    the seconds SQLite spent inside the workers (summed over the executions, as the workers timed them)."""
+    """Path (b): wall and CPU seconds (this process and its workers), the judgements, the sandbox's stats, the
+    seconds SQLite spent inside the workers (summed over the executions, as the workers timed them), and how
+    many executions the op budget and the deadline stopped."""
 
     seconds: float
     cpu_s: float
     judgements: list[Judgement] = field(repr=False)
     stats: dict
     in_worker_s: float
+    budget_stops: int = 0
+    deadline_stops: int = 0
 
 
-def time_sandbox(load: Load, timeout_s: float, workers: int | None = None) -> SandboxRun:
-    """Judge the whole load in one ``judge_many`` call on a NEW sandbox (cold cache; worker start-up timed).
+def time_sandbox(
+    load: Load, timeout_s: float, workers: int | None = None, max_ops: int | None = None
+) -> SandboxRun:
+    """Judge the whole load in one ``judge_many`` call on a NEW sandbox with
+    ``Limits(timeout_s=timeout_s, max_ops=max_ops)`` (cold cache; worker start-up timed).
 
     CPU seconds include the worker processes (counted once they are closed and reaped)."""
     cpu_before = _cpu_seconds()
     started = time.perf_counter()
-    sandbox = Sandbox(Limits(timeout_s=timeout_s), workers=workers)
+    sandbox = Sandbox(Limits(timeout_s=timeout_s, max_ops=max_ops), workers=workers)
     try:
         judge = Judge(sandbox, mode="bird")
         judgements = judge.judge_many(load.predictions, load.golds, load.db_paths)
@@ -742,8 +876,41 @@ def time_sandbox(load: Load, timeout_s: float, workers: int | None = None) -> Sa
     for judgement in judgements:
         for result in (judgement.pred, judgement.gold):
             if result is not None and not result.cached:
-                executed[id(result)] = result.elapsed_s
-    return SandboxRun(elapsed, _cpu_since(cpu_before), judgements, stats, sum(executed.values()))
+                executed[id(result)] = result
+    stops = Counter(_stop_reason(result) for result in executed.values())
+    in_worker = sum(result.elapsed_s for result in executed.values())
+    return SandboxRun(
+        elapsed, _cpu_since(cpu_before), judgements, stats, in_worker, stops["budget"], stops["deadline"]
+    )
+
+
+def _stop_reason(result) -> str | None:
+    """``"budget"`` or ``"deadline"`` for a timed-out sandbox result (from its error text), else ``None``."""
+    if result is None or result.status is not ExecStatus.TIMEOUT:
+        return None
+    return "budget" if "op budget" in (result.error or "") else "deadline"
+
+
+def check_against_limit(load: Load, limit: PhysicalLimit, judgements: Sequence[Judgement]) -> dict:
+    """Do the judge's verdicts follow from path (a)'s plain-sqlite3 results, and did the sandbox's limits stop
+    only the runaway?
+
+    ``budget_cuts`` lists the samples whose prediction or gold the sandbox stopped (op budget or deadline)
+    although the query is legitimate: not the load's runaway, or it finished in (a). ``disagreeing`` lists
+    the samples whose verdict does not follow from (a)'s results (in ``bird`` mode a sample is correct exactly
+    when its prediction finished in (a) with the gold's set of rows). Both must be empty."""
+    db = str(load.db_path)
+    cuts, disagreeing = [], []
+    for i, (sample, gold, judgement) in enumerate(zip(load.samples, load.golds, judgements)):
+        pred_rows, gold_rows = limit.rows[(db, sample.sql)], limit.rows[(db, gold)]
+        pred_legitimate = sample.kind != "runaway" or pred_rows is not None
+        pred_cut = pred_legitimate and judgement.pred_status is ExecStatus.TIMEOUT
+        if pred_cut or judgement.gold_status is ExecStatus.TIMEOUT:  # every gold is legitimate
+            cuts.append(i)
+        expected = int(pred_rows is not None and pred_rows == gold_rows) if gold_rows is not None else None
+        if judgement.correct != expected:
+            disagreeing.append(i)
+    return {"budget_cuts": cuts, "disagreeing": disagreeing}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -909,12 +1076,28 @@ def measure_overhead(db_path: str | os.PathLike, n: int = 2000, timeout_s: float
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Time the execution core on a GRPO-like load against the physical limit and a BIRD-style "
-        "evaluator, and check that their verdicts agree."
+        "evaluator, each with its own defence against a runaway query, and check that their verdicts agree."
     )
     parser.add_argument("--questions", type=int, default=40, help="questions in the load (default 40)")
     parser.add_argument("--samples", type=int, default=8, help="samples per question (default 8)")
     parser.add_argument(
-        "--timeout", type=float, default=5.0, help="per-query timeout of every path, s (default 5)"
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="wall-clock deadline per query, the same for every path, s (default 30: BIRD's meta_time_out)",
+    )
+    parser.add_argument(
+        "--max-ops",
+        type=int,
+        default=None,
+        help="op budget (VDBE instructions) of paths (a) and (b) (default: calibrated in path (a) as "
+        "--ops-factor times the heaviest query that finished)",
+    )
+    parser.add_argument(
+        "--ops-factor",
+        type=float,
+        default=DEFAULT_OPS_FACTOR,
+        help="margin of the calibrated op budget over the heaviest finished query (default 5)",
     )
     parser.add_argument(
         "--work-dir",
@@ -929,7 +1112,7 @@ def _parser() -> argparse.ArgumentParser:
         "--overhead-queries", type=int, default=2000, help="trivial queries timed for the overhead"
     )
     parser.add_argument(
-        "--skip-baseline", action="store_true", help="time (a) and (b) only (no verdict check): for profiling"
+        "--skip-baseline", action="store_true", help="time (a) and (b) only (no baseline): for profiling"
     )
     parser.add_argument("--json", metavar="OUT", default=None, help="write every number to this JSON file")
     return parser
@@ -943,7 +1126,7 @@ def _against(ratio: float, target: float, at_most: bool) -> str:
 def run_benchmark(args: argparse.Namespace) -> dict:
     """Run all three paths and the overhead measurement; returns every number (what ``--json`` writes)."""
     cores = os.cpu_count() or 1
-    load_before = os.getloadavg()[0]
+    load_before = os.getloadavg()
     own_dir = args.work_dir is None
     work_dir = Path(tempfile.mkdtemp(prefix="slmsql-bench-")) if own_dir else Path(args.work_dir)
     try:
@@ -956,36 +1139,69 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         db_path.read_bytes()  # warm the OS file cache so that no path pays the first disk read
         load = build_load(db_path, args.questions, args.samples, args.seed)
         kinds = load.kind_counts()
+        budget_how = (
+            f"{args.max_ops:,} (given)" if args.max_ops else f"calibrated in (a), {args.ops_factor:g}x"
+        )
         print(
             f"load: {args.questions} questions x {args.samples} samples = {len(load.samples)} predictions ("
             + ", ".join(f"{k} {n}" for k, n in kinds.items())
-            + f"); {cores} cores; timeout {args.timeout:g} s; load average {load_before:.1f}"
+            + f"); {cores} cores; load average {load_before[0]:.1f} / {load_before[1]:.1f} / {load_before[2]:.1f}"
+            f" (1 / 5 / 15 min)\nrunaway defences, each path as shipped: wall-clock deadline {args.timeout:g} s "
+            f"for all three (BIRD's meta_time_out is 30 s); op budget {budget_how} for (a) and (b), which "
+            "stop SQLite itself at whichever comes first; (c) has func_timeout only, which cannot stop a thread "
+            "inside SQLite"
         )
-        if load_before > 0.5 * cores:
+        if load_before[0] > 0.5 * cores:
             print(
                 "WARNING: other processes are using the CPUs: wall-clock ratios are unreliable; "
                 "the CPU-second figures below are not"
             )
 
         print("(a) physical limit: every distinct (db, SQL) once, serially, plain sqlite3 ...", flush=True)
-        limit = time_physical_limit(load, args.timeout, cores)
+        limit = time_physical_limit(load, args.timeout, cores, args.max_ops, args.ops_factor)
         problems = check_load(load, limit)
-        print(
-            f"    {limit.distinct} distinct ({limit.timeouts} timed out, {limit.errors} errors): serial "
-            f"{limit.serial_s:.2f} s / {cores} cores = {limit.limit_s:.2f} s; CPU {limit.cpu_s:.2f} s"
+        calibration = (
+            f"calibrated: {args.ops_factor:g}x the heaviest finished query ({limit.max_finished_ops:,} ops), "
+            f"rounded up; provisional attempts cut and run again: {limit.calibration_s:.2f} s, not counted"
+            if limit.calibrated
+            else "given"
         )
+        budget_text = "none" if limit.max_ops is None else f"{limit.max_ops:,}"
+        print(
+            f"    op budget {budget_text} ({calibration})\n"
+            f"    {limit.distinct} distinct ({limit.budget_stops} stopped by the op budget, {limit.deadline_stops} "
+            f"by the deadline, {limit.errors} errors): serial {limit.serial_s:.2f} s / {cores} cores = "
+            f"{limit.limit_s:.2f} s; CPU {limit.cpu_s:.2f} s"
+        )
+        stopped = [(request, stop) for request, stop in limit.stopped.items() if stop is not None]
+        for request, stop in stopped[:5]:
+            print(f"    stopped by the {stop} after {limit.seconds[request]:.2f} s: {request[1][:90]}")
         if problems:
-            print(f"    WARNING: the load contradicts its own labels: {problems}")
+            print(f"    ERROR: the load contradicts its own labels (too small an op budget?): {problems}")
 
-        print("(b) Judge(mode='bird').judge_many on a new Sandbox ...", flush=True)
-        sandbox = time_sandbox(load, args.timeout)
+        print(
+            f"(b) Judge(mode='bird').judge_many on a new Sandbox(Limits(timeout_s={args.timeout:g}, "
+            f"max_ops={limit.max_ops})) ...",
+            flush=True,
+        )
+        sandbox = time_sandbox(load, args.timeout, max_ops=limit.max_ops)
         over_limit = sandbox.seconds / limit.limit_s
+        checked = check_against_limit(load, limit, sandbox.judgements)
         print(
             f"    {sandbox.seconds:.2f} s: (b)/(a) = {over_limit:.2f} ({_against(over_limit, TARGET_SANDBOX_OVER_LIMIT, True)})"
-            f"\n    CPU {sandbox.cpu_s:.2f} s ({sandbox.cpu_s / limit.cpu_s:.2f}x path (a)'s); SQLite time inside the "
-            f"workers {sandbox.in_worker_s:.2f} s ({sandbox.in_worker_s / limit.serial_s:.2f}x path (a)'s serial); "
+            f"\n    CPU {sandbox.cpu_s:.2f} s: (b)/(a) CPU = {sandbox.cpu_s / limit.cpu_s:.2f}; it ran on "
+            f"{sandbox.cpu_s / sandbox.seconds:.1f} of the {cores} cores on average; SQLite time inside "
+            f"the workers {sandbox.in_worker_s:.2f} s ({sandbox.in_worker_s / limit.serial_s:.2f}x path (a)'s "
+            f"serial); {sandbox.budget_stops} stopped by the op budget, {sandbox.deadline_stops} by the deadline; "
             f"stats {sandbox.stats}"
+            f"\n    samples with a legitimate query cut by the sandbox's limits: {len(checked['budget_cuts'])}; verdicts "
+            f"contradicting path (a)'s results: {len(checked['disagreeing'])}"
         )
+        if checked["budget_cuts"] or checked["disagreeing"]:
+            print(
+                f"    ERROR: samples cut {checked['budget_cuts'][:20]}, disagreeing {checked['disagreeing'][:20]}"
+                " (raise --max-ops or --ops-factor)"
+            )
         numbers = {
             "args": {k: v for k, v in vars(args).items() if k != "json"},
             "environment": {
@@ -993,7 +1209,7 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                 "python": platform.python_version(),
                 "sqlite": sqlite3.sqlite_version,
                 "platform": platform.platform(),
-                "load_average_before": load_before,
+                "load_average_before": list(load_before),
             },
             "database": {"path": str(db_path), "size_mb": size_mb},
             "load": {
@@ -1007,14 +1223,25 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                 "cores": cores,
                 "limit_s": limit.limit_s,
                 "cpu_s": limit.cpu_s,
-                "timeouts": limit.timeouts,
+                "max_ops": limit.max_ops,
+                "max_ops_calibrated": limit.calibrated,
+                "max_finished_ops": limit.max_finished_ops,
+                "calibration_s": limit.calibration_s,
+                "budget_stops": limit.budget_stops,
+                "deadline_stops": limit.deadline_stops,
                 "errors": limit.errors,
             },
             "sandbox": {
                 "seconds": sandbox.seconds,
                 "cpu_s": sandbox.cpu_s,
                 "in_worker_s": sandbox.in_worker_s,
+                "cores_used_on_average": sandbox.cpu_s / sandbox.seconds,
+                "budget_stops": sandbox.budget_stops,
+                "deadline_stops": sandbox.deadline_stops,
+                "executions": sandbox.stats["executed"],
                 "stats": sandbox.stats,
+                "legitimate_cut": checked["budget_cuts"],
+                "disagreeing_with_limit": checked["disagreeing"],
             },
             "ratios": {
                 "sandbox_over_limit": over_limit,
@@ -1024,18 +1251,22 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         }
 
         if not args.skip_baseline:
-            work = baseline_serial_work(load, limit)
+            work, executions = baseline_serial_work(load, limit, args.timeout)
             print(
-                f"(c) BIRD-style evaluator: Pool({cores}), func_timeout, new connection per pair; it must do "
-                f"{work:.1f} s of SQLite work ({work / limit.serial_s:.1f}x path (a)'s) ...",
+                f"(c) BIRD-style evaluator: Pool({cores}), apply_async, func_timeout({args.timeout:g}), new "
+                f"connection per pair, prediction then gold ...\n    work: {executions} SQLite executions vs "
+                f"(b)'s {sandbox.stats['executed']} ({executions / sandbox.stats['executed']:.1f}x); at least "
+                f"{work:.1f} s of serial SQLite time vs (a)'s {limit.serial_s:.1f} s "
+                f"({work / limit.serial_s:.1f}x)",
                 flush=True,
             )
             baseline = time_bird_baseline(load, args.timeout, cores)
             over_sandbox = baseline.seconds / sandbox.seconds
             print(
                 f"    {baseline.seconds:.2f} s: (c)/(b) = {over_sandbox:.1f} "
-                f"({_against(over_sandbox, TARGET_BASELINE_OVER_SANDBOX, False)}); CPU {baseline.cpu_s:.2f} s "
-                f"({baseline.cpu_s / sandbox.cpu_s:.1f}x path (b)'s)"
+                f"({_against(over_sandbox, TARGET_BASELINE_OVER_SANDBOX, False)})\n    CPU {baseline.cpu_s:.2f} s: "
+                f"(c)/(b) CPU = {baseline.cpu_s / sandbox.cpu_s:.1f}; it ran on {baseline.cpu_s / baseline.seconds:.1f} "
+                f"of the {cores} cores on average"
             )
             agreement = compare_verdicts(sandbox.judgements, baseline.results)
             print(
@@ -1051,12 +1282,14 @@ def run_benchmark(args: argparse.Namespace) -> dict:
                 "seconds": baseline.seconds,
                 "cpu_s": baseline.cpu_s,
                 "serial_work_s": work,
+                "executions": executions,
             }
             numbers["ratios"].update(
                 {
                     "baseline_over_sandbox": over_sandbox,
                     "baseline_over_sandbox_target": TARGET_BASELINE_OVER_SANDBOX,
                     "baseline_cpu_over_sandbox_cpu": baseline.cpu_s / sandbox.cpu_s,
+                    "baseline_executions_over_sandbox_executions": executions / sandbox.stats["executed"],
                     "baseline_work_over_limit_work": work / limit.serial_s,
                 }
             )
@@ -1072,7 +1305,9 @@ def run_benchmark(args: argparse.Namespace) -> dict:
             f"sandbox execute {overhead['sandbox_execute_cpu_us']:.0f} us (this process and the worker)"
         )
         numbers["overhead"] = overhead
-        numbers["environment"]["load_average_after"] = os.getloadavg()[0]
+        load_after = os.getloadavg()
+        numbers["environment"]["load_average_after"] = list(load_after)
+        print(f"load average at the end: {load_after[0]:.1f} / {load_after[1]:.1f} / {load_after[2]:.1f}")
         return numbers
     finally:
         if own_dir:
@@ -1084,10 +1319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.questions < 1 or args.samples < 2 or args.timeout <= 0 or args.scale <= 0:
         parser.error("--questions >= 1, --samples >= 2, --timeout > 0 and --scale > 0 are required")
+    if (args.max_ops is not None and args.max_ops <= 0) or args.ops_factor < 1:
+        parser.error("--max-ops must be > 0 and --ops-factor >= 1")
     numbers = run_benchmark(args)
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2) + "\n")
         print(f"numbers written to {args.json}")
+    sandbox = numbers["sandbox"]
+    if numbers["load"]["label_problems"] or sandbox["legitimate_cut"] or sandbox["disagreeing_with_limit"]:
+        return 1
     agreement = numbers.get("verdicts")
     if agreement is not None and (agreement["disagreements"] or agreement["baseline_lost"]):
         return 1

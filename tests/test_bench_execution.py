@@ -1,7 +1,8 @@
 """Smoke test of benchmarks/bench_execution.py: its functions on a tiny load, and its verdict agreement.
 
 The numbers it measures are not asserted (a loaded 2-core CI box makes them noise); what must hold is that
-the load is labelled truthfully, that the sandbox's verdicts follow the labels, and that the BIRD-style
+the load is labelled truthfully, that path (a) calibrates an op budget that stops the runaway and nothing
+else, that the sandbox gets that budget and its verdicts follow the labels, and that the BIRD-style
 baseline agrees with the sandbox wherever it finished.
 """
 
@@ -45,8 +46,13 @@ def tiny_load(bench, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def judged(bench, tiny_load):
-    return bench.time_sandbox(tiny_load, TINY["timeout"], workers=2)
+def limit(bench, tiny_load):
+    return bench.time_physical_limit(tiny_load, TINY["timeout"], cores=2)
+
+
+@pytest.fixture(scope="module")
+def judged(bench, tiny_load, limit):
+    return bench.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=limit.max_ops)
 
 
 def test_database_is_deterministic_and_reused_from_the_work_dir(bench, tmp_path):
@@ -75,14 +81,40 @@ def test_load_has_half_identical_samples_every_kind_and_one_runaway(bench, tiny_
     assert len(set(golds)) == len(golds)
 
 
-def test_load_labels_hold_when_run_with_plain_sqlite3(bench, tiny_load):
-    limit = bench.time_physical_limit(tiny_load, TINY["timeout"], cores=2)
-
+def test_load_labels_hold_when_run_with_plain_sqlite3(bench, tiny_load, limit):
     assert bench.check_load(tiny_load, limit) == {}
-    assert limit.timeouts == 1  # the runaway, counted at the timeout's duration
-    assert limit.serial_s >= TINY["timeout"]
+    assert limit.timeouts == 1  # the runaway
+    assert limit.serial_s == pytest.approx(sum(limit.seconds.values()))
     assert limit.limit_s == pytest.approx(limit.serial_s / 2)
     assert limit.distinct == len(tiny_load.distinct_requests()) < 2 * len(tiny_load.samples)
+
+
+def test_calibrated_budget_is_a_rounded_up_multiple_of_the_heaviest_finished_query(bench):
+    assert bench.calibrated_budget(8_781_000) == 44_000_000
+    assert bench.calibrated_budget(8_781_000, factor=2.0) == 18_000_000
+    assert bench.calibrated_budget(999, factor=1.0) == 1000
+    assert bench.calibrated_budget(40, factor=1.0) == 40
+
+
+def test_path_a_calibrates_a_budget_that_stops_the_runaway_and_nothing_else(bench, tiny_load, limit):
+    finished = {request: ops for request, ops in limit.ops.items() if limit.rows[request] is not None}
+    runaway = (str(tiny_load.db_path), bench.RUNAWAY_SQL)
+
+    assert limit.calibrated
+    assert limit.max_finished_ops == max(finished.values()) > 0
+    assert limit.max_ops == bench.calibrated_budget(limit.max_finished_ops, bench.DEFAULT_OPS_FACTOR)
+    assert limit.max_ops >= bench.DEFAULT_OPS_FACTOR * max(finished.values())
+    assert limit.stopped[runaway] == "budget" and limit.budget_stops == 1 and limit.deadline_stops == 0
+    assert limit.ops[runaway] > limit.max_ops
+    assert limit.seconds[runaway] < TINY["timeout"]  # stopped by the budget, long before the deadline
+
+
+def test_a_given_budget_is_used_as_is_and_a_too_small_one_shows_as_failures(bench, tiny_load):
+    tight = bench.time_physical_limit(tiny_load, TINY["timeout"], cores=2, max_ops=2000)
+
+    assert not tight.calibrated and tight.max_ops == 2000
+    assert tight.budget_stops > 1  # legitimate queries cut too
+    assert "gold_failed" in bench.check_load(tiny_load, tight)
 
 
 def test_sandbox_verdicts_follow_the_sample_kinds(tiny_load, judged):
@@ -96,7 +128,30 @@ def test_sandbox_verdicts_follow_the_sample_kinds(tiny_load, judged):
     assert [j.verdict for j in judged.judgements] == [expected[s.kind] for s in tiny_load.samples]
     assert judged.stats["batch_duplicates"] > 0  # identical samples and repeated golds ran once
     assert judged.stats["executed"] == len(tiny_load.distinct_requests())  # each distinct (db, SQL) once
-    assert judged.in_worker_s >= TINY["timeout"]  # the runaway ran until the deadline
+
+
+def test_sandbox_gets_the_budget_and_stops_the_runaway_with_it(tiny_load, judged):
+    runaway = next(j for j, s in zip(judged.judgements, tiny_load.samples) if s.kind == "runaway")
+
+    assert "op budget" in runaway.error  # not the deadline: the budget reached the worker
+    assert runaway.pred.elapsed_s < TINY["timeout"]
+    assert judged.budget_stops == 1 and judged.deadline_stops == 0
+
+
+def test_sandbox_verdicts_follow_path_a_and_no_legitimate_query_is_cut(bench, tiny_load, limit, judged):
+    assert bench.check_against_limit(tiny_load, limit, judged.judgements) == {
+        "budget_cuts": [],
+        "disagreeing": [],
+    }
+
+
+def test_a_budget_too_small_for_legitimate_queries_is_caught(bench, tiny_load, limit):
+    cut = bench.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=20_000)
+    checked = bench.check_against_limit(tiny_load, limit, cut.judgements)
+
+    assert cut.budget_stops > 1
+    assert checked["budget_cuts"]  # queries that finished in (a) but not in the sandbox
+    assert checked["disagreeing"]  # and their verdicts no longer follow (a)'s results
 
 
 def test_bird_style_baseline_agrees_with_the_sandbox_wherever_it_finished(bench, tiny_load, judged):
@@ -145,5 +200,23 @@ def test_main_exits_zero_and_writes_every_number(bench, tiny_load, tmp_path, cap
     assert numbers["load"]["predictions"] == TINY["questions"] * TINY["samples"]
     assert numbers["ratios"]["sandbox_over_limit"] > 0 and numbers["ratios"]["baseline_over_sandbox"] > 0
     assert numbers["overhead"]["sandbox_execute_us"] > numbers["overhead"]["sqlite3_us"] > 0
+    physical = numbers["physical_limit"]
+    assert physical["max_ops_calibrated"] and physical["max_ops"] >= 5 * physical["max_finished_ops"] > 0
+    assert numbers["sandbox"]["budget_stops"] == 1 and numbers["sandbox"]["legitimate_cut"] == []
+    assert numbers["baseline"]["executions"] > numbers["sandbox"]["executions"]  # nothing deduplicated
     printed = capsys.readouterr().out
     assert "(b)/(a)" in printed and "(c)/(b)" in printed and "0 disagreements" in printed
+    assert f"op budget {physical['max_ops']:,} (calibrated" in printed
+    assert "SQLite executions" in printed and "load average" in printed
+
+
+def test_main_exits_nonzero_when_the_given_budget_cuts_legitimate_queries(bench, tiny_load, capsys):
+    argv = [f"--{k}={v}" for k, v in TINY.items()] + [
+        f"--work-dir={tiny_load.db_path.parent}",
+        "--overhead-queries=10",
+        "--max-ops=20000",
+        "--skip-baseline",
+    ]
+    assert bench.main(argv) == 1
+    printed = capsys.readouterr().out
+    assert "ERROR: samples cut" in printed and "contradicts its own labels" in printed
