@@ -1,0 +1,125 @@
+"""``slmsql push RUN_DIR --repo-id NAMESPACE/NAME``: publish a run to the Hugging Face Hub.
+
+``--what`` picks the targets (``model`` by default; ``dataset``, ``metric-space``, ``demo-space``,
+comma-separated, or ``all``); the dataset and Space ids default to names derived from ``--repo-id`` (see
+:func:`slmsql_hub.hub.default_repo_ids`). ``--dry-run`` writes the exact folders that would be uploaded under
+``RUN_DIR/push_dry_run/`` and prints files and targets without touching the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``slmsql push``."""
+    parser = subparsers.add_parser(
+        "push",
+        help="publish a run to the Hub: model card + adapter, band dataset, metric Space, demo Space",
+        description=(
+            "Push a run folder to the Hugging Face Hub. Targets (--what): model = RUN_DIR/card (run `slmsql card` "
+            "first) to --repo-id; dataset = the pass-rate band (RUN_DIR/filter/band) as parquet with a dataset "
+            "card, to NAMESPACE/NAME-band; metric-space = the ex metric (script, card, Gradio app) to NAMESPACE/ex; "
+            "demo-space = spaces/demo to NAMESPACE/NAME-demo. Repositories are created private unless --public. "
+            "The token comes from HF_TOKEN or `hf auth login`; HF_ENDPOINT selects another Hub. "
+            "Example: slmsql push outputs/quickstart --repo-id alice/qwen-grpo --what all --dry-run"
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (e.g. outputs/quickstart)")
+    parser.add_argument("--repo-id", help="the model repository NAMESPACE/NAME; other ids derive from it")
+    parser.add_argument(
+        "--what",
+        default="model",
+        help="model (default), dataset, metric-space, demo-space: comma-separated, or all",
+    )
+    visibility = parser.add_mutually_exclusive_group()
+    visibility.add_argument(
+        "--private",
+        dest="private",
+        action="store_true",
+        default=True,
+        help="create new repositories private (the default)",
+    )
+    visibility.add_argument(
+        "--public", dest="private", action="store_false", help="create new repositories public"
+    )
+    parser.add_argument("--revision", help="branch to push to (created from main when missing; default main)")
+    parser.add_argument(
+        "--create-pr", action="store_true", help="open a pull request instead of committing to the branch"
+    )
+    parser.add_argument("--commit-message", help="commit title for the model and Space repositories")
+    parser.add_argument("--dataset-repo-id", help="dataset repository (default NAMESPACE/NAME-band)")
+    parser.add_argument("--metric-space-id", help="metric Space (default NAMESPACE/ex)")
+    parser.add_argument("--demo-space-id", help="demo Space (default NAMESPACE/NAME-demo)")
+    parser.add_argument("--demo-dir", help="the demo Space's files (default spaces/demo)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write the exact folders that would be uploaded and print them; no network, no token needed",
+    )
+    parser.add_argument("--dry-run-dir", help="where --dry-run writes (default RUN_DIR/push_dry_run)")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the push; then write the dry-run folders, or upload."""
+    from ..hub import DRY_RUN_DIR, plan_push, push, write_dry_run
+
+    targets = plan_push(
+        args.run_dir,
+        args.repo_id,
+        args.what,
+        dataset_repo_id=args.dataset_repo_id,
+        metric_space_id=args.metric_space_id,
+        demo_space_id=args.demo_space_id,
+        demo_dir=args.demo_dir,
+    )
+    revision = args.revision or "main"
+    mode = "pull request against " + revision if args.create_pr else revision
+    visibility = "private" if args.private else "public"
+    if args.dry_run:
+        out_dir = Path(args.dry_run_dir) if args.dry_run_dir else Path(args.run_dir) / DRY_RUN_DIR
+        plan = write_dry_run(
+            targets, out_dir, private=args.private, revision=args.revision, create_pr=args.create_pr
+        )
+        lines = [
+            f"dry run: nothing was sent; the folders below are exactly what would be uploaded ({out_dir})"
+        ]
+        for target in plan["targets"]:
+            total = sum(f["size"] for f in target["files"])
+            lines.append(
+                f"{target['what']} -> {target['repo_type']} {target['repo_id']} ({visibility} if created, {mode}): "
+                f"{target['url']}"
+            )
+            lines.append(f"  folder {target['folder']}: {len(target['files'])} files, {_human(total)}")
+            lines += [f"    {f['path']}  ({_human(f['size'])})" for f in target["files"]]
+            if target.get("note"):
+                lines.append(f"  note: {target['note']}")
+        lines.append(f"plan: {out_dir / 'plan.json'}")
+        print("\n".join(lines))  # noqa: T201 - the command's output
+        return 0
+    results = push(
+        targets,
+        private=args.private,
+        revision=args.revision,
+        create_pr=args.create_pr,
+        commit_message=args.commit_message,
+    )
+    lines = []
+    for result in results:
+        lines.append(f"{result.what} -> {result.url}")
+        lines.append(f"  commit {result.commit_url}")
+        if result.pr_url:
+            lines.append(f"  pull request {result.pr_url}")
+    print("\n".join(lines))  # noqa: T201 - the command's output
+    return 0
