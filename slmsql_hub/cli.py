@@ -23,6 +23,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.world",
     "slmsql_hub.commands.train",
     "slmsql_hub.commands.filter",
+    "slmsql_hub.commands.push",
 )
 
 
