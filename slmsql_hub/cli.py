@@ -24,6 +24,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.train",
     "slmsql_hub.commands.filter",
     "slmsql_hub.commands.push",
+    "slmsql_hub.commands.eval",
 )
 
 

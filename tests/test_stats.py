@@ -3,7 +3,9 @@ covering the true ΔEX in simulations, equal to index resampling), the significa
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,3 +254,41 @@ def test_comparison_dict_has_every_key_of_the_shared_contract():
     assert entry["bootstrap_resamples"] >= 10_000
     assert entry["discordant"] == {"a_only": 1, "b_only": 1}
     assert isinstance(entry["ci95"], list) and len(entry["ci95"]) == 2
+
+
+# ------------------------------------------------------------------------------------------------------
+# Real data: published systems on Spider dev, from the official evaluators' verdicts
+# ------------------------------------------------------------------------------------------------------
+
+SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
+
+
+def official_correctness(system: str) -> list[int | None]:
+    """1/0 per dev question from the official Spider evaluator; None where the database is missing."""
+    path = SPIDER_DEV / "verdicts" / f"{system}.jsonl"
+    if not path.is_file():
+        pytest.skip(f"Spider dev verdicts not available at {path}")
+    correct: list[int | None] = [None] * 1034
+    for line in path.read_text().splitlines():
+        verdict = json.loads(line)
+        correct[verdict["index"]] = verdict["spider"]
+    return correct
+
+
+def test_published_systems_on_spider_dev_compare_as_their_official_ex_says():
+    din_sql = official_correctness("din_sql_codex_dev")
+    dail_sql = official_correctness("dail_sql_gpt4_dev")
+    result = paired_comparison(din_sql, dail_sql, a_name="din_sql", b_name="dail_sql")
+    # the 62 questions on the missing wta_1 database are unscorable: 972 pairs remain
+    assert result.n == 972
+    assert round(100 * result.ex_a, 2) == 75.93
+    assert round(100 * result.ex_b, 2) == 83.23
+    low, high = result.ci95
+    assert low < result.delta_ex < high
+    assert low > 0 and result.mcnemar_p < 0.001
+    assert result.verdict == "dail_sql significantly better than din_sql"
+    assert result.summary.startswith(
+        "dail_sql significantly better than din_sql: ΔEX = +7.3 points, 95% CI [+"
+    )
+    assert result.summary.endswith("p < 0.001, n = 972")
+    assert result.discordant["b_only"] - result.discordant["a_only"] == round(result.delta_ex * 972)
