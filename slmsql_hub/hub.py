@@ -68,6 +68,9 @@ REPO_TYPES = {MODEL: "model", DATASET: "dataset", METRIC_SPACE: "space", DEMO_SP
 METRIC_FILES: tuple[str, ...] = ("ex.py", "README.md", "app.py", "requirements.txt")
 """The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
 
+STALE_MODEL_FILES: tuple[str, ...] = ("trl_model_card.md",)
+"""Deleted from the model repository on push when present: TRL's draft card, which ours replaces."""
+
 CARD_DIR = "card"
 FILTER_DIR = "filter"
 BAND_DIR = "band"
@@ -434,13 +437,16 @@ def _fmt_rate(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def dataset_card(report: dict, repo_id: str, *, model_repo_id: str | None = None) -> str:
+def dataset_card(
+    report: dict, repo_id: str, *, model_repo_id: str | None = None, endpoint: str | None = None
+) -> str:
     """The dataset card of the band: YAML metadata and a body whose numbers all come from ``filter_report.json``.
 
     Args:
         report: the filter report (``slmsql filter`` writes it as ``filter_report.json``).
         repo_id: the dataset repository, for the loading snippet.
         model_repo_id: the model trained on the band, linked when given.
+        endpoint: the Hub the link points to (``HF_ENDPOINT`` or huggingface.co).
 
     Returns:
         The README text (metadata block included).
@@ -553,7 +559,7 @@ def dataset_card(report: dict, repo_id: str, *, model_repo_id: str | None = None
     ]
     if model_repo_id:
         lines += [
-            f"The GRPO adapter trained on this band: [{model_repo_id}]({repo_url('model', model_repo_id)}).",
+            f"The GRPO adapter trained on this band: [{model_repo_id}]({repo_url('model', model_repo_id, endpoint)}).",
             "",
         ]
     lines += [f"Published with slmsql-hub {__version__} (`slmsql push --what dataset`).", ""]
@@ -719,6 +725,10 @@ def write_dry_run(
         }
         if target.space_sdk:
             entry["space_sdk"] = target.space_sdk
+        if target.what == MODEL:
+            entry["note"] = (
+                f"on push, {', '.join(STALE_MODEL_FILES)} (TRL's draft card) is deleted if present"
+            )
         if target.what == DATASET:
             entry["note"] = (
                 "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md"
@@ -926,11 +936,19 @@ def _push_one(
         space_sdk=target.space_sdk if target.repo_type == "space" else None,
     )
     url = str(created)
+    existing = api.repo_info(target.repo_id, repo_type=target.repo_type)
+    if existing.private is not None and existing.private != private:
+        logger.warning(
+            "%s %s already exists and is %s: its visibility is left as it is",
+            target.repo_type,
+            target.repo_id,
+            "private" if existing.private else "public",
+        )
     if target.what == DATASET:
         commit, first = _push_dataset(api, target, private=private, revision=revision, create_pr=create_pr)
         pr_url = first.pr_url
     else:
-        _ensure_branch(api, target, None if create_pr else revision)
+        _ensure_branch(api, target, revision)
         message = (
             commit_message
             or {
@@ -939,8 +957,20 @@ def _push_one(
                 DEMO_SPACE: "slmsql-hub demo Space",
             }[target.what]
         )
+        # Our card replaces TRL's: a repository that training pushed to may hold TRL's draft.
+        stale = [
+            name
+            for name in STALE_MODEL_FILES
+            if target.what == MODEL and api.file_exists(target.repo_id, name, revision=revision)
+        ]
         commit = _upload_files(
-            api, target, target.files, revision=revision, create_pr=create_pr, message=message
+            api,
+            target,
+            target.files,
+            revision=revision,
+            create_pr=create_pr,
+            message=message,
+            deletions=stale,
         )
         pr_url = commit.pr_url
     logger.info("pushed %s to %s (commit %s)", target.what, url, commit.oid)
@@ -1087,8 +1117,11 @@ def push_training_card(
         for path, data in upload
     ]
     try:
-        if api.file_exists(repo_id, "trl_model_card.md", revision=revision):
-            operations.append(CommitOperationDelete(path_in_repo="trl_model_card.md"))
+        operations += [
+            CommitOperationDelete(path_in_repo=name)
+            for name in STALE_MODEL_FILES
+            if api.file_exists(repo_id, name, revision=revision)
+        ]
         commit = api.create_commit(
             repo_id,
             operations,

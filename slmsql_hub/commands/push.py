@@ -9,7 +9,11 @@ comma-separated, or ``all``); the dataset and Space ids default to names derived
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+
+# The Hub client's HTTP library logs every request at INFO; the push prints its own summary instead.
+_CHATTY_LOGGERS = ("httpx", "httpx2", "httpcore")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -75,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     """Plan the push; then write the dry-run folders, or upload."""
     from ..hub import DRY_RUN_DIR, plan_push, push, write_dry_run
 
+    if not getattr(args, "verbose", False):
+        for name in _CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     targets = plan_push(
         args.run_dir,
         args.repo_id,

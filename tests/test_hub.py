@@ -1,0 +1,628 @@
+"""Publishing to the Hub (``slmsql push``) against a local Hub API server, with the real clients.
+
+The server (:mod:`hub_server`) runs in this process; every client (``slmsql push``, ``snapshot_download``,
+``datasets.load_dataset``, ``evaluate.load``) runs in a subprocess whose environment is set before
+``huggingface_hub`` is imported: ``HF_ENDPOINT`` at the server, Xet off, a test token, a fresh ``HF_HOME``, and
+none of the session's offline switches. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hub_server import HubServer
+
+from slmsql_hub import hub
+from slmsql_hub.errors import UsageError
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+TOKEN, OTHER_TOKEN = "hf_test_alice", "hf_test_bob"
+CARD = """\
+---
+base_model: Qwen/Qwen2.5-Coder-1.5B
+library_name: peft
+pipeline_tag: text-generation
+tags:
+- text-to-sql
+- grpo
+---
+
+# tiny-grpo
+
+A test card.
+"""
+REPORT = {
+    "summary": "2 band / 1 all-fail / 1 all-pass / 0 unscorable of 4",
+    "counts": {"band": 2, "all_fail": 1, "all_pass": 1, "unscorable": 0},
+    "pool": 4,
+    "num_samples": 4,
+    "pass_rate_low": 0.2,
+    "pass_rate_high": 0.8,
+    "mean_pass_rate": 0.5,
+    "dataset": {"benchmark": "world", "split": "train", "seed": 0},
+    "by_difficulty": {"easy": {"band": 1, "all_fail": 1, "all_pass": 0, "unscorable": 0}},
+    "generation": {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 96, "seed": 0},
+    "judging": {"compare_mode": "bird", "timeout_s": 30.0},
+    "policy": {"base": "outputs/quickstart/base", "adapter": "outputs/quickstart/sft/stage2"},
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# fixtures and helpers
+# ----------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server():
+    with HubServer({TOKEN: "alice", OTHER_TOKEN: "bob"}, orgs={"alice": ["slmsql-org"]}) as hub_server:
+        yield hub_server
+
+
+def client_env(endpoint: str, home: Path, token: str | None = TOKEN) -> dict[str, str]:
+    """A clean environment for a Hub client: none of the session's HF_* settings, the endpoint set first."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
+    env.update(
+        HF_ENDPOINT=endpoint,
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HOME=str(home),
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]),
+    )
+    if token is not None:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "slmsql_hub.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def python(code: str, env: dict[str, str], cwd: Path) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON object as its last stdout line."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _band_rows(db_path: str) -> dict[str, list]:
+    return {
+        "question_id": ["q1", "q2"],
+        "question": ["How many rows?", "Largest x?"],
+        "evidence": ["", ""],
+        "db_id": ["nums", "nums"],
+        "db_path": [db_path, db_path],
+        "gold_sql": ["SELECT count(*) FROM t", "SELECT max(x) FROM t"],
+        "difficulty": ["easy", "medium"],
+        "benchmark": ["world", "world"],
+        "pass_rate": [0.5, 0.25],
+        "n_correct": [2, 1],
+        "n_scorable": [4, 4],
+        "samples": [["a", "b", "c", "d"], ["e", "f", "g", "h"]],
+        "sample_correct": [[1, 1, 0, 0], [1, 0, 0, 0]],
+        "sample_verdicts": [["correct"] * 2 + ["wrong"] * 2, ["correct"] + ["wrong"] * 3],
+    }
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A run folder: ``card/`` with the card's files (a stand-in adapter), ``filter/`` with a saved band, a
+    database, and a demo Space folder. The model round trip swaps in a real adapter."""
+    import datasets
+
+    root = tmp_path_factory.mktemp("run")
+    card = root / "card"
+    card.mkdir()
+    (card / "README.md").write_text(CARD, encoding="utf-8")
+    (card / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}\n')
+    (card / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 8)
+    (card / "plots").mkdir()
+    (card / "plots" / "reward_std.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    (card / ".eval_results").mkdir()
+    (card / ".eval_results" / "world_dev.yaml").write_text(
+        "- dataset: {id: slmsql/world, task_id: dev}\n  value: 0.5\n"
+    )
+    (card / "telemetry.jsonl").write_text('{"step": 1, "frac_reward_zero_std": 0.5}\n')
+    (card / "run_summary.json").write_text('{"kind": "grpo", "status": "completed"}\n')
+    (card / "predictions").mkdir()
+    (card / "predictions" / "world_dev.jsonl").write_text('{"question_id": "q1", "grpo_correct": 1}\n')
+    db = root / "world" / "databases" / "nums" / "nums.sqlite"
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:  # test fixture: builds the database
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (10,)])
+    (root / "filter").mkdir()
+    datasets.Dataset.from_dict(_band_rows(str(db))).save_to_disk(str(root / "filter" / "band"))
+    (root / "filter" / "filter_report.json").write_text(json.dumps(REPORT), encoding="utf-8")
+    demo = root / "demo"
+    demo.mkdir()
+    (demo / "README.md").write_text("---\ntitle: demo\nsdk: gradio\napp_file: app.py\n---\n# demo\n")
+    (demo / "app.py").write_text("import gradio as gr\n")
+    return root
+
+
+def _with_real_adapter(run_dir: Path, root: Path) -> Path:
+    """A copy of ``run_dir`` whose card folder holds a tiny random Qwen2's LoRA adapter (base in ``base/``)."""
+    from _tiny_model import build_model, build_tokenizer
+    from peft import LoraConfig, get_peft_model
+
+    run = root / "run"
+    shutil.copytree(run_dir, run)
+    tokenizer = build_tokenizer()
+    base = build_model(tokenizer)
+    base.save_pretrained(run / "base")
+    tokenizer.save_pretrained(run / "base")
+    lora = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, lora).save_pretrained(run / "card")  # non-zero B: the adapter moves the logits
+    tokenizer.save_pretrained(run / "card")
+    (run / "card" / "README.md").write_text(CARD, encoding="utf-8")  # PEFT's template card replaced back
+    return run
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path: local.read_bytes() for path, local in hub.folder_files(folder)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# planning (in process, no network)
+# ----------------------------------------------------------------------------------------------------------
+def test_what_accepts_comma_separated_targets_and_all_and_rejects_unknown_names():
+    assert hub.parse_what("metric-space, model") == ("model", "metric-space")
+    assert hub.parse_what(["dataset", "all"]) == hub.TARGETS
+    with pytest.raises(UsageError, match="unknown: modle"):
+        hub.parse_what("modle,dataset")
+
+
+def test_dataset_and_space_ids_derive_from_the_repo_id_unless_given(run_dir):
+    plan = hub.plan_push(run_dir, "alice/tiny-grpo", "all", demo_dir=run_dir / "demo")
+    assert [(t.what, t.repo_type, t.repo_id) for t in plan] == [
+        ("model", "model", "alice/tiny-grpo"),
+        ("dataset", "dataset", "alice/tiny-grpo-band"),
+        ("metric-space", "space", "alice/ex"),
+        ("demo-space", "space", "alice/tiny-grpo-demo"),
+    ]
+    plan = hub.plan_push(
+        run_dir, None, "dataset,metric-space", dataset_repo_id="org/band", metric_space_id="org/ex"
+    )
+    assert [t.repo_id for t in plan] == ["org/band", "org/ex"]
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "what", "message"),
+    [
+        (None, "model", "no repository id: pass --repo-id"),
+        (None, "dataset", "no repository id: pass --repo-id"),
+        ("alice", "model", "is not a Hub repository id"),
+        ("alice/a--b", "model", "is not a Hub repository id"),
+    ],
+)
+def test_a_missing_or_malformed_repo_id_names_the_option(run_dir, repo_id, what, message):
+    with pytest.raises(UsageError, match=message):
+        hub.plan_push(run_dir, repo_id, what)
+
+
+def test_missing_run_parts_name_the_command_that_makes_them(tmp_path, run_dir):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(UsageError, match=r"run `slmsql card --run-dir"):
+        hub.plan_push(tmp_path / "run", "alice/x", "model")
+    with pytest.raises(UsageError, match=r"run `slmsql filter"):
+        hub.plan_push(tmp_path / "run", "alice/x", "dataset")
+    with pytest.raises(UsageError, match="no demo Space files"):
+        hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "empty")
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "app.py").write_text("x = 1\n")
+    with pytest.raises(UsageError, match="has no README.md"):
+        hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "demo")
+
+
+def test_dataset_card_numbers_are_the_filter_reports():
+    card = hub.dataset_card(REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo")
+    assert "| band (kept) | 2 |" in card and "| all-fail | 1 |" in card and "| pool | 4 |" in card
+    assert "| easy | 1 | 1 | 0 | 0 |" in card
+    assert REPORT["summary"] in card
+    assert "0.2 < p < 0.8" in card and "K = 4" in card
+    assert 'load_dataset("alice/tiny-grpo-band", split="train")' in card
+
+
+def test_published_band_paths_do_not_name_this_machine():
+    assert (
+        hub.portable_db_path("/srv/me/run/world/databases/nums/nums.sqlite") == "databases/nums/nums.sqlite"
+    )
+    assert hub.portable_db_path("/elsewhere/nums.sqlite") == "elsewhere/nums.sqlite"
+    assert hub.portable_db_path("databases/nums/nums.sqlite") == "databases/nums/nums.sqlite"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# dry run
+# ----------------------------------------------------------------------------------------------------------
+def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp_path):
+    import datasets
+
+    before = len(server.state.requests)
+    out = tmp_path / "dry"
+    done = slmsql(
+        [
+            "push",
+            str(run_dir),
+            "--repo-id",
+            "alice/tiny-grpo",
+            "--what",
+            "all",
+            "--demo-dir",
+            str(run_dir / "demo"),
+            "--dry-run",
+            "--dry-run-dir",
+            str(out),
+        ],
+        client_env(server.endpoint, tmp_path / "home", token=None),
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(server.state.requests) == before  # no token needed, no request made
+
+    assert _files(out / "model") == _files(run_dir / "card")
+    metric = REPO / "slmsql_hub" / "metric"
+    assert _files(out / "metric-space") == {name: (metric / name).read_bytes() for name in hub.METRIC_FILES}
+    assert _files(out / "demo-space") == _files(run_dir / "demo")
+    shard = datasets.Dataset.from_parquet(str(out / "dataset" / hub.BAND_SHARD))
+    expected = _band_rows("databases/nums/nums.sqlite")
+    assert shard.to_dict() == expected
+    assert (out / "dataset" / "README.md").read_text() == hub.dataset_card(
+        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+    )
+
+    plan = json.loads((out / "plan.json").read_text())
+    assert [(t["what"], t["repo_id"], t["private"], t["revision"]) for t in plan["targets"]] == [
+        ("model", "alice/tiny-grpo", True, "main"),
+        ("dataset", "alice/tiny-grpo-band", True, "main"),
+        ("metric-space", "alice/ex", True, "main"),
+        ("demo-space", "alice/tiny-grpo-demo", True, "main"),
+    ]
+    for target in plan["targets"]:
+        assert f"-> {target['repo_type']} {target['repo_id']}" in done.stdout
+        for file in target["files"]:
+            assert f"    {file['path']}  (" in done.stdout
+            assert (out / target["what"] / file["path"]).stat().st_size == file["size"]
+    assert "adapter_model.safetensors" in done.stdout and ".eval_results/world_dev.yaml" in done.stdout
+
+    # A second dry run replaces the first; a folder that is not a dry run is refused.
+    (out / "model" / "stale.txt").write_text("old")
+    assert (
+        slmsql(
+            ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--dry-run", "--dry-run-dir", str(out)],
+            client_env(server.endpoint, tmp_path / "home", token=None),
+        ).returncode
+        == 0
+    )
+    assert not (out / "model" / "stale.txt").exists() and not (out / "dataset").exists()
+    with pytest.raises(UsageError, match="holds no plan.json"):
+        hub.write_dry_run([], run_dir)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# one clear line for a missing token or repo id
+# ----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "token", "message"),
+    [
+        (["--repo-id", "alice/x", "--what", "metric-space"], None, "no Hugging Face token: set HF_TOKEN"),
+        (["--repo-id", "alice/x", "--what", "metric-space"], "hf_not_a_token", "rejected the token"),
+        (["--what", "model"], TOKEN, "no repository id: pass --repo-id NAMESPACE/NAME"),
+        (["--repo-id", "alice/x", "--what", "everything"], TOKEN, "--what 'everything': choose among"),
+    ],
+    ids=["no-token", "bad-token", "no-repo-id", "bad-what"],
+)
+def test_a_missing_token_or_repo_id_is_one_line_with_exit_code_2(
+    server, run_dir, tmp_path, args, token, message
+):
+    done = slmsql(["push", str(run_dir), *args], client_env(server.endpoint, tmp_path / "home", token=token))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1  # the whole output: one line, no traceback
+    assert done.stderr.startswith("slmsql push: error: ") and message in done.stderr
+    assert not any(path.startswith("/api/repos") for _, path in server.state.requests)
+
+
+def test_a_namespace_the_token_cannot_write_is_one_error_line(server, run_dir, tmp_path):
+    args = ["push", str(run_dir), "--repo-id", "bob/x", "--what", "metric-space"]
+    done = slmsql(args, client_env(server.endpoint, tmp_path / "home"))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("slmsql push: error: ")]
+    assert errors == [done.stderr.strip().splitlines()[-1]]
+    assert "refused to write space bob/ex (HTTP 403)" in errors[0] and "'bob' namespace" in errors[0]
+    assert ("space", "bob/ex") not in server.state.repos
+
+
+# ----------------------------------------------------------------------------------------------------------
+# round trips with the real clients
+# ----------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_model_round_trip_loads_the_adapter_with_peft_and_generates(server, run_dir, tmp_path):
+    run_dir = _with_real_adapter(run_dir, tmp_path)
+    python(  # the repository as training with push_to_hub left it: TRL's draft card among the files
+        """
+        from huggingface_hub import HfApi
+        HfApi().create_repo("alice/tiny-grpo", private=True)
+        HfApi().upload_file(path_or_fileobj=b"TRL draft", path_in_repo="trl_model_card.md", repo_id="alice/tiny-grpo")
+        print("{}")
+        """,
+        client_env(server.endpoint, tmp_path / "seed"),
+        tmp_path,
+    )
+    done = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo"], client_env(server.endpoint, tmp_path / "home")
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"model -> {server.endpoint}/alice/tiny-grpo" in done.stdout
+    stored = server.files("model", "alice/tiny-grpo")
+    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(
+        run_dir / "card"
+    )  # no TRL draft
+    assert {"adapter_model.safetensors", "plots/reward_std.png"} <= server.lfs_paths(
+        "model", "alice/tiny-grpo"
+    )
+    assert server.state.repos[("model", "alice/tiny-grpo")].private
+
+    result = python(
+        f"""
+        import json, torch
+        from huggingface_hub import ModelCard, snapshot_download
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = snapshot_download("alice/tiny-grpo")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        ids = tokenizer("SELECT name FROM singer", return_tensors="pt").input_ids
+        def load(adapter):
+            base = AutoModelForCausalLM.from_pretrained({str(run_dir / "base")!r})
+            return base, PeftModel.from_pretrained(base, adapter).eval()
+        with torch.no_grad():
+            plain = AutoModelForCausalLM.from_pretrained({str(run_dir / "base")!r})(ids).logits
+            _, hub_model = load(path)
+            _, local_model = load({str(run_dir / "card")!r})
+            hub_logits, local_logits = hub_model(ids).logits, local_model(ids).logits
+            out = hub_model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        print(json.dumps({{
+            "same_as_local": bool(torch.equal(hub_logits, local_logits)),
+            "adapter_moves_logits": float((hub_logits - plain).abs().max()),
+            "new_tokens": int(out.shape[1] - ids.shape[1]),
+            "card_tags": ModelCard.load(path + "/README.md").data.tags,
+        }}))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert result["same_as_local"]
+    assert result["adapter_moves_logits"] > 1e-4
+    assert result["new_tokens"] == 6
+    assert result["card_tags"] == ["text-to-sql", "grpo"]
+
+    # Pushing the same folder again changes nothing and makes no commit.
+    head = server.state.repos[("model", "alice/tiny-grpo")].branches["main"]
+    again = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo"], client_env(server.endpoint, tmp_path / "home")
+    )
+    assert again.returncode == 0, again.stderr
+    assert server.state.repos[("model", "alice/tiny-grpo")].branches["main"] == head
+
+
+@pytest.mark.slow
+def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tmp_path):
+    done = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "dataset", "--public"],
+        client_env(server.endpoint, tmp_path / "home"),
+    )
+    assert done.returncode == 0, done.stderr
+    repo = ("dataset", "alice/tiny-grpo-band")
+    assert server.lfs_paths(*repo) == {hub.BAND_SHARD}  # the parquet went through LFS
+    assert not server.state.repos[repo].private
+
+    result = python(
+        """
+        import json
+        from datasets import load_dataset
+        from huggingface_hub import DatasetCard, hf_hub_download
+
+        band = load_dataset("alice/tiny-grpo-band", split="train")
+        card = DatasetCard.load(hf_hub_download("alice/tiny-grpo-band", "README.md", repo_type="dataset"))
+        print(json.dumps({"rows": band.to_dict(), "text": card.text, "meta": card.data.to_dict()}))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert result["rows"] == _band_rows("databases/nums/nums.sqlite")
+    ours = hub.dataset_card(
+        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+    )
+    assert result["text"].strip() == ours.split("---\n", 2)[2].strip()
+    assert result["meta"]["dataset_info"]["splits"][0]["num_examples"] == 2  # datasets' own metadata kept
+    assert result["meta"]["configs"][0]["data_files"][0]["path"] == "data/train-*"
+    assert "pass-rate-filter" in result["meta"]["tags"] and result["meta"]["license"] == "apache-2.0"
+
+
+@pytest.mark.slow
+def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, run_dir, tmp_path):
+    done = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"],
+        client_env(server.endpoint, tmp_path / "home"),
+    )
+    assert done.returncode == 0, done.stderr
+    info = server.state.repos[("space", "alice/ex")]
+    assert info.sdk == "gradio" and info.private
+    db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
+    result = python(
+        f"""
+        import inspect, json, sys
+        import evaluate
+
+        ex = evaluate.load("alice/ex")
+        scores = ex.compute(
+            predictions=["```sql\\nSELECT count(*) FROM t\\n```", "SELECT min(x) FROM t"],
+            references=["SELECT count(*) FROM t", "SELECT max(x) FROM t"],
+            db_path=[{str(db)!r}] * 2,
+        )
+        print(json.dumps({{"scores": scores, "script": inspect.getsource(sys.modules[type(ex).__module__])}}))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert result["scores"]["execution_accuracy"] == 0.5
+    assert result["scores"]["num_correct"] == 1 and result["scores"]["num_scored"] == 2
+    assert result["script"] == (REPO / "slmsql_hub" / "metric" / "ex.py").read_text()
+    assert any(path == "/spaces/alice/ex/resolve/main/ex.py" for _, path in server.state.requests)
+
+
+@pytest.mark.slow
+def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(server, run_dir, tmp_path):
+    env = client_env(server.endpoint, tmp_path / "home")
+    base = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"]
+    assert slmsql([*base, "--metric-space-id", "alice/ex-branches", "--revision", "dev"], env).returncode == 0
+    repo = server.state.repos[("space", "alice/ex-branches")]
+    assert set(repo.branches) == {"main", "dev"}
+    assert set(server.files("space", "alice/ex-branches", "main")) == {".gitattributes"}
+    assert "ex.py" in server.files("space", "alice/ex-branches", "dev")
+
+    done = slmsql([*base, "--metric-space-id", "alice/ex-branches", "--create-pr"], env)
+    assert done.returncode == 0, done.stderr
+    assert f"pull request {server.endpoint}/spaces/alice/ex-branches/discussions/1" in done.stdout
+    assert set(server.files("space", "alice/ex-branches", "main")) == {".gitattributes"}
+    assert "ex.py" in server.files("space", "alice/ex-branches", "refs/pr/1")
+
+    public = slmsql([*base, "--metric-space-id", "alice/ex-branches", "--public"], env)
+    assert public.returncode == 0, public.stderr
+    assert "already exists and is private: its visibility is left as it is" in public.stderr
+    assert server.state.repos[("space", "alice/ex-branches")].private
+
+    on_branch = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-dev", "--what", "dataset", "--revision", "dev"], env
+    )
+    assert on_branch.returncode == 0, on_branch.stderr
+    dev_files = server.files("dataset", "alice/tiny-dev-band", "dev")
+    assert hub.BAND_SHARD in dev_files and b"| band (kept) | 2 |" in dev_files["README.md"]
+    assert set(server.files("dataset", "alice/tiny-dev-band", "main")) == {".gitattributes"}
+
+    dataset = slmsql(
+        ["push", str(run_dir), "--repo-id", "alice/tiny-pr", "--what", "dataset", "--create-pr"], env
+    )
+    assert dataset.returncode == 0, dataset.stderr
+    assert "pull request" in dataset.stdout
+    pr_files = server.files("dataset", "alice/tiny-pr-band", "refs/pr/1")
+    assert hub.BAND_SHARD in pr_files and b"| band (kept) | 2 |" in pr_files["README.md"]
+    assert set(server.files("dataset", "alice/tiny-pr-band", "main")) == {".gitattributes"}
+
+
+def test_card_after_training_replaces_trls_draft(server, tmp_path):
+    output_dir = tmp_path / "grpo"
+    output_dir.mkdir()
+    (output_dir / "trl_model_card.md").write_text("---\nlibrary_name: transformers\n---\nTRL draft\n")
+    (output_dir / "adapter_config.json").write_text("{}")
+    summary = {
+        "kind": "grpo",
+        "status": "completed",
+        "base_model": "Qwen/Qwen2.5-Coder-1.5B",
+        "adapter_path": "outputs/sft/stage2",
+        "steps": 7,
+        "max_steps": 7,
+        "adapter_checksum": {"changed": True},
+        "telemetry": {"mean": {"frac_reward_zero_std": 0.625, "grad_norm": 0.125}},
+    }
+    (output_dir / "run_summary.json").write_text(json.dumps(summary))
+    (output_dir / "config.yaml").write_text("learning_rate: 1.0e-05\n")
+    result = python(
+        f"""
+        import json
+        from huggingface_hub import HfApi, ModelCard
+        from slmsql_hub.hub import push_training_card
+
+        api = HfApi()
+        # What TRL's Trainer does with push_to_hub: true (init_hf_repo, then upload_folder at each save).
+        api.create_repo("alice/trl-run", private=True, exist_ok=True)
+        api.upload_folder(repo_id="alice/trl-run", folder_path={str(output_dir)!r},
+                          ignore_patterns=["_*", "checkpoint-*", "run_summary.json", "config.yaml"])
+        push_training_card({str(output_dir)!r}, "alice/trl-run")
+        files = sorted(api.list_repo_files("alice/trl-run"))
+        card = ModelCard.load("alice/trl-run")
+        print(json.dumps({{"files": files, "base_model": card.data.base_model, "text": card.text}}))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert "trl_model_card.md" not in result["files"]
+    assert {"README.md", "run_summary.json", "config.yaml", "adapter_config.json"} <= set(result["files"])
+    assert result["base_model"] == "Qwen/Qwen2.5-Coder-1.5B"
+    assert (
+        "| steps | 7 steps of 7 |" in result["text"]
+        and "| mean frac_reward_zero_std | 0.625 |" in result["text"]
+    )
+    assert "continuing the SFT adapter `outputs/sft/stage2`" in result["text"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the server's contract with the client
+# ----------------------------------------------------------------------------------------------------------
+def test_server_speaks_the_clients_refs_tags_and_missing_entry_protocol(server, tmp_path):
+    result = python(
+        """
+        import json
+        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+        api = HfApi()
+        url = api.create_repo("slmsql-org/refs", private=True)
+        again = api.create_repo("slmsql-org/refs", private=True, exist_ok=True)  # 409 that still carries the url
+        api.upload_file(path_or_fileobj=b"v1", path_in_repo="notes/a.txt", repo_id="slmsql-org/refs")
+        api.create_tag("slmsql-org/refs", tag="v1")
+        api.upload_file(path_or_fileobj=b"v2", path_in_repo="notes/a.txt", repo_id="slmsql-org/refs")
+        api.create_branch("slmsql-org/refs", branch="exp", revision="v1")
+        refs = api.list_repo_refs("slmsql-org/refs")
+        try:
+            list(api.list_repo_tree("slmsql-org/refs", path_in_repo="missing"))
+            missing = "listed"
+        except EntryNotFoundError:
+            missing = "EntryNotFound"
+        try:
+            HfApi(token="hf_test_bob").repo_info("slmsql-org/refs")
+            hidden = "visible"
+        except RepositoryNotFoundError:
+            hidden = "RepoNotFound"
+        print(json.dumps({
+            "url": str(url), "again": str(again),
+            "branches": sorted(b.name for b in refs.branches), "tags": [t.name for t in refs.tags],
+            "at_tag": open(hf_hub_download("slmsql-org/refs", "notes/a.txt", revision="v1")).read(),
+            "at_exp": open(hf_hub_download("slmsql-org/refs", "notes/a.txt", revision="exp")).read(),
+            "at_main": open(hf_hub_download("slmsql-org/refs", "notes/a.txt")).read(),
+            "tree": [f.path for f in api.list_repo_tree("slmsql-org/refs", recursive=True)],
+            "missing": missing, "hidden": hidden,
+            "commits": len(api.list_repo_commits("slmsql-org/refs")),
+        }))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert result["url"] == result["again"] == f"{server.endpoint}/slmsql-org/refs"
+    assert result["branches"] == ["exp", "main"] and result["tags"] == ["v1"]
+    assert (result["at_tag"], result["at_exp"], result["at_main"]) == ("v1", "v1", "v2")
+    assert result["tree"] == [".gitattributes", "notes", "notes/a.txt"]
+    assert result["missing"] == "EntryNotFound"
+    assert result["hidden"] == "RepoNotFound"  # private by default here too: bob cannot see alice's org repo
+    assert result["commits"] == 3
