@@ -101,6 +101,15 @@ class PushTarget:
         dataset_path: the saved band (``save_to_disk`` folder), for the dataset target.
         space_sdk: the Space's SDK (from its README's front matter), for Spaces.
         card: the README text for targets whose card is generated here (the dataset).
+
+    Example:
+
+    ```python
+    >>> target = PushTarget("metric-space", "space", "alice/ex", space_sdk="gradio")
+    >>> target.repo_type, target.files
+    ('space', ())
+
+    ```
     """
 
     what: str
@@ -114,7 +123,16 @@ class PushTarget:
 
 @dataclasses.dataclass(frozen=True)
 class PushResult:
-    """What one push did: the repository URL, the commit and, with ``create_pr``, the pull request."""
+    """What one push did: the repository URL, the commit and, with ``create_pr``, the pull request.
+
+    Example:
+
+    ```python
+    >>> PushResult("model", "model", "alice/x", "https://huggingface.co/alice/x", None, None).pr_url is None
+    True
+
+    ```
+    """
 
     what: str
     repo_type: str
@@ -166,6 +184,13 @@ def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
 def check_repo_id(repo_id: str | None, option: str = "--repo-id") -> str:
     """Check that ``repo_id`` reads ``namespace/name`` as the Hub accepts it.
 
+    Args:
+        repo_id: the id to check (``None`` or empty is missing).
+        option: the command-line option the id came from, named in the error.
+
+    Returns:
+        ``repo_id`` unchanged.
+
     Raises:
         UsageError: missing, or not ``namespace/name``.
 
@@ -197,6 +222,15 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id") -> str:
 def default_repo_ids(repo_id: str) -> dict[str, str]:
     """The repository id of each target, derived from the model's ``NAMESPACE/NAME``.
 
+    The dataset is ``NAMESPACE/NAME-band``, the metric Space ``NAMESPACE/ex`` (one per namespace, as
+    ``evaluate.load("NAMESPACE/ex")`` expects), the demo Space ``NAMESPACE/NAME-demo``.
+
+    Args:
+        repo_id: the model repository.
+
+    Returns:
+        ``{target: repo_id}`` for every target of :data:`TARGETS`.
+
     Example:
 
     ```python
@@ -217,6 +251,14 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
 def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     """The web address of a repository on the Hub (``HF_ENDPOINT`` when set).
 
+    Args:
+        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
+        repo_id: ``namespace/name``.
+        endpoint: the Hub; ``None`` reads ``HF_ENDPOINT``, else huggingface.co.
+
+    Returns:
+        The URL.
+
     Example:
 
     ```python
@@ -235,6 +277,12 @@ def folder_files(folder: str | os.PathLike) -> list[tuple[str, Path]]:
 
     Hidden folders the Hub uses (``.eval_results/``) are kept; ``.git``, ``.cache``, ``__pycache__`` and
     half-written files (``*.partial``, ``*.tmp``, ``*.lock``) are not.
+
+    Args:
+        folder: the folder to list.
+
+    Returns:
+        ``(path_in_repo, local_path)`` pairs, ``path_in_repo`` with ``/`` separators.
 
     Example:
 
@@ -342,7 +390,19 @@ def _metric_target(repo_id: str) -> PushTarget:
 
 
 def default_demo_dir() -> Path:
-    """``spaces/demo`` in the working directory, else in the source checkout this package runs from."""
+    """``spaces/demo`` in the working directory, else in the source checkout this package runs from.
+
+    Returns:
+        The folder (it may not exist; :func:`plan_push` then says so).
+
+    Example:
+
+    ```python
+    >>> default_demo_dir().parts[-2:]
+    ('spaces', 'demo')
+
+    ```
+    """
     here = Path.cwd() / "spaces" / "demo"
     if here.is_dir():
         return here
@@ -413,7 +473,7 @@ def plan_push(
     for name in targets:
         given = explicit.get(name)
         ids[name] = check_repo_id(given, options[name]) if given else derived[name]
-    if run_dir != Path(".") and not run_dir.is_dir() and {MODEL, DATASET} & set(targets):
+    if {MODEL, DATASET} & set(targets) and not run_dir.is_dir():
         raise UsageError(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
         )
@@ -582,6 +642,12 @@ def portable_db_path(path: str) -> str:
     """A database path that means something off this machine: from the ``databases/`` folder on, else
     ``<db folder>/<file>``; relative paths stay as they are.
 
+    Args:
+        path: the ``db_path`` of a band row.
+
+    Returns:
+        The path to publish.
+
     Example:
 
     ```python
@@ -602,7 +668,28 @@ def portable_db_path(path: str) -> str:
 
 
 def load_band(path: str | os.PathLike):
-    """The saved band as it is published: ``db_path`` made portable (see :func:`portable_db_path`)."""
+    """The saved band as it is published: ``db_path`` made portable (see :func:`portable_db_path`).
+
+    Args:
+        path: the ``save_to_disk`` folder ``slmsql filter`` writes (``RUN_DIR/filter/band``).
+
+    Returns:
+        A ``datasets.Dataset``.
+
+    Raises:
+        UsageError: the folder holds a ``DatasetDict``.
+
+    Example:
+
+    ```python
+    >>> import tempfile, datasets
+    >>> folder = tempfile.mkdtemp()
+    >>> datasets.Dataset.from_dict({"db_path": ["/tmp/w/databases/a/a.sqlite"]}).save_to_disk(folder)
+    >>> load_band(folder)[0]["db_path"]
+    'databases/a/a.sqlite'
+
+    ```
+    """
     import datasets
 
     band = datasets.load_from_disk(str(path))
@@ -992,6 +1079,13 @@ def training_card(summary: dict, repo_id: str) -> str:
     It states the lineage (base model, SFT adapter continued), the run's status and steps, the guards and the
     telemetry means, and points to the full card (``slmsql card`` after ``slmsql eval``), which replaces it on
     ``slmsql push``.
+
+    Args:
+        summary: the run summary (``run_summary.json`` of the training output folder).
+        repo_id: the repository the card is for (its name is the title).
+
+    Returns:
+        The README text (metadata block included).
 
     Example:
 

@@ -353,6 +353,28 @@ def test_a_namespace_the_token_cannot_write_is_one_error_line(server, run_dir, t
     assert ("space", "bob/ex") not in server.state.repos
 
 
+def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_path):
+    done = slmsql(
+        [
+            "push",
+            str(run_dir),
+            "--repo-id",
+            "alice/tiny-grpo",
+            "--what",
+            "demo-space",
+            "--demo-dir",
+            str(run_dir / "demo"),
+        ],
+        client_env(server.endpoint, tmp_path / "home"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"demo-space -> {server.endpoint}/spaces/alice/tiny-grpo-demo" in done.stdout
+    repo = server.state.repos[("space", "alice/tiny-grpo-demo")]
+    assert repo.sdk == "gradio" and repo.private
+    stored = server.files("space", "alice/tiny-grpo-demo")
+    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # round trips with the real clients
 # ----------------------------------------------------------------------------------------------------------
@@ -490,6 +512,46 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
     assert result["scores"]["num_correct"] == 1 and result["scores"]["num_scored"] == 2
     assert result["script"] == (REPO / "slmsql_hub" / "metric" / "ex.py").read_text()
     assert any(path == "/spaces/alice/ex/resolve/main/ex.py" for _, path in server.state.requests)
+
+
+@pytest.mark.slow
+def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_dir, tmp_path):
+    done = slmsql(
+        [
+            "push",
+            str(run_dir),
+            "--repo-id",
+            "alice/tiny-grpo",
+            "--what",
+            "metric-space",
+            "--metric-space-id",
+            "alice/ex-app",
+        ],
+        client_env(server.endpoint, tmp_path / "home"),
+    )
+    assert done.returncode == 0, done.stderr
+    result = python(
+        f"""
+        import importlib.util, json
+        import gradio as gr
+        from huggingface_hub import SpaceCard, snapshot_download
+
+        folder = snapshot_download("alice/ex-app", repo_type="space", local_dir={str(tmp_path / "space")!r})
+        card = SpaceCard.load(folder + "/README.md")
+        spec = importlib.util.spec_from_file_location("space_app", folder + "/" + card.data.app_file)
+        app = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(app)
+        demo = app.build_demo()  # loads the ex.py beside app.py, as on the Space
+        print(json.dumps({{
+            "gradio": gr.__version__, "blocks": isinstance(demo, gr.Blocks), "sdk": card.data.sdk,
+            "requirements": open(folder + "/requirements.txt").read().split(),
+        }}))
+        """,
+        client_env(server.endpoint, tmp_path / "client"),
+        tmp_path,
+    )
+    assert result["gradio"].split(".")[0] == "6" and result["blocks"]
+    assert result["sdk"] == "gradio" and result["requirements"] == ["slmsql-hub"]
 
 
 @pytest.mark.slow
