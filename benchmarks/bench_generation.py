@@ -1,15 +1,18 @@
-"""Benchmark of K-sample generation: one ``generate`` call per prompt batch with ``num_return_sequences=K``
-against one ``generate`` call per sample, side by side in one run on the same model and prompts.
+"""Benchmark of K-sample generation, three ways side by side in one run on the same model and prompts:
 
-The pass-rate filter and GRPO draw K completions for every prompt. Encoding each prompt once and decoding
-its K samples as rows of one batch (what :func:`slmsql_hub.generation.generate` does) should beat the naive
-loop (a separate call, hence a separate prefill and decode, for every sample) by a wide margin; the target
-is >= 4x at K=8.
+1. one ``generate`` call per sample (the naive loop: a separate prefill and decode for every sample),
+2. one call per prompt batch with ``num_return_sequences=K`` (``share_prefill=False``: K rows per prompt,
+   but the prompt is prefilled K times),
+3. :func:`slmsql_hub.generation.generate` as shipped (K rows per prompt, the prompt prefilled ONCE and its
+   KV cache repeated K times).
+
+The pass-rate filter and GRPO draw K completions for every prompt; the target is (1)/(3) >= 4x at K=8.
 
 The model is the world's trained base when ``--model DIR`` points at one (``slmsql train base`` output:
 model + tokenizer), else a randomly initialised tiny ``Qwen2ForCausalLM`` of the world's default shape
-(about 1.2M parameters) with a byte-level BPE tokenizer learnt on the spot. A random model never ends its
-turn, so every completion runs to ``--max-new-tokens`` in both arms and the comparison is like for like.
+(about 0.9M parameters) with a byte-level BPE tokenizer learnt on the spot. A random model seldom ends its
+turn, so nearly every completion runs to ``--max-new-tokens`` in every arm; a trained one stops early, which
+favours the per-sample loop (a batch decodes until its longest row ends). Each arm reports its tokens/s.
 
 Usage::
 
@@ -131,13 +134,14 @@ def main(argv: list[str] | None = None) -> int:
             model, tokenizer = random_tiny_policy(args.seed)
             model_name = "random tiny Qwen2 (world default shape)"
         prompts = build_prompts(args.prompts)
-        batched = GenerationConfig(
+        shared = GenerationConfig(
             do_sample=True,
             num_samples=args.k,
             batch_size=args.batch_size,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
         )
+        unshared = GenerationConfig(**{**shared.__dict__, "share_prefill": False})
         single = GenerationConfig(
             do_sample=True, num_samples=1, batch_size=1, max_new_tokens=args.max_new_tokens, seed=args.seed
         )
@@ -149,12 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {model_name} ({params / 1e6:.2f}M parameters), torch threads: {torch.get_num_threads()}")
     print(f"load: {args.prompts} prompts x K={args.k} samples, {args.max_new_tokens} new tokens max")
 
-    # Warm-up (first-call allocations, lazy imports) outside both timings.
+    # Warm-up (first-call allocations, lazy imports) outside the timings.
     generate_completions(model, tokenizer, prompts[:1], single, progress=False)
-
-    t_batched, grouped = _time(
-        lambda: generate_completions(model, tokenizer, prompts, batched, progress=False)
-    )
 
     def one_call_per_sample():
         out = []
@@ -166,21 +166,35 @@ def main(argv: list[str] | None = None) -> int:
             out.append(samples)
         return out
 
-    t_single, naive = _time(one_call_per_sample)
+    calls = len(range(0, args.prompts, args.batch_size))
+    arms = {
+        "one call per sample": (one_call_per_sample, args.prompts * args.k),
+        "num_return_sequences=K": (
+            lambda: generate_completions(model, tokenizer, prompts, unshared, progress=False),
+            calls,
+        ),
+        "generate() (shared prefill)": (
+            lambda: generate_completions(model, tokenizer, prompts, shared, progress=False),
+            calls,
+        ),
+    }
+    results: dict[str, dict] = {}
+    for name, (run, n_calls) in arms.items():
+        seconds, grouped = _time(run)
+        tokens = sum(c.num_tokens for group in grouped for c in group)
+        results[name] = {"seconds": seconds, "tokens": tokens, "calls": n_calls}
+        print(
+            f"{name:28s}: {seconds:8.2f} s  ({tokens} tokens, {tokens / seconds:7.0f} tok/s, {n_calls} calls)"
+        )
 
-    tokens_batched = sum(c.num_tokens for group in grouped for c in group)
-    tokens_single = sum(c.num_tokens for group in naive for c in group)
-    ratio = t_single / t_batched
-    print(
-        f"num_return_sequences=K : {t_batched:8.2f} s  ({tokens_batched} tokens, "
-        f"{tokens_batched / t_batched:8.0f} tok/s, {len(range(0, args.prompts, args.batch_size))} calls)"
-    )
-    print(
-        f"one call per sample    : {t_single:8.2f} s  ({tokens_single} tokens, "
-        f"{tokens_single / t_single:8.0f} tok/s, {args.prompts * args.k} calls)"
-    )
+    baseline = results["one call per sample"]["seconds"]
+    ratio = baseline / results["generate() (shared prefill)"]["seconds"]
+    ratio_nrs = baseline / results["num_return_sequences=K"]["seconds"]
     verdict = "meets" if ratio >= TARGET_RATIO else "MISSES"
-    print(f"speed-up: {ratio:.1f}x ({verdict} the >= {TARGET_RATIO:.0f}x target)")
+    print(
+        f"speed-up over one call per sample: num_return_sequences {ratio_nrs:.1f}x, generate() {ratio:.1f}x"
+    )
+    print(f"generate() {verdict} the >= {TARGET_RATIO:.0f}x target")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -192,11 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                     "max_new_tokens": args.max_new_tokens,
                     "batch_size": args.batch_size,
                     "torch_threads": torch.get_num_threads(),
-                    "seconds_num_return_sequences": t_batched,
-                    "seconds_one_call_per_sample": t_single,
-                    "tokens_num_return_sequences": tokens_batched,
-                    "tokens_one_call_per_sample": tokens_single,
+                    "arms": results,
                     "ratio": ratio,
+                    "ratio_num_return_sequences": ratio_nrs,
                     "target_ratio": TARGET_RATIO,
                     "platform": platform.platform(),
                     "torch": torch.__version__,

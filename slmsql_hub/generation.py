@@ -8,8 +8,8 @@ token counts shown). It offers:
 - :func:`load_policy`: the base model and tokenizer, with PEFT adapters loaded by name,
 - :func:`use_adapter`: run a block with one adapter active, or with adapters disabled (base only),
 - :func:`generate` / :func:`generate_completions`: batched greedy or sampled generation, LEFT padded, chat
-  template applied, stopping at the end of the assistant turn, seeded, K samples per prompt through
-  ``num_return_sequences`` so each prompt is encoded once.
+  template applied, stopping at the end of the assistant turn, seeded, K samples per prompt as K rows of
+  one batch (``num_return_sequences`` semantics) with each prompt encoded and prefilled once.
 
 The ``transformers`` backend is always available; the ``vllm`` backend needs the optional extra
 (``pip install 'slmsql-hub[vllm]'``). Importing this module does no I/O and imports neither torch nor vLLM.
@@ -18,7 +18,9 @@ The ``transformers`` backend is always available; the ``vllm`` backend needs the
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
+import inspect
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -71,6 +73,11 @@ class GenerationConfig:
             batched longest first; batch ``i`` is seeded with ``seed + i``). ``None`` leaves the RNG alone.
         backend (`str`, defaults to `"transformers"`):
             ``"transformers"`` (always available) or ``"vllm"`` (needs ``pip install 'slmsql-hub[vllm]'``).
+        share_prefill (`bool`, defaults to `True`):
+            With ``num_samples > 1`` on the transformers backend, run each prompt through the model ONCE and
+            repeat its KV cache K times, instead of letting ``num_return_sequences=K`` prefill K copies of
+            the prompt. Same rows, same samples, K-1 fewer prefills (schema prompts are long, SQL answers
+            short). ``False`` uses ``num_return_sequences=K`` as is.
 
     Example:
 
@@ -96,6 +103,7 @@ class GenerationConfig:
     batch_size: int = 8
     seed: int | None = 0
     backend: Backend = "transformers"
+    share_prefill: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "num_samples", "batch_size"):
@@ -117,6 +125,8 @@ class GenerationConfig:
                 f"num_samples={self.num_samples} with do_sample=False would return {self.num_samples} identical "
                 "greedy completions; set do_sample=True to sample K completions per prompt"
             )
+        if not isinstance(self.share_prefill, bool) or not isinstance(self.do_sample, bool):
+            raise UsageError("do_sample and share_prefill must be True or False")
         if self.backend not in ("transformers", "vllm"):
             raise UsageError(f"backend must be 'transformers' or 'vllm', got {self.backend!r}")
         if self.backend == "vllm":
@@ -566,6 +576,66 @@ def _split_completions(
     return completions
 
 
+def _cache_kwarg(model: Any) -> str:
+    """The keyword a model's forward (and generate) take a KV cache by: ``cache`` (transformers >= 5.x)
+    or ``past_key_values`` (older releases)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
+    """Run the prompts (all but their last token) through the model once; return the KV cache repeated K
+    times, prompt-major like ``num_return_sequences`` expands inputs, or ``None`` when the cache can't be.
+
+    Positions follow the left padding exactly as ``generate`` derives them from the attention mask, so the
+    continuation is the one a full prefill would give.
+    """
+    if input_ids.shape[1] < 2:
+        return None
+    name = _cache_kwarg(model)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
+    output = model(
+        input_ids=input_ids[:, :-1],
+        attention_mask=attention_mask[:, :-1],
+        position_ids=position_ids[:, :-1],
+        use_cache=True,
+        **extra,
+    )
+    cache = output.get(name)
+    if cache is None:
+        cache = output.get("past_key_values")
+    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    cache.batch_repeat_interleave(k)
+    return cache
+
+
+def _generate_batch(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    hf_config: Any,
+    config: GenerationConfig,
+) -> torch.Tensor:
+    """One ``generate`` call for a batch: ``batch * K`` rows, prompt-major."""
+    k = config.num_samples
+    if k > 1 and config.share_prefill:
+        cache = _prefill_once(model, input_ids, attention_mask, k)
+        if cache is not None:
+            one_each = copy.deepcopy(hf_config)
+            one_each.num_return_sequences = 1
+            return model.generate(
+                input_ids=input_ids.repeat_interleave(k, dim=0),
+                attention_mask=attention_mask.repeat_interleave(k, dim=0),
+                generation_config=one_each,
+                **{_cache_kwarg(model): cache},
+            )
+        logger.debug("the model's cache cannot be repeated; prefilling K copies via num_return_sequences")
+    return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config)
+
+
 def _generate_transformers(
     model: Any,
     tokenizer: PreTrainedTokenizerBase,
@@ -595,9 +665,7 @@ def _generate_transformers(
             input_ids, attention_mask = _left_pad([encoded[i] for i in batch], pad_id, device)
             seed = None if config.seed is None else config.seed + batch_index
             with _seeded(seed, device), torch.inference_mode():
-                output = model.generate(
-                    input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config
-                )
+                output = _generate_batch(model, input_ids, attention_mask, hf_config, config)
             # Rows come back prompt-major: the batch's first prompt's K samples, then the next prompt's, ...
             completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
             for row, index in enumerate(batch):
@@ -620,7 +688,8 @@ def generate_completions(
     Chats are rendered with the tokenizer's chat template (``add_generation_prompt=True``); prompts are
     LEFT padded and batched longest first (results come back in input order); generation stops at
     ``<|im_end|>`` or the eos token; with ``do_sample=True`` each prompt is encoded once and sampled K times
-    through ``num_return_sequences``. The active adapter of a PEFT model is used (choose it with
+    as K rows of one batch (``num_return_sequences=K``; with ``share_prefill`` the prompt's KV cache is
+    computed once and repeated K times). The active adapter of a PEFT model is used (choose it with
     :func:`use_adapter`).
 
     Args:

@@ -175,7 +175,7 @@ def test_k_completions_per_prompt_come_back_grouped_in_input_order(trained):
         assert group == [ANSWERS[question][0]] * 4
 
 
-def test_each_prompt_is_encoded_once_and_sampled_through_num_return_sequences(tiny, monkeypatch):
+def test_k_samples_without_shared_prefill_go_through_num_return_sequences(tiny, monkeypatch):
     model, tokenizer = tiny
     calls = []
     real_generate = model.generate
@@ -185,9 +185,53 @@ def test_each_prompt_is_encoded_once_and_sampled_through_num_return_sequences(ti
         return real_generate(*args, **kwargs)
 
     monkeypatch.setattr(model, "generate", spy)
-    grouped = generate(model, tokenizer, CHATS[:3], sampling(k=8, batch_size=2), progress=False)
+    config = GenerationConfig(
+        do_sample=True, num_samples=8, batch_size=2, max_new_tokens=6, share_prefill=False
+    )
+    grouped = generate(model, tokenizer, CHATS[:3], config, progress=False)
     assert calls == [(2, 8), (1, 8)]
     assert [len(group) for group in grouped] == [8, 8, 8]
+
+
+def _prefill_rows(model, monkeypatch):
+    """Record the batch size of every forward pass that reads more than one new token (a prefill)."""
+    rows = []
+    real_forward = model.forward
+
+    def spy(*args, **kwargs):
+        input_ids = kwargs.get("input_ids")
+        if input_ids is not None and input_ids.shape[1] > 1:
+            rows.append(input_ids.shape[0])
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", spy)
+    return rows
+
+
+def test_shared_prefill_runs_each_prompt_through_the_model_once(tiny, monkeypatch):
+    model, tokenizer = tiny
+    rows = _prefill_rows(model, monkeypatch)
+    grouped = generate(
+        model, tokenizer, CHATS[:3], sampling(k=8, batch_size=2, max_new_tokens=6), progress=False
+    )
+    assert rows == [2, 1]  # prompts, not prompts x K
+    assert [len(group) for group in grouped] == [8, 8, 8]
+    rows.clear()
+    unshared = GenerationConfig(
+        do_sample=True, num_samples=8, batch_size=2, max_new_tokens=6, share_prefill=False
+    )
+    generate(model, tokenizer, CHATS[:3], unshared, progress=False)
+    assert rows == [16, 8]
+
+
+def test_shared_prefill_gives_exactly_the_samples_of_num_return_sequences(tiny):
+    model, tokenizer = tiny
+    shared = sampling(seed=3, k=4, batch_size=3)
+    unshared = GenerationConfig(**{**shared.__dict__, "share_prefill": False})
+    with_sharing = generate_completions(model, tokenizer, CHATS, shared, progress=False)
+    without = generate_completions(model, tokenizer, CHATS, unshared, progress=False)
+    assert with_sharing == without
+    assert any(len({c.text for c in group}) > 1 for group in with_sharing)
 
 
 def test_prompts_are_batched_longest_first_and_returned_in_input_order(trained, monkeypatch):
@@ -264,6 +308,11 @@ def test_adapter_changes_the_output_and_disabling_it_gives_the_base(policy_dir):
     expected_base = generate(base_model, base_tokenizer, CHATS, GREEDY, progress=False)
     with use_adapter(model, "default"):
         adapted = generate(model, tokenizer, CHATS, GREEDY, progress=False)
+        shared = sampling(seed=1, k=3)
+        unshared = GenerationConfig(**{**shared.__dict__, "share_prefill": False})
+        assert generate(model, tokenizer, CHATS, shared, progress=False) == generate(
+            model, tokenizer, CHATS, unshared, progress=False
+        )
     with use_adapter(model, None):
         base_only = generate(model, tokenizer, CHATS, GREEDY, progress=False)
     assert base_only == expected_base
