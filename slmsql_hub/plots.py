@@ -1,0 +1,279 @@
+"""The model card's plots: GRPO telemetry against step, and the pass-rate histogram with the band marked.
+
+Every plot is a PNG drawn with matplotlib's object API on the Agg canvas (no display, no ``pyplot`` global
+state), imported only when a plot is drawn, so importing this module stays light. The data come straight from
+the run's files: ``telemetry.jsonl`` records (see :mod:`slmsql_hub.training.telemetry`) and
+``filter_report.json`` (see :mod:`slmsql_hub.filtering`).
+
+Example:
+
+```python
+>>> import pathlib, tempfile
+>>> from slmsql_hub.plots import plot_metric
+>>> records = [{"step": s, "frac_reward_zero_std": 1 / s} for s in range(1, 6)]
+>>> path = plot_metric({"attempt #2": records}, "frac_reward_zero_std",
+...                    pathlib.Path(tempfile.mkdtemp()) / "frac.png")
+>>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+True
+
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
+    "frac_reward_zero_std": (
+        "frac_reward_zero_std",
+        "Groups with zero reward variance (no gradient)",
+        "share of groups",
+    ),
+    "reward_std": ("reward_std", "Reward standard deviation within groups", "reward std"),
+    "grad_norm": ("grad_norm", "Gradient norm (before clipping)", "grad norm"),
+    "completion_length": ("completions/mean_length", "Mean completion length", "tokens"),
+}
+"""The telemetry plots of a card: file stem -> (telemetry metric, title, y label)."""
+
+HISTOGRAM_PLOT = "pass_rate_histogram"
+"""The file stem of the pass-rate histogram."""
+
+_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
+_BAND_COLOR = "#1f77b4"
+_OUTSIDE_COLOR = "#bbbbbb"
+_DPI = 110
+
+
+def _figure(width: float = 6.4, height: float = 3.6):
+    """A figure on the Agg canvas, outside pyplot (nothing global is created or kept)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # Fixed margins rather than a layout engine: each layout pass redraws the figure, and drawing is the cost.
+    figure = Figure(figsize=(width, height), dpi=_DPI)
+    figure.subplots_adjust(left=0.1, right=0.97, bottom=0.14, top=0.86)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure: Any, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # No software/date metadata: the same data always give the same bytes.
+    figure.savefig(path, format="png", metadata={"Software": None})
+    return path
+
+
+def _series(records: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of ``metric`` over the training records that log it as a finite number."""
+    steps, values = [], []
+    for record in records:
+        if record.get("kind", "train") != "train":
+            continue
+        value, step = record.get(metric), record.get("step")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            if isinstance(step, int):
+                steps.append(step)
+                values.append(float(value))
+    return steps, values
+
+
+def plot_metric(
+    attempts: Mapping[str, Sequence[Mapping[str, Any]]],
+    metric: str,
+    path: str | os.PathLike,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Path:
+    """Plot one telemetry metric against the step, one line per attempt, and save it as a PNG.
+
+    The legend gives each attempt's mean over its logged steps, the number the card's tables quote.
+
+    Args:
+        attempts: attempt label -> its ``telemetry.jsonl`` records (in plotting order).
+        metric: the record key, e.g. ``frac_reward_zero_std`` or ``completions/mean_length``.
+        path: the PNG to write (its folder is created).
+        title: the plot title (default: the metric name).
+        ylabel: the y-axis label (default: the metric name).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: no attempt logs ``metric``.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.plots import plot_metric
+    >>> records = [{"step": s, "grad_norm": 0.1 * s} for s in range(1, 4)]
+    >>> plot_metric({"a": records}, "grad_norm", pathlib.Path(tempfile.mkdtemp()) / "g.png").suffix
+    '.png'
+
+    ```
+    """
+    figure = _figure()
+    axes = figure.add_subplot()
+    drawn = 0
+    for index, (label, records) in enumerate(attempts.items()):
+        steps, values = _series(records, metric)
+        if not steps:
+            continue
+        mean = sum(values) / len(values)
+        color = _COLORS[index % len(_COLORS)]
+        axes.plot(
+            steps,
+            values,
+            marker="o",
+            markersize=2.5,
+            linewidth=1.4,
+            color=color,
+            label=f"{label} (mean {mean:.{1 if abs(mean) >= 10 else 3}f})",
+        )
+        axes.axhline(mean, color=color, linewidth=0.8, linestyle="--", alpha=0.6)
+        drawn += 1
+    if not drawn:
+        raise ValueError(f"no telemetry record logs {metric!r}; nothing to plot")
+    if metric.startswith("frac_"):
+        axes.set_ylim(-0.03, 1.03)
+    axes.set_title(title or metric, fontsize=11)
+    axes.set_xlabel("step")
+    axes.set_ylabel(ylabel or metric)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    return _save(figure, path)
+
+
+def band_bins(num_samples: int, low: float, high: float) -> list[int]:
+    """The numbers of correct samples (out of ``num_samples``) whose pass rate lies in the band ``low < p < high``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.plots import band_bins
+    >>> band_bins(8, 0.2, 0.8)
+    [2, 3, 4, 5, 6]
+
+    ```
+    """
+    return [j for j in range(num_samples + 1) if low < j / num_samples < high]
+
+
+def plot_pass_rate_histogram(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
+    """Plot the filter's questions per number of correct samples, with the band shaded, as a PNG.
+
+    Args:
+        report: ``filter_report.json`` as a dict (``histogram``, ``num_samples``, ``pass_rate_low``/``high``,
+            ``counts``, ``pool``).
+        path: the PNG to write.
+
+    Returns:
+        The path written.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.plots import plot_pass_rate_histogram
+    >>> report = {"num_samples": 4, "pass_rate_low": 0.2, "pass_rate_high": 0.8, "pool": 10,
+    ...           "counts": {"band": 5, "all_fail": 3, "all_pass": 2, "unscorable": 0},
+    ...           "histogram": {"n_correct": [0, 1, 2, 3, 4], "questions_by_n_correct": [3, 1, 2, 2, 2]}}
+    >>> plot_pass_rate_histogram(report, pathlib.Path(tempfile.mkdtemp()) / "h.png").name
+    'h.png'
+
+    ```
+    """
+    k = int(report["num_samples"])
+    low, high = float(report["pass_rate_low"]), float(report["pass_rate_high"])
+    histogram = report["histogram"]
+    bins = list(histogram["n_correct"])
+    heights = list(histogram["questions_by_n_correct"])
+    inside = set(band_bins(k, low, high))
+    counts = report.get("counts", {})
+    figure = _figure()
+    axes = figure.add_subplot()
+    colors = [_BAND_COLOR if j in inside else _OUTSIDE_COLOR for j in bins]
+    bars = axes.bar(bins, heights, color=colors, edgecolor="white", width=0.85)
+    axes.bar_label(bars, fontsize=8, padding=2)
+    if inside:
+        axes.axvspan(min(inside) - 0.5, max(inside) + 0.5, color=_BAND_COLOR, alpha=0.08, linewidth=0)
+        top = max(heights) if heights else 1
+        axes.text(
+            (min(inside) + max(inside)) / 2,
+            top * 1.12,
+            f"band: {counts.get('band', sum(h for j, h in zip(bins, heights) if j in inside))} questions "
+            f"({low:g} < p < {high:g})",
+            ha="center",
+            fontsize=9,
+            color=_BAND_COLOR,
+        )
+        axes.set_ylim(0, top * 1.25)
+        for name, side in (
+            ("all_fail", [j for j in bins if j < min(inside)]),
+            ("all_pass", [j for j in bins if j > max(inside)]),
+        ):
+            if side and name in counts:
+                axes.text(
+                    sum(side) / len(side),
+                    top * 1.12,
+                    f"{name.replace('_', '-')}: {counts[name]}",
+                    ha="center",
+                    fontsize=9,
+                    color="#666666",
+                )
+    axes.set_xticks(bins, [f"{j}/{k}" for j in bins])
+    axes.set_xlabel(f"correct samples out of K = {k} (pass rate p)")
+    axes.set_ylabel("questions")
+    scored = sum(heights)
+    unscorable = counts.get("unscorable", 0)
+    subtitle = f"{scored} scored questions" + (f", {unscorable} unscorable (not shown)" if unscorable else "")
+    axes.set_title(f"Pass rates of the SFT policy on the GRPO pool\n{subtitle}", fontsize=11)
+    axes.grid(axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def write_card_plots(
+    attempts: Mapping[str, Sequence[Mapping[str, Any]]],
+    filter_report: Mapping[str, Any] | None,
+    out_dir: str | os.PathLike,
+) -> dict[str, Path]:
+    """Draw every plot of a model card into ``out_dir``: the telemetry plots of :data:`TELEMETRY_PLOTS` (those
+    some attempt logs) and, with a filter report, the pass-rate histogram.
+
+    Args:
+        attempts: attempt label -> telemetry records.
+        filter_report: the filter's report, or ``None`` when the run has no filter.
+        out_dir: the folder (``<card>/plots``).
+
+    Returns:
+        File stem -> path written.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from slmsql_hub.plots import write_card_plots
+    >>> records = [{"step": s, "reward_std": 0.1 * s, "grad_norm": 0.2} for s in range(1, 4)]
+    >>> sorted(write_card_plots({"attempt #2": records}, None, tempfile.mkdtemp()))
+    ['grad_norm', 'reward_std']
+
+    ```
+    """
+    out = Path(out_dir)
+    written: dict[str, Path] = {}
+    for stem, (metric, title, ylabel) in TELEMETRY_PLOTS.items():
+        if not any(_series(records, metric)[0] for records in attempts.values()):
+            logger.warning("no attempt logs %s: plots/%s.png is not drawn", metric, stem)
+            continue
+        written[stem] = plot_metric(attempts, metric, out / f"{stem}.png", title=title, ylabel=ylabel)
+    if filter_report is not None:
+        written[HISTOGRAM_PLOT] = plot_pass_rate_histogram(filter_report, out / f"{HISTOGRAM_PLOT}.png")
+    return written
