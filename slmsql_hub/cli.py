@@ -25,6 +25,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.filter",
     "slmsql_hub.commands.push",
     "slmsql_hub.commands.eval",
+    "slmsql_hub.commands.card",
 )
 
 
