@@ -18,6 +18,8 @@ Usage::
 
     python benchmarks/bench_generation.py                         # random tiny model, 8 prompts, K=8
     python benchmarks/bench_generation.py --model outputs/world/base --prompts 16 --k 8 --max-new-tokens 48
+    python benchmarks/bench_generation.py --model outputs/world/base --adapter outputs/world/sft/stage2 \\
+        --world outputs/world --max-new-tokens 96                  # the pass-rate filter's real load
 """
 
 from __future__ import annotations
@@ -72,6 +74,22 @@ def build_prompts(count: int) -> list[list[dict[str, str]]]:
     ]
 
 
+def world_prompts(world: Path, adapter: Path | None, count: int) -> list[list[dict[str, str]]]:
+    """The first ``count`` dev questions of a built world, prompted as SFT prompted them."""
+    from measure_world_ex import load_split, prompt_config_for
+
+    from slmsql_hub.sql import Sandbox
+
+    rows, _ = load_split(world, "dev", None, 0)
+    rows = rows[:count]
+    config = prompt_config_for(adapter or world / "no-adapter", None, None)
+    with Sandbox() as sandbox:
+        return [
+            config.messages(r["question"], config.schema(r["db_path"], sandbox), r["evidence"] or "")
+            for r in rows
+        ]
+
+
 def random_tiny_policy(seed: int = 0):
     """A random tiny Qwen2 (the world's default shape) and a byte-level BPE tokenizer learnt here."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -112,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         "--model", type=Path, help="a trained base (model + tokenizer folder); default: random"
     )
     parser.add_argument("--adapter", type=Path, help="optional LoRA adapter on top of --model")
+    parser.add_argument(
+        "--world",
+        type=Path,
+        help="take the prompts from this world's dev split (default: built-in questions)",
+    )
     parser.add_argument("--prompts", type=int, default=8, help="number of prompts (default 8)")
     parser.add_argument("--k", type=int, default=8, help="samples per prompt (default 8)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per completion (default 32)")
@@ -133,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model, tokenizer = random_tiny_policy(args.seed)
             model_name = "random tiny Qwen2 (world default shape)"
-        prompts = build_prompts(args.prompts)
+        prompts = (
+            world_prompts(args.world, args.adapter, args.prompts)
+            if args.world
+            else build_prompts(args.prompts)
+        )
         shared = GenerationConfig(
             do_sample=True,
             num_samples=args.k,
