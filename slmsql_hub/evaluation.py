@@ -179,6 +179,8 @@ class EvalConfig:
             ``cuda``, ``cpu``...; defaults to CUDA when available.
         num_threads (`int`, *optional*):
             ``torch.set_num_threads`` for the run (``None``: torch's default).
+        backend (`str`, defaults to `"transformers"`):
+            ``transformers`` or ``vllm`` (needs ``pip install 'slmsql-hub[vllm]'``; checked when the run starts).
         benchmarks (`list[str]`, defaults to `["world:dev", "world:test"]`):
             The slices, each ``name:split`` or ``name:split:limit`` (a seeded subset): ``world:dev``,
             ``world:test``, ``spider:dev:200``, ``bird:dev:149``.
@@ -245,6 +247,10 @@ class EvalConfig:
     dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(_DTYPES)})
     device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+    backend: str = field(
+        default="transformers",
+        metadata={"help": "Generation backend: transformers or vllm.", "choices": ["transformers", "vllm"]},
+    )
     benchmarks: list[str] = field(
         default_factory=lambda: ["world:dev", "world:test"],
         metadata={"help": "Slices: name:split[:limit], e.g. world:dev spider:dev:200 bird:dev:149."},
@@ -285,6 +291,8 @@ class EvalConfig:
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
         if self.dtype not in _DTYPES:
             raise UsageError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if self.backend not in ("transformers", "vllm"):
+            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
         for name in ("max_new_tokens", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -358,7 +366,11 @@ class EvalConfig:
         from .generation import GenerationConfig
 
         return GenerationConfig(
-            max_new_tokens=self.max_new_tokens, batch_size=self.batch_size, do_sample=False, seed=None
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+            do_sample=False,
+            seed=None,
+            backend=self.backend,
         )
 
 
@@ -797,6 +809,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             "the adapters were trained with different prompt settings (%s); each is evaluated with its own",
             {name: (c.sample_rows, c.max_value_chars) for name, c in prompt_configs.items()},
         )
+    generation_config = config.generation_config()
     if config.num_threads is not None:
         import torch
 
@@ -804,17 +817,19 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     if policy is None:
         from .generation import load_policy
 
-        policy = load_policy(
+        loaded = load_policy(
             config.model_name_or_path,
             adapters=adapters,
             tokenizer=config.tokenizer_name_or_path,
             dtype=config.dtype,
             device=config.device,
+            backend=config.backend,
         )
+        # the vLLM backend returns one VLLMPolicy that tokenizes for itself
+        policy = (loaded, None) if config.backend == "vllm" else loaded
     model, tokenizer = policy
     out = Path(str(config.output_dir)).expanduser()
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
-    generation_config = config.generation_config()
     a_name, b_name = POLICIES
     benchmarks: dict[str, dict] = {}
     with Sandbox(Limits(timeout_s=float(config.timeout_s)), workers=config.sandbox_workers) as sandbox:

@@ -24,6 +24,8 @@ from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import (
     BenchmarkSpec,
     EvalConfig,
+    build_prompts,
+    generate_and_judge,
     load_eval_config,
     load_slice,
     read_eval_results,
@@ -343,6 +345,35 @@ def test_results_file_is_the_returned_results_with_policies_and_prompt(spider_ru
     assert results["created_at"].endswith("Z")
 
 
+def test_generate_and_judge_runs_the_base_alone_for_a_none_adapter(trained_policy, spider_root):
+    from slmsql_hub.generation import load_policy
+    from slmsql_hub.sql import Judge
+
+    config = spider_config(trained_policy, spider_root, "unused")
+    model, tokenizer = load_policy(
+        config.model_name_or_path, adapters=config.adapters(), dtype="float32", device="cpu"
+    )
+    (spec,) = config.benchmark_specs()
+    rows = load_slice(spec, config).rows
+    with Sandbox(workers=1) as sandbox:
+        prompts = build_prompts(rows, PROMPT, sandbox)
+        judge = Judge(sandbox=sandbox, mode="spider")
+        outputs = generate_and_judge(
+            model,
+            tokenizer,
+            rows,
+            {None: prompts, "grpo": prompts},
+            judge,
+            config.generation_config(),
+            progress=False,
+        )
+    # the SFT adapter is an identity LoRA: the base alone answers as SFT does
+    assert [o.judgement.correct for o in outputs[None]] == SFT_CORRECT
+    assert [o.judgement.correct for o in outputs["grpo"]] == GRPO_CORRECT
+    assert outputs[None][1].completion.text == "```sql\nSELECT age FROM singer\n```"
+    assert outputs[None][1].completion.finished
+
+
 def test_slice_whose_every_gold_fails_is_one_usage_error(trained_policy, tmp_path):
     from slmsql_hub.generation import load_policy
 
@@ -472,3 +503,21 @@ def test_missing_adapter_folder_is_one_usage_error(world_dir, random_policy, tmp
     )
     with pytest.raises(UsageError, match="adapter 'grpo'.*does not exist"):
         run_eval(config, progress=False)
+
+
+def test_vllm_backend_without_vllm_names_the_extra_to_install(world_dir, random_policy, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    config = EvalConfig(
+        model_name_or_path=str(random_policy / "base"),
+        sft_adapter=str(random_policy / "sft"),
+        grpo_adapter=str(random_policy / "grpo"),
+        world_dir=str(world_dir),
+        backend="vllm",
+        output_dir=str(tmp_path / "out"),
+    )
+    with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
+        run_eval(config, progress=False)
+    assert not (tmp_path / "out").exists()
