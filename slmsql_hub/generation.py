@@ -595,7 +595,9 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     name = _cache_kwarg(model)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
+    extra = (
+        {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
+    )
     output = model(
         input_ids=input_ids[:, :-1],
         attention_mask=attention_mask[:, :-1],
