@@ -29,6 +29,7 @@ Importing this module does no I/O and imports neither torch nor TRL.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -744,9 +745,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _config_record(config: EvalConfig) -> dict:
-    from .training.configs import config_to_dict
-
-    return config_to_dict(config)
+    """The resolved config as a recipe-shaped mapping (every value is already YAML/JSON-safe)."""
+    return dataclasses.asdict(config)
 
 
 def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progress: bool = True) -> dict:
@@ -918,6 +918,12 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
         "benchmarks": benchmarks,
     }
     _write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    current = {bench["predictions_file"] for bench in benchmarks.values()}
+    for stale in sorted((out / PREDICTIONS_DIR).glob("*.jsonl")):
+        if f"{PREDICTIONS_DIR}/{stale.name}" not in current:
+            # an earlier run's slice: removed so the folder (shipped with the model) matches the results
+            logger.warning("removing %s: not a slice of this evaluation", stale)
+            stale.unlink()
     logger.info("wrote %s", out / RESULTS_FILE)
     return results
 

@@ -449,6 +449,8 @@ def write_recipe(path, world_dir, random_policy, out):
 def test_world_eval_through_the_cli_writes_the_shared_contract(world_dir, random_policy, tmp_path, capsys):
     out = tmp_path / "eval"
     recipe = write_recipe(tmp_path / "eval.yaml", world_dir, random_policy, out)
+    (out / "predictions").mkdir(parents=True)
+    (out / "predictions" / "spider_dev.jsonl").write_text("{}\n")  # an earlier run's slice
     assert cli_main(["eval", "--config", str(recipe), "--benchmarks", "world:dev", "world:test:6"]) == 0
     printed = capsys.readouterr().out
     assert "world_dev (10 questions, bird): sft EX" in printed
@@ -468,6 +470,7 @@ def test_world_eval_through_the_cli_writes_the_shared_contract(world_dir, random
     assert results["benchmarks"]["world_test"]["limit"] == 6
     predictions = (out / dev["predictions_file"]).read_text().splitlines()
     assert len(predictions) == 10
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == ["world_dev.jsonl", "world_test.jsonl"]
     rows = [json.loads(line) for line in predictions]
     for name, scores in dev["policies"].items():
         assert scores["correct"] == sum(row[f"{name}_correct"] or 0 for row in rows)
