@@ -1,5 +1,6 @@
-"""``slmsql train base|sft --config RECIPE.yaml [--field value ...]``: train the world's tiny base model, or
-one SFT stage of the LoRA adapter. Overrides on the command line win over the recipe."""
+"""``slmsql train base|sft|grpo --config RECIPE.yaml [--field value ...]``: train the world's tiny base model,
+one SFT stage of the LoRA adapter, or GRPO continuing that adapter. Overrides on the command line win over the
+recipe."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ _KINDS = {
     "sft": (
         "train (stage 1) or continue (stage 2) the LoRA adapter with TRL's SFTTrainer",
         "sft_stage1.yaml",
+    ),
+    "grpo": (
+        "continue the SFT adapter with GRPO (TRL's GRPOTrainer) on an execution reward",
+        "grpo_band.yaml",
     ),
 }
 
@@ -30,10 +35,10 @@ class _RecipeParser(argparse.ArgumentParser):
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``slmsql train`` and its ``base`` / ``sft`` subcommands."""
+    """Register ``slmsql train`` and its ``base`` / ``sft`` / ``grpo`` subcommands."""
     parser = subparsers.add_parser(
         "train",
-        help="train the world's base model or an SFT LoRA adapter from a YAML recipe",
+        help="train the world's base model, an SFT LoRA adapter, or GRPO on it, from a YAML recipe",
         description="Train from a YAML recipe; `--field value` overrides win over the recipe. "
         "Example: slmsql train sft --config recipes/world/sft_stage1.yaml --learning_rate 1e-4",
     )
@@ -52,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, train, and print the run summary's headline."""
     from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
 
+    if args.kind == "grpo":
+        return _run_grpo(args)
     if args.kind == "base":
         from ..training.base import train_base
 
@@ -65,3 +72,16 @@ def run(args: argparse.Namespace) -> int:
     }
     print(json.dumps({k: v for k, v in headline.items() if v is not None}))  # noqa: T201
     return 0
+
+
+def _run_grpo(args: argparse.Namespace) -> int:
+    """GRPO: print the headline (main process only); exit 1 when a guard failed after training."""
+    import os
+
+    from ..training.configs import GRPO_ARGUMENTS, parse_recipe
+    from ..training.grpo import headline, train_grpo
+
+    summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, args.config, args.overrides))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(headline(summary)))  # noqa: T201
+    return 1 if summary["guards"]["failed"] else 0
