@@ -409,6 +409,17 @@ def test_tensorboard_and_completion_logs_are_written(world, tmp_path):
     assert {"prompt", "completion", "execution", "format", "advantage", "sql_verdict"} <= set(table.columns)
 
 
+def test_slmsql_train_grpo_prints_the_headline(world, tmp_path, capsys):
+    from slmsql_hub.cli import main as slmsql
+
+    out = tmp_path / "cli"
+    assert slmsql(["train", "grpo", "--config", str(_recipe(world, out))]) == 0
+    headline = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert headline["kind"] == "grpo" and headline["steps"] == 2
+    assert headline["guards_failed"] == [] and "clipping" in headline["guards_warned"]
+    assert "mean_frac_reward_zero_std" in headline
+
+
 def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "bad")
     assert grpo.main(["--config", str(path), "--reward_funcs", "bleu"]) == 2
