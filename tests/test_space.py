@@ -1,0 +1,379 @@
+"""The comparison Space (``spaces/demo/``): settings, the run's files, the page, and ``/compare`` end to end.
+
+Fast tests build the page and its data from small folders written here. The slow ones use a tiny but complete run
+folder (``tests/_space_run.py``: a tiny world, a tiny Qwen2 base, SFT and GRPO LoRA adapters that give known
+answers, telemetry, a real evaluation and a card), call the engine directly, and call the ``/compare`` endpoint
+with ``gradio_client`` on the app launched as the Space runs it (``python app.py``, port from
+``GRADIO_SERVER_PORT``), 20 calls at once included.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import json
+import logging
+import sqlite3
+import sys
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from _space_run import (
+    DB_ID,
+    DEMO_DIR,
+    GRPO_SQL,
+    QUESTION,
+    SFT_SQL,
+    free_port,
+    launched_app,
+    space_run_once,
+)
+
+from slmsql_hub.errors import UsageError
+from slmsql_hub.sql import ExecResult, ExecStatus
+
+sys.path.insert(0, str(DEMO_DIR))
+import space_backend  # noqa: E402
+from space_backend import ComparisonSpace, SpaceSettings, load_space_data  # noqa: E402
+
+SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
+
+
+def load_app():
+    """``spaces/demo/app.py`` loaded by path, as the Hub's tooling does (not as ``import app``)."""
+    spec = importlib.util.spec_from_file_location("slmsql_demo_app", DEMO_DIR / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+demo_app = load_app()
+
+
+def component_values(demo) -> list:
+    return [block.value for block in demo.blocks.values() if hasattr(block, "value")]
+
+
+def compare_fn(demo):
+    return next(fn for fn in demo.fns.values() if fn.api_name == "compare")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Fast: settings, files, views
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_space_modules_doctests_pass():
+    for module in (space_backend, demo_app):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_command_line_wins_over_environment_and_port_comes_from_gradio_server_port():
+    environ = {"SLMSQL_RUN_DIR": "runs/env", "SLMSQL_MAX_NEW_TOKENS": "64", "GRADIO_SERVER_PORT": "7123"}
+    settings, host, port = demo_app.parse_args([], environ)
+    assert (settings.run_dir, settings.max_new_tokens, port, host) == ("runs/env", 64, 7123, "127.0.0.1")
+    settings, _, port = demo_app.parse_args(["--run-dir", "runs/cli", "--port", "7001"], environ)
+    assert (settings.run_dir, port) == ("runs/cli", 7001)
+    settings, _, port = demo_app.parse_args([], {})
+    assert (settings.run_dir, port) == ("outputs/quickstart", 7860)
+
+
+def test_bad_environment_numbers_are_usage_errors_naming_the_variable():
+    with pytest.raises(UsageError, match="SLMSQL_CONCURRENCY='many'"):
+        demo_app.parse_args([], {"SLMSQL_CONCURRENCY": "many"})
+    with pytest.raises(UsageError, match="GRADIO_SERVER_PORT"):
+        demo_app.parse_args([], {"GRADIO_SERVER_PORT": "http"})
+    with pytest.raises(UsageError, match="concurrency must be a positive integer"):
+        demo_app.parse_args([], {"SLMSQL_CONCURRENCY": "0"})
+
+
+def test_missing_run_dir_is_a_message_in_the_page_and_the_log_not_a_traceback(tmp_path, caplog):
+    import gradio as gr
+
+    missing = tmp_path / "no-run"
+    with caplog.at_level(logging.ERROR, logger="space_backend"):
+        space = ComparisonSpace(SpaceSettings(run_dir=str(missing)))
+    try:
+        assert any(f"No run folder at {missing}" in record.getMessage() for record in caplog.records)
+        assert not space.ready and not space.preload()
+        demo = demo_app.build_demo(space)
+        shown = [v for v in component_values(demo) if isinstance(v, str) and "No run folder" in v]
+        assert shown and "make quickstart" in shown[0] and "SLMSQL_RUN_DIR" in shown[0]
+        with pytest.raises(gr.Error, match="No run folder"):
+            compare_fn(demo).fn(None, "How many books are there?")
+    finally:
+        space.close()
+
+
+def test_page_without_run_serves_and_compare_answers_with_the_reason(tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    space = ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run")))
+    demo = demo_app.build_demo(space)
+    port = free_port()
+    try:
+        demo_app.launch(demo, space.settings, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=10) as response:
+            assert "No run folder at" in response.read().decode()
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        with pytest.raises(AppError, match="No run folder") as caught:
+            client.predict(None, "How many books are there?", api_name="/compare")
+        assert "Traceback" not in str(caught.value)
+    finally:
+        demo.close()
+        space.close()
+
+
+@pytest.fixture
+def spider_folder(tmp_path):
+    """A Spider-layout folder: two databases, a dev.json with one question per database."""
+    root = tmp_path / "spider"
+    for db_id, rows in (("pets", [(1, "Rex"), (2, "Tom")]), ("shop", [(1, "pen")])):
+        path = root / "database" / db_id / f"{db_id}.sqlite"
+        path.parent.mkdir(parents=True)
+        with sqlite3.connect(path) as conn:  # building a test database, not judging
+            conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT, photo BLOB)")
+            conn.executemany("INSERT INTO item VALUES (?, ?, x'00ff')", rows)
+        conn.close()
+    dev = [
+        {"db_id": "pets", "question": "How many pets?", "query": "SELECT count(*) FROM item"},
+        {"db_id": "shop", "question": "Names of items?", "query": "SELECT name FROM item"},
+    ]
+    (root / "dev.json").write_text(json.dumps(dev))
+    return root
+
+
+def test_spider_layout_folder_offers_its_databases_with_examples_and_the_spider_rule(tmp_path, spider_folder):
+    settings = SpaceSettings(run_dir=str(tmp_path / "no-run"), spider_dir=str(spider_folder))
+    with ComparisonSpace(settings) as space:
+        assert list(space.data.databases) == ["spider/pets", "spider/shop"]
+        assert {db.mode for db in space.data.databases.values()} == {"spider"}
+        assert [e.gold_sql for e in space.examples("spider/pets")] == ["SELECT count(*) FROM item"]
+        assert space.find_example("spider/pets", "  how many   PETS? ").question == "How many pets?"
+        assert space.find_example("spider/pets", "How many pets now?") is None
+        assert "CREATE TABLE item" in space.schema("spider/shop")
+        with pytest.raises(UsageError, match="unknown database 'spider/nowhere'"):
+            space.database("spider/nowhere")
+
+
+def test_questions_must_be_present_and_within_the_length_limit(tmp_path):
+    with ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run"), max_question_chars=20)) as space:
+        assert space.check_question("  How many pets?  ") == "How many pets?"
+        with pytest.raises(UsageError, match="type a question"):
+            space.check_question("   ")
+        with pytest.raises(UsageError, match="21 characters; the limit is 20"):
+            space.check_question("x" * 21)
+
+
+def test_result_tables_are_capped_and_failed_queries_show_no_rows():
+    ok = ExecResult(ExecStatus.OK, tuple((i, b"\x00") for i in range(120)), ("n", "photo"))
+    frame = demo_app.result_frame(ok, display_rows=50)
+    assert frame.shape == (50, 2) and frame.iloc[0].tolist() == [0, "<blob>"]
+    assert demo_app.result_frame(ExecResult(ExecStatus.TIMEOUT, error="deadline"), 50).empty
+    assert demo_app.result_frame(None, 50).empty
+    assert "120 rows (showing the first 50)" in demo_app._rows_line(ok, 50)
+
+
+def write_card_folder(folder: Path, eval_results: dict, predictions: list[dict]) -> None:
+    """What `slmsql push` puts in the GRPO model repo: adapter files, card, telemetry, eval."""
+    (folder / "eval" / "predictions").mkdir(parents=True)
+    (folder / "grpo_attempt1").mkdir()
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "README.md").write_text(
+        "---\nlicense: mit\n---\n# m\n\n> **TL;DR — nothing moved.** See below.\n"
+    )
+    (folder / "telemetry.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.7}\n')
+    (folder / "grpo_attempt1" / "telemetry.jsonl").write_text('{"step": 1, "reward": 0.9}\n')
+    (folder / "eval" / "eval_results.json").write_text(json.dumps(eval_results))
+    (folder / "eval" / "predictions" / "world_dev.jsonl").write_text(
+        "".join(json.dumps(p) + "\n" for p in predictions)
+    )
+
+
+def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summary(tmp_path):
+    from slmsql_hub.stats import paired_comparison
+
+    sft, grpo = [1, 1, 0, 0, 1, None], [1, 0, 1, 1, 1, None]
+    comparison = paired_comparison(sft[:5], grpo[:5], a_name="sft", b_name="grpo", resamples=10_000, seed=0)
+    results = {
+        "config": {"max_new_tokens": 77},
+        "benchmarks": {
+            "world_dev": {
+                "n": 6,
+                "mode": "bird",
+                "policies": {"sft": {"ex": 0.6}, "grpo": {"ex": 0.8}},
+                "comparison": comparison.to_dict(),
+                "predictions_file": "predictions/world_dev.jsonl",
+            }
+        },
+    }
+    predictions = [
+        {"question_id": f"q{i}", "sft_correct": a, "grpo_correct": b}
+        for i, (a, b) in enumerate(zip(sft, grpo))
+    ]
+    card, adapter, base = tmp_path / "card", tmp_path / "sft", tmp_path / "base"
+    card.mkdir()
+    adapter.mkdir()
+    base.mkdir()
+    write_card_folder(card, results, predictions)
+    (adapter / "adapter_config.json").write_text("{}")
+    settings = SpaceSettings(
+        run_dir=str(tmp_path / "no-run"),
+        base_model=str(base),
+        sft_adapter=str(adapter),
+        grpo_adapter=str(card),
+        world_dir=str(tmp_path / "no-world"),
+    )
+    data = load_space_data(settings)
+    assert data.base_model == str(base) and set(data.policies) == {"sft", "grpo"}
+    assert data.max_new_tokens == 77
+    assert list(data.attempts) == ["attempt #1", "attempt #2"] and len(data.attempts["attempt #2"]) == 2
+    assert "nothing moved" in space_backend.card_summary(data.card_text)
+    assert not any("No run folder" in p for p in data.problems)
+    assert any("no embedded world" in p for p in data.problems)
+    row = space_backend.eval_table(data.eval_results)[0]
+    assert (row["SFT EX"], row["GRPO EX"], row["ΔEX (points)"]) == ("60.0", "80.0", "+20.0")
+    assert row["SFT-only / GRPO-only"] == "1 / 2"
+
+    def ids(which: str) -> list[str]:
+        records = space_backend.disagreements(data.eval_results, data.eval_dir, "world_dev", which)
+        return [r["question_id"] for r in records]
+
+    assert ids("all") == ["q1", "q2", "q3"]
+    assert ids("sft_only") == ["q1"] and ids("grpo_only") == ["q2", "q3"]
+    with pytest.raises(UsageError, match="no benchmark 'spider_dev'"):
+        space_backend.disagreements(data.eval_results, data.eval_dir, "spider_dev")
+
+
+def test_an_adapter_that_is_neither_folder_nor_hub_id_is_a_problem_not_a_crash(tmp_path):
+    data = load_space_data(
+        SpaceSettings(
+            run_dir=str(tmp_path / "no-run"),
+            base_model="m",
+            sft_adapter="./nope",
+            grpo_adapter="./nope",
+            world_dir=str(tmp_path),
+        )
+    )
+    assert not data.policies
+    assert any("the SFT adapter './nope' is neither a folder nor a Hub repo id" in p for p in data.problems)
+
+
+@pytest.mark.spider
+def test_real_spider_dev_folder_offers_its_databases_and_judges_gold_against_itself():
+    if not SPIDER_DEV.is_dir():
+        pytest.skip(f"Spider dev data not found at {SPIDER_DEV}")
+    settings = SpaceSettings(run_dir="/nowhere/run", spider_dir=str(SPIDER_DEV))
+    with ComparisonSpace(settings) as space:
+        databases = space.data.databases
+        on_disk = sorted(p.parent.name for p in (SPIDER_DEV / "database").glob("*/*.sqlite"))
+        assert sorted(db.db_id for db in databases.values()) == on_disk
+        example = space.examples("spider/concert_singer")[0]
+        path = databases["spider/concert_singer"].path
+        assert space.sandbox.execute(path, example.gold_sql).ok
+        assert "CREATE TABLE" in space.schema("spider/concert_singer")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Slow: the engine and the launched app on a tiny run
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def space_run(tmp_path_factory):
+    return space_run_once(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def engine(space_run):
+    with ComparisonSpace(SpaceSettings(run_dir=str(space_run), sandbox_workers=1)) as space:
+        assert space.preload(), space.data.problems
+        yield space
+
+
+@pytest.mark.slow
+def test_example_question_is_answered_by_both_adapters_and_judged_against_gold(engine):
+    key = f"world/{DB_ID}"
+    comparison = engine.compare(key, QUESTION)
+    sft, grpo = comparison.answers["sft"], comparison.answers["grpo"]
+    assert (sft.sql, grpo.sql) == (SFT_SQL, GRPO_SQL)
+    assert (sft.status, grpo.status) == ("matches_gold", "wrong")
+    assert comparison.gold_sql == SFT_SQL and comparison.gold.rows == sft.result.rows
+    assert len(grpo.result.rows) > 1 and grpo.result.columns == ("name",)
+    assert sft.num_tokens > 0 and sft.finished and sft.latency_s > 0
+    details = comparison.to_dict()
+    assert details["sft"]["status"] == "matches_gold" and details["gold_rows"] == 1
+
+
+@pytest.mark.slow
+def test_typed_question_has_no_gold_and_answers_are_only_run(engine):
+    comparison = engine.compare(f"world/{DB_ID}", "Which students play the cello?")
+    assert comparison.gold_sql is None and comparison.gold is None
+    assert {a.status for a in comparison.answers.values()} == {"ran"}
+    other = engine.compare("world/library", "How many students borrowed books?")
+    assert {a.status for a in other.answers.values()} == {"error"}
+    assert "no such table" in other.answers["sft"].error
+
+
+@pytest.mark.slow
+def test_base_is_loaded_once_with_both_adapters(engine):
+    model, _ = engine.load()
+    assert engine.load()[0] is model
+    assert set(model.peft_config) == {"sft", "grpo"}
+    engine.compare(f"world/{DB_ID}", QUESTION)
+    assert engine.load()[0] is model and model.active_adapter == "sft"
+
+
+@pytest.fixture(scope="module")
+def app_url(space_run, tmp_path_factory):
+    log = tmp_path_factory.mktemp("space-app") / "app.log"
+    with launched_app(["--run-dir", str(space_run)], log) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_compare_endpoint_returns_both_sql_results_and_statuses(app_url):
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    assert "/compare" in client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    result = client.predict(f"world/{DB_ID}", QUESTION, api_name="/compare")
+    sft_sql, sft_status, sft_rows, grpo_sql, grpo_status, grpo_rows, gold_sql, _, gold_rows, details = result
+    assert (sft_sql, grpo_sql, gold_sql) == (SFT_SQL, GRPO_SQL, SFT_SQL)
+    assert "matches gold" in sft_status and "wrong" in grpo_status and "tokens" in sft_status
+    assert sft_rows["headers"] == ["count(*)"] and sft_rows["data"] == gold_rows["data"]
+    assert grpo_rows["headers"] == ["name"] and 1 < len(grpo_rows["data"]) <= 50
+    assert (details["sft"]["status"], details["grpo"]["status"]) == ("matches_gold", "wrong")
+
+
+@pytest.mark.slow
+def test_compare_endpoint_reports_bad_input_as_one_message(app_url):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(app_url, verbose=False)
+    with pytest.raises(AppError, match="the limit is 500") as caught:
+        client.predict(f"world/{DB_ID}", "x" * 501, api_name="/compare")
+    assert "Traceback" not in str(caught.value)
+
+
+@pytest.mark.slow
+def test_twenty_concurrent_compare_calls_all_complete(app_url):
+    from gradio_client import Client
+
+    questions = [QUESTION if i % 2 == 0 else f"How many students are there? ({i})" for i in range(20)]
+
+    def ask(question: str):
+        return Client(app_url, verbose=False).predict(f"world/{DB_ID}", question, api_name="/compare")
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(ask, questions))
+    assert len(results) == 20
+    statuses = [(r[-1]["sft"]["status"], r[-1]["grpo"]["status"]) for r in results]
+    assert statuses[0::2] == [("matches_gold", "wrong")] * 10
+    assert statuses[1::2] == [("ran", "ran")] * 10
+    assert all(r[0] == SFT_SQL and r[3] == GRPO_SQL for r in results)
