@@ -208,15 +208,11 @@ def free_port() -> int:
 def launched_app(args: list[str], log: Path, env: dict[str, str] | None = None, timeout_s: float = 180.0):
     """Run ``python spaces/demo/app.py ARGS`` on a free port (given through GRADIO_SERVER_PORT); yield its URL.
 
-    The app's output goes to ``log``; it is stopped (SIGTERM, then SIGKILL) when the block ends.
+    ``env`` replaces the environment (default: this process's). The app's output goes to ``log``; it is stopped (SIGTERM, then SIGKILL) when the block ends.
     """
     port = free_port()
-    full_env = {
-        **os.environ,
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        **(env or {}),
-    }
+    base = os.environ if env is None else env
+    full_env = {**base, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
     url = f"http://127.0.0.1:{port}/"
     with log.open("w") as out:
         process = subprocess.Popen(

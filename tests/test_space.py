@@ -13,7 +13,10 @@ import doctest
 import importlib.util
 import json
 import logging
+import os
+import shutil
 import sqlite3
+import subprocess
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from _space_run import (
+    CARD_TLDR,
     DB_ID,
     DEMO_DIR,
     GRPO_SQL,
@@ -377,3 +381,54 @@ def test_twenty_concurrent_compare_calls_all_complete(app_url):
     assert statuses[0::2] == [("matches_gold", "wrong")] * 10
     assert statuses[1::2] == [("ran", "ran")] * 10
     assert all(r[0] == SFT_SQL and r[3] == GRPO_SQL for r in results)
+
+
+HUB_TOKEN = "hf_test_space"
+
+
+def hub_env(endpoint: str, home: Path) -> dict[str, str]:
+    """A Hub client's environment: none of the session's HF_* settings (offline mode), the test Hub's endpoint."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
+    env.update(HF_ENDPOINT=endpoint, HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(home))
+    env["HF_TOKEN"] = HUB_TOKEN
+    return env
+
+
+@pytest.mark.slow
+def test_hub_adapters_are_downloaded_and_the_grpo_repo_feeds_the_other_tabs(space_run, tmp_path):
+    """The real Space's set-up: adapters by Hub id, the GRPO repo holding what `slmsql push` ships with a card."""
+    from gradio_client import Client
+    from hub_server import HubServer
+
+    card = tmp_path / "grpo-repo"
+    shutil.copytree(space_run / "grpo", card)
+    shutil.copytree(space_run / "grpo_attempt1", card / "grpo_attempt1")
+    shutil.copytree(space_run / "eval", card / "eval")
+    shutil.copy(space_run / "card" / "README.md", card / "README.md")
+    with HubServer({HUB_TOKEN: "alice"}) as hub:
+        env = hub_env(hub.endpoint, tmp_path / "home")
+        upload = (
+            "from huggingface_hub import HfApi\n"
+            "api = HfApi()\n"
+            "for repo, folder in [('alice/tiny-sft', {sft!r}), ('alice/tiny-grpo', {grpo!r})]:\n"
+            "    api.create_repo(repo)\n"
+            "    api.upload_folder(repo_id=repo, folder_path=folder)\n"
+        ).format(sft=str(space_run / "sft" / "stage2"), grpo=str(card))
+        done = subprocess.run(
+            [sys.executable, "-c", upload], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        env.update(
+            SLMSQL_BASE_MODEL=str(space_run / "base"),
+            SLMSQL_SFT_ADAPTER="alice/tiny-sft",
+            SLMSQL_GRPO_ADAPTER="alice/tiny-grpo",
+            SLMSQL_WORLD_DIR=str(space_run / "world"),
+        )
+        with launched_app(["--run-dir", str(tmp_path / "no-run")], tmp_path / "app.log", env=env) as url:
+            with urllib.request.urlopen(url + "config", timeout=10) as response:
+                page = response.read().decode()
+            result = Client(url, verbose=False).predict(f"world/{DB_ID}", QUESTION, api_name="/compare")
+    assert "No run folder" not in page and "Not everything could be loaded" not in page
+    assert CARD_TLDR in page and "alice/tiny-grpo" in page and "world_dev" in page
+    assert (result[0], result[3]) == (SFT_SQL, GRPO_SQL)
+    assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
