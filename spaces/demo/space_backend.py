@@ -503,7 +503,12 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
     # Databases and examples.
     world = Path(settings.world_dir).expanduser() if settings.world_dir else run / "world"
     if not (world / "world.json").is_file() and settings.world_dir is None and settings.hub_models:
-        world = _build_world(settings)
+        try:
+            world = _build_world(settings)
+        except (UsageError, OSError) as err:  # an unwritable cache, a folder holding something else
+            problems.append(
+                f"could not build the embedded world: {err}; set SLMSQL_WORLD_DIR to a built world"
+            )
     if (world / "world.json").is_file():
         databases, examples = _world_databases(world, settings.example_split, problems)
         data.databases.update((db.key, db) for db in databases)
