@@ -327,3 +327,16 @@ def test_limits_validate_with_a_message_that_names_the_fix():
         Limits(timeout_s=0)
     with pytest.raises(ValueError, match="max_rows"):
         Limits(max_rows=0)
+
+
+def test_concurrent_batches_from_several_threads_share_the_sandbox(db):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Sandbox(Limits(timeout_s=5), workers=2) as sb:
+
+        def batch(k: int):
+            return [r.rows for r in sb.execute_many([(db, f"SELECT {k} + {i}") for i in range(10)])]
+
+        with ThreadPoolExecutor(4) as pool:
+            outs = list(pool.map(batch, range(8)))
+    assert outs == [[((k + i,),) for i in range(10)] for k in range(8)]

@@ -460,9 +460,11 @@ class Sandbox:
                     if bar is not None:
                         bar.update(1)
                 return out
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slmsql-sandbox")
-            futures = [self._threads.submit(self._run_one, db_path, sql, limits) for db_path, sql in items]
+            with self._lock:  # concurrent batches (e.g. a Space serving two users) share one thread pool
+                if self._threads is None:
+                    self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slmsql-sandbox")
+                threads = self._threads
+            futures = [threads.submit(self._run_one, db_path, sql, limits) for db_path, sql in items]
             out = []
             for future in futures:
                 out.append(future.result())
