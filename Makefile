@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 
-.PHONY: setup test test-slow test-all lint clean
+.PHONY: setup quickstart test test-slow test-all lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# The main job on the embedded world: every stage of the study into outputs/quickstart (reuses finished stages).
+quickstart: setup
+	$(VENV)/bin/slmsql quickstart $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

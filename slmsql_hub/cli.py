@@ -26,6 +26,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.push",
     "slmsql_hub.commands.eval",
     "slmsql_hub.commands.card",
+    "slmsql_hub.commands.quickstart",
 )
 
 

@@ -1,0 +1,94 @@
+"""``slmsql quickstart``: the whole study on the embedded world, in one command (``make quickstart``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "quickstart",
+        help="run every stage on the embedded world: world, base, SFT 1-2, filter, GRPO, eval, card, dry-run push",
+        description="Run (or resume) the main job on the embedded world into one run folder. Finished stages "
+        "are reused; --force starts over.",
+    )
+    parser.add_argument(
+        "--out", default="outputs/quickstart", help="the run folder (default: outputs/quickstart)"
+    )
+    parser.add_argument(
+        "--recipes", default=None, help="folder of the world recipes (default: recipes/world)"
+    )
+    parser.add_argument(
+        "--repo-id",
+        default="slmsql/world-grpo-quickstart",
+        help="Hub id the card and dry-run push are written for",
+    )
+    parser.add_argument("--budget", type=float, default=600.0, help="time budget in seconds (default 600)")
+    parser.add_argument(
+        "--attempt1",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="GRPO attempt #1 on unfiltered data: auto runs it when it fits the budget",
+    )
+    parser.add_argument("--force", action="store_true", help="delete the run folder and start over")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..quickstart import run_quickstart
+
+    started = time.monotonic()
+
+    def progress(i: int, total: int, stage, state: str) -> None:
+        clock = f"{time.monotonic() - started:6.0f}s"
+        if state == "start":
+            print(f"[{i}/{total}] {clock}  {stage.name}: {stage.description} ...", flush=True)  # noqa: T201
+        elif state == "done":
+            print(f"[{i}/{total}] {clock}  {stage.name}: done", flush=True)  # noqa: T201
+        else:
+            print(f"[{i}/{total}] {clock}  {stage.name}: {state}", flush=True)  # noqa: T201
+
+    result = run_quickstart(
+        args.out,
+        recipes=args.recipes,
+        repo_id=args.repo_id,
+        budget_s=args.budget,
+        attempt1=args.attempt1,
+        force=args.force,
+        on_stage=progress,
+    )
+    out = Path(args.out)
+    lines = [f"\nquickstart finished in {result.wall_s:.0f} s -> {out}/"]
+    if result.skipped:
+        lines += [f"  skipped {name}: {why}" for name, why in result.skipped.items()]
+    lines += _headline(out)
+    lines += [
+        "",
+        "Where things are:",
+        f"  model card:        {out}/card/README.md  (plots in {out}/card/plots/)",
+        f"  evaluation:        {out}/eval/eval_results.json",
+        f"  GRPO telemetry:    {out}/grpo/telemetry.jsonl",
+        f"  filter report:     {out}/filter/filter_report.json",
+        f"  dry-run push:      {out}/push_dry_run/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
+        f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
+    ]
+    print("\n".join(lines))  # noqa: T201
+    return 0
+
+
+def _headline(out: Path) -> list[str]:
+    lines = []
+    report = out / "filter" / "filter_report.json"
+    if report.is_file():
+        line = json.loads(report.read_text()).get("summary")
+        if line:
+            lines.append(f"  filter:  {line}")
+    results = out / "eval" / "eval_results.json"
+    if results.is_file():
+        for key, bench in json.loads(results.read_text()).get("benchmarks", {}).items():
+            lines.append(f"  {key}: {bench['comparison']['summary']}")
+    return lines
