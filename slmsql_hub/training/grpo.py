@@ -755,6 +755,14 @@ def train_grpo(
     )
     if main_process:
         write_run_summary(output_dir, summary)
+        if training_args.push_to_hub:
+            # TRL pushed the output folder without a card of ours (its draft is trl_model_card.md): add it now,
+            # with the run files, in one commit.
+            from ..hub import push_training_card
+
+            push_training_card(
+                output_dir, trainer.hub_model_id, token=training_args.hub_token, revision=training_args.hub_revision
+            )
         mean = (summary["telemetry"] or {}).get("mean", {})
         logger.info(
             "GRPO done: %d steps, mean frac_reward_zero_std %s, mean reward %s, adapter %s, %.1fs; saved to %s",
