@@ -281,6 +281,34 @@ def test_rewards_come_from_the_recipe_with_its_values(world):
         grpo.close_rewards(rewards)
 
 
+def test_exact_zero_std_counts_groups_trl_misses_by_float_rounding():
+    import torch
+    from trl.trainer.utils import nanstd
+
+    nan = float("nan")
+    rows = (
+        [[1.0, 0.2]] * 8  # all correct: 1.2 each
+        + [[0.1, 0.2]] * 8  # all wrong the same way: 0.3 each
+        + [[0.0, 0.0]] * 8  # all failing without a block: 0.0 each
+        + [[1.0, 0.2]] * 4
+        + [[0.1, 0.2]] * 4  # mixed: variance
+        + [[nan, nan]] * 7
+        + [[1.0, 0.2]]  # one scorable sample: no std to speak of
+    )
+    rewards = torch.tensor(rows)
+    assert grpo.frac_zero_std_groups(rewards, torch.ones(2), 8) == 3 / 5
+    # TRL's own test (isclose(nanstd, 0), atol 1e-8) sees only the all-zero group: 1.2 and 0.3 sum inexactly
+    totals = rewards.nansum(dim=1)
+    totals[torch.isnan(rewards).all(dim=1)] = nan
+    std = nanstd(totals.view(-1, 8), dim=1)
+    assert torch.isclose(std, torch.zeros_like(std)).tolist() == [False, False, True, False, False]
+    # weights apply before the comparison, unscorable rows are left out of a group
+    weighted = torch.tensor([[1.0, 0.2]] * 4 + [[1.0, 0.0]] * 4)
+    assert grpo.frac_zero_std_groups(weighted, torch.tensor([1.0, 0.0]), 8) == 1.0
+    partly = torch.tensor([[1.0, 0.2]] * 6 + [[nan, nan]] * 2)
+    assert grpo.frac_zero_std_groups(partly, torch.ones(2), 8) == 1.0
+
+
 def test_resume_last_without_checkpoints_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         grpo.resolve_checkpoint("true", tmp_path)
@@ -331,6 +359,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
         "sql/frac_correct_zero_std",
         "timing/reward/execution_s",
         "step_time",
+        "frac_reward_zero_std_exact",
     ):
         assert key in records[0], key
     assert any(r["reward_std"] > 0 for r in records)  # the two answers give every group variance

@@ -522,11 +522,73 @@ def _readme_kept_for_the_card(
                 readme.write_bytes(before)
 
 
+def frac_zero_std_groups(
+    rewards_per_func: Any, weights: Any, num_generations: int, tolerance: float = 1e-6
+) -> float:
+    """The fraction of groups whose total reward is the same for every scorable sample, compared exactly.
+
+    TRL's ``frac_reward_zero_std`` tests ``isclose(nanstd(group), 0)`` with an absolute tolerance of 1e-8, but
+    float32 ``nanmean`` of eight equal rewards such as 1.2 (= 1.0 + 0.2, the study's correct answer) is off by
+    one ulp, so the group's std comes out ~1.3e-7 and the group is counted as having variance: a policy that
+    answers every sample right reads as 0% zero-std. This compares max and min instead (``tolerance`` relative
+    to the reward's size). Rows where every reward function returned ``None`` (unscorable) are left out; a
+    group with fewer than two scorable rows does not count as zero-std (as in TRL).
+
+    Args:
+        rewards_per_func: ``(samples, reward functions)`` tensor, NaN for ``None``.
+        weights: one weight per reward function.
+        num_generations: samples per group (consecutive rows).
+        tolerance: largest spread, relative to ``max(1, |reward|)``, still called zero.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.grpo import frac_zero_std_groups
+    >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
+    >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
+    >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
+    0.5
+
+    ```
+    """
+    import torch
+
+    weighted = rewards_per_func * torch.as_tensor(weights, dtype=rewards_per_func.dtype).to(
+        rewards_per_func.device
+    )
+    totals = weighted.nansum(dim=1)
+    totals[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    groups = totals.view(-1, num_generations)
+    if groups.shape[0] == 0:
+        return 0.0
+    valid = ~torch.isnan(groups)
+    high = torch.where(valid, groups, torch.full_like(groups, -torch.inf)).max(dim=1).values
+    low = torch.where(valid, groups, torch.full_like(groups, torch.inf)).min(dim=1).values
+    scale = torch.clamp(high.abs(), min=1.0)
+    zero = (valid.sum(dim=1) >= 2) & ((high - low) <= tolerance * scale)
+    return float(zero.double().mean().item())
+
+
+EXACT_ZERO_STD_METRIC = "frac_reward_zero_std_exact"
+"""Our exact version of TRL's ``frac_reward_zero_std`` (see :func:`frac_zero_std_groups`), logged every step."""
+
+
 def _make_trainer_class():
     from trl import GRPOTrainer
 
     class SlmsqlGRPOTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer`` whose draft model card goes to :data:`TRL_MODEL_CARD`, never ``README.md``."""
+        """TRL's ``GRPOTrainer`` that also logs :data:`EXACT_ZERO_STD_METRIC`, and whose draft model card goes to
+        :data:`TRL_MODEL_CARD`, never ``README.md``."""
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            mode = "train" if self.model.training else "eval"
+            groups = self.num_generations if mode == "train" else self.num_generations_eval
+            self._metrics[mode][EXACT_ZERO_STD_METRIC].append(
+                frac_zero_std_groups(rewards_per_func, self.reward_weights, groups)
+            )
+            return rewards_per_func
 
         def create_model_card(self, *args, **kwargs):
             folder = self.args.output_dir
@@ -761,13 +823,18 @@ def train_grpo(
             from ..hub import push_training_card
 
             push_training_card(
-                output_dir, trainer.hub_model_id, token=training_args.hub_token, revision=training_args.hub_revision
+                output_dir,
+                trainer.hub_model_id,
+                token=training_args.hub_token,
+                revision=training_args.hub_revision,
             )
         mean = (summary["telemetry"] or {}).get("mean", {})
         logger.info(
-            "GRPO done: %d steps, mean frac_reward_zero_std %s, mean reward %s, adapter %s, %.1fs; saved to %s",
+            "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s, %.1fs; "
+            "saved to %s",
             summary["steps"],
             _fmt(mean.get("frac_reward_zero_std")),
+            _fmt(mean.get(EXACT_ZERO_STD_METRIC)),
             _fmt(mean.get("reward")),
             "changed" if not changed.failed else "UNCHANGED",
             summary["wall_seconds"],
@@ -799,7 +866,13 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
         for k in ("kind", "output_dir", "steps", "wall_seconds")
         if summary.get(k) is not None
     }
-    for name in ("frac_reward_zero_std", "reward", "sql/correct_rate"):
+    for name in (
+        "frac_reward_zero_std",
+        EXACT_ZERO_STD_METRIC,
+        "sql/frac_correct_zero_std",
+        "reward",
+        "sql/correct_rate",
+    ):
         if name in mean:
             out[f"mean_{name.replace('/', '_')}"] = round(mean[name], 4)
     if "adapter_checksum" in summary:

@@ -5,7 +5,9 @@ line holding the step, the epoch, the wall time and **every** metric the trainer
 (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``grad_norm``, ``loss``, ``learning_rate``,
 ``completions/mean_length``, ``rewards/<name>/mean|std``, ``clip_ratio/*``, ``entropy``, ``step_time``...) and
 ours (``sql/*`` from :class:`~slmsql_hub.rewards.ExecutionReward`, ``timing/reward/<name>_s`` from
-:class:`TimedReward`). Only the main process writes.
+:class:`TimedReward`, ``frac_reward_zero_std_exact`` from :mod:`~slmsql_hub.training.grpo`: TRL's
+``frac_reward_zero_std`` misses groups whose equal rewards, such as 1.2, do not sum exactly in float32). Only the
+main process writes.
 
 Resuming is exact: when training (re)starts at step ``s``, lines of steps after ``s`` (written after the
 checkpoint a killed run resumes from) are dropped, as is a line cut short by the kill; a step already recorded is
@@ -36,6 +38,7 @@ SUMMARY_METRICS = (
     "reward",
     "reward_std",
     "frac_reward_zero_std",
+    "frac_reward_zero_std_exact",
     "sql/frac_correct_zero_std",
     "sql/correct_rate",
     "sql/exec_error_rate",
