@@ -81,6 +81,11 @@ class SFTScriptArguments:
             ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` (prompt text) or ``db_path`` (the
             schema is then read from the database through the sandbox; relative paths resolve against the
             dataset folder, then its parents).
+        benchmarks: benchmarks loaded from their release files and added to ``dataset_paths``, each as
+            ``name=root`` (``spider``, ``bird``, ``synsql`` or ``world``; e.g. ``bird=data/bird``); see
+            :func:`~slmsql_hub.data.benchmarks.load_benchmark`.
+        benchmark_split: the split read from each benchmark (``train``).
+        benchmark_limit: a seeded subset of this many questions per benchmark (``None``: all).
         max_train_samples: keep only the first N examples after shuffling (``None``: all).
         prompt_sample_rows: sample rows per table in the schema text (see
             :class:`~slmsql_hub.prompts.PromptConfig`); evaluation must use the same value.
@@ -96,7 +101,9 @@ class SFTScriptArguments:
     >>> SFTScriptArguments(dataset_paths=[])
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: dataset_paths is empty: set it to the dataset folder(s) to train on...
+    slmsql_hub.errors.UsageError: nothing to train on: set dataset_paths to the dataset folder(s)...
+    >>> SFTScriptArguments(benchmarks=["bird=data/bird", "spider=data/spider"]).benchmark_roots()
+    {'bird': 'data/bird', 'spider': 'data/spider'}
 
     ```
     """
@@ -106,6 +113,14 @@ class SFTScriptArguments:
         metadata={
             "help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."
         },
+    )
+    benchmarks: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Benchmarks read from their release files, as name=root (e.g. bird=data/bird)."},
+    )
+    benchmark_split: str = field(default="train", metadata={"help": "The split read from each benchmark."})
+    benchmark_limit: int | None = field(
+        default=None, metadata={"help": "A seeded subset of this many questions per benchmark; null: all."}
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
@@ -118,15 +133,39 @@ class SFTScriptArguments:
         if isinstance(self.dataset_paths, (str, os.PathLike)):
             self.dataset_paths = [str(self.dataset_paths)]
         self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
-        if not self.dataset_paths:
+        if isinstance(self.benchmarks, str):
+            self.benchmarks = [self.benchmarks]
+        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
+        if not self.dataset_paths and not self.benchmarks:
             raise UsageError(
-                "dataset_paths is empty: set it to the dataset folder(s) to train on, e.g. "
-                "`dataset_paths: [outputs/world/datasets/foundation]` (build the world with `slmsql world build`)"
+                "nothing to train on: set dataset_paths to the dataset folder(s), e.g. "
+                "`dataset_paths: [outputs/world/datasets/foundation]` (build the world with `slmsql world build`), "
+                "or benchmarks, e.g. `benchmarks: [bird=data/bird, spider=data/spider]`"
             )
+        self.benchmark_roots()  # validates the entries
+        if self.benchmark_limit is not None and self.benchmark_limit < 1:
+            raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
         if self.max_train_samples is not None and self.max_train_samples < 1:
             raise UsageError(f"max_train_samples must be >= 1, or null for all; got {self.max_train_samples}")
         _check_prompt_fields("SFTScriptArguments", self.prompt_sample_rows, self.prompt_max_value_chars)
         _check_threads("SFTScriptArguments", self.num_threads)
+
+    def benchmark_roots(self) -> dict[str, str]:
+        """``{name: root}`` from :attr:`benchmarks` (``name=root`` entries), checked."""
+        known = ("spider", "bird", "synsql", "world")
+        roots: dict[str, str] = {}
+        for entry in self.benchmarks:
+            name, sep, root = entry.partition("=")
+            name, root = name.strip(), root.strip()
+            if not sep or not root or name not in known:
+                raise UsageError(
+                    f"benchmarks entry {entry!r} must be name=root with name one of {', '.join(known)}, "
+                    "e.g. bird=data/bird"
+                )
+            if name in roots:
+                raise UsageError(f"benchmark {name!r} is listed twice in benchmarks; keep one entry")
+            roots[name] = root
+        return roots
 
 
 @dataclass
@@ -378,15 +417,19 @@ class TinyModelArguments:
         num_attention_heads: query heads (must divide ``hidden_size``).
         num_key_value_heads: key/value heads (grouped-query attention; must divide the query heads).
         max_position_embeddings: longest sequence (RoPE).
-        rope_theta: RoPE base.
+        rope_theta: RoPE base (1e6, as Qwen2.5).
         tie_word_embeddings: share the input embedding and the output head (as Qwen2.5-1.5B does).
         init_seed: seed of the random initialisation.
+        copy_circuit: wire a copy circuit into the initial weights (see
+            :func:`~slmsql_hub.training.base.install_copy_circuit`): text-to-SQL copies values from the
+            question, and a model this small does not grow induction heads in the tokens two CPU cores afford.
+            Needs ``num_key_value_heads == num_attention_heads``, two layers or more, tied embeddings.
 
     Example:
 
     ```python
     >>> from slmsql_hub.training.configs import TinyModelArguments
-    >>> TinyModelArguments(hidden_size=96, num_attention_heads=4).head_dim
+    >>> TinyModelArguments(hidden_size=96, num_attention_heads=4, num_key_value_heads=4).head_dim
     24
     >>> TinyModelArguments(hidden_size=100, num_attention_heads=3)
     Traceback (most recent call last):
@@ -400,13 +443,19 @@ class TinyModelArguments:
     intermediate_size: int = field(default=384, metadata={"help": "MLP width."})
     num_hidden_layers: int = field(default=4, metadata={"help": "Decoder layers."})
     num_attention_heads: int = field(default=4, metadata={"help": "Query heads."})
-    num_key_value_heads: int = field(default=2, metadata={"help": "Key/value heads."})
+    num_key_value_heads: int = field(default=4, metadata={"help": "Key/value heads."})
     max_position_embeddings: int = field(default=1024, metadata={"help": "Longest sequence."})
-    rope_theta: float = field(default=10000.0, metadata={"help": "RoPE base."})
+    rope_theta: float = field(default=1000000.0, metadata={"help": "RoPE base (Qwen2.5's 1e6)."})
     tie_word_embeddings: bool = field(
         default=True, metadata={"help": "Tie input embeddings and output head."}
     )
     init_seed: int = field(default=0, metadata={"help": "Seed of the random initialisation."})
+    copy_circuit: bool = field(
+        default=True,
+        metadata={
+            "help": "Start with a previous-token head (layer 0) and an induction head (layer 1) wired in."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
@@ -428,6 +477,30 @@ class TinyModelArguments:
             )
         if self.max_position_embeddings < 16:
             raise UsageError(f"max_position_embeddings must be >= 16; got {self.max_position_embeddings}")
+        if self.copy_circuit:
+            if self.num_hidden_layers < 2:
+                raise UsageError(
+                    "copy_circuit needs num_hidden_layers >= 2 (an induction head reads layer 0)"
+                )
+            if self.num_key_value_heads != self.num_attention_heads:
+                raise UsageError(
+                    "copy_circuit needs num_key_value_heads == num_attention_heads (each circuit head owns its "
+                    "keys and values); set them equal or copy_circuit: false"
+                )
+            if not self.tie_word_embeddings:
+                raise UsageError(
+                    "copy_circuit reads tokens back through the tied output head: keep tie_word_embeddings"
+                )
+            if (
+                self.hidden_size % 2
+                or -(-(self.hidden_size // 2) // self.head_dim) > self.num_attention_heads
+            ):
+                raise UsageError(
+                    f"copy_circuit carries half of hidden_size ({self.hidden_size // 2} dims) through heads of "
+                    f"{self.head_dim}: use more heads or copy_circuit: false"
+                )
+            if self.head_dim < 16:
+                raise UsageError(f"copy_circuit needs heads of at least 16 dims; got {self.head_dim}")
 
     @property
     def head_dim(self) -> int:
@@ -913,3 +986,66 @@ class GRPOTrainingConfig(GRPOConfig):
 
 GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
 """The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""
+
+
+RECIPE_KINDS: dict[str, str] = {
+    "base": "slmsql_hub.training.configs:BASE_ARGUMENTS",
+    "sft": "slmsql_hub.training.configs:SFT_ARGUMENTS",
+    "grpo": "slmsql_hub.training.configs:GRPO_ARGUMENTS",
+    "filter": "slmsql_hub.filtering:load_filter_config",
+    "eval": "slmsql_hub.evaluation:load_eval_config",
+}
+"""How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
+``sft`` recipe): ``"module:NAME"`` of a tuple of dataclasses (read with :func:`parse_recipe`) or of a loader
+``(config, overrides) -> config``. Register a new kind of recipe here and ``tests/test_recipes.py`` checks it."""
+
+
+def recipe_kind(path: str | os.PathLike) -> str:
+    """The kind of a recipe: the first ``_``-separated word of its file name.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import recipe_kind
+    >>> recipe_kind("recipes/qwen2.5-coder-1.5b/sft_stage2_bird_spider.yaml")
+    'sft'
+
+    ```
+    """
+    return Path(path).stem.split("_", 1)[0]
+
+
+def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple:
+    """Read and validate any registered recipe (see :data:`RECIPE_KINDS`); nothing is downloaded or loaded.
+
+    Returns:
+        The validated config objects, as a tuple.
+
+    Raises:
+        UsageError: the kind is not registered, or the recipe is invalid.
+
+    Example:
+
+    ```python
+    >>> import pathlib, slmsql_hub
+    >>> from slmsql_hub.training.configs import load_recipe
+    >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
+    >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
+    >>> training.stage, training.adapter_path
+    (2, 'outputs/world/sft_stage1')
+
+    ```
+    """
+    import importlib
+
+    kind = recipe_kind(path)
+    if kind not in RECIPE_KINDS:
+        raise UsageError(
+            f"cannot tell what {path} configures: its name starts with {kind!r}, not one of "
+            f"{', '.join(sorted(RECIPE_KINDS))}; rename it or register the kind in RECIPE_KINDS"
+        )
+    module_name, _, attribute = RECIPE_KINDS[kind].partition(":")
+    target = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(target, tuple):
+        return parse_recipe(target, path, overrides)
+    return (target(path, overrides),)

@@ -55,6 +55,31 @@ def _check_local_inputs(model_args: ModelArguments, training_args: SFTTrainingCo
             )
 
 
+def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
+    """The run's rows: every ``dataset_paths`` folder and every benchmark of ``benchmarks``, concatenated.
+
+    Benchmarks are read with :func:`~slmsql_hub.data.benchmarks.load_benchmark` (``benchmark_split``, a seeded
+    ``benchmark_limit`` subset), so BIRD, Spider and SynSQL train straight from their release files.
+    """
+    from datasets import concatenate_datasets
+
+    parts = []
+    if script_args.dataset_paths:
+        parts.append(load_datasets(script_args.dataset_paths))
+    for name, root in script_args.benchmark_roots().items():
+        from ..data.benchmarks import load_benchmark
+
+        loaded = load_benchmark(
+            name, root, script_args.benchmark_split, limit=script_args.benchmark_limit, seed=seed
+        )
+        loaded = loaded.select_columns(["question", "gold_sql", "evidence", "db_path", "db_id"])
+        parts.append(loaded.add_column("_source", [str(Path(root).expanduser().resolve())] * len(loaded)))
+    if len(parts) == 1:
+        return parts[0]
+    shared = [c for c in parts[0].column_names if all(c in p.column_names for p in parts)]
+    return concatenate_datasets([p.select_columns(shared) for p in parts])
+
+
 def load_model_for_stage(model_args: ModelArguments, training_args: SFTTrainingConfig):
     """The model to hand to ``SFTTrainer`` and the PEFT config it should attach (``None`` for stage 2).
 
@@ -143,7 +168,7 @@ def train_sft(
         sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
     )
 
-    rows = load_datasets(script_args.dataset_paths)
+    rows = load_training_rows(script_args, seed=training_args.seed)
     n_rows = len(rows)
     rows = rows.shuffle(seed=training_args.seed)
     if script_args.max_train_samples is not None:
@@ -201,6 +226,7 @@ def train_sft(
         "adapter_path": training_args.adapter_path,
         "output_dir": str(output_dir),
         "datasets": list(script_args.dataset_paths),
+        "benchmarks": list(script_args.benchmarks),
         "data": {
             "rows": n_rows,
             "used": len(rows),

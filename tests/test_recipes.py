@@ -1,0 +1,140 @@
+"""Every YAML file under recipes/ parses and validates offline, and the recipe chains agree with each other.
+
+Recipes are found by globbing, so a new recipe is covered the moment it is added; its kind comes from the first
+word of its file name (``RECIPE_KINDS``), and an unregistered kind fails here with the fix.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slmsql_hub.errors import UsageError
+from slmsql_hub.training.configs import RECIPE_KINDS, load_recipe, recipe_kind
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+ACCELERATE_CONFIGS = RECIPES / "accelerate_configs"
+ALL_YAML = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
+TRAINING_RECIPES = [p for p in ALL_YAML if ACCELERATE_CONFIGS not in p.parents]
+QWEN = RECIPES / "qwen2.5-coder-1.5b"
+WORLD = RECIPES / "world"
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(RECIPES))
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to open a connection fails the test: validating a recipe must not touch the network."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"recipe validation tried to open a network connection: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_recipes_folder_holds_the_training_recipes():
+    names = {p.name for p in TRAINING_RECIPES}
+    for expected in (
+        "base.yaml",
+        "base_smoke.yaml",
+        "sft_stage1.yaml",
+        "sft_stage1_smoke.yaml",
+        "sft_stage2.yaml",
+        "sft_stage2_smoke.yaml",
+        "sft_stage1_synsql.yaml",
+        "sft_stage2_bird_spider.yaml",
+    ):
+        assert expected in names
+
+
+@pytest.mark.parametrize("path", TRAINING_RECIPES, ids=_id)
+def test_every_recipe_is_of_a_registered_kind(path):
+    assert recipe_kind(path) in RECIPE_KINDS, (
+        f"{_id(path)}: name it <kind>_... with kind in {sorted(RECIPE_KINDS)}, or register its kind in "
+        "slmsql_hub.training.configs.RECIPE_KINDS"
+    )
+
+
+@pytest.mark.parametrize("path", TRAINING_RECIPES, ids=_id)
+def test_every_recipe_parses_and_validates_offline(path, no_network):
+    configs = load_recipe(path)
+    assert configs and all(c is not None for c in configs)
+
+
+@pytest.mark.parametrize("path", [p for p in ALL_YAML if ACCELERATE_CONFIGS in p.parents], ids=_id)
+def test_every_accelerate_config_loads(path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(path))
+    assert config.num_processes >= 1
+
+
+def test_an_unregistered_recipe_kind_is_refused_with_the_fix(tmp_path):
+    recipe = tmp_path / "distill_tiny.yaml"
+    recipe.write_text("learning_rate: 1.0e-4\n")
+    with pytest.raises(UsageError, match="register the kind in RECIPE_KINDS"):
+        load_recipe(recipe)
+
+
+def _raw(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("suffix", ["", "_smoke"])
+def test_world_chain_base_then_stage1_then_stage2_agree(suffix, no_network):
+    (base_script, _, base_training) = load_recipe(WORLD / f"base{suffix}.yaml")
+    (s1_script, s1_model, s1_training) = load_recipe(WORLD / f"sft_stage1{suffix}.yaml")
+    (s2_script, s2_model, s2_training) = load_recipe(WORLD / f"sft_stage2{suffix}.yaml")
+    assert s1_model.model_name_or_path == s2_model.model_name_or_path == base_training.output_dir
+    assert (s1_training.stage, s2_training.stage) == (1, 2)
+    assert s1_training.adapter_path is None
+    assert s2_training.adapter_path == s1_training.output_dir
+    assert s1_script.dataset_paths == [f"{base_script.world_dir}/datasets/foundation"]
+    assert s2_script.dataset_paths == [f"{base_script.world_dir}/datasets/grounding"]
+    # The base learns the schema texts the SFT prompts show.
+    assert base_script.prompt_sample_rows == s1_script.prompt_sample_rows == s2_script.prompt_sample_rows
+    for training in (base_training, s1_training, s2_training):
+        assert training.report_to in ([], ["none"], "none")
+
+
+def test_world_stage2_adapter_is_what_grpo_filter_and_eval_start_from():
+    (_, _, stage2) = load_recipe(WORLD / "sft_stage2.yaml")
+    (_, _, base) = load_recipe(WORLD / "base.yaml")
+    for name in ("grpo_band.yaml", "grpo_attempt1.yaml", "filter.yaml"):
+        raw = _raw(WORLD / name)
+        assert raw["adapter_path"] == stage2.output_dir, name
+        assert raw["model_name_or_path"] == base.output_dir, name
+    raw = _raw(WORLD / "eval.yaml")
+    assert raw["sft_adapter"] == stage2.output_dir
+    assert raw["model_name_or_path"] == base.output_dir
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.rglob("sft_*.yaml")), ids=_id)
+def test_every_sft_recipe_trains_the_studys_adapter(path, no_network):
+    (_, model, training) = load_recipe(path)
+    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert training.completion_only_loss in (None, True)  # the answer only
+
+
+def test_qwen_sft_recipes_reproduce_the_studys_two_stages(no_network):
+    (s1_script, s1_model, s1_training) = load_recipe(QWEN / "sft_stage1_synsql.yaml")
+    (s2_script, s2_model, s2_training) = load_recipe(QWEN / "sft_stage2_bird_spider.yaml")
+    assert s1_model.model_name_or_path == s2_model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert set(s1_script.benchmark_roots()) == {"synsql"}
+    assert set(s2_script.benchmark_roots()) == {"bird", "spider"}
+    assert s2_training.stage == 2 and s2_training.adapter_path == s1_training.output_dir
+    assert s1_script.prompt_sample_rows == s2_script.prompt_sample_rows
+
+
+def test_world_sft_recipes_keep_prompts_short_enough_for_their_max_length(no_network):
+    for name in ("sft_stage1.yaml", "sft_stage2.yaml"):
+        (script, _, training) = load_recipe(WORLD / name)
+        assert script.prompt_sample_rows == 0
+        assert training.max_length >= 256
