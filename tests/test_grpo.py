@@ -169,12 +169,24 @@ def test_qwen_recipes_carry_the_study_settings(name):
     assert training.learning_rate == expected_lr
 
 
-def test_world_attempts_train_on_mastered_data_then_on_the_band():
-    attempt1, _, _ = _parse(RECIPES / "world" / "grpo_attempt1.yaml")
-    band, _, band_training = _parse(RECIPES / "world" / "grpo_band.yaml")
-    assert attempt1.dataset_paths == ["outputs/world/datasets/grounding"]
-    assert band.dataset_paths == ["outputs/world/filter/band"]
-    assert band_training.adapter_path == "outputs/world/sft_stage2"
+def test_world_attempts_differ_only_in_their_prompts():
+    from slmsql_hub.training.configs import config_to_dict
+
+    attempt1 = config_to_dict(*_parse(RECIPES / "world" / "grpo_attempt1.yaml"))
+    band = config_to_dict(*_parse(RECIPES / "world" / "grpo_band.yaml"))
+    assert attempt1["dataset_paths"] == ["outputs/world/datasets/grounding"]  # stage-2 SFT data: mastered
+    assert band["dataset_paths"] == ["outputs/world/filter/band"]
+    assert band["adapter_path"] == "outputs/world/sft_stage2"
+    differing = sorted(k for k in attempt1 if attempt1[k] != band[k])
+    assert differing == ["dataset_paths", "output_dir", "run_name"] or differing == ["dataset_paths", "output_dir"]
+
+
+def test_world_filter_samples_like_the_grpo_it_feeds():
+    filter_recipe = yaml.safe_load((RECIPES / "world" / "filter.yaml").read_text())
+    _, _, band = _parse(RECIPES / "world" / "grpo_band.yaml")
+    assert filter_recipe["output_dir"] + "/band" == "outputs/world/filter/band"
+    assert filter_recipe["max_new_tokens"] == band.max_completion_length
+    assert filter_recipe["num_samples"] == band.num_generations
 
 
 def test_reward_weights_must_match_reward_funcs():
