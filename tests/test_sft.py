@@ -230,16 +230,17 @@ def test_pack_blocks_makes_full_blocks_ending_documents_with_endoftext():
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_base_corpus_never_shows_dev_or_test_nor_a_chat_pair(world):
+def test_base_corpus_never_shows_dev_test_or_the_grpo_pool_nor_a_chat_pair(world):
     documents, counts = build_corpus(BaseScriptArguments(world_dir=str(world), prompt_sample_rows=1))
     text = "\n".join(documents)
-    held_out = load_datasets([world / "datasets" / "dev", world / "datasets" / "test"])
-    train = load_datasets([world / "datasets" / s for s in ("foundation", "grounding", "rl_pool")])
+    held_out = load_datasets([world / "datasets" / s for s in ("dev", "test", "rl_pool")])
+    train = load_datasets([world / "datasets" / s for s in ("foundation", "grounding")])
     train_questions = set(train["question"])
     for question in held_out["question"]:
         if question not in train_questions:  # templated questions can repeat across splits
             assert question not in text
-    assert counts["paired_documents"] == len(load_datasets([world / "datasets" / "foundation"]))
+    assert counts["paired_documents"] == len(train)
+    assert counts["question_documents"] == counts["sql_documents"] == 0
     assert counts["prompt_documents"] == 2 * 4  # two databases x corpus_repeats
     for doc in documents:
         if "<|im_start|>user" in doc:

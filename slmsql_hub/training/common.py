@@ -186,6 +186,7 @@ def to_prompt_completion(
     ```
     """
     from datasets import Dataset as _Dataset
+    from tqdm.auto import tqdm
 
     from ..prompts import format_answer
     from ..sql.sandbox import Sandbox
@@ -204,7 +205,10 @@ def to_prompt_completion(
         try:
             by_db: dict[tuple[str, str], str] = {}
             schemas = []
-            for schema, db_path, source in zip(given, dataset["db_path"], sources):
+            rows = zip(given, dataset["db_path"], sources)
+            for schema, db_path, source in tqdm(
+                rows, total=len(dataset), desc="reading schemas", leave=False
+            ):
                 if schema:
                     schemas.append(schema)
                     continue
@@ -234,9 +238,12 @@ def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> t
     """
     if max_length is None or len(dataset) == 0:
         return dataset, 0
+    from tqdm.auto import tqdm
+
+    pairs = zip(dataset["prompt"], dataset["completion"])
     lengths = [
         len(tokenizer.apply_chat_template(p + c, tokenize=True, return_dict=True)["input_ids"])
-        for p, c in zip(dataset["prompt"], dataset["completion"])
+        for p, c in tqdm(pairs, total=len(dataset), desc="measuring examples", leave=False)
     ]
     keep = [i for i, n in enumerate(lengths) if n <= max_length]
     dropped = len(dataset) - len(keep)

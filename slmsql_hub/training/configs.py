@@ -326,10 +326,12 @@ class BaseScriptArguments:
 
     Args:
         world_dir: the folder written by ``slmsql world build --out DIR``.
-        corpus_splits: the world's splits whose schemas, questions and SQL form the corpus (never dev/test).
+        corpus_splits: the world's splits whose schemas, questions and SQL form the corpus (never dev/test;
+            by default not rl_pool either, so GRPO's pass-rate filter meets questions the model never read).
         paired_splits: corpus splits whose questions and SQL appear together, as SQL written under a
-            ``-- question`` comment (how a code model meets SQL in the wild); the other splits contribute
-            questions and SQL separately. Must be a subset of ``corpus_splits``.
+            ``-- question`` comment (how a code model meets SQL in the wild); the other corpus splits
+            contribute questions and SQL separately. A subset of ``corpus_splits`` (``None``: all of them). Pairs are what
+            teach the tiny model to read a value in the question and copy it into the query.
         corpus_repeats: how many times each schema text appears in the corpus (schemas are few but long).
         vocab_size: tokenizer vocabulary size (bytes and special tokens included).
         tokenizer_min_frequency: the fewest occurrences a pair needs to become a token.
@@ -342,7 +344,7 @@ class BaseScriptArguments:
     ```python
     >>> from slmsql_hub.training.configs import BaseScriptArguments
     >>> BaseScriptArguments(world_dir="outputs/world").corpus_splits
-    ['foundation', 'grounding', 'rl_pool']
+    ['foundation', 'grounding']
     >>> BaseScriptArguments(world_dir="w", corpus_splits=["foundation", "dev"])
     Traceback (most recent call last):
     ...
@@ -355,11 +357,11 @@ class BaseScriptArguments:
         default=None, metadata={"help": "The world folder (slmsql world build --out)."}
     )
     corpus_splits: list[str] = field(
-        default_factory=lambda: ["foundation", "grounding", "rl_pool"],
+        default_factory=lambda: ["foundation", "grounding"],
         metadata={"help": "World splits the corpus is drawn from (never dev/test)."},
     )
-    paired_splits: list[str] = field(
-        default_factory=lambda: ["foundation"],
+    paired_splits: list[str] | None = field(
+        default=None,
         metadata={"help": "Corpus splits whose questions and SQL appear together, as `-- question` + SQL."},
     )
     corpus_repeats: int = field(default=4, metadata={"help": "Copies of each schema text in the corpus."})
@@ -378,13 +380,15 @@ class BaseScriptArguments:
         if isinstance(self.corpus_splits, str):
             self.corpus_splits = [self.corpus_splits]
         if not self.corpus_splits:
-            raise UsageError("corpus_splits is empty: use e.g. [foundation, grounding, rl_pool]")
+            raise UsageError("corpus_splits is empty: use e.g. [foundation, grounding]")
         held_out = sorted({"dev", "test"} & set(self.corpus_splits))
         if held_out:
             raise UsageError(
                 "corpus_splits must not include dev or test (their SQL is what EX is measured on); "
                 f"remove {', '.join(held_out)}"
             )
+        if self.paired_splits is None:
+            self.paired_splits = list(self.corpus_splits)
         if isinstance(self.paired_splits, str):
             self.paired_splits = [self.paired_splits]
         stray = sorted(set(self.paired_splits) - set(self.corpus_splits))
