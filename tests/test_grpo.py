@@ -178,7 +178,10 @@ def test_world_attempts_differ_only_in_their_prompts():
     assert band["dataset_paths"] == ["outputs/world/filter/band"]
     assert band["adapter_path"] == "outputs/world/sft_stage2"
     differing = sorted(k for k in attempt1 if attempt1[k] != band[k])
-    assert differing == ["dataset_paths", "output_dir", "run_name"] or differing == ["dataset_paths", "output_dir"]
+    assert differing == ["dataset_paths", "output_dir", "run_name"] or differing == [
+        "dataset_paths",
+        "output_dir",
+    ]
 
 
 def test_world_filter_samples_like_the_grpo_it_feeds():
@@ -211,13 +214,26 @@ def test_a_single_generation_per_prompt_is_refused():
         GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, num_generations=1)
 
 
-def test_script_arguments_need_exactly_one_prompt_source():
+def test_script_arguments_need_prompts_from_a_training_split():
     with pytest.raises(UsageError, match="no training prompts"):
         GRPOScriptArguments()
-    with pytest.raises(UsageError, match="benchmark_root"):
-        GRPOScriptArguments(benchmark="spider")
+    with pytest.raises(UsageError, match="name=root"):
+        GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
-        GRPOScriptArguments(benchmark="spider", benchmark_root="x", benchmark_split="dev")
+        GRPOScriptArguments(benchmarks=["spider=x"], benchmark_split="dev")
+
+
+def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):
+    from slmsql_hub.data.world import WorldSizes, build_world
+
+    world = tmp_path / "world"
+    build_world(world, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=12, dev=10, test=10))
+    script = GRPOScriptArguments(benchmarks=[f"world={world}"], benchmark_split="rl_pool", benchmark_limit=5)
+    rows = grpo.load_prompt_rows(script)
+    dataset = grpo.build_prompt_dataset(rows, PromptConfig(sample_rows=1), progress=False)
+    assert len(dataset) == 5
+    assert all(Path(p).is_absolute() and Path(p).is_file() for p in dataset["db_path"])
+    assert all("CREATE TABLE" in prompt[-1]["content"] for prompt in dataset["prompt"])
 
 
 def test_unknown_recipe_key_is_refused(tmp_path):

@@ -746,25 +746,22 @@ def describe_arguments(dataclass_types: Sequence[type]) -> argparse.ArgumentPars
 REWARD_FUNCS = ("execution", "format", "result_f1")
 """The reward functions a GRPO recipe can name (see :mod:`slmsql_hub.rewards`)."""
 
-_BENCHMARK_SOURCES = ("spider", "bird", "synsql", "world")
-
 
 @dataclass
 class GRPOScriptArguments:
     """What a GRPO run trains on, and how its prompts are built.
 
-    The prompts come from one of two sources: ``dataset_paths`` (datasets written with ``save_to_disk``: a
-    world split such as ``<world>/datasets/grounding``, or the band the pass-rate filter saved), or a benchmark
-    read by :func:`~slmsql_hub.data.benchmarks.load_benchmark` (``benchmark``, ``benchmark_root``,
-    ``benchmark_split``; Spider train for the study's attempt #1). Rows need ``question``, ``gold_sql`` and
+    The prompts come from ``dataset_paths`` (datasets written with ``save_to_disk``: a world split such as
+    ``<world>/datasets/grounding``, or the band the pass-rate filter saved) and/or ``benchmarks`` read from
+    their release files (as in :class:`SFTScriptArguments`: ``name=root`` entries, ``benchmark_split``,
+    ``benchmark_limit``; Spider train for the study's attempt #1). Rows need ``question``, ``gold_sql`` and
     ``db_path``: the rewards execute against that database.
 
     Args:
         dataset_paths: dataset folder(s), concatenated.
-        benchmark: ``spider``, ``bird``, ``synsql`` or ``world`` (instead of ``dataset_paths``).
-        benchmark_root: the benchmark's folder.
-        benchmark_split: its split (``train`` for Spider/BIRD/SynSQL, a split name for the world).
-        benchmark_limit: a seeded subset of this many questions (``None``: all).
+        benchmarks: benchmarks read from their files, each as ``name=root`` (e.g. ``spider=data/spider``).
+        benchmark_split: the split read from each benchmark (``train``; never ``dev`` or ``test``).
+        benchmark_limit: a seeded subset of this many questions per benchmark (``None``: all).
         max_train_samples: keep only the first N examples after shuffling (``None``: all).
         prompt_sample_rows: sample rows per table in the schema text; ``None`` uses the value the SFT adapter
             was trained with (its ``run_summary.json``), else 3. Evaluation must use the same value.
@@ -777,10 +774,12 @@ class GRPOScriptArguments:
     >>> from slmsql_hub.training.configs import GRPOScriptArguments
     >>> GRPOScriptArguments(dataset_paths="outputs/world/band").dataset_paths
     ['outputs/world/band']
-    >>> GRPOScriptArguments(dataset_paths=["a"], benchmark="spider", benchmark_root="data/spider")
+    >>> GRPOScriptArguments(benchmarks=["spider=data/spider"]).benchmark_roots()
+    {'spider': 'data/spider'}
+    >>> GRPOScriptArguments(benchmarks=["spider=data/spider"], benchmark_split="dev")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: set either dataset_paths or benchmark, not both...
+    slmsql_hub.errors.UsageError: benchmark_split 'dev' is what EX is measured on; train on a training split...
 
     ```
     """
@@ -791,14 +790,15 @@ class GRPOScriptArguments:
             "help": "Dataset folder(s) written with save_to_disk (a world split, or the filter's band)."
         },
     )
-    benchmark: str | None = field(
-        default=None,
-        metadata={"help": "Read prompts from a benchmark instead: spider, bird, synsql or world."},
+    benchmarks: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Benchmarks read from their release files, as name=root (e.g. spider=data/spider)."
+        },
     )
-    benchmark_root: str | None = field(default=None, metadata={"help": "The benchmark's folder."})
-    benchmark_split: str = field(default="train", metadata={"help": "The benchmark split to train on."})
+    benchmark_split: str = field(default="train", metadata={"help": "The split read from each benchmark."})
     benchmark_limit: int | None = field(
-        default=None, metadata={"help": "A seeded subset of this many benchmark questions; null keeps all."}
+        default=None, metadata={"help": "A seeded subset of this many questions per benchmark; null: all."}
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
@@ -812,35 +812,27 @@ class GRPOScriptArguments:
     )
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
 
+    # The same name=root parsing and checks as SFT's benchmarks.
+    benchmark_roots = SFTScriptArguments.benchmark_roots
+
     def __post_init__(self) -> None:
         if isinstance(self.dataset_paths, (str, os.PathLike)):
             self.dataset_paths = [str(self.dataset_paths)]
         self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
-        if self.dataset_paths and self.benchmark:
-            raise UsageError(
-                "set either dataset_paths or benchmark, not both: dataset_paths reads saved datasets (a world split "
-                "or the filter's band), benchmark reads e.g. Spider train"
-            )
-        if not self.dataset_paths and not self.benchmark:
+        if isinstance(self.benchmarks, str):
+            self.benchmarks = [self.benchmarks]
+        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
+        if not self.dataset_paths and not self.benchmarks:
             raise UsageError(
                 "no training prompts: set dataset_paths (e.g. `dataset_paths: [outputs/world/datasets/grounding]` "
-                "or the filter's band folder) or benchmark + benchmark_root (e.g. `benchmark: spider`)"
+                "or the filter's band folder) or benchmarks (e.g. `benchmarks: [spider=data/spider]`)"
             )
-        if self.benchmark is not None:
-            if self.benchmark not in _BENCHMARK_SOURCES:
-                raise UsageError(
-                    f"benchmark must be one of {', '.join(_BENCHMARK_SOURCES)}; got {self.benchmark!r}"
-                )
-            if not self.benchmark_root:
-                raise UsageError(
-                    f"benchmark: {self.benchmark} needs benchmark_root, the folder holding its files "
-                    "(e.g. `benchmark_root: data/spider`)"
-                )
-            if self.benchmark_split in ("dev", "test"):
-                raise UsageError(
-                    f"benchmark_split {self.benchmark_split!r} is what EX is measured on; train on a training split "
-                    "(Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
-                )
+        self.benchmark_roots()  # validates the entries
+        if self.benchmarks and self.benchmark_split in ("dev", "test"):
+            raise UsageError(
+                f"benchmark_split {self.benchmark_split!r} is what EX is measured on; train on a training split "
+                "(Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
+            )
         if self.benchmark_limit is not None and self.benchmark_limit < 1:
             raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
         if self.max_train_samples is not None and self.max_train_samples < 1:

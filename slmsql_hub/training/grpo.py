@@ -38,7 +38,6 @@ from .common import (
     Stopwatch,
     count_parameters,
     environment,
-    load_datasets,
     resolve_db_path,
     set_num_threads,
     write_run_summary,
@@ -133,28 +132,21 @@ def resolve_prompt_config(
 
 
 def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset:
-    """The question rows a run trains on: saved datasets (concatenated) or a benchmark split.
+    """The question rows a run trains on: saved datasets and benchmarks (``name=root``), concatenated.
+
+    Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
 
     Raises:
         UsageError: a folder or benchmark is missing, or the rows have no ``db_path`` (the rewards execute
             against it).
     """
-    if script_args.dataset_paths:
-        rows = load_datasets(script_args.dataset_paths)
-    else:
-        from ..data.benchmarks import load_benchmark
+    from .sft import load_training_rows
 
-        rows = load_benchmark(
-            script_args.benchmark,
-            script_args.benchmark_root,
-            split=script_args.benchmark_split,
-            limit=script_args.benchmark_limit,
-            seed=seed,
-        )
+    rows = load_training_rows(script_args, seed=seed)
     if "db_path" not in rows.column_names:
         raise UsageError(
             "the training rows have no db_path column, so the execution reward has no database to run on; use a "
-            "world split, the filter's band, or a benchmark loader's output"
+            "world split, the filter's band, or a benchmark (benchmarks: [name=root])"
         )
     return rows
 
@@ -687,7 +679,8 @@ def train_grpo(
             f"{training_args.max_completion_length}; lower prompt_sample_rows or max_completion_length"
         )
     data_counts = {
-        "source": list(script_args.dataset_paths) or f"{script_args.benchmark}:{script_args.benchmark_split}",
+        "source": list(script_args.dataset_paths)
+        + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
         "rows": n_rows,
         "used": len(rows),
         "dropped_too_long": n_dropped,
