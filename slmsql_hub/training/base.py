@@ -12,7 +12,7 @@ with its SQL in the chat format (that is what SFT teaches). It holds, shuffled:
 - each database's schema inside the chat prompt, with one of its questions (``corpus_repeats`` times),
 - for the ``paired_splits`` (default: both), each SQL under its question as a ``-- question`` comment, the
   way a code model has met SQL in the wild; without such pairs a model this small never learns to condition
-  its SQL on the question (measured: EX ~20% after SFT with ``foundation`` pairs only, ~45% with both),
+  its SQL on the question (measured: dev EX ~20% after SFT with ``foundation`` pairs only, ~40% with both),
 - for the other corpus splits, each question and each gold SQL (as a ```` ```sql ```` block) on its own.
 
 ``slmsql train base --config recipes/world/base.yaml`` writes the model, the tokenizer, the resolved
