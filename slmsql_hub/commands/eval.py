@@ -9,9 +9,8 @@ the command line and wins over the recipe.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
-_BOOLEAN_VALUE = "true"
+from ._recipe import add_recipe_arguments, recipe_overrides
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,48 +27,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Example: slmsql eval --config recipes/world/eval.yaml --benchmarks world:dev:50"
         ),
     )
-    parser.add_argument("--config", required=True, help="the YAML recipe (e.g. recipes/world/eval.yaml)")
-    overrides = parser.add_argument_group("overrides (win over the recipe)")
-    for f in dataclasses.fields(EvalConfig):
-        help_text = f.metadata.get("help", "").replace("%", "%%")
-        if f.type in ("bool", bool):
-            overrides.add_argument(
-                f"--{f.name}",
-                nargs="?",
-                const=_BOOLEAN_VALUE,
-                default=argparse.SUPPRESS,
-                metavar="BOOL",
-                help=help_text,
-            )
-        elif f.type in ("list[str]", list[str]):
-            overrides.add_argument(
-                f"--{f.name}", nargs="+", default=argparse.SUPPRESS, metavar="VALUE", help=help_text
-            )
-        else:
-            overrides.add_argument(f"--{f.name}", default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+    add_recipe_arguments(parser, EvalConfig, "recipes/world/eval.yaml")
     parser.set_defaults(run=run)
     return parser
-
-
-def _overrides(args: argparse.Namespace) -> list[str]:
-    """The overrides given on the command line, as ``--field value ...`` strings for the recipe parser."""
-    from ..evaluation import EvalConfig
-
-    given: list[str] = []
-    for f in dataclasses.fields(EvalConfig):
-        if hasattr(args, f.name):
-            value = getattr(args, f.name)
-            given += [f"--{f.name}", *(value if isinstance(value, list) else [str(value)])]
-    return given
 
 
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, run the evaluation, and print each slice's EX and verdict."""
     from pathlib import Path
 
-    from ..evaluation import RESULTS_FILE, load_eval_config, run_eval, summary_lines
+    from ..evaluation import RESULTS_FILE, EvalConfig, load_eval_config, run_eval, summary_lines
 
-    config = load_eval_config(args.config, _overrides(args))
+    config = load_eval_config(args.config, recipe_overrides(args, EvalConfig))
     results = run_eval(config)
     out = Path(str(config.output_dir))
     lines = [

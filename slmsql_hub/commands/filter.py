@@ -9,9 +9,8 @@ Rerunning the same command after an interruption resumes where it stopped.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
-_BOOLEAN_VALUE = "true"
+from ._recipe import add_recipe_arguments, recipe_overrides
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,42 +27,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Example: slmsql filter --config recipes/world/filter.yaml --num_samples 4"
         ),
     )
-    parser.add_argument("--config", required=True, help="the YAML recipe (e.g. recipes/world/filter.yaml)")
-    overrides = parser.add_argument_group("overrides (win over the recipe)")
-    for f in dataclasses.fields(FilterConfig):
-        help_text = f.metadata.get("help", "")
-        if f.type in ("bool", bool):
-            # `--overwrite` alone means true, as in the training commands.
-            overrides.add_argument(
-                f"--{f.name}",
-                nargs="?",
-                const=_BOOLEAN_VALUE,
-                default=argparse.SUPPRESS,
-                metavar="BOOL",
-                help=help_text,
-            )
-        else:
-            overrides.add_argument(f"--{f.name}", default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+    add_recipe_arguments(parser, FilterConfig, "recipes/world/filter.yaml")
     parser.set_defaults(run=run)
     return parser
 
 
-def _overrides(args: argparse.Namespace) -> list[str]:
-    """The overrides given on the command line, as ``--field value`` strings for the recipe parser."""
-    from ..filtering import FilterConfig
-
-    given: list[str] = []
-    for f in dataclasses.fields(FilterConfig):
-        if hasattr(args, f.name):
-            given += [f"--{f.name}", str(getattr(args, f.name))]
-    return given
-
-
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, run the filter, and print the study's summary line."""
-    from ..filtering import load_filter_config, run_filter
+    from ..filtering import FilterConfig, load_filter_config, run_filter
 
-    config = load_filter_config(args.config, _overrides(args))
+    config = load_filter_config(args.config, recipe_overrides(args, FilterConfig))
     report = run_filter(config)
     outputs = report["outputs"]
     lines = [
