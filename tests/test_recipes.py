@@ -138,3 +138,26 @@ def test_world_sft_recipes_keep_prompts_short_enough_for_their_max_length(no_net
         (script, _, training) = load_recipe(WORLD / name)
         assert script.prompt_sample_rows == 0
         assert training.max_length >= 256
+
+
+FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run"
+FIXTURE_CONFIGS = sorted(FIXTURE_RUN.rglob("config.yaml"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_CONFIGS, ids=lambda p: str(p.relative_to(FIXTURE_RUN)))
+def test_fixture_run_resolved_configs_still_parse_with_todays_arguments(path, no_network):
+    """The card ships each run's resolved ``config.yaml``; a renamed field must regenerate the fixture run.
+
+    (Fix a failure with ``.venv/bin/python tests/fixtures/make_run.py``.)
+    """
+    from slmsql_hub.training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+
+    kind = path.relative_to(FIXTURE_RUN).parts[0]
+    arguments = {
+        "base": BASE_ARGUMENTS,
+        "sft": SFT_ARGUMENTS,
+        "grpo": GRPO_ARGUMENTS,
+        "grpo_attempt1": GRPO_ARGUMENTS,
+    }
+    assert kind in arguments, f"no argument set known for the fixture folder {kind!r}"
+    assert all(c is not None for c in parse_recipe(arguments[kind], path))
