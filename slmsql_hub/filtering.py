@@ -1073,7 +1073,8 @@ def _finish(
     band_dir = out / BAND_DIR
     if band_dir.exists():
         shutil.rmtree(band_dir)
-    _band_dataset(band_rows).save_to_disk(str(band_dir))
+    # one shard even when empty: datasets writes no file for an empty dataset otherwise, and cannot load it back
+    _band_dataset(band_rows).save_to_disk(str(band_dir), num_shards=1)
     if not band_rows:
         logger.warning(
             "the band is empty: GRPO on it has nothing to learn from; check the policy, the temperature or the "

@@ -348,6 +348,22 @@ def test_new_thresholds_reclassify_saved_samples_without_sampling_again(policy, 
     assert sum(again["counts"].values()) == sum(first["counts"].values())
 
 
+def test_an_empty_band_is_saved_loadable_with_its_columns(policy, spider_root, tmp_path):
+    import datasets
+
+    run_filter(make_config(spider_root, tmp_path), policy=policy, progress=False)
+    taken = {r["n_correct"] for r in rows_of(tmp_path).values() if r["n_scorable"] == 8}
+    j = next(j for j in range(1, 8) if j not in taken)  # a pass rate no question has
+    report = run_filter(
+        make_config(spider_root, tmp_path, pass_rate_low=(j - 0.5) / 8, pass_rate_high=(j + 0.5) / 8),
+        policy=None,
+        progress=False,
+    )
+    assert report["counts"]["band"] == 0
+    band = datasets.load_from_disk(str(tmp_path / "band"))  # datasets cannot reload a zero-shard save
+    assert len(band) == 0 and {"question", "gold_sql", "db_path", "pass_rate"} <= set(band.column_names)
+
+
 def test_overwrite_starts_over(policy, spider_root, tmp_path):
     run_filter(make_config(spider_root, tmp_path, limit=2), policy=policy, progress=False)
     report = run_filter(

@@ -190,6 +190,7 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
     assert filter_recipe["output_dir"] + "/band" == "outputs/world/filter/band"
     assert filter_recipe["max_new_tokens"] == band.max_completion_length
     assert filter_recipe["num_samples"] == band.num_generations
+    assert filter_recipe["temperature"] == band.temperature  # the band is measured under the policy GRPO samples
 
 
 def test_reward_weights_must_match_reward_funcs():
@@ -483,6 +484,19 @@ def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     assert grpo.main(["--config", str(path), "--reward_funcs", "bleu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bleu" in err[0]
+
+
+def test_an_empty_band_exits_2_with_one_line_naming_the_fix(world, tmp_path, capsys):
+    from datasets import load_from_disk
+
+    empty = tmp_path / "band"
+    load_from_disk(str(world / "datasets" / "prompts")).select([]).save_to_disk(str(empty))
+    path = _recipe(world, tmp_path / "out", dataset_paths=[str(empty)])
+    capsys.readouterr()  # save_to_disk's own progress bar
+    assert grpo.main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "band" in err[0] and "pass_rate_low" in err[0]
+    assert not (tmp_path / "out" / "run_summary.json").exists()
 
 
 # ----------------------------------------------------------------------------------------------------------

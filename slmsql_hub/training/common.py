@@ -62,7 +62,8 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
         relative ``db_path`` values).
 
     Raises:
-        UsageError: a folder is missing or is not a saved ``Dataset``, or lacks a required column.
+        UsageError: a folder is missing or is not a saved ``Dataset``, or lacks a required column, or every
+            folder is empty (an empty folder beside non-empty ones is skipped with a warning).
 
     Example:
 
@@ -80,7 +81,7 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
     """
     from datasets import Dataset, concatenate_datasets, load_from_disk
 
-    parts = []
+    parts, empty = [], []
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.is_dir():
@@ -88,6 +89,10 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
                 f"dataset folder not found: {path}; build it first (for the world: `slmsql world build --out DIR`) "
                 "or fix dataset_paths"
             )
+        if _saved_without_data_files(path):  # datasets' save_to_disk of an empty dataset: unloadable
+            logger.warning("%s holds no rows; skipping it", path)
+            empty.append(str(path))
+            continue
         try:
             loaded = load_from_disk(str(path))
         except FileNotFoundError as err:
@@ -108,14 +113,36 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
             for c in ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
             if c in loaded.column_names
         ]
+        if len(loaded) == 0:
+            logger.warning("%s holds no rows; skipping it", path)
+            empty.append(str(path))
+            continue
         loaded = loaded.select_columns(keep)
         loaded = loaded.add_column("_source", [str(path.resolve())] * len(loaded))
         parts.append(loaded)
+    if not parts and empty:
+        raise UsageError(
+            f"no rows in {', '.join(empty)}: there is nothing to train on; if this is the filter's band, it is "
+            "empty (see filter_report.json): widen pass_rate_low/pass_rate_high, raise num_samples, or filter a "
+            "larger pool"
+        )
     if not parts:
         raise UsageError("no dataset folders given; set dataset_paths")
     columns = set.intersection(*(set(p.column_names) for p in parts))
     parts = [p.select_columns([c for c in p.column_names if c in columns]) for p in parts]
     return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+
+
+def _saved_without_data_files(path: Path) -> bool:
+    """True for a ``save_to_disk`` folder whose ``state.json`` lists no data file (an empty dataset saved without
+    ``num_shards=1``), which ``load_from_disk`` fails on with an ``IndexError``."""
+    state = path / "state.json"
+    if not state.is_file():
+        return False
+    try:
+        return json.loads(state.read_text(encoding="utf-8")).get("_data_files") == []
+    except (OSError, ValueError):
+        return False
 
 
 def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path:

@@ -137,12 +137,19 @@ def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset
     Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
 
     Raises:
-        UsageError: a folder or benchmark is missing, or the rows have no ``db_path`` (the rewards execute
-            against it).
+        UsageError: a folder or benchmark is missing, there are no rows (e.g. an empty band), or the rows
+            have no ``db_path`` (the rewards execute against it).
     """
     from .sft import load_training_rows
 
     rows = load_training_rows(script_args, seed=seed)
+    if len(rows) == 0:
+        sources = list(script_args.dataset_paths) + list(script_args.benchmarks)
+        raise UsageError(
+            f"no training rows in {', '.join(sources) or 'the configured sources'}: there is nothing to train on; "
+            "if this is the filter's band, it is empty (see filter_report.json): widen pass_rate_low/"
+            "pass_rate_high, raise num_samples, or filter a larger pool"
+        )
     if "db_path" not in rows.column_names:
         raise UsageError(
             "the training rows have no db_path column, so the execution reward has no database to run on; use a "
