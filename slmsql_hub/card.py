@@ -128,14 +128,23 @@ GRPO_HYPERPARAMETERS: tuple[str, ...] = (
 """Keys of the resolved GRPO config shown in the card's hyperparameter table (those present)."""
 
 MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
-    ("frac_reward_zero_std", "frac_reward_zero_std", 3),
+    ("frac_reward_zero_std_exact", "zero-variance groups (frac_reward_zero_std_exact)", 3),
+    ("frac_reward_zero_std", "TRL's frac_reward_zero_std", 3),
     ("reward_std", "reward_std", 3),
     ("grad_norm", "grad_norm", 3),
     ("completions/mean_length", "completion length (tokens)", 1),
     ("reward", "reward", 3),
     ("sql/correct_rate", "sql/correct_rate", 3),
 )
-"""Telemetry metrics of the attempts table: (key, label, decimals)."""
+"""Telemetry metrics of the attempts table: (key, label, decimals); a metric no attempt logs has no row."""
+
+ZERO_STD_NOTE = (
+    "The zero-variance share to read is `frac_reward_zero_std_exact` (a group counts when its rewards' max equals "
+    "their min). TRL's `frac_reward_zero_std` tests `isclose(std, 0)` at an absolute tolerance of 1e-8 on float32 "
+    "rewards, and eight equal rewards such as 1.2 have a computed std of ~1e-7, so it misses those groups; "
+    "training is unaffected (their advantages are ~1e-3)."
+)
+"""Printed under the attempts table when TRL's zero-variance share and the exact one disagree."""
 
 COMPARE_MODES: dict[str, str] = {
     "bird": "BIRD semantics: the result rows of prediction and gold are compared as sets; column order matters",
@@ -755,6 +764,8 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
         ("steps (logged)", [f"{a['steps']} ({a['steps_logged']})" for a in attempts]),
     ]
     for key, label, decimals in MECHANISM_METRICS:
+        if all(a["stats"][key] is None for a in attempts):
+            continue
         cells = []
         for a in attempts:
             s = a["stats"][key]
@@ -775,8 +786,15 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
         )
     )
     rows.append(("wall time", [f"{number(a['wall_seconds'], 0)} s" for a in attempts]))
+    disagree = any(
+        a["stats"]["frac_reward_zero_std_exact"] is not None
+        and a["stats"]["frac_reward_zero_std"] is not None
+        and abs(a["stats"]["frac_reward_zero_std_exact"]["mean"] - a["stats"]["frac_reward_zero_std"]["mean"]) > 0.01
+        for a in attempts
+    )
     return {
         "attempts": attempts,
+        "zero_std_note": ZERO_STD_NOTE if disagree else None,
         "attempts_header": header,
         "attempts_rows": [
             {"label": _cell(label), "cells": [_cell(c) for c in cells]} for label, cells in rows
@@ -836,17 +854,17 @@ def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -
     by_number = {a["number"]: a for a in mechanism["attempts"]}
     shipped = next((a for a in mechanism["attempts"] if a["shipped"]), None)
     parts = []
-    if shipped is not None and shipped["stats"]["frac_reward_zero_std"] is not None:
+    zero = "frac_reward_zero_std_exact"
+    if shipped is not None and shipped["stats"][zero] is None:
+        zero = "frac_reward_zero_std"  # a run from before the exact count: TRL's share
+    if shipped is not None and shipped["stats"][zero] is not None:
         text = (
-            f"on {shipped['data_name']} {percent(shipped['stats']['frac_reward_zero_std']['mean'], 0)}% "
+            f"on {shipped['data_name']} {percent(shipped['stats'][zero]['mean'], 0)}% "
             "of the groups per step had zero reward variance"
         )
         first = by_number.get(1)
-        if first is not None and not first["shipped"] and first["stats"]["frac_reward_zero_std"] is not None:
-            text += (
-                f", against {percent(first['stats']['frac_reward_zero_std']['mean'], 0)}% on attempt #1's "
-                f"{first['data_name']}"
-            )
+        if first is not None and not first["shipped"] and first["stats"][zero] is not None:
+            text += f", against {percent(first['stats'][zero]['mean'], 0)}% on attempt #1's {first['data_name']}"
         parts.append(text)
         if shipped["stats"]["grad_norm"] is not None:
             parts.append(f"the mean gradient norm was {number(shipped['stats']['grad_norm']['mean'])}")

@@ -1133,7 +1133,7 @@ def training_card(summary: dict, repo_id: str) -> str:
         f"| steps | {summary.get('steps', 'n/a')} steps of {summary.get('max_steps', 'n/a')} |",
         f"| adapter changed | {checksum.get('changed', 'n/a')} |",
     ]
-    for name in ("frac_reward_zero_std", "reward", "reward_std", "grad_norm"):
+    for name in ("frac_reward_zero_std_exact", "frac_reward_zero_std", "reward", "reward_std", "grad_norm"):
         if name in telemetry_mean:
             lines.append(f"| mean {name} | {_fmt_rate(telemetry_mean[name])} |")
     if isinstance(guards, dict) and guards:

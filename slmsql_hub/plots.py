@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
     "frac_reward_zero_std": (
-        "frac_reward_zero_std",
+        "frac_reward_zero_std_exact",
         "Groups with zero reward variance (no gradient)",
         "share of groups",
     ),
@@ -40,7 +40,37 @@ TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
     "grad_norm": ("grad_norm", "Gradient norm (before clipping)", "grad norm"),
     "completion_length": ("completions/mean_length", "Mean completion length", "tokens"),
 }
-"""The telemetry plots of a card: file stem -> (telemetry metric, title, y label)."""
+"""The telemetry plots of a card: file stem -> (telemetry metric, title, y label); see :data:`METRIC_FALLBACKS`."""
+
+METRIC_FALLBACKS: dict[str, str] = {"frac_reward_zero_std_exact": "frac_reward_zero_std"}
+"""Metric -> what to show for runs that did not log it. ``frac_reward_zero_std_exact`` (slmsql-hub's count: a
+group's rewards have max == min) is the zero-variance share to quote: TRL's ``frac_reward_zero_std`` tests
+``isclose(std, 0)`` at an absolute tolerance of 1e-8 on float32 rewards, and eight rewards of 1.2 have a computed
+std of ~1e-7, so it misses every all-right group with a ```sql block (it reads 0.0 on the world runs)."""
+
+
+def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: str) -> str | None:
+    """The key to plot or quote for ``metric``: itself when some record logs it, else its fallback when logged.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.plots import logged_metric
+    >>> logged_metric({"a": [{"step": 1, "frac_reward_zero_std": 0.5}]}, "frac_reward_zero_std_exact")
+    'frac_reward_zero_std'
+    >>> logged_metric({"a": [{"step": 1, "frac_reward_zero_std_exact": 0.5}]}, "frac_reward_zero_std_exact")
+    'frac_reward_zero_std_exact'
+    >>> logged_metric({"a": [{"step": 1}]}, "grad_norm") is None
+    True
+
+    ```
+    """
+    for key in (metric, METRIC_FALLBACKS.get(metric)):
+        if key is not None and any(
+            isinstance(r.get(key), (int, float)) for records in attempts.values() for r in records
+        ):
+            return key
+    return None
 
 HISTOGRAM_PLOT = "pass_rate_histogram"
 """The file stem of the pass-rate histogram."""
@@ -270,10 +300,11 @@ def write_card_plots(
     out = Path(out_dir)
     written: dict[str, Path] = {}
     for stem, (metric, title, ylabel) in TELEMETRY_PLOTS.items():
-        if not any(_series(records, metric)[0] for records in attempts.values()):
+        key = logged_metric(attempts, metric)
+        if key is None:
             logger.warning("no attempt logs %s: plots/%s.png is not drawn", metric, stem)
             continue
-        written[stem] = plot_metric(attempts, metric, out / f"{stem}.png", title=title, ylabel=ylabel)
+        written[stem] = plot_metric(attempts, key, out / f"{stem}.png", title=title, ylabel=ylabel)
     if filter_report is not None:
         written[HISTOGRAM_PLOT] = plot_pass_rate_histogram(filter_report, out / f"{HISTOGRAM_PLOT}.png")
     return written

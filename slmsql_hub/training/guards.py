@@ -185,7 +185,7 @@ def check_adapter_changed(before: str, after: str) -> GuardResult:
             "adapter_changed",
             FAIL,
             "the adapter is bit-identical before and after training: the run learnt nothing. Check "
-            "frac_reward_zero_std in telemetry.jsonl (groups without reward variance give no gradient; filter the "
+            "frac_reward_zero_std_exact in telemetry.jsonl (groups without reward variance give no gradient; filter the "
             "data to the pass-rate band), the learning rate and the trainable parameters",
             details,
         )

@@ -1067,7 +1067,7 @@ class ComparisonSpace:
 
         Drawn once, into a temporary folder removed by :meth:`close`; no telemetry gives no plots.
         """
-        from slmsql_hub.plots import TELEMETRY_PLOTS, plot_metric
+        from slmsql_hub.plots import TELEMETRY_PLOTS, logged_metric, plot_metric
 
         if not self.data.attempts:
             return []
@@ -1077,13 +1077,10 @@ class ComparisonSpace:
         for stem, (metric, title, ylabel) in TELEMETRY_PLOTS.items():
             path = self._plot_dir / f"{stem}.png"
             if not path.is_file():
-                if not any(
-                    isinstance(r.get(metric), (int, float))
-                    for records in self.data.attempts.values()
-                    for r in records
-                ):
+                key = logged_metric(self.data.attempts, metric)
+                if key is None:
                     continue
-                plot_metric(self.data.attempts, metric, path, title=title, ylabel=ylabel)
+                plot_metric(self.data.attempts, key, path, title=title, ylabel=ylabel)
             plots.append((str(path), title))
         return plots
 
@@ -1105,7 +1102,11 @@ class ComparisonSpace:
                     "Attempt": label,
                     "Steps logged": str(summary["steps_logged"]),
                     "Mean reward": fmt("reward"),
-                    "Zero-variance groups": fmt("frac_reward_zero_std"),
+                    "Zero-variance groups": fmt(
+                        "frac_reward_zero_std_exact"
+                        if means.get("frac_reward_zero_std_exact") is not None
+                        else "frac_reward_zero_std"
+                    ),
                     "Reward std": fmt("reward_std"),
                     "Grad norm": fmt("grad_norm"),
                     "Completion length": fmt("completions/mean_length"),
