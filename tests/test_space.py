@@ -190,8 +190,15 @@ def write_card_folder(folder: Path, eval_results: dict, predictions: list[dict])
     (folder / "README.md").write_text(
         "---\nlicense: mit\n---\n# m\n\n> **TL;DR — nothing moved.** See below.\n"
     )
-    (folder / "telemetry.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.7}\n')
-    (folder / "grpo_attempt1" / "telemetry.jsonl").write_text('{"step": 1, "reward": 0.9}\n')
+    # As real runs log it: TRL's float32 zero-variance share reads 0 where the exact one does not; attempt #1 is
+    # an older run with TRL's share only.
+    (folder / "telemetry.jsonl").write_text(
+        '{"step": 1, "reward": 0.5, "frac_reward_zero_std": 0.0, "frac_reward_zero_std_exact": 0.25}\n'
+        '{"step": 2, "reward": 0.7, "frac_reward_zero_std": 0.0, "frac_reward_zero_std_exact": 0.75}\n'
+    )
+    (folder / "grpo_attempt1" / "telemetry.jsonl").write_text(
+        '{"step": 1, "reward": 0.9, "frac_reward_zero_std": 0.4}\n'
+    )
     (folder / "eval" / "eval_results.json").write_text(json.dumps(eval_results))
     (folder / "eval" / "predictions" / "world_dev.jsonl").write_text(
         "".join(json.dumps(p) + "\n" for p in predictions)
@@ -246,6 +253,10 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
     def ids(which: str) -> list[str]:
         records = space_backend.disagreements(data.eval_results, data.eval_dir, "world_dev", which)
         return [r["question_id"] for r in records]
+
+    with ComparisonSpace(settings) as space:
+        zero = {row["Attempt"]: row["Zero-variance groups"] for row in space.telemetry_table()}
+    assert zero == {"attempt #1": "0.4", "attempt #2": "0.5"}  # attempt #2: the exact mean, not TRL's 0
 
     assert ids("all") == ["q1", "q2", "q3"]
     assert ids("sft_only") == ["q1"] and ids("grpo_only") == ["q2", "q3"]
