@@ -147,9 +147,8 @@ def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset
         sources = list(script_args.dataset_paths) + list(script_args.benchmarks)
         raise UsageError(
             f"no training rows in {', '.join(sources) or 'the configured sources'}: there is nothing to train on; "
-            "if this is the filter's band, it is empty (see filter_report.json): widen pass_rate_low/"
-            "pass_rate_high, raise num_samples, or filter a larger pool"
-        )
+            "check benchmark_split and benchmark_limit"
+        )  # (an empty dataset folder, such as an empty band, is reported by load_datasets with its own fix)
     if "db_path" not in rows.column_names:
         raise UsageError(
             "the training rows have no db_path column, so the execution reward has no database to run on; use a "

@@ -1086,6 +1086,7 @@ class ComparisonSpace:
 
     def telemetry_table(self) -> list[dict[str, str]]:
         """Per attempt: steps logged and the mean of the headline metrics (``n/a`` when not logged)."""
+        from slmsql_hub.plots import logged_metric
         from slmsql_hub.training.telemetry import summarize_telemetry
 
         rows = []
@@ -1103,9 +1104,7 @@ class ComparisonSpace:
                     "Steps logged": str(summary["steps_logged"]),
                     "Mean reward": fmt("reward"),
                     "Zero-variance groups": fmt(
-                        "frac_reward_zero_std_exact"
-                        if means.get("frac_reward_zero_std_exact") is not None
-                        else "frac_reward_zero_std"
+                        logged_metric({label: records}, "frac_reward_zero_std_exact") or "frac_reward_zero_std"
                     ),
                     "Reward std": fmt("reward_std"),
                     "Grad norm": fmt("grad_norm"),
