@@ -96,6 +96,10 @@ def build_stand_in_world(root: Path, n: int = 60, seed: int = 0) -> Path:
     return root
 
 
+QUIET_CPU_RUN = dict(logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True)
+"""Training settings every run of these tests shares: log each step, save nothing, report nowhere, CPU only."""
+
+
 def base_args(world: Path, out: Path, **training):
     script = BaseScriptArguments(world_dir=str(world), vocab_size=400, prompt_sample_rows=1, num_threads=1)
     model = TinyModelArguments(**TINY)
@@ -105,11 +109,7 @@ def base_args(world: Path, out: Path, **training):
         per_device_train_batch_size=4,
         max_steps=4,
         learning_rate=3e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
+        **QUIET_CPU_RUN,
     )
     config.update(training)
     return script, model, BaseTrainingConfig(**config)
@@ -129,11 +129,7 @@ def sft_args(world: Path, base: Path, out: Path, stage: int, adapter: Path | Non
         per_device_train_batch_size=4,
         max_steps=3,
         learning_rate=5e-3,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
+        **QUIET_CPU_RUN,
     )
     config.update(training)
     return script, model, SFTTrainingConfig(**config)
