@@ -854,9 +854,11 @@ def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -
     by_number = {a["number"]: a for a in mechanism["attempts"]}
     shipped = next((a for a in mechanism["attempts"] if a["shipped"]), None)
     parts = []
+    from .plots import METRIC_FALLBACKS
+
     zero = "frac_reward_zero_std_exact"
     if shipped is not None and shipped["stats"][zero] is None:
-        zero = "frac_reward_zero_std"  # a run from before the exact count: TRL's share
+        zero = METRIC_FALLBACKS[zero]  # a run from before the exact count: the plots' fallback, TRL's share
     if shipped is not None and shipped["stats"][zero] is not None:
         text = (
             f"on {shipped['data_name']} {percent(shipped['stats'][zero]['mean'], 0)}% "
