@@ -1343,8 +1343,21 @@ def card_context(
 
 
 def default_template_path() -> Path:
-    """``model_card/model_card.md`` of the source tree (next to the ``slmsql_hub`` package)."""
-    return Path(__file__).resolve().parents[1] / "model_card" / TEMPLATE_FILE
+    """The card template: ``model_card/model_card.md`` of the source tree when this package runs from a clone
+    (so edits to the template take effect), else the copy a wheel installs as ``slmsql_hub/model_card/``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.card import default_template_path
+    >>> default_template_path().name
+    'model_card.md'
+
+    ```
+    """
+    package = Path(__file__).resolve().parent
+    source = package.parent / "model_card" / TEMPLATE_FILE
+    return source if source.is_file() else package / "model_card" / TEMPLATE_FILE
 
 
 def render_card(
