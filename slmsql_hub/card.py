@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard, ModelCardData
@@ -128,8 +129,8 @@ GRPO_HYPERPARAMETERS: tuple[str, ...] = (
 """Keys of the resolved GRPO config shown in the card's hyperparameter table (those present)."""
 
 MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
-    ("frac_reward_zero_std_exact", "zero-variance groups (frac_reward_zero_std_exact)", 3),
-    ("frac_reward_zero_std", "TRL's frac_reward_zero_std", 3),
+    (EXACT_ZERO_STD_METRIC, f"zero-variance groups ({EXACT_ZERO_STD_METRIC})", 3),
+    (TRL_ZERO_STD_METRIC, f"TRL's {TRL_ZERO_STD_METRIC}", 3),
     ("reward_std", "reward_std", 3),
     ("grad_norm", "grad_norm", 3),
     ("completions/mean_length", "completion length (tokens)", 1),
@@ -139,8 +140,8 @@ MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
 """Telemetry metrics of the attempts table: (key, label, decimals); a metric no attempt logs has no row."""
 
 ZERO_STD_NOTE = (
-    "The zero-variance share to read is `frac_reward_zero_std_exact` (a group counts when its rewards' max equals "
-    "their min). TRL's `frac_reward_zero_std` tests `isclose(std, 0)` at an absolute tolerance of 1e-8 on float32 "
+    f"The zero-variance share to read is `{EXACT_ZERO_STD_METRIC}` (a group counts when its rewards' max equals "
+    f"their min). TRL's `{TRL_ZERO_STD_METRIC}` tests `isclose(std, 0)` at an absolute tolerance of 1e-8 on float32 "
     "rewards, and eight equal rewards such as 1.2 have a computed std of ~1e-7, so it misses those groups; "
     "training is unaffected (their advantages are ~1e-3)."
 )
@@ -787,9 +788,9 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
     )
     rows.append(("wall time", [f"{number(a['wall_seconds'], 0)} s" for a in attempts]))
     disagree = any(
-        a["stats"]["frac_reward_zero_std_exact"] is not None
-        and a["stats"]["frac_reward_zero_std"] is not None
-        and abs(a["stats"]["frac_reward_zero_std_exact"]["mean"] - a["stats"]["frac_reward_zero_std"]["mean"]) > 0.01
+        a["stats"][EXACT_ZERO_STD_METRIC] is not None
+        and a["stats"][TRL_ZERO_STD_METRIC] is not None
+        and abs(a["stats"][EXACT_ZERO_STD_METRIC]["mean"] - a["stats"][TRL_ZERO_STD_METRIC]["mean"]) > 0.01
         for a in attempts
     )
     return {
@@ -856,7 +857,7 @@ def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -
     parts = []
     from .plots import METRIC_FALLBACKS
 
-    zero = "frac_reward_zero_std_exact"
+    zero = EXACT_ZERO_STD_METRIC
     if shipped is not None and shipped["stats"][zero] is None:
         zero = METRIC_FALLBACKS[zero]  # a run from before the exact count: the plots' fallback, TRL's share
     if shipped is not None and shipped["stats"][zero] is not None:

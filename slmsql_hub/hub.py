@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import UsageError
+from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -1133,7 +1134,7 @@ def training_card(summary: dict, repo_id: str) -> str:
         f"| steps | {summary.get('steps', 'n/a')} steps of {summary.get('max_steps', 'n/a')} |",
         f"| adapter changed | {checksum.get('changed', 'n/a')} |",
     ]
-    for name in ("frac_reward_zero_std_exact", "frac_reward_zero_std", "reward", "reward_std", "grad_norm"):
+    for name in (EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC, "reward", "reward_std", "grad_norm"):
         if name in telemetry_mean:
             lines.append(f"| mean {name} | {_fmt_rate(telemetry_mean[name])} |")
     if isinstance(guards, dict) and guards:

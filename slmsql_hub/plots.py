@@ -28,11 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+
 logger = logging.getLogger(__name__)
 
 TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
     "frac_reward_zero_std": (
-        "frac_reward_zero_std_exact",
+        EXACT_ZERO_STD_METRIC,
         "Groups with zero reward variance (no gradient)",
         "share of groups",
     ),
@@ -42,7 +44,7 @@ TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
 }
 """The telemetry plots of a card: file stem -> (telemetry metric, title, y label); see :data:`METRIC_FALLBACKS`."""
 
-METRIC_FALLBACKS: dict[str, str] = {"frac_reward_zero_std_exact": "frac_reward_zero_std"}
+METRIC_FALLBACKS: dict[str, str] = {EXACT_ZERO_STD_METRIC: TRL_ZERO_STD_METRIC}
 """Metric -> what to show for runs that did not log it. ``frac_reward_zero_std_exact`` (slmsql-hub's count: a
 group's rewards have max == min) is the zero-variance share to quote: TRL's ``frac_reward_zero_std`` tests
 ``isclose(std, 0)`` at an absolute tolerance of 1e-8 on float32 rewards, and eight rewards of 1.2 have a computed

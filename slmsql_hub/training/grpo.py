@@ -60,6 +60,7 @@ from .guards import (
     check_trainable_parameters,
     guards_summary,
 )
+from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from .telemetry import TELEMETRY_FILE, TelemetryCallback, TimedReward, read_telemetry, summarize_telemetry
 
 if TYPE_CHECKING:
@@ -568,9 +569,6 @@ def frac_zero_std_groups(
     return float(zero.double().mean().item())
 
 
-EXACT_ZERO_STD_METRIC = "frac_reward_zero_std_exact"
-"""Our exact version of TRL's ``frac_reward_zero_std`` (see :func:`frac_zero_std_groups`), logged every step."""
-
 
 def _make_trainer_class():
     from trl import GRPOTrainer
@@ -832,7 +830,7 @@ def train_grpo(
             "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s, %.1fs; "
             "saved to %s",
             summary["steps"],
-            _fmt(mean.get("frac_reward_zero_std")),
+            _fmt(mean.get(TRL_ZERO_STD_METRIC)),
             _fmt(mean.get(EXACT_ZERO_STD_METRIC)),
             _fmt(mean.get("reward")),
             "changed" if not changed.failed else "UNCHANGED",
@@ -866,7 +864,7 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
         if summary.get(k) is not None
     }
     for name in (
-        "frac_reward_zero_std",
+        TRL_ZERO_STD_METRIC,
         EXACT_ZERO_STD_METRIC,
         "sql/frac_correct_zero_std",
         "reward",

@@ -22,6 +22,8 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .metric_names import EXACT_ZERO_STD_METRIC
+
 logger = logging.getLogger(__name__)
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -185,7 +187,7 @@ def check_adapter_changed(before: str, after: str) -> GuardResult:
             "adapter_changed",
             FAIL,
             "the adapter is bit-identical before and after training: the run learnt nothing. Check "
-            "frac_reward_zero_std_exact in telemetry.jsonl (groups without reward variance give no gradient; filter the "
+            f"{EXACT_ZERO_STD_METRIC} in telemetry.jsonl (groups without reward variance give no gradient; filter the "
             "data to the pass-rate band), the learning rate and the trainable parameters",
             details,
         )

@@ -27,6 +27,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+
 logger = logging.getLogger(__name__)
 
 TELEMETRY_FILE = "telemetry.jsonl"
@@ -37,8 +39,8 @@ _FINAL_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_sec
 SUMMARY_METRICS = (
     "reward",
     "reward_std",
-    "frac_reward_zero_std",
-    "frac_reward_zero_std_exact",
+    TRL_ZERO_STD_METRIC,
+    EXACT_ZERO_STD_METRIC,
     "sql/frac_correct_zero_std",
     "sql/correct_rate",
     "sql/exec_error_rate",

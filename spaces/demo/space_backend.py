@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from slmsql_hub.errors import UsageError
+from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -1104,7 +1105,7 @@ class ComparisonSpace:
                     "Steps logged": str(summary["steps_logged"]),
                     "Mean reward": fmt("reward"),
                     "Zero-variance groups": fmt(
-                        logged_metric({label: records}, "frac_reward_zero_std_exact") or "frac_reward_zero_std"
+                        logged_metric({label: records}, EXACT_ZERO_STD_METRIC) or TRL_ZERO_STD_METRIC
                     ),
                     "Reward std": fmt("reward_std"),
                     "Grad norm": fmt("grad_norm"),
