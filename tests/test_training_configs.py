@@ -138,6 +138,13 @@ def test_unknown_override_is_refused_by_name(tmp_path):
         parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE), ["--no_such_field", "1"])
 
 
+def test_abbreviated_override_is_refused_instead_of_setting_the_field_it_prefixes(tmp_path):
+    with pytest.raises(UsageError, match="unknown argument.*--learning_r "):
+        parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE), ["--learning_r", "1e-4"])
+    *_, training = parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE), ["--learning_rate", "1e-4"])
+    assert training.learning_rate == 1e-4
+
+
 def test_missing_or_malformed_recipe_file_is_one_clear_error(tmp_path):
     with pytest.raises(UsageError, match="recipe not found"):
         parse_recipe(SFT_ARGUMENTS, tmp_path / "absent.yaml")

@@ -560,7 +560,9 @@ def _field_names(dataclass_types: Sequence[type]) -> set[str]:
 def _build_parser(dataclass_types: Sequence[type]):
     from trl import TrlParser
 
-    return TrlParser(dataclass_types=list(dataclass_types))
+    # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate (and a
+    # field added later must not silently change what an existing abbreviation means).
+    return TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
 
 
 def parse_recipe(
