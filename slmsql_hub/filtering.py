@@ -469,7 +469,7 @@ class KeyedSampler:
         temperature (`float`, defaults to `1.0`): softmax temperature (> 0).
         top_k (`int`, defaults to `0`): keep the ``top_k`` largest logits (0: off).
         top_p (`float`, defaults to `1.0`): keep the smallest set of tokens with this much probability.
-        device: where the generators live (the logits' device).
+        device (*optional*): where the generators live; by default the device of the first logits it sees.
 
     Example:
 
@@ -494,26 +494,34 @@ class KeyedSampler:
         temperature: float = 1.0,
         top_k: int = 0,
         top_p: float = 1.0,
-        device: Any = "cpu",
+        device: Any = None,
     ) -> None:
-        import torch
-
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.temperature = float(temperature)
         self.top_k = int(top_k)
         self.top_p = float(top_p)
+        self.row_seeds = [int(seed) for seed in row_seeds]
+        self.generators: list[torch.Generator] = []
+        if device is not None:
+            self._seed_generators(device)
+
+    def _seed_generators(self, device: Any) -> None:
+        import torch
+
         self.generators = []
-        for seed in row_seeds:
+        for seed in self.row_seeds:
             generator = torch.Generator(device=device)
-            generator.manual_seed(int(seed))
+            generator.manual_seed(seed)
             self.generators.append(generator)
 
     def __call__(self, input_ids: torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
         import torch
 
-        if scores.shape[0] != len(self.generators):
-            raise ValueError(f"{scores.shape[0]} rows of logits for {len(self.generators)} row seeds")
+        if scores.shape[0] != len(self.row_seeds):
+            raise ValueError(f"{scores.shape[0]} rows of logits for {len(self.row_seeds)} row seeds")
+        if not self.generators:
+            self._seed_generators(scores.device)
         scores = scores.float() / self.temperature
         vocab = scores.shape[-1]
         if 0 < self.top_k < vocab:
@@ -576,53 +584,20 @@ def generate_keyed_samples(
         )
     if not prompts:
         return []
-    import torch
-    from transformers import LogitsProcessorList
-
-    # F's generation internals: the same padding, stop tokens and completion splitting as every other caller.
-    from .generation import (
-        GenerationConfig,
-        _hf_generation_config,
-        _left_pad,
-        _model_device,
-        _pad_token_id,
-        _split_completions,
-        _tokenize_prompts,
-        render_prompts,
-        stop_token_ids,
-    )
+    # The same rendering, padding, stop tokens and completion splitting as every other caller of generation;
+    # greedy decoding over the sampler's perturbed logits IS sampling, one generator per row.
+    from .generation import generate_with_processor
 
     k = config.num_samples
-    stops = stop_token_ids(tokenizer, model)
-    pad_id = _pad_token_id(tokenizer, stops)
-    device = _model_device(model)
-    encoded = _tokenize_prompts(tokenizer, render_prompts(tokenizer, prompts))
-    rows = [ids for ids in encoded for _ in range(k)]
-    input_ids, attention_mask = _left_pad(rows, pad_id, device)
     sampler = KeyedSampler(
         [sample_seed(config.seed, key, j) for key in keys for j in range(k)],
         temperature=config.temperature,
         top_k=config.top_k,
         top_p=config.top_p,
-        device=device,
     )
-    # Greedy over the sampler's perturbed logits IS sampling; rows were expanded K-fold above.
-    hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=config.max_new_tokens), stops, pad_id)
-    was_training = bool(getattr(model, "training", False))
-    model.eval()
-    try:
-        with torch.inference_mode():
-            output = model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                generation_config=hf_config,
-                logits_processor=LogitsProcessorList([sampler]),
-            )
-    finally:
-        if was_training:
-            model.train()
-    completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
-    return [completions[i * k : (i + 1) * k] for i in range(len(prompts))]
+    return generate_with_processor(
+        model, tokenizer, prompts, sampler, num_samples=k, max_new_tokens=config.max_new_tokens
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ token counts shown). It offers:
 - :func:`use_adapter`: run a block with one adapter active, or with adapters disabled (base only),
 - :func:`generate` / :func:`generate_completions`: batched greedy or sampled generation, LEFT padded, chat
   template applied, stopping at the end of the assistant turn, seeded, K samples per prompt as K rows of
-  one batch (``num_return_sequences`` semantics) with each prompt encoded and prefilled once.
+  one batch (``num_return_sequences`` semantics) with each prompt encoded and prefilled once,
+- :func:`generate_with_processor`: the same rendering, padding and stopping, decoding over a logits processor
+  of the caller's (the pass-rate filter's per-row seeded sampler).
 
 The ``transformers`` backend is always available; the ``vllm`` backend needs the optional extra
 (``pip install 'slmsql-hub[vllm]'``). Importing this module does no I/O and imports neither torch nor vLLM.
@@ -760,6 +762,74 @@ def generate(
     """
     grouped = generate_completions(model, tokenizer, prompts, config, progress=progress)
     return [[completion.text for completion in group] for group in grouped]
+
+
+def generate_with_processor(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Prompt],
+    logits_processor: Any,
+    *,
+    num_samples: int = 1,
+    max_new_tokens: int = 256,
+) -> list[list[Completion]]:
+    """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), choosing each
+    token greedily over the scores that ``logits_processor(input_ids, scores)`` returns.
+
+    A processor that adds each row's own seeded Gumbel noise makes this per-row sampling whose draws do not
+    depend on the rest of the batch (:class:`~slmsql_hub.filtering.KeyedSampler`, the pass-rate filter's
+    sampler). Prompts are rendered, LEFT padded, stopped and split into completions exactly as in
+    :func:`generate_completions`; the model's train/eval mode is restored afterwards.
+
+    Args:
+        model: a ``transformers`` causal LM, PEFT-wrapped or not (its active adapter is used).
+        tokenizer: its tokenizer.
+        prompts: chats or templated strings; all of them go into one call (batch them yourself).
+        logits_processor: a ``transformers`` logits processor (``(input_ids, scores) -> scores``) that sees
+            ``len(prompts) * num_samples`` rows.
+        num_samples (`int`, defaults to `1`): rows per prompt.
+        max_new_tokens (`int`, defaults to `256`): the completion length cap.
+
+    Returns:
+        `list[list[Completion]]`: ``num_samples`` completions per prompt, in input order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import generate_with_processor
+    >>> generate_with_processor(None, None, [], None, num_samples=4)
+    []
+
+    ```
+    """
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    import torch
+    from transformers import LogitsProcessorList
+
+    stops = stop_token_ids(tokenizer, model)
+    pad_id = _pad_token_id(tokenizer, stops)
+    encoded = _tokenize_prompts(tokenizer, render_prompts(tokenizer, prompts))
+    rows = [ids for ids in encoded for _ in range(num_samples)]
+    input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
+    # Rows are already expanded, so generate() decodes one sequence per row, greedily over the processed scores.
+    hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    try:
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=hf_config,
+                logits_processor=LogitsProcessorList([logits_processor]),
+            )
+    finally:
+        if was_training:
+            model.train()
+    completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
+    return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
 
 # ----------------------------------------------------------------------------------------------------------
