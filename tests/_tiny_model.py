@@ -115,3 +115,23 @@ def train_to_answer(
             optimizer.step()
     model.eval()
     return model
+
+
+def save_random_policy(root, adapters: dict[str, int]) -> None:
+    """Save a random tiny base (model + tokenizer) to ``root/base`` and one random, non-zero LoRA adapter per
+    ``{name: seed}`` to ``root/<name>`` (q_proj and v_proj, r=4)."""
+    from pathlib import Path
+
+    from peft import LoraConfig, get_peft_model
+
+    root = Path(root)
+    tokenizer = build_tokenizer()
+    build_model(tokenizer).save_pretrained(root / "base")
+    tokenizer.save_pretrained(root / "base")
+    for name, seed in adapters.items():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            lora = LoraConfig(
+                r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+            )
+            get_peft_model(build_model(tokenizer), lora).save_pretrained(root / name)

@@ -8,34 +8,20 @@ baseline agrees with the sandbox wherever it finished.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
+from _scripts import load_benchmark_script
 
 from slmsql_hub.sql import ExecStatus, Judgement, Verdict
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_execution.py"
 TINY = {"questions": 6, "samples": 4, "scale": 0.02, "timeout": 0.5}
-
-
-def _load_module():
-    name = "bench_execution"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # the baseline's Pool pickles its functions by module name
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return _load_module()
+    return load_benchmark_script("bench_execution")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_model import build_model, build_tokenizer, train_to_answer
+from _tiny_model import build_model, build_tokenizer, save_random_policy, train_to_answer
 
 from slmsql_hub.cli import main as cli_main
 from slmsql_hub.errors import UsageError
@@ -407,19 +407,8 @@ def world_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def random_policy(tmp_path_factory):
     """A random tiny base and two random (non-zero) LoRA adapters."""
-    from peft import LoraConfig, get_peft_model
-
-    tokenizer = build_tokenizer()
     root = tmp_path_factory.mktemp("random")
-    build_model(tokenizer).save_pretrained(root / "base")
-    tokenizer.save_pretrained(root / "base")
-    for name, seed in (("sft", 1), ("grpo", 2)):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            lora = LoraConfig(
-                r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False
-            )
-            get_peft_model(build_model(tokenizer), lora).save_pretrained(root / name)
+    save_random_policy(root, {"sft": 1, "grpo": 2})
     return root
 
 

@@ -3,29 +3,18 @@ pieces, so what is checked is that its report adds up and that each printed verd
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-import torch
-from _tiny_model import build_model, build_tokenizer
+from _scripts import load_benchmark_script
+from _tiny_model import save_random_policy
 
 from slmsql_hub.sql import Judge, Sandbox
-
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "measure_world_ex.py"
-
-
-def _load_module():
-    spec = importlib.util.spec_from_file_location("measure_world_ex", _SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def script():
-    return _load_module()
+    return load_benchmark_script("measure_world_ex")
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +29,8 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     """A random tiny base and a random (non-zero) LoRA adapter."""
-    from peft import LoraConfig, get_peft_model
-
-    tokenizer = build_tokenizer()
     root = tmp_path_factory.mktemp("policy")
-    build_model(tokenizer).save_pretrained(root / "base")
-    tokenizer.save_pretrained(root / "base")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        lora = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-        get_peft_model(build_model(tokenizer), lora).save_pretrained(root / "adapter")
+    save_random_policy(root, {"adapter": 1})
     return root
 
 
