@@ -391,7 +391,8 @@ def _metric_target(repo_id: str) -> PushTarget:
 
 
 def default_demo_dir() -> Path:
-    """``spaces/demo`` in the working directory, else in the source checkout this package runs from.
+    """``spaces/demo`` in the working directory, else in the source checkout this package runs from, else the
+    copy a wheel installs as ``slmsql_hub/demo_space/``.
 
     Returns:
         The folder (it may not exist; :func:`plan_push` then says so).
@@ -404,10 +405,12 @@ def default_demo_dir() -> Path:
 
     ```
     """
-    here = Path.cwd() / "spaces" / "demo"
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[1] / "spaces" / "demo"
+    package = Path(__file__).resolve().parent
+    for folder in (Path.cwd() / "spaces" / "demo", package.parent / "spaces" / "demo"):
+        if folder.is_dir():
+            return folder
+    installed = package / "demo_space"
+    return installed if installed.is_dir() else package.parent / "spaces" / "demo"
 
 
 def _demo_target(repo_id: str, demo_dir: Path | None) -> PushTarget:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,21 +23,30 @@ def _setuptools_config() -> dict:
     return read_configuration(ROOT / "pyproject.toml", expand=False)["tool"]["setuptools"]
 
 
-def test_pyproject_lists_every_package_on_disk_and_maps_the_card_template_folder():
+MAPPED = {"slmsql_hub.model_card": "model_card", "slmsql_hub.demo_space": "spaces/demo"}
+
+
+def test_pyproject_lists_every_package_on_disk_and_maps_the_template_and_space_folders():
     config = _setuptools_config()
     on_disk = set(find_packages(where=str(ROOT), include=["slmsql_hub*"]))
-    assert set(config["packages"]) == on_disk | {"slmsql_hub.model_card"}
-    assert config["package-dir"] == {"slmsql_hub.model_card": "model_card"}
-    assert (ROOT / "model_card" / "model_card.md").is_file()
+    assert set(config["packages"]) == on_disk | set(MAPPED)
+    assert config["package-dir"] == MAPPED
+    assert (ROOT / "model_card" / "model_card.md").is_file() and (ROOT / "spaces" / "demo" / "app.py").is_file()
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """The project built as a wheel and installed (without dependencies) into a folder of its own."""
+    """The project built as a wheel and installed (without dependencies) into a folder of its own.
+
+    Built from a copy of the source tree: setuptools keeps ``build/`` in the tree it builds, and a stale file
+    there (a module deleted since) would end up in the wheel.
+    """
     tmp = tmp_path_factory.mktemp("wheel")
+    skip = (".git", ".venv", "outputs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(ROOT, tmp / "src", ignore=shutil.ignore_patterns(*skip))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
-        [*pip, "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist")],
+        [*pip, "wheel", str(tmp / "src"), "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist")],
         check=True, capture_output=True, cwd=tmp,
     )  # fmt: skip
     (wheel,) = (tmp / "dist").glob("slmsql_hub-*.whl")
@@ -46,12 +56,46 @@ def installed(tmp_path_factory) -> Path:
     return tmp / "site"
 
 
-def test_wheel_ships_the_card_template_and_the_metric_module(installed):
+def test_wheel_ships_the_card_template_the_metric_module_and_the_demo_space(installed):
     assert (installed / "slmsql_hub" / "model_card" / "model_card.md").read_bytes() == (
         ROOT / "model_card" / "model_card.md"
     ).read_bytes()
     for name in ("ex.py", "README.md", "requirements.txt", "app.py"):
         assert (installed / "slmsql_hub" / "metric" / name).is_file(), name
+    assert _files(installed / "slmsql_hub" / "demo_space") == _files(ROOT / "spaces" / "demo")
+
+
+def test_installed_package_dry_runs_both_spaces_from_its_own_files_outside_the_clone(installed, tmp_path):
+    script = (
+        "import sys\n"
+        "from slmsql_hub import cli\n"
+        "sys.exit(cli.main(['push', sys.argv[1], '--repo-id', 'alice/tiny-grpo', '--what',"
+        " 'metric-space,demo-space', '--dry-run', '--dry-run-dir', sys.argv[2]]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(installed), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(FIXTURE_RUN), str(tmp_path / "dry")],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    dry = tmp_path / "dry"
+    demo = installed / "slmsql_hub" / "demo_space"
+    assert _files(dry / "demo-space") == _files(demo) and "app.py" in _files(demo)
+    assert _files(dry / "metric-space")["ex.py"] == (installed / "slmsql_hub" / "metric" / "ex.py").read_bytes()
+    plan = json.loads((dry / "plan.json").read_text())
+    assert [(t["what"], t["repo_id"]) for t in plan["targets"]] == [
+        ("metric-space", "alice/ex"),
+        ("demo-space", "alice/tiny-grpo-demo"),
+    ]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` but bytecode, by relative path."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_installed_package_renders_a_card_from_its_own_template_outside_the_clone(installed, tmp_path):
