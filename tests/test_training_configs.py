@@ -145,6 +145,14 @@ def test_abbreviated_override_is_refused_instead_of_setting_the_field_it_prefixe
     assert training.learning_rate == 1e-4
 
 
+def test_bad_value_in_an_override_or_the_recipe_is_one_usage_error_naming_the_field(tmp_path, capsys):
+    with pytest.raises(UsageError, match="--max_steps.*invalid int value: 'abc'"):
+        parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE), ["--max_steps", "abc"])
+    with pytest.raises(UsageError, match="--max_steps.*invalid int value: 'ten'"):
+        parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE + "max_steps: ten\n"))
+    assert capsys.readouterr().err == ""  # argparse printed no usage block: the one line is the caller's
+
+
 def test_missing_or_malformed_recipe_file_is_one_clear_error(tmp_path):
     with pytest.raises(UsageError, match="recipe not found"):
         parse_recipe(SFT_ARGUMENTS, tmp_path / "absent.yaml")

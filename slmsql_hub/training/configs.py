@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from transformers import TrainingArguments
 from trl import GRPOConfig, SFTConfig
@@ -562,7 +562,14 @@ def _build_parser(dataclass_types: Sequence[type]):
 
     # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate (and a
     # field added later must not silently change what an existing abbreviation means).
-    return TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
+    parser = TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
+
+    def refuse(message: str) -> NoReturn:
+        # argparse would print its usage block and exit; the caller wants one line it can report.
+        raise UsageError(f"invalid value in the recipe or an override: {message}")
+
+    parser.error = refuse
+    return parser
 
 
 def parse_recipe(
