@@ -196,3 +196,15 @@ def test_cli_world_build_prints_counts_per_split(tmp_path, capsys):
     assert "foundation" in printed and "   30 questions" in printed and "rl_pool" in printed
     assert cli.main(["world", "build", "--out", str(out), "--seed", "9"]) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_cli_output_folder_the_machine_refuses_is_one_line_exit_1_and_loses_nothing(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me\n")
+    args = ["world", "build", "--out", str(blocker / "world"), "--foundation", "30", "--grounding", "20"]
+    assert cli.main(args) == 1  # the machine refused (exit 1), not bad usage (exit 2)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("slmsql world: error: ") and "a_file" in err and "-v" in err and "\n" not in err
+    assert blocker.read_text() == "keep me\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+    with pytest.raises(OSError):
+        cli.main(["-v", *args])  # -v: the traceback, for whoever debugs it
