@@ -3,8 +3,9 @@
 Each subcommand lives beside the code it drives and exposes two functions:
 ``add_parser(subparsers)`` (registers its ``argparse`` parser) and ``run(args) -> int``.
 Bad input raises :class:`~slmsql_hub.errors.UsageError`; the dispatcher prints that one line to stderr and
-exits with code 2, never a traceback. An ``OSError`` (a folder that cannot be created, a full disk) is the
-machine refusing, not bad input: one line too, exit code 1, and ``-v`` shows its traceback.
+exits with code 2, never a traceback. An :class:`~slmsql_hub.errors.InfrastructureError` or ``OSError`` (the Hub
+unreachable, a folder that cannot be created, a full disk) is the machine or a service failing, not bad input:
+one line too, exit code 1, and ``-v`` shows its traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import sys
 
 from . import __version__
-from .errors import UsageError
+from .errors import InfrastructureError, UsageError
 
 # (subcommand module, imported lazily so `slmsql --help` stays fast and imports no torch)
 _COMMANDS: tuple[str, ...] = (
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"slmsql {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
         return 2
-    except OSError as err:
+    except (InfrastructureError, OSError) as err:
         if args.verbose:
             raise
         print(f"slmsql {args.command}: error: {err} (rerun with -v for the traceback)", file=sys.stderr)  # noqa: T201

@@ -1,4 +1,5 @@
-"""Exceptions with one clear line for the user."""
+"""Exceptions with one clear line for the user: bad input (:class:`UsageError`, exit code 2) and a failure of the
+machine or a service (:class:`InfrastructureError`, exit code 1)."""
 
 
 class UsageError(Exception):
@@ -6,4 +7,13 @@ class UsageError(Exception):
 
     The CLI prints ``str(err)`` as a single line and exits with code 2; library callers get a normal
     exception whose message names the fix.
+    """
+
+
+class InfrastructureError(RuntimeError):
+    """The machine or a service failed where the input was fine: the Hub unreachable or answering with a server
+    error, a sandbox worker that cannot start.
+
+    Never turned into a verdict, a reward or a score. The CLI prints ``str(err)`` as a single line and exits with
+    code 1 (``-v`` shows the traceback); the message says what was done before the failure and how to resume.
     """

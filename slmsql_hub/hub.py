@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .errors import UsageError
+from .errors import InfrastructureError, UsageError
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:
@@ -833,6 +833,25 @@ def write_dry_run(
 # ----------------------------------------------------------------------------------------------------------
 # push (network)
 # ----------------------------------------------------------------------------------------------------------
+def _network_errors() -> tuple[type[Exception], ...]:
+    """The transport failures (refused connection, timeout, DNS) of the HTTP library this huggingface_hub uses:
+    ``httpx2`` (2.x), ``httpx`` (1.x) or ``requests`` (0.x)."""
+    import importlib
+
+    found: list[type[Exception]] = []
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("requests", "ConnectionError")):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _one_line(err: Exception, limit: int = 300) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _hub_api(token: str | None) -> tuple[HfApi, str]:
     """An ``HfApi`` with a token that the Hub accepts, and the user name; UsageErrors name the fix."""
     from huggingface_hub import HfApi, constants, get_token
@@ -860,7 +879,14 @@ def _hub_api(token: str | None) -> tuple[HfApi, str]:
                 f"the Hub ({api.endpoint}) rejected the token: set HF_TOKEN to a valid token with write access "
                 "or run `hf auth login`"
             ) from err
-        raise
+        raise InfrastructureError(
+            f"the Hub at {api.endpoint} failed before anything was pushed ({_one_line(err)}); try again later"
+        ) from err
+    except _network_errors() as err:
+        raise InfrastructureError(
+            f"cannot reach the Hub at {api.endpoint} ({_one_line(err)}); nothing was pushed: check the network "
+            "and HF_ENDPOINT"
+        ) from err
     return api, user
 
 
@@ -1006,8 +1032,19 @@ def push(
             refused = _forbidden(err, target)
             if refused is not None:
                 raise refused from err
-            raise
+            raise InfrastructureError(_failed_midway(api, target, results, err)) from err
+        except _network_errors() as err:
+            raise InfrastructureError(_failed_midway(api, target, results, err)) from err
     return results
+
+
+def _failed_midway(api: HfApi, target: PushTarget, done: list[PushResult], err: Exception) -> str:
+    """One line: which target failed and why, what was pushed before it, and how to finish."""
+    pushed = ", ".join(f"{r.what} ({r.repo_id})" for r in done) if done else "nothing"
+    return (
+        f"the Hub at {api.endpoint} failed while pushing {target.what} to {target.repo_id} ({_one_line(err)}); "
+        f"pushed before it: {pushed}; rerun the same command to finish (pushing the same files again is safe)"
+    )
 
 
 def _push_one(

@@ -159,6 +159,7 @@ class HubState:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.lfs: dict[str, bytes] = {}
         self.requests: list[tuple[str, str]] = []
+        self.failing_commits: dict[str, int] = {}  # repo_id -> the HTTP status its commits get (an outage)
         self.lock = threading.RLock()
         self._counter = 0
 
@@ -587,6 +588,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, state.preupload(repo, revision, json.loads(body or b"{}"), create_pr))
         if action == "commit" and self.command == "POST":
             repo = state.writable_repo(repo_type, repo_id, user)
+            if repo_id in state.failing_commits:
+                raise HubError(state.failing_commits[repo_id], "Internal Error - the server failed (injected)")
             lines = [json.loads(line) for line in body.splitlines() if line.strip()]
             return self._json(200, state.commit(repo, revision, lines, user, create_pr, self.endpoint))
         raise HubError(404, f"no route for {self.command} /api/{'/'.join(segments)}")

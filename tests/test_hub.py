@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -351,6 +352,38 @@ def test_a_namespace_the_token_cannot_write_is_one_error_line(server, run_dir, t
     assert errors == [done.stderr.strip().splitlines()[-1]]
     assert "refused to write space bob/ex (HTTP 403)" in errors[0] and "'bob' namespace" in errors[0]
     assert ("space", "bob/ex") not in server.state.repos
+
+
+def test_an_unreachable_hub_is_one_line_with_exit_code_1_and_nothing_pushed(run_dir, tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on once the probe closes
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    args = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"]
+    done = slmsql(args, client_env(endpoint, tmp_path / "home"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr  # the machine failed, not the input (2)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"slmsql push: error: cannot reach the Hub at {endpoint} (")
+    assert "nothing was pushed" in last and "HF_ENDPOINT" in last
+
+
+def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server, run_dir, tmp_path):
+    env = client_env(server.endpoint, tmp_path / "home")
+    args = ["push", str(run_dir), "--repo-id", "alice/outage", "--what", "metric-space,demo-space"]
+    args += ["--demo-dir", str(run_dir / "demo")]
+    server.state.failing_commits["alice/outage-demo"] = 500
+    try:
+        done = slmsql(args, env)
+    finally:
+        server.state.failing_commits.clear()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"slmsql push: error: the Hub at {server.endpoint} failed while pushing demo-space to ")
+    assert "pushed before it: metric-space (alice/ex)" in last and "rerun the same command" in last
+    assert "ex.py" in server.files("space", "alice/ex")  # the target before the outage landed
+    again = slmsql(args, env)
+    assert again.returncode == 0, again.stderr
+    stored = server.files("space", "alice/outage-demo")
+    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
 
 
 def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_path):

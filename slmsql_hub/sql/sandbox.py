@@ -64,6 +64,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ..errors import InfrastructureError
 from . import _worker
 from .result import ExecResult, ExecStatus, Limits
 
@@ -74,7 +75,7 @@ _KILL_GRACE_S = 0.5  # how long after the deadline a silent worker is killed
 _REPLY_READ_S = 30.0  # a reply that has started arriving must finish within this
 
 
-class SandboxError(RuntimeError):
+class SandboxError(InfrastructureError):
     """The sandbox itself failed (a worker that cannot start): infrastructure, never a verdict."""
 
 
