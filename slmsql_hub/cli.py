@@ -16,6 +16,7 @@ import logging
 import sys
 
 from . import __version__
+from .commands import OneLineParser
 from .errors import InfrastructureError, UsageError
 
 # (subcommand module, imported lazily so `slmsql --help` stays fast and imports no torch)
@@ -33,7 +34,7 @@ _COMMANDS: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="slmsql",
         description="slmsql-hub: outcome-only GRPO for Text-to-SQL, Hub-native.",
     )

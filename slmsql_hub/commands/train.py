@@ -8,6 +8,8 @@ import argparse
 import json
 import logging
 
+from . import OneLineParser
+
 logger = logging.getLogger(__name__)
 
 _KINDS = {
@@ -23,7 +25,7 @@ _KINDS = {
 }
 
 
-class _RecipeParser(argparse.ArgumentParser):
+class _RecipeParser(OneLineParser):
     """A subcommand parser that keeps every option it does not know as a recipe override (``--field value``),
     in order, instead of rejecting it: the fields are those of the recipe's dataclasses, which are only
     imported (with TRL and torch) when the command runs."""
