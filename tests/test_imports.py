@@ -1,0 +1,73 @@
+"""Importing the package does nothing but define things: no file written, no socket, no subprocess, and the
+CLI and the light modules (card, hub, plots, the execution core) load no torch, TRL or Gradio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "trl", "peft", "datasets", "evaluate", "gradio", "matplotlib")
+
+
+def _run(code: str, tmp_path: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_cli_and_light_modules_load_no_heavy_library(tmp_path):
+    report = _run(
+        f"""
+        import json, sys
+        from slmsql_hub import cli
+        cli.build_parser()  # every subcommand registered: `slmsql --help` stays fast
+        import slmsql_hub.card, slmsql_hub.hub, slmsql_hub.plots, slmsql_hub.run_files, slmsql_hub.sql
+        import slmsql_hub.evaluation, slmsql_hub.generation, slmsql_hub.training, slmsql_hub.training.metric_names
+        print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
+        """,
+        tmp_path,
+    )
+    assert report == []
+
+
+def test_importing_every_module_writes_nothing_and_opens_no_socket_or_process(tmp_path):
+    report = _run(
+        f"""
+        import importlib, json, os, pkgutil, sys
+        for name in {HEAVY!r}:  # their own first-import caches are theirs, not ours
+            importlib.import_module(name)
+        import slmsql_hub
+
+        WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+        seen = []
+
+        def hook(event, args):
+            if event == "open":
+                path, mode, flags = (list(args) + [None, None])[:3]
+                writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & WRITE_FLAGS
+                )
+                if writes:
+                    seen.append(f"open {{path}} {{mode or flags}}")
+            elif event in ("socket.connect", "socket.bind", "subprocess.Popen", "os.system", "os.mkdir",
+                           "os.remove", "os.rename", "os.rmdir", "shutil.rmtree", "shutil.copyfile"):
+                seen.append(f"{{event}} {{args[:2]!r}}")
+
+        sys.addaudithook(hook)
+        modules = []
+        for info in pkgutil.walk_packages(slmsql_hub.__path__, "slmsql_hub."):
+            importlib.import_module(info.name)
+            modules.append(info.name)
+        print(json.dumps({{"modules": modules, "seen": seen}}))
+        """,
+        tmp_path,
+    )
+    assert len(report["modules"]) > 30 and "slmsql_hub.sql.sandbox" in report["modules"]
+    assert report["seen"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
