@@ -1116,9 +1116,9 @@ def default_template_path() -> Path:
 
     ```
     """
-    package = Path(__file__).resolve().parent
-    source = package.parent / "model_card" / TEMPLATE_FILE
-    return source if source.is_file() else package / "model_card" / TEMPLATE_FILE
+    from .resources import shipped_path
+
+    return shipped_path(f"model_card/{TEMPLATE_FILE}", f"model_card/{TEMPLATE_FILE}")
 
 
 def render_card(

@@ -405,12 +405,10 @@ def default_demo_dir() -> Path:
 
     ```
     """
-    package = Path(__file__).resolve().parent
-    for folder in (Path.cwd() / "spaces" / "demo", package.parent / "spaces" / "demo"):
-        if folder.is_dir():
-            return folder
-    installed = package / "demo_space"
-    return installed if installed.is_dir() else package.parent / "spaces" / "demo"
+    from .resources import shipped_path
+
+    here = Path.cwd() / "spaces" / "demo"
+    return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")
 
 
 def _demo_target(repo_id: str, demo_dir: Path | None) -> PushTarget:
