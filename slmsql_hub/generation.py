@@ -548,6 +548,18 @@ def _model_device(model: Any) -> Any:
 
 
 @contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """Run a block with the model in eval mode, then put it back in train mode if it was (GRPO's policy is)."""
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
+
+
+@contextlib.contextmanager
 def _seeded(seed: int | None, device: Any) -> Iterator[None]:
     """Seed torch for one block and restore the caller's RNG state afterwards."""
     import torch
@@ -660,9 +672,7 @@ def _generate_transformers(
     order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
     batches = [order[start : start + config.batch_size] for start in range(0, len(order), config.batch_size)]
     results: list[list[Completion]] = [[] for _ in texts]
-    was_training = bool(getattr(model, "training", False))
-    model.eval()
-    try:
+    with _eval_mode(model):
         for batch_index, batch in enumerate(
             tqdm(batches, desc=f"generate (K={k})", unit="batch", disable=not progress)
         ):
@@ -674,9 +684,6 @@ def _generate_transformers(
             completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
             for row, index in enumerate(batch):
                 results[index] = completions[row * k : (row + 1) * k]
-    finally:
-        if was_training:
-            model.train()
     return results
 
 
@@ -815,19 +822,13 @@ def generate_with_processor(
     input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
     # Rows are already expanded, so generate() decodes one sequence per row, greedily over the processed scores.
     hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
-    was_training = bool(getattr(model, "training", False))
-    model.eval()
-    try:
-        with torch.inference_mode():
-            output = model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                generation_config=hf_config,
-                logits_processor=LogitsProcessorList([logits_processor]),
-            )
-    finally:
-        if was_training:
-            model.train()
+    with _eval_mode(model), torch.inference_mode():
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=hf_config,
+            logits_processor=LogitsProcessorList([logits_processor]),
+        )
     completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
     return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
