@@ -634,14 +634,10 @@ def parse_recipe(
             )
         argv = ["--config", str(path)]
     parser = _build_parser(dataclass_types)
-    try:
-        parsed = parser.parse_args_and_config(
-            [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
-        )
-    except SystemExit as err:  # argparse rejected a value (it printed why), or --help was asked for
-        if not err.code:
-            raise
-        raise UsageError(f"bad command-line override in {list(overrides)} (see the message above)") from err
+    # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0.
+    parsed = parser.parse_args_and_config(
+        [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
+    )
     *instances, config_rest, cli_rest = parsed
     if config_rest or cli_rest:
         raise UsageError(
