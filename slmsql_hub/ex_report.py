@@ -98,7 +98,8 @@ class VerdictCounts:
         num_unscorable: examples whose gold SQL failed; excluded from EX.
         num_pred_errors: scorable examples whose prediction did not run: SQLite error, refused by the
             sandbox, too many rows, or no SQL found in the output.
-        num_timeouts: scorable examples whose prediction hit the time or instruction limit.
+        num_timeouts: scorable examples whose prediction hit the instruction limit.
+        num_infra_failures: examples lost to the machine (wall-clock timeout, dead worker); excluded from EX.
         verdicts: count per verdict value.
     """
 
@@ -108,6 +109,7 @@ class VerdictCounts:
     num_unscorable: int
     num_pred_errors: int
     num_timeouts: int
+    num_infra_failures: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -140,11 +142,12 @@ def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
     verdicts = {v.value: tally[v] for v in Verdict if tally[v]}
     return VerdictCounts(
         num_examples=len(judgements),
-        num_scored=sum(n for v, n in tally.items() if v is not Verdict.UNSCORABLE),
+        num_scored=sum(n for v, n in tally.items() if v not in (Verdict.UNSCORABLE, Verdict.INFRA_FAILURE)),
         num_correct=tally[Verdict.CORRECT],
         num_unscorable=tally[Verdict.UNSCORABLE],
         num_pred_errors=sum(tally[v] for v in PRED_ERROR_VERDICTS),
         num_timeouts=tally[Verdict.PRED_TIMEOUT],
+        num_infra_failures=tally[Verdict.INFRA_FAILURE],
         verdicts=verdicts,
     )
 
@@ -243,6 +246,7 @@ class ExReport:
             "num_unscorable": counts.num_unscorable,
             "num_pred_errors": counts.num_pred_errors,
             "num_timeouts": counts.num_timeouts,
+            "num_infra_failures": counts.num_infra_failures,
             "verdicts": dict(counts.verdicts),
             "mode": self.mode,
             "keep_distinct": self.keep_distinct,
@@ -259,7 +263,8 @@ class ExReport:
         else:
             head = (
                 f"EX {100 * ex:.2f}% ({counts.num_correct} of {counts.num_scored} scorable; "
-                f"{counts.num_examples} examples, {counts.num_unscorable} unscorable)"
+                f"{counts.num_examples} examples, {counts.num_unscorable} unscorable"
+                + (f", {counts.num_infra_failures} infrastructure failures)" if counts.num_infra_failures else ")")
             )
         if self.mode is not None:
             head += f" [mode {self.mode}{', keep DISTINCT' if self.keep_distinct else ''}]"

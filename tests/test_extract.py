@@ -57,6 +57,15 @@ CASES = [
     ),
     pytest.param("VALUES (1), (2)", "VALUES (1), (2)", id="bare-values"),
     pytest.param("\tSELECT\n  a\nFROM t", "SELECT\n  a\nFROM t", id="bare-multiline-keeps-inner-whitespace"),
+    pytest.param(
+        "/* model output */ -- note\nSELECT count(*) FROM singer",
+        "/* model output */ -- note\nSELECT count(*) FROM singer",
+        id="bare-sql-after-block-and-line-comments",
+    ),
+    pytest.param("-- the answer:\n\n  with x as (select 1) select * from x", "-- the answer:\n\n  with x as (select 1) select * from x", id="bare-with-after-comment"),
+    pytest.param("/* unclosed comment SELECT 1", None, id="only-an-unclosed-comment"),
+    pytest.param("-- SELECT 1", None, id="sql-inside-a-line-comment-only"),
+    pytest.param("/* SELECT 1 */ Sure, here it is.", None, id="prose-after-a-comment"),
     pytest.param("The answer is SELECT a FROM t", None, id="prose-before-sql"),
     pytest.param("SELECTION of rows is not possible.", None, id="word-starting-with-select"),
     pytest.param("I don't know.", None, id="no-sql"),
@@ -107,3 +116,19 @@ def test_has_sql_block_agrees_with_extraction_source():
     for text, _ in (case.values for case in CASES):
         if has_sql_block(text):
             assert extract_sql(text) is not None
+
+
+def test_comment_led_prediction_is_executed_by_every_judging_path(tmp_path):
+    """The metric, the reward and the judge (filter, eval, slmsql ex) share one extraction rule."""
+    from slmsql_hub.metric import compute_execution_accuracy, make_demo_database
+    from slmsql_hub.rewards import ExecutionReward
+    from slmsql_hub.sql import Judge, Verdict
+
+    db = str(make_demo_database(tmp_path))
+    pred, gold = "/* model output */ -- note\nSELECT count(*) FROM singer", "SELECT count(*) FROM singer"
+    with Judge(workers=1) as judge:
+        assert judge.judge(pred, gold, db).verdict is Verdict.CORRECT
+    assert compute_execution_accuracy([pred], [gold], [db], workers=1)["num_correct"] == 1
+    reward = ExecutionReward(workers=1)
+    assert reward(completions=[pred], gold_sql=[gold], db_path=[db]) == [1.0]
+    reward.close()

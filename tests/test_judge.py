@@ -56,11 +56,24 @@ def test_empty_prediction_does_not_match_an_empty_gold(db, sandbox):
     assert judge.judge("no sql here, sorry", empty_gold, db).verdict is Verdict.NO_SQL
 
 
-def test_runaway_prediction_is_a_timeout_and_wrong(db, sandbox):
+RUNAWAY = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r"
+
+
+def test_runaway_prediction_out_of_op_budget_is_a_timeout_and_wrong(db):
+    with Judge(limits=Limits(timeout_s=30, max_ops=5_000_000), workers=1) as judge:
+        j = judge.judge(RUNAWAY, "SELECT 1", db)
+    assert j.verdict is Verdict.PRED_TIMEOUT and j.correct == 0 and j.scorable
+
+
+def test_wall_clock_timeout_is_an_infrastructure_failure_not_a_verdict(db, sandbox):
+    # The 1 s deadline comes long before the 1e9-op budget: the machine's speed decided, not the SQL.
     judge = Judge(sandbox)
-    runaway = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r"
-    j = judge.judge(runaway, "SELECT 1", db)
-    assert j.verdict is Verdict.PRED_TIMEOUT and j.correct == 0
+    j = judge.judge(RUNAWAY, "SELECT 1", db)
+    assert j.verdict is Verdict.INFRA_FAILURE and j.correct is None and not j.scorable
+    assert j.pred.infra and "infrastructure failure on the prediction" in j.error
+    gold_side = judge.judge("SELECT 1", RUNAWAY, db)
+    assert gold_side.verdict is Verdict.INFRA_FAILURE and "on the gold" in gold_side.error
+    assert sandbox.stats["infra_failures"] >= 2
 
 
 def test_writes_in_predictions_are_refused(db, sandbox):

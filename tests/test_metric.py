@@ -71,6 +71,7 @@ def test_correct_wrong_error_and_unscorable_are_counted_apart(ex, db, sandbox):
         "num_unscorable": 1,
         "num_pred_errors": 1,
         "num_timeouts": 0,
+        "num_infra_failures": 0,
     }
 
 
@@ -136,13 +137,44 @@ def test_slow_prediction_times_out_and_is_counted(ex, db):
         predictions=[endless],
         references=["SELECT 1"],
         db_path=[db],
-        timeout_s=0.5,
+        timeout_s=30,
+        max_ops=5_000_000,
         workers=1,
         return_details=True,
     )
     assert results["num_timeouts"] == 1 and results["num_pred_errors"] == 0
     assert results["details"][0]["verdict"] == "pred_timeout"
     assert results["execution_accuracy"] == 0.0
+
+
+def test_wall_clock_timeout_is_counted_apart_and_left_out_of_ex(ex, db):
+    endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
+    results = ex.compute(
+        predictions=[endless, "SELECT 1"],
+        references=["SELECT 1", "SELECT 1"],
+        db_path=[db, db],
+        timeout_s=0.5,
+        workers=1,
+        return_details=True,
+    )
+    assert results["num_infra_failures"] == 1 and results["num_timeouts"] == 0
+    assert results["num_scored"] == 1 and results["execution_accuracy"] == 1.0
+    assert [d["correct"] for d in results["details"]] == [None, 1]
+
+
+def test_text_that_is_not_utf8_is_a_clean_error_and_the_batch_is_judged(ex, db):
+    results = ex.compute(
+        predictions=["SELECT '\ud800'", "SELECT 1", "SELECT 1"],
+        references=["SELECT 1", "SELECT 1", "SELECT '\udfff'"],
+        db_path=[db] * 3,
+        workers=1,
+        return_details=True,
+    )
+    assert [d["verdict"] for d in results["details"]] == ["pred_error", "correct", "unscorable"]
+    assert "not valid text" in results["details"][0]["error"]
+    assert results["details"][0]["pred_sql"] == "SELECT '\ud800'"  # the caller's text, unchanged
+    ex.add(prediction="SELECT '\ud800'", reference="SELECT 1", db_path=db)
+    assert ex.compute(workers=1)["num_pred_errors"] == 1
 
 
 def test_no_scorable_example_raises_instead_of_returning_a_number(ex, db, sandbox):

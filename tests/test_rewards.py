@@ -43,7 +43,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def execution(db):
-    reward = ExecutionReward(timeout_s=1.0, workers=2)
+    reward = ExecutionReward(timeout_s=10.0, max_ops=5_000_000, workers=2)  # the op budget ends runaways
     yield reward
     reward.close()
 

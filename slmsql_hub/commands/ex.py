@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w", encoding="utf-8") as handle:
+        # backslashreplace: text that is not UTF-8 (a lone surrogate) is written as its JSON escape, losslessly
+        with out.open("w", encoding="utf-8", errors="backslashreplace") as handle:
             for record, db_path, judgement, level in zip(records, db_paths, judgements, levels):
                 row = {
                     "index": record.index,

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import InfrastructureError, UsageError
 from ..ex_report import count_verdicts
 from ..sql import CompareMode, Judge, Limits, Sandbox
 
@@ -22,6 +22,7 @@ def compute_execution_accuracy(
     mode: str = "bird",
     keep_distinct: bool = False,
     timeout_s: float = 30.0,
+    max_ops: int | None = Limits.max_ops,
     return_details: bool = False,
     workers: int | None = None,
     sandbox: Sandbox | None = None,
@@ -42,6 +43,8 @@ def compute_execution_accuracy(
             DISTINCT removed, columns may be permuted, multiset of rows, ordered when the gold has ORDER BY).
         keep_distinct: ``spider`` mode only: keep DISTINCT in both queries.
         timeout_s: per-query deadline, used when this function creates its sandbox.
+        max_ops: per-query SQLite instruction budget (deterministic: running out is the prediction's
+            ``timeout``); keep it well inside ``timeout_s``, which only catches a loaded machine.
         return_details: also return ``details``, one dict per example in input order.
         workers: sandbox worker processes (default: the number of CPU cores), when this function creates
             its sandbox.
@@ -52,8 +55,10 @@ def compute_execution_accuracy(
     Returns:
         ``execution_accuracy`` (float in [0, 1]), ``num_examples``, ``num_scored``, ``num_correct``,
         ``num_unscorable``, ``num_pred_errors`` (prediction did not run: SQLite error, refused by the
-        sandbox, too many rows, or no SQL found), ``num_timeouts``; with ``return_details`` also ``details``:
-        dicts with ``correct`` (1 / 0 / ``None`` when unscorable), ``verdict``, ``pred_sql``, ``pred_status``,
+        sandbox, too many rows, or no SQL found), ``num_timeouts`` (the instruction budget),
+        ``num_infra_failures`` (a wall-clock timeout or a dead worker: left out of EX, like unscorable
+        examples); with ``return_details`` also ``details``:
+        dicts with ``correct`` (1 / 0 / ``None`` when not scored), ``verdict``, ``pred_sql``, ``pred_status``,
         ``gold_status`` and ``error``.
 
     Raises:
@@ -99,7 +104,7 @@ def compute_execution_accuracy(
         sandbox,
         mode=compare_mode,
         keep_distinct=keep_distinct,
-        limits=Limits(timeout_s=float(timeout_s)),
+        limits=Limits(timeout_s=float(timeout_s), max_ops=max_ops),
         workers=workers,
     )
     with judge:
@@ -108,9 +113,21 @@ def compute_execution_accuracy(
     counts = count_verdicts(judgements)
     if counts.num_scored == 0:
         first = judgements[0].error
+        if counts.num_infra_failures:
+            raise InfrastructureError(
+                f"none of the {n} examples could be scored: {counts.num_infra_failures} hit an infrastructure "
+                f"failure (first: {first}). Rerun on a less loaded machine or raise timeout_s"
+            )
         raise UsageError(
             f"none of the {n} examples could be scored: every gold query failed to run (first: {first}). "
             "Check that db_path points at the right databases and that references are valid SQL"
+        )
+    if counts.num_infra_failures:
+        logger.warning(
+            "%d of %d examples hit an infrastructure failure (wall-clock timeout or a dead sandbox worker: "
+            "the machine, not the SQL) and are left out of EX",
+            counts.num_infra_failures,
+            n,
         )
     if counts.num_unscorable:
         logger.warning(
@@ -126,6 +143,7 @@ def compute_execution_accuracy(
         "num_unscorable": counts.num_unscorable,
         "num_pred_errors": counts.num_pred_errors,
         "num_timeouts": counts.num_timeouts,
+        "num_infra_failures": counts.num_infra_failures,
     }
     if return_details:
         result["details"] = [j.to_dict() for j in judgements]
@@ -143,3 +161,39 @@ def _check_databases(db_paths: Sequence[str | os.PathLike]) -> None:
         seen.add(key)
         if not Path(key).is_file():
             raise UsageError(f"db_path[{index}]: database file not found: {key}")
+
+
+_INVALID_TEXT = "\x00slmsql:invalid-utf8:"  # a prefix no valid SQL or path can start with (NUL)
+
+
+def storable_text(value):
+    """Text that Arrow can store: a string that is not valid UTF-8 (a lone surrogate) becomes a marked hex form.
+
+    ``evaluate`` writes every input to an Arrow cache before ``_compute``, and Arrow refuses such strings
+    with ``UnicodeEncodeError``. :func:`restored_text` gives the original back, so the sandbox judges it
+    (a clean ``error`` verdict) and the rest of the batch is judged as usual.
+
+    Example:
+
+    ```python
+    >>> storable_text("SELECT 1")
+    'SELECT 1'
+    >>> restored_text(storable_text("SELECT '\\ud800'")) == "SELECT '\\ud800'"
+    True
+
+    ```
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _INVALID_TEXT + value.encode("utf-8", "surrogatepass").hex()
+    return value
+
+
+def restored_text(value):
+    """The inverse of :func:`storable_text`."""
+    if isinstance(value, str) and value.startswith(_INVALID_TEXT):
+        return bytes.fromhex(value[len(_INVALID_TEXT) :]).decode("utf-8", "surrogatepass")
+    return value

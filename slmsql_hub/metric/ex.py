@@ -8,7 +8,7 @@ This is the script ``evaluate.load("slmsql/ex")`` loads. It stays thin: the work
 import datasets
 import evaluate
 
-from slmsql_hub.metric import compute_execution_accuracy
+from slmsql_hub.metric.compute import compute_execution_accuracy, restored_text, storable_text
 
 _CITATION = """\
 @inproceedings{yu2018spider,
@@ -55,7 +55,10 @@ Args:
     db_path (`list` of `str`): path of the SQLite database of each example.
     mode (`str`): "bird" (default) or "spider"; see the description.
     keep_distinct (`bool`): spider mode only: keep DISTINCT instead of removing it. Defaults to False.
-    timeout_s (`float`): deadline per query in seconds. Defaults to 30.
+    timeout_s (`float`): deadline per query in seconds. Defaults to 30. Reaching it is an infrastructure
+        failure (the machine was slow), not a verdict.
+    max_ops (`int`): SQLite instruction budget per query; running out is the prediction's timeout.
+        Defaults to 1e9 (about 10 s on one core).
     return_details (`bool`): also return one verdict per example, in input order. Defaults to False.
     workers (`int`): sandbox worker processes. Defaults to the number of CPU cores.
     sandbox (`slmsql_hub.sql.Sandbox`): an open sandbox to reuse across calls (its limits then apply).
@@ -68,10 +71,12 @@ Returns:
     num_unscorable (`int`): examples whose gold SQL failed; left out of EX.
     num_pred_errors (`int`): scored examples whose prediction did not run (SQLite error, refused by the
         sandbox, too many rows) or held no SQL.
-    num_timeouts (`int`): scored examples whose prediction ran out of time.
+    num_timeouts (`int`): scored examples whose prediction ran out of its instruction budget.
+    num_infra_failures (`int`): examples lost to the machine (a wall-clock timeout, a dead sandbox worker);
+        left out of EX, never scored 0.
     details (`list` of `dict`, with return_details=True): per example `correct` (1, 0, or None when
-        unscorable), `verdict` (correct, wrong, pred_error, pred_timeout, pred_too_large, pred_refused,
-        no_sql, unscorable), `pred_sql`, `pred_status`, `gold_status` and `error`.
+        not scored), `verdict` (correct, wrong, pred_error, pred_timeout, pred_too_large, pred_refused,
+        no_sql, unscorable, infra_failure), `pred_sql`, `pred_status`, `gold_status` and `error`.
 
     When no example is scorable, EX is undefined and compute raises a UsageError saying why.
 
@@ -144,6 +149,21 @@ class ExecutionAccuracy(evaluate.Metric):
             ],
         )
 
+    # Arrow (evaluate's input cache) cannot hold text that is not UTF-8; such text is judged as an error.
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch of predictions and references (see ``evaluate.Metric.add_batch``)."""
+        predictions = None if predictions is None else [storable_text(p) for p in predictions]
+        references = None if references is None else [storable_text(r) for r in references]
+        if kwargs.get("db_path") is not None:
+            kwargs["db_path"] = [storable_text(p) for p in kwargs["db_path"]]
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one prediction and reference (see ``evaluate.Metric.add``)."""
+        if kwargs.get("db_path") is not None:
+            kwargs["db_path"] = storable_text(kwargs["db_path"])
+        return super().add(prediction=storable_text(prediction), reference=storable_text(reference), **kwargs)
+
     def _compute(
         self,
         predictions,
@@ -152,17 +172,19 @@ class ExecutionAccuracy(evaluate.Metric):
         mode="bird",
         keep_distinct=False,
         timeout_s=30.0,
+        max_ops=1_000_000_000,
         return_details=False,
         workers=None,
         sandbox=None,
     ):
         return compute_execution_accuracy(
-            predictions,
-            references,
-            db_path,
+            [restored_text(p) for p in predictions],
+            [restored_text(r) for r in references],
+            [restored_text(p) for p in db_path],
             mode=mode,
             keep_distinct=keep_distinct,
             timeout_s=timeout_s,
+            max_ops=max_ops,
             return_details=return_details,
             workers=workers,
             sandbox=sandbox,

@@ -5,7 +5,8 @@ fork of the caller, so a CUDA context or threads of the caller never leak in). I
 library only. Protocol on stdin/stdout: 8-byte big-endian length + pickle, one request, one reply.
 
 Request: ``(db_path, sql, timeout_s, max_ops, max_rows)``.
-Reply:   ``(status, rows, columns, error, elapsed_s, hit_op_budget)``.
+Reply:   ``(status, rows, columns, error, elapsed_s, infra)``; ``infra`` marks a wall-clock timeout or an
+exhausted memory cap: outcomes of the machine's load, not of the SQL.
 
 Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
 in-process guard cannot give (a kill at the deadline, a restart after a crash).
@@ -153,13 +154,13 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
         elapsed = time.monotonic() - start
         if state["budget"] or state["deadline"]:
             why = "op budget exceeded" if state["budget"] else f"deadline of {timeout_s:g} s exceeded"
-            return ("timeout", (), (), f"interrupted: {why}", elapsed, state["budget"])
+            return ("timeout", (), (), f"interrupted: {why}", elapsed, not state["budget"])
         message = str(err)
         if "not authorized" in message or "prohibited" in message:
             return ("refused", (), (), f"refused by the sandbox: {message}", elapsed, False)
         return ("error", (), (), f"{type(err).__name__}: {message}", elapsed, False)
     except MemoryError:
-        return ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", time.monotonic() - start, False)
+        return ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", time.monotonic() - start, True)
     except (ValueError, OverflowError, UnicodeError) as err:  # e.g. NUL characters, values Python cannot hold
         return ("error", (), (), f"{type(err).__name__}: {err}", time.monotonic() - start, False)
     finally:
@@ -201,11 +202,11 @@ def main() -> None:
         except (sqlite3.Error, OSError) as err:  # opening the database itself failed
             reply = ("error", (), (), f"cannot open database: {err}", 0.0, False)
         except MemoryError:
-            reply = ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", 0.0, False)
+            reply = ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", 0.0, True)
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
-            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, False))
+            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, True))
         stdout.write(struct.pack(">Q", len(data)) + data)
         stdout.flush()
 

@@ -5,9 +5,10 @@ Rule of :func:`extract_sql`, first that applies wins:
 1. the **last** non-empty ```` ```sql ```` fenced block (the tag is case-insensitive: ``sql``, ``SQL``);
 2. else the last non-empty fenced block with no language tag, or with a tag that names another SQL dialect
    (``sqlite``, ``postgresql``, ``mysql``: any tag containing ``sql``);
-3. else, when the whole answer looks like SQL -- after stripping whitespace its first word is ``SELECT``,
-   ``WITH`` or ``VALUES`` (any case) -- the stripped answer itself, so plain SQL predictions pass through
-   unchanged apart from surrounding whitespace;
+3. else, when the whole answer looks like SQL -- after whitespace and leading SQL comments (``-- …``,
+   ``/* … */``) its first word is ``SELECT``, ``WITH`` or ``VALUES`` (any case) -- the stripped answer
+   itself, comments included, so plain SQL predictions pass through unchanged apart from surrounding
+   whitespace;
 4. else ``None`` (also for ``None``, empty or whitespace-only text).
 
 Fences are runs of three or more backticks. A tag is the word right after the opening fence when a line break
@@ -23,11 +24,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["extract_sql", "has_sql_block"]
+__all__ = ["extract_sql", "first_keyword", "has_sql_block"]
 
 _FENCE = re.compile(r"`{3,}")
 _TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#.-]+)?[ \t]*(\r?\n)?")
-_LOOKS_LIKE_SQL = re.compile(r"(?:SELECT|WITH|VALUES)\b", flags=re.IGNORECASE)
+_SQL_KEYWORDS = frozenset({"select", "with", "values"})  # what a query that returns rows starts with
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def extract_sql(text: str | None) -> str | None:
     Returns:
         The SQL, stripped of surrounding whitespace, by the rule in the module docstring: the last
         ```` ```sql ```` block, else the last untagged (or SQL-dialect-tagged) block, else the whole text when
-        it starts with ``SELECT`` / ``WITH`` / ``VALUES``, else ``None``.
+        it starts (after comments) with ``SELECT`` / ``WITH`` / ``VALUES``, else ``None``.
 
     Example:
 
@@ -87,6 +88,8 @@ def extract_sql(text: str | None) -> str | None:
     'SELECT count(*) FROM singer;'
     >>> extract_sql("```sql\\nSELECT age FROM singer WHERE")
     'SELECT age FROM singer WHERE'
+    >>> extract_sql("/* model output */ -- note\\nSELECT count(*) FROM singer")
+    '/* model output */ -- note\\nSELECT count(*) FROM singer'
     >>> extract_sql("I cannot answer that.") is None
     True
 
@@ -102,9 +105,42 @@ def extract_sql(text: str | None) -> str | None:
         if block.body and (block.tag == "" or "sql" in block.tag):
             return block.body
     stripped = text.strip()
-    if _LOOKS_LIKE_SQL.match(stripped):
+    if first_keyword(stripped) in _SQL_KEYWORDS:
         return stripped
     return None
+
+
+def first_keyword(sql: str) -> str:
+    """The first word of SQL text, lower-cased, after whitespace and comments (``""`` when there is none).
+
+    The sandbox uses it to allow only reading statements; :func:`extract_sql` to recognise plain SQL.
+
+    Example:
+
+    ```python
+    >>> first_keyword("/* model output */ -- note\\n  Select 1")
+    'select'
+    >>> first_keyword("-- only a comment")
+    ''
+
+    ```
+    """
+    i, n = 0, len(sql)
+    while i < n:
+        if sql[i].isspace():
+            i += 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j == -1 else j + 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j == -1 else j + 2
+        else:
+            break
+    j = i
+    while j < n and (sql[j].isalnum() or sql[j] == "_"):
+        j += 1
+    return sql[i:j].lower()
 
 
 def has_sql_block(text: str | None) -> bool:

@@ -10,6 +10,9 @@ Rules:
       failing gold.
     - A gold that fails, times out or is too large makes the example **unscorable**: ``correct`` is ``None``;
       it is counted apart and never scored 0.
+    - An **infrastructure failure** of either query (a wall-clock timeout, a worker that died or ran out of
+      memory: :attr:`ExecResult.infra`) is no verdict either: ``infra_failure``, ``correct`` is ``None``,
+      counted apart. Only an op-budget timeout, which is deterministic, is the prediction's fault.
     - In ``spider`` mode, when the database's folder holds several ``.sqlite`` files (a distilled test suite),
       the prediction must match the gold on every one of them.
 """
@@ -39,6 +42,7 @@ class Verdict(str, enum.Enum):
     PRED_REFUSED = "pred_refused"
     NO_SQL = "no_sql"
     UNSCORABLE = "unscorable"
+    INFRA_FAILURE = "infra_failure"
 
     def __str__(self) -> str:
         return self.value
@@ -70,11 +74,12 @@ class Judgement:
 
     @property
     def scorable(self) -> bool:
-        return self.verdict is not Verdict.UNSCORABLE
+        """Whether the example has a score: neither an unscorable gold nor an infrastructure failure."""
+        return self.verdict not in (Verdict.UNSCORABLE, Verdict.INFRA_FAILURE)
 
     @property
     def correct(self) -> int | None:
-        """1 when correct, 0 when not, ``None`` when the example is unscorable."""
+        """1 when correct, 0 when not, ``None`` when the example is unscorable or the machine failed."""
         if not self.scorable:
             return None
         return int(self.verdict is Verdict.CORRECT)
@@ -197,6 +202,18 @@ class Judge:
     ) -> Judgement:
         first_pred = preds[0] if preds else None
         pred_status = first_pred.status if first_pred is not None else None
+        infra = next((r for r in (*golds, *preds) if r.infra), None)
+        if infra is not None:
+            which = "gold" if any(r is infra for r in golds) else "prediction"
+            return Judgement(
+                Verdict.INFRA_FAILURE,
+                pred_sql,
+                pred_status,
+                golds[0].status,
+                error=f"infrastructure failure on the {which} ({infra.status.value}): {infra.error}",
+                pred=first_pred,
+                gold=golds[0],
+            )
         bad_gold = next((g for g in golds if not g.ok), None)
         if bad_gold is not None:
             return Judgement(

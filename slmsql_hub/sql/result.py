@@ -13,7 +13,8 @@ class ExecStatus(str, enum.Enum):
     - ``error``: SQLite (or the input itself) rejected it: syntax error, unknown column, empty input, no
       result columns, invalid text.
     - ``timeout``: it exceeded the op budget or the wall-clock deadline and was interrupted (or its worker
-      process was killed and replaced).
+      process was killed and replaced). Only the op budget is deterministic; a wall-clock timeout is an
+      infrastructure failure (``ExecResult.infra``).
     - ``too_large``: it produced more than ``max_rows`` rows; the rest was never read.
     - ``refused``: the sandbox would not run it at all: writes, ATTACH, state-changing PRAGMAs, extension
       loading, stacked statements, over-long text, forbidden functions.
@@ -37,7 +38,8 @@ class Limits:
         timeout_s: wall-clock deadline for one query. SQLite is interrupted at the deadline; a worker that is
             stuck inside one SQLite instruction is killed and replaced shortly after it.
         max_ops: SQLite virtual-machine instruction budget (counted by the progress handler), ``None`` for
-            no budget beyond the deadline.
+            no budget beyond the deadline. Running out of it is deterministic (the query's fault); running
+            out of time is not (a loaded machine), so keep the budget well inside the deadline.
         max_rows: rows materialised at most; one more makes the result ``too_large``.
         max_sql_chars: longest SQL text accepted.
         memory_mb: address-space cap of each worker process (``None``: no cap).
@@ -53,7 +55,7 @@ class Limits:
     """
 
     timeout_s: float = 30.0
-    max_ops: int | None = 2_000_000_000
+    max_ops: int | None = 1_000_000_000  # ~10 s on one core: well inside the deadline
     max_rows: int = 100_000
     max_sql_chars: int = 100_000
     memory_mb: int | None = 2048
@@ -77,6 +79,10 @@ class ExecResult:
 
     ``rows`` and ``columns`` are filled only when ``status`` is ``ok``; ``error`` says why otherwise.
     Text is decoded from UTF-8 with invalid bytes dropped (the Spider evaluator's rule).
+
+    ``infra`` is ``True`` when the outcome says more about the machine than about the SQL: a wall-clock
+    timeout (CPU contention can cause it), a worker that died or ran out of memory. Such a result is never
+    cached, and the judge turns it into :attr:`~slmsql_hub.sql.Verdict.INFRA_FAILURE`, not a verdict.
     """
 
     status: ExecStatus
@@ -85,6 +91,7 @@ class ExecResult:
     error: str | None = None
     elapsed_s: float = 0.0
     cached: bool = field(default=False, compare=False)
+    infra: bool = False
 
     @property
     def ok(self) -> bool:

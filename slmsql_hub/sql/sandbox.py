@@ -66,6 +66,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InfrastructureError
 from . import _worker
+from .extract import first_keyword
 from .result import ExecResult, ExecStatus, Limits
 
 logger = logging.getLogger(__name__)
@@ -137,25 +138,6 @@ def split_statements(sql: str) -> list[str]:
     return statements
 
 
-def _first_keyword(statement: str) -> str:
-    i, n = 0, len(statement)
-    while i < n:  # skip leading comments and whitespace
-        if statement[i].isspace():
-            i += 1
-        elif statement.startswith("--", i):
-            j = statement.find("\n", i)
-            i = n if j == -1 else j + 1
-        elif statement.startswith("/*", i):
-            j = statement.find("*/", i + 2)
-            i = n if j == -1 else j + 2
-        else:
-            break
-    j = i
-    while j < n and (statement[j].isalnum() or statement[j] == "_"):
-        j += 1
-    return statement[i:j].lower()
-
-
 def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | None]:
     """Validate SQL text before it reaches SQLite.
 
@@ -196,7 +178,7 @@ def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | Non
     if len(statements) > 1:
         return fail(ExecStatus.REFUSED, f"only one statement may run, got {len(statements)}")
     statement = statements[0]
-    keyword = _first_keyword(statement)
+    keyword = first_keyword(statement)
     if keyword and keyword not in _ALLOWED_FIRST_KEYWORDS:
         return fail(ExecStatus.REFUSED, f"only SELECT, WITH or VALUES statements may run, got {keyword.upper()}")
     return statement, None
@@ -350,7 +332,14 @@ class Sandbox:
         self._cache_rows = 0
         self._lock = threading.Lock()
         self._closed = False
-        self.stats = {"requests": 0, "executed": 0, "cache_hits": 0, "batch_duplicates": 0, "worker_kills": 0}
+        self.stats = {
+            "requests": 0,
+            "executed": 0,
+            "cache_hits": 0,
+            "batch_duplicates": 0,
+            "worker_kills": 0,
+            "infra_failures": 0,
+        }
 
     # -- public API ------------------------------------------------------------------------------------------
     def execute(self, db_path: str | os.PathLike, sql: str | None, limits: Limits | None = None) -> ExecResult:
@@ -485,26 +474,30 @@ class Sandbox:
                 reply = worker.request(db_path, sql, limits)
                 elapsed = time.monotonic() - started
                 if reply is not None:
-                    status, rows, columns, error, worker_elapsed, op_budget = reply
+                    status, rows, columns, error, worker_elapsed, infra = reply
                     with self._lock:
                         self.stats["executed"] += 1
+                        self.stats["infra_failures"] += infra
                     result = ExecResult(
                         status=ExecStatus(status),
                         rows=tuple(rows),
                         columns=tuple(columns),
                         error=error,
                         elapsed_s=worker_elapsed,
+                        infra=infra,
                     )
-                    # An op-budget timeout is deterministic and may be cached; a wall-clock one may not.
-                    return result, status != "timeout" or op_budget
+                    return result, not infra  # an op-budget timeout is deterministic; a wall-clock one is not
                 with self._lock:
                     self.stats["worker_kills"] += 1
                 if elapsed >= limits.timeout_s:
                     logger.debug("worker killed after the %.1f s deadline: %.200s", limits.timeout_s, sql)
+                    with self._lock:
+                        self.stats["infra_failures"] += 1
                     result = ExecResult(
                         status=ExecStatus.TIMEOUT,
                         error=f"killed: deadline of {limits.timeout_s:g} s exceeded inside one SQLite step",
                         elapsed_s=elapsed,
+                        infra=True,
                     )
                     return result, False
                 logger.warning("sandbox worker died (attempt %d) on: %.200s", attempt, sql)
@@ -515,8 +508,13 @@ class Sandbox:
                     "sandbox workers die even on 'SELECT 1' (an infrastructure failure, not a verdict); "
                     f"last worker stderr:\n{stderr or worker.stderr_tail()}"
                 )
+            with self._lock:
+                self.stats["infra_failures"] += 1
             result = ExecResult(
-                status=ExecStatus.ERROR, error="the query crashed the sandbox worker twice", elapsed_s=elapsed
+                status=ExecStatus.ERROR,
+                error="the query crashed the sandbox worker twice",
+                elapsed_s=elapsed,
+                infra=True,
             )
             return result, False
         finally:

@@ -55,6 +55,7 @@ STATUS_TEXT: dict[str, str] = {
     "no_sql": "no SQL in the answer",
     "ran": "ran (no gold to compare with)",
     "unscorable": "the gold query failed: cannot judge",
+    "infra_failure": "the machine was too slow or a worker died: not judged, try again",
 }
 """Every status a column can show, by key (the key is what ``/compare`` returns in its details)."""
 
@@ -67,6 +68,7 @@ _VERDICT_STATUS = {
     "pred_refused": "refused",
     "no_sql": "no_sql",
     "unscorable": "unscorable",
+    "infra_failure": "infra_failure",
 }
 _EXEC_STATUS = {
     "ok": "ran",
@@ -1036,7 +1038,9 @@ class ComparisonSpace:
             )
             statuses = [_VERDICT_STATUS[j.verdict.value] for j in judgements]
         else:
-            statuses = ["no_sql" if r is None else _EXEC_STATUS[r.status.value] for r in shown]
+            statuses = [
+                "no_sql" if r is None else "infra_failure" if r.infra else _EXEC_STATUS[r.status.value] for r in shown
+            ]
         answers = {}
         for name, text, sql, result, status in zip(names, outputs, sqls, shown, statuses):
             completion, latency = generated[name]
