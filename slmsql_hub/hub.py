@@ -85,7 +85,6 @@ BAND_SHARD = f"data/{BAND_SPLIT}-00000-of-00001.parquet"
 # Never uploaded: caches, editor and OS droppings, Python bytecode, half-written files.
 _EXCLUDED_PARTS = {".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".DS_Store", ".pytest_cache"}
 _EXCLUDED_SUFFIXES = (".pyc", ".partial", ".tmp", ".lock")
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 _BENCHMARK_LICENSES = {"spider": "cc-by-sa-4.0", "bird": "cc-by-sa-4.0", "world": "apache-2.0"}
 
 
@@ -207,16 +206,17 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id") -> str:
         raise UsageError(
             f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)"
         )
-    if (
-        not _REPO_ID.fullmatch(repo_id)
-        or "--" in repo_id
-        or ".." in repo_id
-        or repo_id.endswith((".git", "-", "."))
-    ):
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+        if repo_id.count("/") != 1:
+            raise HFValidationError("a namespace is needed")
+    except HFValidationError as err:
         raise UsageError(
             f"{option} {repo_id!r} is not a Hub repository id: use NAMESPACE/NAME with letters, digits, '-', '_' "
-            "or '.' (no '--' or '..')"
-        )
+            f"or '.' (no '--' or '..'; {err})"
+        ) from err
     return repo_id
 
 
