@@ -884,7 +884,10 @@ def write_dry_run(
             )
             entry["base_model"] = _base_of(folder)
         if target.what == BASE_MODEL:
-            entry["note"] = "the adapter's local base model, pushed before the adapter that names it"
+            merge = "; the adapter names the base's main branch, so merge this pull request first"
+            entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
+                merge if create_pr else ""
+            )
         if target.what == DATASET:
             entry["note"] = (
                 "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md"

@@ -427,6 +427,9 @@ def test_dry_run_shows_the_local_base_as_its_own_repo_and_leaves_the_card_folder
     assert branch.returncode == 0, branch.stderr
     assert json.loads((out / "model" / "adapter_config.json").read_text())["revision"] == "dev"
     assert "name the base model alice/world-base at revision dev" in branch.stdout
+    pr = slmsql([*args, "--create-pr"], client_env(server.endpoint, tmp_path / "home"))
+    assert pr.returncode == 0, pr.stderr
+    assert "names the base's main branch, so merge this pull request first" in pr.stdout
 
 
 def test_a_local_base_the_card_folder_does_not_ship_is_one_line_naming_the_fix(
