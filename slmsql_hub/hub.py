@@ -17,6 +17,8 @@ The targets (``--what``, comma-separated, or ``all``) and their default reposito
                                                            card (README.md), plots, ``.eval_results/``, the
                                                            adapter and tokenizer, telemetry, run summary, eval
                                                            predictions
+(with ``model``)  model       ``NAMESPACE/NAME-base``      a local base model (``RUN_DIR/card/base/``) as its own
+                                                           repository, with a short card; pushed first
 ``dataset``       dataset     ``NAMESPACE/NAME-band``      the pass-rate band (``RUN_DIR/filter/band``) as
                                                            parquet through ``Dataset.push_to_hub`` (LFS), and a
                                                            dataset card with the counts of ``filter_report.json``
@@ -24,6 +26,10 @@ The targets (``--what``, comma-separated, or ``all``) and their default reposito
                                                            README, ``app.py`` (Gradio 6), ``requirements.txt``
 ``demo-space``    space       ``NAMESPACE/NAME-demo``      whatever ``spaces/demo/`` holds
 ================  ==========  ===========================  ===================================================
+
+The adapter that is uploaded names its base as the Hub knows it (``base_model_name_or_path`` in
+``adapter_config.json``, ``base_model`` + ``base_model_relation: adapter`` in the card), so
+``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` loads it anywhere; see :mod:`slmsql_hub.base_model`.
 
 Repositories are created **private** unless asked otherwise; an existing repository keeps its visibility.
 ``revision`` pushes to a branch (created from ``main`` when missing); ``create_pr`` opens a pull request
@@ -59,13 +65,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MODEL = "model"
+BASE_MODEL = "base-model"
+"""The plan entry (and dry-run folder) of a local base model pushed with ``model`` as its own repository."""
 DATASET = "dataset"
 METRIC_SPACE = "metric-space"
 DEMO_SPACE = "demo-space"
 TARGETS: tuple[str, ...] = (MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
-REPO_TYPES = {MODEL: "model", DATASET: "dataset", METRIC_SPACE: "space", DEMO_SPACE: "space"}
+REPO_TYPES = {
+    MODEL: "model",
+    BASE_MODEL: "model",
+    DATASET: "dataset",
+    METRIC_SPACE: "space",
+    DEMO_SPACE: "space",
+}
 METRIC_FILES: tuple[str, ...] = ("ex.py", "README.md", "app.py", "requirements.txt")
 """The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
 
@@ -85,7 +99,6 @@ BAND_SHARD = f"data/{BAND_SPLIT}-00000-of-00001.parquet"
 # Never uploaded: caches, editor and OS droppings, Python bytecode, half-written files.
 _EXCLUDED_PARTS = {".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".DS_Store", ".pytest_cache"}
 _EXCLUDED_SUFFIXES = (".pyc", ".partial", ".tmp", ".lock")
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 _BENCHMARK_LICENSES = {"spider": "cc-by-sa-4.0", "bird": "cc-by-sa-4.0", "world": "apache-2.0"}
 
 
@@ -94,11 +107,12 @@ class PushTarget:
     """One repository to push to and what goes in it.
 
     Attributes:
-        what: one of :data:`TARGETS`.
+        what: one of :data:`TARGETS`, or :data:`BASE_MODEL`.
         repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
         repo_id: ``namespace/name``.
-        files: ``(path_in_repo, local_path)`` pairs, sorted by path (for the dataset: the card only; the parquet
-            shard is written by ``datasets``).
+        files: ``(path_in_repo, content)`` pairs, sorted by path: a local file's path, or the bytes of a file
+            written for the upload (a rewritten ``adapter_config.json``, a generated card). The dataset's parquet
+            shard is not among them: ``datasets`` writes it.
         dataset_path: the saved band (``save_to_disk`` folder), for the dataset target.
         space_sdk: the Space's SDK (from its README's front matter), for Spaces.
         card: the README text for targets whose card is generated here (the dataset).
@@ -116,7 +130,7 @@ class PushTarget:
     what: str
     repo_type: str
     repo_id: str
-    files: tuple[tuple[str, Path], ...] = ()
+    files: tuple[tuple[str, Path | bytes], ...] = ()
     dataset_path: Path | None = None
     space_sdk: str | None = None
     card: str | None = None
@@ -207,42 +221,47 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id") -> str:
         raise UsageError(
             f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)"
         )
-    if (
-        not _REPO_ID.fullmatch(repo_id)
-        or "--" in repo_id
-        or ".." in repo_id
-        or repo_id.endswith((".git", "-", "."))
-    ):
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+        if repo_id.count("/") != 1:
+            raise HFValidationError("a namespace is needed")
+    except HFValidationError as err:
         raise UsageError(
             f"{option} {repo_id!r} is not a Hub repository id: use NAMESPACE/NAME with letters, digits, '-', '_' "
-            "or '.' (no '--' or '..')"
-        )
+            f"or '.' (no '--' or '..'; {err})"
+        ) from err
     return repo_id
 
 
 def default_repo_ids(repo_id: str) -> dict[str, str]:
     """The repository id of each target, derived from the model's ``NAMESPACE/NAME``.
 
-    The dataset is ``NAMESPACE/NAME-band``, the metric Space ``NAMESPACE/ex`` (one per namespace, as
-    ``evaluate.load("NAMESPACE/ex")`` expects), the demo Space ``NAMESPACE/NAME-demo``.
+    A local base model is ``NAMESPACE/NAME-base``, the dataset ``NAMESPACE/NAME-band``, the metric Space
+    ``NAMESPACE/ex`` (one per namespace, as ``evaluate.load("NAMESPACE/ex")`` expects), the demo Space
+    ``NAMESPACE/NAME-demo``.
 
     Args:
         repo_id: the model repository.
 
     Returns:
-        ``{target: repo_id}`` for every target of :data:`TARGETS`.
+        ``{target: repo_id}`` for every target of :data:`TARGETS` and :data:`BASE_MODEL`.
 
     Example:
 
     ```python
-    >>> default_repo_ids("alice/qwen-grpo")
-    {'model': 'alice/qwen-grpo', 'dataset': 'alice/qwen-grpo-band', 'metric-space': 'alice/ex', 'demo-space': 'alice/qwen-grpo-demo'}
+    >>> default_repo_ids("alice/qwen-grpo")["base-model"]
+    'alice/qwen-grpo-base'
+    >>> default_repo_ids("alice/qwen-grpo")["metric-space"]
+    'alice/ex'
 
     ```
     """
     namespace = repo_id.split("/")[0]
     return {
         MODEL: repo_id,
+        BASE_MODEL: f"{repo_id}-base",
         DATASET: f"{repo_id}-band",
         METRIC_SPACE: f"{namespace}/ex",
         DEMO_SPACE: f"{repo_id}-demo",
@@ -330,7 +349,10 @@ def _front_matter(readme: Path) -> dict:
     return data
 
 
-def _model_target(run_dir: Path, repo_id: str) -> PushTarget:
+def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
+    """The adapter's repository and, when its base is a local folder, the base's (pushed first)."""
+    from . import base_model as bm
+
     card_dir = run_dir / CARD_DIR
     readme = card_dir / "README.md"
     if not readme.is_file():
@@ -346,11 +368,27 @@ def _model_target(run_dir: Path, repo_id: str) -> PushTarget:
     from huggingface_hub import ModelCard
 
     try:
-        ModelCard.load(readme)
+        card = ModelCard.load(readme)
     except ValueError as err:  # the card's own parser: malformed metadata
         raise UsageError(f"{readme} is not a valid model card ({err}); rerun `slmsql card`") from err
     _front_matter(readme)
-    return PushTarget(MODEL, "model", repo_id, tuple(folder_files(card_dir)))
+    base = bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
+    files: dict[str, Path | bytes] = dict(folder_files(card_dir))
+    # Rewritten in what is uploaded only; card_for_hub edits `card`, so it runs after resolve_base read it.
+    rewritten = {
+        bm.ADAPTER_CONFIG: bm.adapter_config_for_hub(card_dir, base),
+        "README.md": bm.card_for_hub(card, base),
+    }
+    files.update({path: content for path, content in rewritten.items() if content is not None})
+    targets = []
+    if base.local_dir is not None:
+        base_files: dict[str, Path | bytes] = dict(folder_files(base.local_dir))
+        base_files["README.md"] = bm.base_card(
+            base, repo_id, license=card.data.license, adapter_url=repo_url("model", repo_id)
+        ).encode("utf-8")
+        targets.append(PushTarget(BASE_MODEL, "model", base.repo_id, tuple(sorted(base_files.items()))))
+    targets.append(PushTarget(MODEL, "model", repo_id, tuple(sorted(files.items()))))
+    return targets
 
 
 def _read_filter_report(run_dir: Path) -> dict:
@@ -436,6 +474,8 @@ def plan_push(
     metric_space_id: str | None = None,
     demo_space_id: str | None = None,
     demo_dir: str | os.PathLike | None = None,
+    base_repo_id: str | None = None,
+    revision: str | None = None,
 ) -> list[PushTarget]:
     """Decide what each target repository receives, from the run folder alone (no network).
 
@@ -448,9 +488,12 @@ def plan_push(
         metric_space_id: the metric Space (default ``NAMESPACE/ex``).
         demo_space_id: the demo Space (default ``NAMESPACE/NAME-demo``).
         demo_dir: the demo Space's files (default :func:`default_demo_dir`).
+        base_repo_id: where a local base model is published with ``model`` (default ``NAMESPACE/NAME-base``).
+        revision: the branch the push goes to; a local base pushed there is pinned to it in the adapter config.
 
     Returns:
-        One :class:`PushTarget` per target, in push order.
+        One :class:`PushTarget` per target, in push order; a local base model's (:data:`BASE_MODEL`) comes
+        just before the model's.
 
     Raises:
         UsageError: a repository id is missing or malformed, or the run lacks what a target needs (the
@@ -466,15 +509,25 @@ def plan_push(
     """
     targets = parse_what(what)
     run_dir = Path(run_dir)
-    explicit = {DATASET: dataset_repo_id, METRIC_SPACE: metric_space_id, DEMO_SPACE: demo_space_id}
-    options = {DATASET: "--dataset-repo-id", METRIC_SPACE: "--metric-space-id", DEMO_SPACE: "--demo-space-id"}
+    explicit = {
+        DATASET: dataset_repo_id,
+        METRIC_SPACE: metric_space_id,
+        DEMO_SPACE: demo_space_id,
+        BASE_MODEL: base_repo_id,
+    }
+    options = {
+        DATASET: "--dataset-repo-id",
+        METRIC_SPACE: "--metric-space-id",
+        DEMO_SPACE: "--demo-space-id",
+        BASE_MODEL: "--base-repo-id",
+    }
     derived = default_repo_ids(check_repo_id(repo_id)) if repo_id or MODEL in targets else {}
     if not derived and any(explicit.get(name) is None for name in targets):
         check_repo_id(repo_id)  # raises: some target has neither its own id nor one to derive it from
     ids = {}
-    for name in targets:
+    for name in (*targets, BASE_MODEL) if MODEL in targets else targets:
         given = explicit.get(name)
-        ids[name] = check_repo_id(given, options[name]) if given else derived[name]
+        ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
     if {MODEL, DATASET} & set(targets) and not run_dir.is_dir():
         raise UsageError(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
@@ -482,7 +535,7 @@ def plan_push(
     plan = []
     for name in targets:
         if name == MODEL:
-            plan.append(_model_target(run_dir, ids[name]))
+            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
         elif name == DATASET:
             plan.append(_dataset_target(run_dir, ids[name], ids.get(MODEL) or derived.get(MODEL)))
         elif name == METRIC_SPACE:
@@ -723,11 +776,17 @@ def _prepare_dry_run_dir(out_dir: Path) -> None:
                 f"{out_dir} is not empty and holds no {PLAN_FILE} from an earlier dry run: pass an empty or new "
                 "--dry-run-dir"
             )
-        for name in TARGETS:
+        for name in (*TARGETS, BASE_MODEL):
             if (out_dir / name).is_dir():
                 shutil.rmtree(out_dir / name)
         (out_dir / PLAN_FILE).unlink()
     out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _base_of(folder: Path) -> dict[str, Any]:
+    """The base model the written adapter config names (``base_model_name_or_path``, ``revision``)."""
+    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    return {"repo_id": config.get("base_model_name_or_path"), "revision": config.get("revision")}
 
 
 def write_dry_run(
@@ -741,10 +800,12 @@ def write_dry_run(
 ) -> dict:
     """Write the exact folder each target would upload, and ``plan.json``, touching no network.
 
-    ``<out_dir>/<what>/`` holds the files as they would land in the repository: the model card folder, the
-    metric and demo Space files, and for the dataset the parquet shard (``data/train-00000-of-00001.parquet``, the
-    band with portable ``db_path``) and the dataset card. On push, ``datasets`` also adds a ``dataset_info``
-    block (features and sizes) to that card's metadata. An earlier dry run in ``out_dir`` is replaced.
+    ``<out_dir>/<what>/`` holds the files as they would land in the repository: the model card folder (its
+    ``adapter_config.json`` and card naming the base on the Hub), a local base model's repository
+    (``base-model/``), the metric and demo Space files, and for the dataset the parquet shard
+    (``data/train-00000-of-00001.parquet``, the band with portable ``db_path``) and the dataset card. On push,
+    ``datasets`` also adds a ``dataset_info`` block (features and sizes) to that card's metadata. An earlier dry
+    run in ``out_dir`` is replaced.
 
     Args:
         targets: from :func:`plan_push`.
@@ -791,7 +852,10 @@ def write_dry_run(
         ):
             destination = folder / path_in_repo
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(local, destination)
+            if isinstance(local, bytes):
+                destination.write_bytes(local)
+            else:
+                shutil.copyfile(local, destination)
         if target.what == DATASET:
             shard = folder / BAND_SHARD
             shard.parent.mkdir(parents=True, exist_ok=True)
@@ -817,6 +881,12 @@ def write_dry_run(
         if target.what == MODEL:
             entry["note"] = (
                 f"on push, {', '.join(STALE_MODEL_FILES)} (TRL's draft card) is deleted if present"
+            )
+            entry["base_model"] = _base_of(folder)
+        if target.what == BASE_MODEL:
+            merge = "; the adapter names the base's main branch, so merge this pull request first"
+            entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
+                merge if create_pr else ""
             )
         if target.what == DATASET:
             entry["note"] = (
@@ -910,7 +980,7 @@ def _ensure_branch(api: HfApi, target: PushTarget, revision: str | None) -> None
 def _upload_files(
     api: HfApi,
     target: PushTarget,
-    files: Iterable[tuple[str, Path]],
+    files: Iterable[tuple[str, Path | bytes]],
     *,
     revision: str | None,
     create_pr: bool,
@@ -920,7 +990,10 @@ def _upload_files(
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     operations: list = [
-        CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(local)) for path, local in files
+        CommitOperationAdd(
+            path_in_repo=path, path_or_fileobj=local if isinstance(local, bytes) else str(local)
+        )
+        for path, local in files
     ]
     operations += [CommitOperationDelete(path_in_repo=path) for path in deletions]
     return api.create_commit(
@@ -1079,6 +1152,7 @@ def _push_one(
             commit_message
             or {
                 MODEL: "GRPO adapter, model card, plots and eval results from slmsql-hub",
+                BASE_MODEL: "Base model of a GRPO adapter, from slmsql-hub",
                 METRIC_SPACE: "slmsql ex metric: script, card and Gradio app",
                 DEMO_SPACE: "slmsql-hub demo Space",
             }[target.what]

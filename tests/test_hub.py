@@ -35,12 +35,17 @@ pipeline_tag: text-generation
 tags:
 - text-to-sql
 - grpo
+base_model_relation: adapter
 ---
 
 # tiny-grpo
 
 A test card.
 """
+LOCAL_BASE_CARD = CARD.replace("base_model: Qwen/Qwen2.5-Coder-1.5B\n", "").replace(
+    "base_model_relation: adapter\n", ""
+)
+FIXTURE_RUN = TESTS / "fixtures" / "run"
 REPORT = {
     "summary": "2 band / 1 all-fail / 1 all-pass / 0 unscorable of 4",
     "counts": {"band": 2, "all_fail": 1, "all_pass": 1, "unscorable": 0},
@@ -136,7 +141,9 @@ def run_dir(tmp_path_factory) -> Path:
     card = root / "card"
     card.mkdir()
     (card / "README.md").write_text(CARD, encoding="utf-8")
-    (card / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}\n')
+    (card / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "Qwen/Qwen2.5-Coder-1.5B", "peft_type": "LORA", "r": 2}\n'
+    )
     (card / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 8)
     (card / "plots").mkdir()
     (card / "plots" / "reward_std.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
@@ -163,21 +170,44 @@ def run_dir(tmp_path_factory) -> Path:
     return root
 
 
-def _with_real_adapter(run_dir: Path, root: Path) -> Path:
-    """A copy of ``run_dir`` whose card folder holds a tiny random Qwen2's LoRA adapter (base in ``base/``)."""
-    from _tiny_model import build_model, build_tokenizer
-    from peft import LoraConfig, get_peft_model
+@pytest.fixture(scope="module")
+def local_base_run(run_dir, tmp_path_factory) -> Path:
+    """``run_dir`` as a world run leaves it: the adapter names a local base, which the card folder ships in
+    ``card/base/`` (stand-in weights), and the card has no ``base_model``."""
+    run = tmp_path_factory.mktemp("local-base") / "run"
+    shutil.copytree(run_dir, run)
+    card = run / "card"
+    (card / "README.md").write_text(LOCAL_BASE_CARD, encoding="utf-8")
+    (card / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "outputs/quickstart/base", "peft_type": "LORA", "r": 2, "revision": null}\n'
+    )
+    base = card / "base"
+    base.mkdir()
+    (base / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}\n')
+    (base / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    (base / "tokenizer.json").write_text('{"version": "1.0"}\n')
+    (base / "run_summary.json").write_text(
+        json.dumps(
+            {
+                "kind": "base",
+                "world_dir": "outputs/quickstart/world",
+                "steps": 600,
+                "final_loss": 1.2831,
+                "model": {"architecture": "Qwen2ForCausalLM"},
+                "parameters": {"total": 9872},
+            }
+        )
+    )
+    return run
+
+
+def _card_with_fixture_run(root: Path) -> Path:
+    """A copy of the fixture run (real tiny base, real adapter) with its card folder built by ``slmsql card``."""
+    from slmsql_hub.card import build_card
 
     run = root / "run"
-    shutil.copytree(run_dir, run)
-    tokenizer = build_tokenizer()
-    base = build_model(tokenizer)
-    base.save_pretrained(run / "base")
-    tokenizer.save_pretrained(run / "base")
-    lora = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(base, lora).save_pretrained(run / "card")  # non-zero B: the adapter moves the logits
-    tokenizer.save_pretrained(run / "card")
-    (run / "card" / "README.md").write_text(CARD, encoding="utf-8")  # PEFT's template card replaced back
+    shutil.copytree(FIXTURE_RUN, run)
+    build_card(run)
     return run
 
 
@@ -321,6 +351,121 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
 
 
 # ----------------------------------------------------------------------------------------------------------
+# the base model the pushed adapter names
+# ----------------------------------------------------------------------------------------------------------
+def _front(content: bytes) -> dict:
+    from huggingface_hub import ModelCard
+
+    return ModelCard(content.decode("utf-8")).data.to_dict()
+
+
+def test_a_hub_base_is_named_in_what_is_uploaded_and_nothing_else_is_pushed(run_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "card" / "README.md").write_text(
+        CARD.replace("base_model_relation: adapter\n", ""), encoding="utf-8"
+    )
+    (run / "card" / "adapter_config.json").write_text(  # trained on a local copy, at a pinned revision
+        '{"base_model_name_or_path": "/data/qwen-copy", "peft_type": "LORA", "revision": "0123abc"}\n'
+    )
+    before = _files(run / "card")
+    plan = hub.plan_push(run, "alice/tiny-grpo", "model")
+    assert [(t.what, t.repo_id) for t in plan] == [("model", "alice/tiny-grpo")]
+    files = dict(plan[0].files)
+    config = json.loads(files["adapter_config.json"])
+    assert config["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-1.5B" and config["revision"] == "0123abc"
+    meta = _front(files["README.md"])
+    assert meta["base_model"] == "Qwen/Qwen2.5-Coder-1.5B" and meta["base_model_relation"] == "adapter"
+    assert files["README.md"].decode().endswith("# tiny-grpo\n\nA test card.\n")  # the body as it was
+    assert _files(run / "card") == before  # rewritten in the upload only
+
+
+def test_dry_run_shows_the_local_base_as_its_own_repo_and_leaves_the_card_folder_unchanged(
+    server, local_base_run, tmp_path
+):
+    card = local_base_run / "card"
+    before = _files(card)
+    requests = len(server.state.requests)
+    out = tmp_path / "dry"
+    args = ["push", str(local_base_run), "--repo-id", "alice/world", "--dry-run", "--dry-run-dir", str(out)]
+    done = slmsql(args, client_env(server.endpoint, tmp_path / "home", token=None))
+    assert done.returncode == 0, done.stderr
+    assert len(server.state.requests) == requests and _files(card) == before
+
+    base_files = _files(out / "base-model")
+    assert {k: v for k, v in base_files.items() if k != "README.md"} == _files(card / "base")
+    base_meta = _front(base_files["README.md"])
+    assert base_meta["library_name"] == "transformers" and base_meta["pipeline_tag"] == "text-generation"
+    assert 'AutoPeftModelForCausalLM.from_pretrained("alice/world")' in base_files["README.md"].decode()
+    assert "9,872 parameters" in base_files["README.md"].decode()
+
+    model_files = _files(out / "model")
+    assert json.loads(model_files["adapter_config.json"])["base_model_name_or_path"] == "alice/world-base"
+    meta = _front(model_files["README.md"])
+    assert meta["base_model"] == "alice/world-base" and meta["base_model_relation"] == "adapter"
+    unchanged = set(before) - {"adapter_config.json", "README.md"}
+    assert {k: model_files[k] for k in unchanged} == {k: before[k] for k in unchanged}
+
+    plan = json.loads((out / "plan.json").read_text())
+    assert [(t["what"], t["repo_type"], t["repo_id"]) for t in plan["targets"]] == [
+        ("base-model", "model", "alice/world-base"),
+        ("model", "model", "alice/world"),
+    ]
+    assert "base-model -> model alice/world-base" in done.stdout
+    assert "name the base model alice/world-base" in done.stdout
+
+    other = slmsql(
+        [*args, "--base-repo-id", "slmsql-org/tiny-base"], client_env(server.endpoint, tmp_path / "home")
+    )
+    assert other.returncode == 0, other.stderr
+    config = json.loads((out / "model" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "slmsql-org/tiny-base"
+    assert json.loads((out / "plan.json").read_text())["targets"][0]["repo_id"] == "slmsql-org/tiny-base"
+
+    # On a branch, the base goes to that branch too: the adapter config pins it, or the base would not resolve.
+    branch = slmsql([*args, "--revision", "dev"], client_env(server.endpoint, tmp_path / "home"))
+    assert branch.returncode == 0, branch.stderr
+    assert json.loads((out / "model" / "adapter_config.json").read_text())["revision"] == "dev"
+    assert "name the base model alice/world-base at revision dev" in branch.stdout
+    pr = slmsql([*args, "--create-pr"], client_env(server.endpoint, tmp_path / "home"))
+    assert pr.returncode == 0, pr.stderr
+    assert "names the base's main branch, so merge this pull request first" in pr.stdout
+
+
+def test_a_local_base_the_card_folder_does_not_ship_is_one_line_naming_the_fix(
+    server, local_base_run, tmp_path
+):
+    run = tmp_path / "run"
+    shutil.copytree(local_base_run, run)
+    shutil.rmtree(run / "card" / "base")
+    done = slmsql(
+        ["push", str(run), "--repo-id", "alice/world", "--dry-run"], client_env(server.endpoint, tmp_path)
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "names the base model 'outputs/quickstart/base', a local folder" in done.stderr
+    assert "rerun `slmsql card`" in done.stderr and "--base-model-id" in done.stderr
+
+
+def test_a_failure_after_the_base_was_pushed_says_so_and_a_rerun_finishes(server, local_base_run, tmp_path):
+    env = client_env(server.endpoint, tmp_path / "home")
+    args = ["push", str(local_base_run), "--repo-id", "alice/midway"]
+    server.state.failing_commits["alice/midway"] = 500
+    try:
+        done = slmsql(args, env)
+    finally:
+        server.state.failing_commits.clear()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"the Hub at {server.endpoint} failed while pushing model to alice/midway (" in last
+    assert "pushed before it: base-model (alice/midway-base)" in last and "rerun the same command" in last
+    assert "model.safetensors" in server.files("model", "alice/midway-base")
+    again = slmsql(args, env)
+    assert again.returncode == 0, again.stderr
+    stored = server.files("model", "alice/midway")
+    assert json.loads(stored["adapter_config.json"])["base_model_name_or_path"] == "alice/midway-base"
+
+
+# ----------------------------------------------------------------------------------------------------------
 # one clear line for a missing token or repo id
 # ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
@@ -336,11 +481,12 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
 def test_a_missing_token_or_repo_id_is_one_line_with_exit_code_2(
     server, run_dir, tmp_path, args, token, message
 ):
+    before = len(server.state.requests)
     done = slmsql(["push", str(run_dir), *args], client_env(server.endpoint, tmp_path / "home", token=token))
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1  # the whole output: one line, no traceback
     assert done.stderr.startswith("slmsql push: error: ") and message in done.stderr
-    assert not any(path.startswith("/api/repos") for _, path in server.state.requests)
+    assert not any(path.startswith("/api/repos") for _, path in server.state.requests[before:])
 
 
 def test_a_namespace_the_token_cannot_write_is_one_error_line(server, run_dir, tmp_path):
@@ -412,73 +558,81 @@ def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_pa
 # round trips with the real clients
 # ----------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_model_round_trip_loads_the_adapter_with_peft_and_generates(server, run_dir, tmp_path):
-    run_dir = _with_real_adapter(run_dir, tmp_path)
+def test_model_round_trip_loads_with_the_ecosystems_one_liner_in_a_fresh_cache(server, tmp_path):
+    run = _card_with_fixture_run(
+        tmp_path
+    )  # a world run: the adapter names the local base outputs/quickstart/base
     python(  # the repository as training with push_to_hub left it: TRL's draft card among the files
         """
         from huggingface_hub import HfApi
-        HfApi().create_repo("alice/tiny-grpo", private=True)
-        HfApi().upload_file(path_or_fileobj=b"TRL draft", path_in_repo="trl_model_card.md", repo_id="alice/tiny-grpo")
+        HfApi().create_repo("alice/world-grpo", private=True)
+        HfApi().upload_file(path_or_fileobj=b"TRL draft", path_in_repo="trl_model_card.md", repo_id="alice/world-grpo")
         print("{}")
         """,
         client_env(server.endpoint, tmp_path / "seed"),
         tmp_path,
     )
-    done = slmsql(
-        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo"], client_env(server.endpoint, tmp_path / "home")
-    )
+    env = client_env(server.endpoint, tmp_path / "home")
+    args = ["push", str(run), "--repo-id", "alice/world-grpo"]
+    assert slmsql([*args, "--dry-run"], env).returncode == 0
+    done = slmsql(args, env)
     assert done.returncode == 0, done.stderr
-    assert f"model -> {server.endpoint}/alice/tiny-grpo" in done.stdout
-    stored = server.files("model", "alice/tiny-grpo")
-    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(
-        run_dir / "card"
-    )  # no TRL draft
-    assert {"adapter_model.safetensors", "plots/reward_std.png"} <= server.lfs_paths(
-        "model", "alice/tiny-grpo"
-    )
-    assert server.state.repos[("model", "alice/tiny-grpo")].private
+    assert f"base-model -> {server.endpoint}/alice/world-grpo-base" in done.stdout
+    assert f"model -> {server.endpoint}/alice/world-grpo" in done.stdout
+    for what, repo in (("model", "alice/world-grpo"), ("base-model", "alice/world-grpo-base")):
+        stored = server.files("model", repo)  # what the dry run showed, and no TRL draft
+        assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(
+            run / "push_dry_run" / what
+        )
+        assert server.state.repos[("model", repo)].private
+    assert "adapter_model.safetensors" in server.lfs_paths("model", "alice/world-grpo")
+    assert "model.safetensors" in server.lfs_paths("model", "alice/world-grpo-base")
 
-    result = python(
+    result = python(  # a fresh cache, nothing local: only the Hub ids
         f"""
         import json, torch
-        from huggingface_hub import ModelCard, snapshot_download
-        from peft import PeftModel
+        from huggingface_hub import ModelCard
+        from peft import AutoPeftModelForCausalLM, PeftModel
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = snapshot_download("alice/tiny-grpo")
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        ids = tokenizer("SELECT name FROM singer", return_tensors="pt").input_ids
-        def load(adapter):
-            base = AutoModelForCausalLM.from_pretrained({str(run_dir / "base")!r})
-            return base, PeftModel.from_pretrained(base, adapter).eval()
+        model = AutoPeftModelForCausalLM.from_pretrained("alice/world-grpo").eval()
+        tokenizer = AutoTokenizer.from_pretrained("alice/world-grpo")
+        ids = tokenizer("SELECT count(*) FROM", return_tensors="pt").input_ids
+        local_base = AutoModelForCausalLM.from_pretrained({str(run / "base")!r}).eval()
         with torch.no_grad():
-            plain = AutoModelForCausalLM.from_pretrained({str(run_dir / "base")!r})(ids).logits
-            _, hub_model = load(path)
-            _, local_model = load({str(run_dir / "card")!r})
-            hub_logits, local_logits = hub_model(ids).logits, local_model(ids).logits
-            out = hub_model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+            plain = local_base(ids).logits
+            local = PeftModel.from_pretrained(local_base, {str(run / "card")!r}).eval()(ids).logits
+            hub_logits = model(ids).logits
+            out = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        card = ModelCard.load("alice/world-grpo")
         print(json.dumps({{
-            "same_as_local": bool(torch.equal(hub_logits, local_logits)),
+            "base": model.peft_config["default"].base_model_name_or_path,
+            "same_as_local": bool(torch.equal(hub_logits, local)),
             "adapter_moves_logits": float((hub_logits - plain).abs().max()),
             "new_tokens": int(out.shape[1] - ids.shape[1]),
-            "card_tags": ModelCard.load(path + "/README.md").data.tags,
+            "vocab": len(tokenizer),
+            "card": [card.data.base_model, card.data.get("base_model_relation")],
         }}))
         """,
         client_env(server.endpoint, tmp_path / "client"),
         tmp_path,
     )
-    assert result["same_as_local"]
-    assert result["adapter_moves_logits"] > 1e-4
-    assert result["new_tokens"] == 6
-    assert result["card_tags"] == ["text-to-sql", "grpo"]
-
-    # Pushing the same folder again changes nothing and makes no commit.
-    head = server.state.repos[("model", "alice/tiny-grpo")].branches["main"]
-    again = slmsql(
-        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo"], client_env(server.endpoint, tmp_path / "home")
+    assert result["base"] == "alice/world-grpo-base"
+    assert result["same_as_local"] and result["adapter_moves_logits"] > 1e-6
+    assert result["new_tokens"] == 6 and result["vocab"] == 320
+    assert result["card"] == ["alice/world-grpo-base", "adapter"]
+    assert json.loads((run / "card" / "adapter_config.json").read_text())["base_model_name_or_path"] == (
+        "outputs/quickstart/base"  # the card folder on disk is as `slmsql card` wrote it
     )
+
+    # Pushing the same run again changes nothing and makes no commit, in either repository.
+    heads = {
+        repo: server.state.repos[("model", repo)].branches["main"]
+        for repo in ("alice/world-grpo", "alice/world-grpo-base")
+    }
+    again = slmsql(args, env)
     assert again.returncode == 0, again.stderr
-    assert server.state.repos[("model", "alice/tiny-grpo")].branches["main"] == head
+    assert {repo: server.state.repos[("model", repo)].branches["main"] for repo in heads} == heads
 
 
 @pytest.mark.slow

@@ -57,9 +57,10 @@ def installed(tmp_path_factory) -> Path:
 
 
 def test_wheel_ships_the_card_template_the_metric_module_and_the_demo_space(installed):
-    assert (installed / "slmsql_hub" / "model_card" / "model_card.md").read_bytes() == (
-        ROOT / "model_card" / "model_card.md"
-    ).read_bytes()
+    for template in ("model_card.md", "base_model_card.md"):  # the adapter's card; a local base's (slmsql push)
+        assert (installed / "slmsql_hub" / "model_card" / template).read_bytes() == (
+            ROOT / "model_card" / template
+        ).read_bytes()
     for name in ("ex.py", "README.md", "requirements.txt", "app.py"):
         assert (installed / "slmsql_hub" / "metric" / name).is_file(), name
     assert _files(installed / "slmsql_hub" / "demo_space") == _files(ROOT / "spaces" / "demo")

@@ -23,8 +23,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="publish a run to the Hub: model card + adapter, band dataset, metric Space, demo Space",
         description=(
             "Push a run folder to the Hugging Face Hub. Targets (--what): model = RUN_DIR/card (run `slmsql card` "
-            "first) to --repo-id; dataset = the pass-rate band (RUN_DIR/filter/band) as parquet with a dataset "
-            "card, to NAMESPACE/NAME-band; metric-space = the ex metric (script, card, Gradio app) to NAMESPACE/ex; "
+            "first) to --repo-id, and a local base model (RUN_DIR/card/base) to NAMESPACE/NAME-base so the adapter "
+            "loads with AutoPeftModelForCausalLM.from_pretrained(REPO_ID); dataset = the pass-rate band "
+            "(RUN_DIR/filter/band) as parquet with a dataset card, to NAMESPACE/NAME-band; metric-space = the ex metric (script, card, Gradio app) to NAMESPACE/ex; "
             "demo-space = spaces/demo to NAMESPACE/NAME-demo. Repositories are created private unless --public. "
             "The token comes from HF_TOKEN or `hf auth login`; HF_ENDPOINT selects another Hub. "
             "Example: slmsql push outputs/quickstart --repo-id alice/qwen-grpo --what all --dry-run"
@@ -53,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--create-pr", action="store_true", help="open a pull request instead of committing to the branch"
     )
     parser.add_argument("--commit-message", help="commit title for the model and Space repositories")
+    parser.add_argument(
+        "--base-repo-id", help="where a local base model goes with --what model (default NAMESPACE/NAME-base)"
+    )
     parser.add_argument("--dataset-repo-id", help="dataset repository (default NAMESPACE/NAME-band)")
     parser.add_argument("--metric-space-id", help="metric Space (default NAMESPACE/ex)")
     parser.add_argument("--demo-space-id", help="demo Space (default NAMESPACE/NAME-demo)")
@@ -90,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         metric_space_id=args.metric_space_id,
         demo_space_id=args.demo_space_id,
         demo_dir=args.demo_dir,
+        base_repo_id=args.base_repo_id,
+        revision=args.revision,
     )
     revision = args.revision or "main"
     mode = "pull request against " + revision if args.create_pr else revision
@@ -110,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
             )
             lines.append(f"  folder {target['folder']}: {len(target['files'])} files, {_human(total)}")
             lines += [f"    {f['path']}  ({_human(f['size'])})" for f in target["files"]]
+            if target.get("base_model"):
+                base = target["base_model"]
+                pinned = f" at revision {base['revision']}" if base.get("revision") else ""
+                lines.append(
+                    f"  adapter_config.json and README.md name the base model {base['repo_id']}{pinned}"
+                )
             if target.get("note"):
                 lines.append(f"  note: {target['note']}")
         lines.append(f"plan: {out_dir / 'plan.json'}")

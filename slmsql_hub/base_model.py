@@ -1,0 +1,274 @@
+"""The base model a pushed adapter names, so that the ecosystem's one-liner loads it anywhere.
+
+``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` reads ``base_model_name_or_path`` (and
+``revision``) from the adapter's ``adapter_config.json`` and loads that model first; the Hub reads the card's
+``base_model`` (with ``base_model_relation: adapter``) to link the two. A run's adapter names its base as training
+saw it: a Hub id (the Qwen recipes) or a local folder (the embedded world's ``outputs/quickstart/base``), which
+means nothing on another machine. :func:`resolve_base` decides, from the card folder alone, which repository
+the pushed adapter names:
+
+1. the card's ``base_model`` when it has one (``slmsql card`` writes it for a Hub base, or from
+   ``--base-model-id``): nothing else is pushed, and a revision the adapter config pins is kept;
+2. else the local base ``slmsql card`` ships in ``card/base/``: it is published as its own model repository
+   (``NAMESPACE/NAME-base`` unless ``--base-repo-id`` says otherwise) with a short card rendered from
+   ``model_card/base_model_card.md``;
+3. else the name in the adapter config, when it is a Hub id.
+
+The adapter config and the card are rewritten only in what is uploaded (and in the dry run's folder,
+:func:`slmsql_hub.hub.write_dry_run`); the card folder on disk is left as ``slmsql card`` wrote it. Importing
+this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from huggingface_hub import ModelCard
+
+logger = logging.getLogger(__name__)
+
+BASE_DIR = "base"
+"""Where ``slmsql card`` ships a local base model inside the card folder."""
+
+BASE_CARD_TEMPLATE = "base_model_card.md"
+"""The Jinja template of the base repository's card, in ``model_card/``."""
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseModel:
+    """The repository the pushed adapter names as its base.
+
+    Attributes:
+        repo_id: the Hub id written to ``base_model_name_or_path`` and to the card's ``base_model``.
+        revision: the base's revision the adapter config pins (``None``: the default branch).
+        local_dir: the local base to publish as ``repo_id`` (``None``: it is on the Hub already).
+
+    Example:
+
+    ```python
+    >>> BaseModel("Qwen/Qwen2.5-Coder-1.5B-Instruct").local_dir is None
+    True
+
+    ```
+    """
+
+    repo_id: str
+    revision: str | None = None
+    local_dir: Path | None = None
+
+
+def _hub_id(name: str, where: str) -> str:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError as err:
+        raise UsageError(f"{where}: {name!r} is not a Hub model id ({err})") from err
+    return name
+
+
+def read_adapter_config(card_dir: Path) -> dict[str, Any]:
+    """The card folder's ``adapter_config.json`` as a dict; a malformed file is a UsageError naming the fix."""
+    path = card_dir / ADAPTER_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"{path} does not read as JSON ({err}); rerun `slmsql card`") from err
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} is not a JSON object; rerun `slmsql card`")
+    return config
+
+
+def resolve_base(
+    card_dir: Path, card: ModelCard, base_repo_id: str, *, revision: str | None = None
+) -> BaseModel:
+    """Which repository the pushed adapter names as its base (see the module docstring for the order).
+
+    Args:
+        card_dir: the card folder ``slmsql card`` assembled.
+        card: its ``README.md``, loaded.
+        base_repo_id: the repository a local base is published as.
+        revision: the branch the push goes to; a local base pushed to a branch other than ``main`` is pinned to
+            it in the adapter config (a pull request's ref is not known before the push: none is pinned).
+
+    Returns:
+        The :class:`BaseModel`.
+
+    Raises:
+        UsageError: the base is a local folder that the card folder does not ship, or a name is no Hub id.
+
+    Example:
+
+    ```python
+    >>> import json, tempfile, pathlib
+    >>> from huggingface_hub import ModelCard
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen2.5-0.5B"}))
+    >>> resolve_base(folder, ModelCard("# no metadata"), "alice/x-base")
+    BaseModel(repo_id='Qwen/Qwen2.5-0.5B', revision=None, local_dir=None)
+
+    ```
+    """
+    from .card import looks_like_hub_id
+
+    config = read_adapter_config(card_dir)
+    recorded = config.get("base_model_name_or_path")
+    pinned = config.get("revision")
+    named = card.data.base_model
+    if named:
+        if not isinstance(named, str):
+            raise UsageError(f"{card_dir / 'README.md'}: base_model names several models; an adapter has one")
+        return BaseModel(_hub_id(named, f"{card_dir / 'README.md'} base_model"), pinned)
+    local = card_dir / BASE_DIR
+    if (local / "config.json").is_file():
+        branch = revision if revision and revision != "main" and not revision.startswith("refs/") else None
+        return BaseModel(base_repo_id, branch, local)
+    if isinstance(recorded, str) and looks_like_hub_id(recorded):
+        return BaseModel(_hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path"), pinned)
+    raise UsageError(
+        f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {card_dir / BASE_DIR} does "
+        "not ship: rerun `slmsql card` (it copies a local base there), or pass `slmsql card --base-model-id HUB_ID` "
+        "when the base is on the Hub"
+    )
+
+
+def adapter_config_for_hub(card_dir: Path, base: BaseModel) -> bytes | None:
+    """The ``adapter_config.json`` to upload: ``base_model_name_or_path`` and ``revision`` name ``base``.
+
+    Returns:
+        The file's new bytes, or ``None`` when the card folder's file already names ``base``.
+
+    Example:
+
+    ```python
+    >>> import json, tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "out/base", "r": 8}))
+    >>> json.loads(adapter_config_for_hub(folder, BaseModel("alice/x-base")))
+    {'base_model_name_or_path': 'alice/x-base', 'r': 8, 'revision': None}
+
+    ```
+    """
+    config = read_adapter_config(card_dir)
+    wanted = {"base_model_name_or_path": base.repo_id, "revision": base.revision}
+    if all(config.get(key) == value for key, value in wanted.items()):
+        return None
+    config.update(wanted)
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
+    """The adapter's ``README.md`` to upload: its metadata names ``base`` with ``base_model_relation: adapter``.
+
+    Returns:
+        The card's new bytes, or ``None`` when it already says so (the body is never changed).
+
+    Example:
+
+    ```python
+    >>> from huggingface_hub import ModelCard
+    >>> text = card_for_hub(ModelCard("---\\nlibrary_name: peft\\n---\\n# x\\n"), BaseModel("alice/x-base"))
+    >>> print(text.decode())
+    ---
+    library_name: peft
+    base_model: alice/x-base
+    base_model_relation: adapter
+    ---
+    # x
+    <BLANKLINE>
+
+    ```
+    """
+    if card.data.base_model == base.repo_id and card.data.get("base_model_relation") == "adapter":
+        return None
+    card.data.base_model = base.repo_id
+    card.data.base_model_relation = "adapter"
+    return str(card).encode("utf-8")
+
+
+def base_card_template() -> Path:
+    """``model_card/base_model_card.md`` of the clone, else the copy the wheel installs."""
+    from .resources import shipped_path
+
+    return shipped_path(f"model_card/{BASE_CARD_TEMPLATE}", f"model_card/{BASE_CARD_TEMPLATE}")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path} does not read as JSON ({err}); rerun `slmsql card`") from err
+    return data if isinstance(data, dict) else {}
+
+
+def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, adapter_url: str) -> str:
+    """The base repository's card: metadata, what the model is (from ``base/run_summary.json`` and
+    ``config.json``) and the one-liner that loads the adapter on it.
+
+    Args:
+        base: a local base (``local_dir`` set).
+        adapter_repo_id: the adapter repository that names it.
+        license: the adapter card's license id.
+        adapter_url: the adapter repository's web address.
+
+    Returns:
+        The README text (metadata block included).
+
+    Example:
+
+    ```python
+    >>> import json, tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
+    >>> card = base_card(BaseModel("alice/x-base", None, folder), "alice/x", license="apache-2.0",
+    ...                  adapter_url="https://huggingface.co/alice/x")
+    >>> 'AutoPeftModelForCausalLM.from_pretrained("alice/x")' in card, "Qwen2ForCausalLM" in card
+    (True, True)
+
+    ```
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    if base.local_dir is None:
+        raise ValueError(f"{base.repo_id} is on the Hub already: it gets no card from slmsql-hub")
+    summary = _read_json(base.local_dir / "run_summary.json")
+    config = _read_json(base.local_dir / "config.json")
+    architectures = config.get("architectures") or []
+    data = ModelCardData(
+        library_name="transformers",
+        license=license,
+        pipeline_tag="text-generation",
+        tags=["text-to-sql", "slmsql-hub"],
+    )
+    context = {
+        "model_name": base.repo_id.split("/")[-1],
+        "adapter_repo_id": adapter_repo_id,
+        "adapter_url": adapter_url,
+        "architecture": (summary.get("model") or {}).get("architecture")
+        or (architectures or ["a causal LM"])[0],
+        "parameters": (summary.get("parameters") or {}).get("total"),
+        "from_scratch": summary.get("kind") == "base",
+        "steps": summary.get("steps"),
+        "final_loss": summary.get("final_loss"),
+        "world_dir": summary.get("world_dir"),
+        "has_record": (base.local_dir / "run_summary.json").is_file(),
+        "slmsql_hub_version": __version__,
+    }
+    path = base_card_template()
+    if not path.is_file():
+        raise UsageError(
+            f"base model card template not found: {path}; restore model_card/{BASE_CARD_TEMPLATE}"
+        )
+    return str(ModelCard.from_template(data, template_path=str(path), **context))
