@@ -272,12 +272,12 @@ def test_many_values_under_the_length_cap_adding_up_to_gigabytes_are_too_large_w
 
 
 def test_byte_budget_counts_text_and_blobs_by_length_and_other_values_as_eight(db):
-    with Sandbox(Limits(timeout_s=5, max_result_bytes=100), workers=1) as sb:
-        exactly = sb.execute(db, "SELECT 'x' || zeroblob(0), 1, NULL FROM customer LIMIT 6")  # 6 x (1 + 8 + 8)
-        over = sb.execute(db, "SELECT 'x', 1, NULL FROM customer LIMIT 7")  # 7 x 17 = 119
+    with Sandbox(Limits(timeout_s=5, max_result_bytes=102), workers=1) as sb:
+        exactly = sb.execute(db, "SELECT 'x', 1, NULL FROM customer LIMIT 6")  # 6 x (1 + 8 + 8) = 102
+        over = sb.execute(db, "SELECT x'00ff', 1, NULL FROM customer LIMIT 6")  # 6 x 18 = 108
         many_small = sb.execute(db, "SELECT id FROM customer")  # 301 x 8
     assert exactly.ok and len(exactly.rows) == 6
-    assert over.status is ExecStatus.TOO_LARGE and over.rows == () and "more than 100 bytes" in over.error
+    assert over.status is ExecStatus.TOO_LARGE and over.rows == () and "more than 102 bytes" in over.error
     assert many_small.status is ExecStatus.TOO_LARGE
 
 
@@ -322,7 +322,7 @@ def test_a_worker_keeps_at_most_max_connections_open_and_closes_the_least_recent
     with Sandbox(Limits(timeout_s=5), workers=1, max_connections=2, cache_size=0) as sb:
         for path in paths * 2:
             assert sb.execute(path, "SELECT count(*) FROM orders").rows == ((1000,),)
-        worker = psutil.Process().children()[0]
+        worker = psutil.Process(sb._all_workers[0].proc.pid)
         open_dbs = [f.path for f in worker.open_files() if f.path.endswith(".sqlite")]
     assert len(open_dbs) == 2 and set(open_dbs) == {str(paths[2].resolve()), str(paths[3].resolve())}
 
@@ -427,3 +427,19 @@ def test_concurrent_batches_from_several_threads_share_the_sandbox(db):
         with ThreadPoolExecutor(4) as pool:
             outs = list(pool.map(batch, range(8)))
     assert outs == [[((k + i,),) for i in range(10)] for k in range(8)]
+
+
+def test_a_batch_starts_the_statement_with_the_most_full_scans_first_and_keeps_the_rest_in_order(db):
+    """Issue #10: a runaway started last adds all of its time to the batch's tail; SQLite's query plan puts the
+    nested full scans of a cartesian product first, and results still come back in input order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runaway = "SELECT count(*) FROM orders a, orders b, orders c"
+    items = [(str(db), f"SELECT {i}") for i in range(4)]
+    items += [(str(db), "SELECT nope FROM missing"), (str(db), "SELECT * FROM orders"), (str(db), runaway)]
+    with Sandbox(Limits(timeout_s=5, max_ops=100_000), workers=2) as sb, ThreadPoolExecutor(2) as threads:
+        order = sb._longest_first(items, sb.limits, threads)
+        results = sb.execute_many(items)
+    assert order == [6, 5, 0, 1, 2, 3, 4]  # 3 scans, 1 scan, then unplanned or scan-free in input order
+    assert [r.status for r in results] == [ExecStatus.OK] * 4 + [ExecStatus.ERROR, ExecStatus.OK, ExecStatus.TIMEOUT]
+    assert [r.rows for r in results[:4]] == [((i,),) for i in range(4)]

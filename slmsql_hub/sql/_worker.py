@@ -5,10 +5,13 @@ fork of the caller, so a CUDA context or threads of the caller never leak in). I
 library only. Protocol on stdin/stdout: 8-byte big-endian length + pickle, one request, one reply.
 
 Command line: ``python _worker.py MEMORY_MB|none MAX_CONNECTIONS``.
-Request: ``(db_path, sql, timeout_s, max_ops, max_rows, max_result_bytes)``.
-Reply:   ``(status, rows, columns, error, elapsed_s, infra, result_bytes)``; ``infra`` marks a wall-clock
-timeout or an exhausted memory cap: outcomes of the machine's load, not of the SQL; ``result_bytes`` is the
-rows' size as :func:`result_bytes` counts it (the parent's cache is bounded by it).
+Requests and their replies:
+
+- ``("run", db_path, sql, timeout_s, max_ops, max_rows, max_result_bytes)`` ->
+  ``(status, rows, columns, error, elapsed_s, infra, result_bytes)``; ``infra`` marks a wall-clock timeout or
+  an exhausted memory cap: outcomes of the machine's load, not of the SQL; ``result_bytes`` is the rows' size
+  as :func:`result_bytes` counts it (the parent's cache is bounded by it).
+- ``("plan", db_path, statements)`` -> one ``(full scans, plan steps)`` per statement (:func:`_plan`).
 
 Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
 in-process guard cannot give (a kill at the deadline, a restart after a crash).
@@ -216,6 +219,24 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
     return ("ok", rows, columns, None, elapsed, False, size)
 
 
+def _plan(conns: _Connections, db_path: str, statements: list[str]) -> tuple[tuple[int, int], ...]:
+    """For each statement, the full-table scans and the steps of SQLite's query plan (``EXPLAIN QUERY PLAN``,
+    nothing executed): the parent runs the statements with the most scans first. ``(0, 0)`` when a statement
+    cannot be planned (it will fail fast)."""
+    try:
+        conn = conns.get(db_path)
+    except (sqlite3.Error, OSError):
+        return tuple((0, 0) for _ in statements)
+    out = []
+    for sql in statements:
+        try:
+            steps = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+        except (sqlite3.Error, ValueError, OverflowError, UnicodeError, MemoryError):
+            steps = []
+        out.append((sum(step.startswith("SCAN") and "CONSTANT ROW" not in step for step in steps), len(steps)))
+    return tuple(out)
+
+
 def _read_exact(stream, n: int) -> bytes | None:
     chunks = []
     while n:
@@ -241,8 +262,9 @@ def main() -> None:
         payload = _read_exact(stdin, struct.unpack(">Q", header)[0])
         if payload is None:
             return
+        op, *args = pickle.loads(payload)
         try:
-            reply = _run(conns, *pickle.loads(payload))
+            reply = _plan(conns, *args) if op == "plan" else _run(conns, *args)
         except (sqlite3.Error, OSError) as err:  # opening the database itself failed
             reply = ("error", (), (), f"cannot open database: {err}", 0.0, False, 0)
         except MemoryError:
