@@ -309,7 +309,8 @@ class Sandbox:
         cache_size: most results kept (LRU); ``0`` disables the cache.
         cache_max_rows: most rows kept in the cache, summed over entries.
         cache_max_bytes: most bytes of values kept in the cache (as ``max_result_bytes`` counts them).
-        max_connections: most open database connections per worker (least recently used closed first).
+        max_connections: most open database connections per worker (least recently used closed first); each
+            may hold a 32 MB page cache, which must fit in the worker's ``memory_mb`` with the results.
 
     Example:
 
@@ -338,7 +339,7 @@ class Sandbox:
         cache_size: int = 100_000,
         cache_max_rows: int = 2_000_000,
         cache_max_bytes: int = 256 * 2**20,
-        max_connections: int = 64,
+        max_connections: int = 16,
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"Sandbox max_connections must be >= 1, got {max_connections!r}")
