@@ -153,6 +153,21 @@ def test_attack_corpus_leaves_database_untouched_and_returns_in_time(db, sandbox
         assert outcomes[name] is ExecStatus.TIMEOUT, name
 
 
+def test_attack_corpus_as_one_batch_is_planned_then_judged_like_one_at_a_time(db):
+    """A batch is ordered by EXPLAIN QUERY PLAN first: planning the attacks changes no byte and no verdict."""
+    before = _sha256(db)
+    sqls = [sql.replace("{dir}", str(db.parent)) if isinstance(sql, str) else sql for sql in ATTACKS.values()]
+    with Sandbox(Limits(timeout_s=DEADLINE_S, max_rows=10_000), workers=2) as sb:
+        one_by_one = [sb.execute(db, sql).status for sql in sqls]
+    with Sandbox(Limits(timeout_s=DEADLINE_S, max_rows=10_000), workers=2) as sb:
+        started = time.monotonic()
+        batch = [r.status for r in sb.execute_many([(db, sql) for sql in sqls])]
+        elapsed = time.monotonic() - started
+    assert batch == one_by_one and set(batch) <= BAD_STATUSES
+    assert _sha256(db) == before
+    assert elapsed <= len(sqls) * (DEADLINE_S + 1.0) / 2
+
+
 def test_temp_objects_cannot_shadow_real_tables_for_later_queries(db, sandbox):
     assert sandbox.execute(db, "CREATE TEMP TABLE customer (id)").status is ExecStatus.REFUSED
     result = sandbox.execute(db, "SELECT count(*) FROM customer WHERE id < 10")
