@@ -176,6 +176,7 @@ def test_main_exits_zero_and_writes_every_number(bench, tiny_load, tmp_path, cap
     argv = [f"--{k}={v}" for k, v in TINY.items()] + [
         f"--work-dir={tiny_load.db_path.parent}",  # reuses the fixture's database
         "--overhead-queries=20",
+        "--longtail-questions=13",
         f"--json={out}",
     ]
     assert bench.main(argv) == 0
@@ -190,8 +191,15 @@ def test_main_exits_zero_and_writes_every_number(bench, tiny_load, tmp_path, cap
     assert physical["max_ops_calibrated"] and physical["max_ops"] >= 5 * physical["max_finished_ops"] > 0
     assert numbers["sandbox"]["budget_stops"] == 1 and numbers["sandbox"]["legitimate_cut"] == []
     assert numbers["baseline"]["executions"] > numbers["sandbox"]["executions"]  # nothing deduplicated
+    assert "baseline_over_sandbox_target" not in numbers["ratios"]  # issue #10: the >= 20x target is withdrawn
+    longtail = numbers["longtail"]
+    assert longtail["load"]["predictions"] == 13 * TINY["samples"] and longtail["load"]["label_problems"] == {}
+    assert longtail["load"]["timeout_s"] == 2.0 and longtail["sandbox"]["budget_stops"] == 1
+    assert longtail["ratios"]["sandbox_over_limit"] > 0 and longtail["sandbox"]["disagreeing_with_limit"] == []
     printed = capsys.readouterr().out
     assert "(b)/(a)" in printed and "(c)/(b)" in printed and "0 disagreements" in printed
+    assert "no target: (b) runs near the limit" in printed and ">= 20" not in printed
+    assert "(b)/(a), side by side in this run: default load" in printed
     assert f"op budget {physical['max_ops']:,} (calibrated" in printed
     assert "SQLite executions" in printed and "load average" in printed
 
@@ -202,7 +210,39 @@ def test_main_exits_nonzero_when_the_given_budget_cuts_legitimate_queries(bench,
         "--overhead-queries=10",
         "--max-ops=20000",
         "--skip-baseline",
+        "--longtail-questions=0",
     ]
     assert bench.main(argv) == 1
     printed = capsys.readouterr().out
     assert "ERROR: samples cut" in printed and "contradicts its own labels" in printed
+
+
+@pytest.fixture(scope="module")
+def longtail_load(bench, tiny_load):
+    return bench.build_load(tiny_load.db_path, 13, TINY["samples"], seed=0, longtail=True)
+
+
+def test_longtail_load_is_lookups_with_a_heavy_join_in_12_few_distinct_statements_and_the_runaway_last(
+    bench, longtail_load
+):
+    heavy = {q.template for q in bench.make_questions(2)}
+    templates = [q.template for q in longtail_load.questions]
+    counts = longtail_load.kind_counts()
+
+    assert [t in heavy for t in templates] == [i % 12 == 0 for i in range(13)]
+    assert counts["identical"] == 13 * (TINY["samples"] - 1) and counts["runaway"] == 1
+    assert all(counts[kind] > 0 for kind in ("rewrite", "wrong", "error"))
+    assert [s.question for s in longtail_load.samples if s.kind == "runaway"] == [12]  # in the last question
+    assert len(longtail_load.distinct_requests()) <= 2 * 13
+
+
+def test_longtail_runaway_is_stopped_by_the_op_budget_before_the_deadline_in_both_paths(bench, longtail_load):
+    limit = bench.time_physical_limit(longtail_load, bench.LONGTAIL_TIMEOUT_S, cores=2)
+    judged = bench.time_sandbox(longtail_load, bench.LONGTAIL_TIMEOUT_S, workers=2, max_ops=limit.max_ops)
+
+    assert bench.check_load(longtail_load, limit) == {}
+    assert limit.budget_stops == 1 and limit.deadline_stops == 0
+    assert judged.budget_stops == 1 and judged.deadline_stops == 0  # deterministic: not an infra failure
+    assert bench.check_against_limit(longtail_load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
+    runaway = next(j for j, s in zip(judged.judgements, longtail_load.samples) if s.kind == "runaway")
+    assert runaway.verdict is Verdict.PRED_TIMEOUT and not runaway.pred.infra

@@ -153,6 +153,21 @@ def test_attack_corpus_leaves_database_untouched_and_returns_in_time(db, sandbox
         assert outcomes[name] is ExecStatus.TIMEOUT, name
 
 
+def test_attack_corpus_as_one_batch_is_planned_then_judged_like_one_at_a_time(db):
+    """A batch is ordered by EXPLAIN QUERY PLAN first: planning the attacks changes no byte and no verdict."""
+    before = _sha256(db)
+    sqls = [sql.replace("{dir}", str(db.parent)) if isinstance(sql, str) else sql for sql in ATTACKS.values()]
+    with Sandbox(Limits(timeout_s=DEADLINE_S, max_rows=10_000), workers=2) as sb:
+        one_by_one = [sb.execute(db, sql).status for sql in sqls]
+    with Sandbox(Limits(timeout_s=DEADLINE_S, max_rows=10_000), workers=2) as sb:
+        started = time.monotonic()
+        batch = [r.status for r in sb.execute_many([(db, sql) for sql in sqls])]
+        elapsed = time.monotonic() - started
+    assert batch == one_by_one and set(batch) <= BAD_STATUSES
+    assert _sha256(db) == before
+    assert elapsed <= len(sqls) * (DEADLINE_S + 1.0) / 2
+
+
 def test_temp_objects_cannot_shadow_real_tables_for_later_queries(db, sandbox):
     assert sandbox.execute(db, "CREATE TEMP TABLE customer (id)").status is ExecStatus.REFUSED
     result = sandbox.execute(db, "SELECT count(*) FROM customer WHERE id < 10")
@@ -203,43 +218,128 @@ def test_results_over_max_rows_are_too_large_without_reading_the_rest(db):
         assert sb.execute(db, "SELECT * FROM orders LIMIT 100").ok
 
 
-def test_ten_million_rows_are_too_large_with_bounded_memory(db):
-    """A 10 M-row result is refused as too_large while the RSS of caller + workers grows by <= 300 MB."""
+def _peak_rss_growth_mb(run) -> tuple[object, float]:
+    """``run()``'s return value and the peak growth of the RSS summed over this process and its children
+    (sampled every 10 ms), against the sum just before ``run`` started."""
     me = psutil.Process()
 
     def total_rss() -> int:
-        procs = [me, *me.children(recursive=True)]
         total = 0
-        for p in procs:
+        for p in [me, *me.children(recursive=True)]:
             try:
                 total += p.memory_info().rss
             except psutil.NoSuchProcess:
                 pass
         return total
 
+    baseline, peak, stop = total_rss(), [0], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], total_rss())
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        out = run()
+    finally:
+        stop.set()
+        sampler.join()
+    return out, (max(peak[0], baseline) - baseline) / 2**20
+
+
+def test_ten_million_rows_are_too_large_with_bounded_memory(db):
+    """A 10 M-row result is refused as too_large while the RSS of caller + workers grows by <= 300 MB."""
+    sql = (
+        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r LIMIT 10000000) "
+        "SELECT i, i * 2, 'row ' || i FROM r"
+    )
     with Sandbox(Limits(timeout_s=60, max_rows=100_000), workers=1) as sb:
         sb.execute(db, "SELECT 1")  # start the worker first: its baseline is not growth
-        baseline, peak, stop = total_rss(), [0], threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], total_rss())
-                time.sleep(0.01)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
-            result = sb.execute(
-                db,
-                "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r LIMIT 10000000) "
-                "SELECT i, i * 2, 'row ' || i FROM r",
-            )
-        finally:
-            stop.set()
-            sampler.join()
+        result, growth_mb = _peak_rss_growth_mb(lambda: sb.execute(db, sql))
     assert result.status is ExecStatus.TOO_LARGE
-    growth_mb = (max(peak[0], baseline) - baseline) / 2**20
     assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
+
+
+@pytest.fixture(scope="module")
+def blob_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("blob_db") / "t.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(5000)])
+    conn.close()
+    return path
+
+
+def test_many_values_under_the_length_cap_adding_up_to_gigabytes_are_too_large_with_bounded_memory(blob_db):
+    """Issue #10: 5,000 values of 900 kB (4.5 GB in all) on both workers at once: too_large by the byte budget
+    while the RSS of caller + workers grows by <= 300 MB (it grew by ~640 MB before the address-space cap)."""
+    sqls = ["SELECT randomblob(900000) FROM t", "SELECT x, randomblob(900000) FROM t"]
+    with Sandbox(Limits(timeout_s=60), workers=2) as sb:
+        sb.execute_many([(blob_db, "SELECT 1"), (blob_db, "SELECT 2")])  # both workers started: not growth
+        results, growth_mb = _peak_rss_growth_mb(lambda: sb.execute_many([(blob_db, sql) for sql in sqls]))
+        again = sb.execute(blob_db, sqls[0])
+    assert [r.status for r in results] == [ExecStatus.TOO_LARGE] * 2
+    assert all("bytes" in r.error and not r.infra for r in results)
+    assert again.cached and again.status is ExecStatus.TOO_LARGE  # deterministic, so cached
+    assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
+
+
+def test_byte_budget_counts_text_and_blobs_by_length_and_other_values_as_eight(db):
+    with Sandbox(Limits(timeout_s=5, max_result_bytes=102), workers=1) as sb:
+        exactly = sb.execute(db, "SELECT 'x', 1, NULL FROM customer LIMIT 6")  # 6 x (1 + 8 + 8) = 102
+        over = sb.execute(db, "SELECT x'00ff', 1, NULL FROM customer LIMIT 6")  # 6 x 18 = 108
+        many_small = sb.execute(db, "SELECT id FROM customer")  # 301 x 8
+    assert exactly.ok and len(exactly.rows) == 6
+    assert over.status is ExecStatus.TOO_LARGE and over.rows == () and "more than 102 bytes" in over.error
+    assert many_small.status is ExecStatus.TOO_LARGE
+
+
+def test_cache_is_bounded_by_bytes_least_recently_used_out(db):
+    sqls = [f"SELECT zeroblob(9000), {i}" for i in range(10)]  # 9,008 bytes each
+    with Sandbox(Limits(timeout_s=5), workers=1, cache_max_bytes=40_000) as sb:
+        for sql in sqls:
+            assert sb.execute(db, sql).ok
+        assert not sb.execute(db, sqls[0]).cached  # evicted: 10 x 9,008 bytes do not fit in 40,000
+        assert sb.execute(db, sqls[-1]).cached
+        big = "SELECT zeroblob(20000)"  # over a quarter of the cache: never kept
+        assert sb.execute(db, big).ok and not sb.execute(db, big).cached
+
+
+@pytest.mark.parametrize(("local_world_size", "cores", "expected"), [(None, 16, 16), ("4", 16, 4), ("32", 16, 1), ("x", 8, 8)])
+def test_default_workers_share_the_node_s_cores_among_its_training_processes(
+    monkeypatch, local_world_size, cores, expected
+):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    if local_world_size is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
+    with Sandbox() as sb:
+        assert sb.workers == expected
+
+
+def test_a_worker_keeps_at_most_max_connections_open_and_closes_the_least_recently_used(tmp_path, db):
+    from slmsql_hub.sql import _worker
+
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"db{i}.sqlite")
+        shutil.copy(db, paths[-1])
+    conns = _worker._Connections(2)
+    first = conns.get(str(paths[0]))
+    conns.get(str(paths[1]))
+    assert conns.get(str(paths[0])) is first  # reused, and now the most recently used
+    conns.get(str(paths[2]))
+    assert conns.open_paths() == [str(paths[0]), str(paths[2])]  # paths[1] was the least recently used
+
+    with Sandbox(Limits(timeout_s=5), workers=1, max_connections=2, cache_size=0) as sb:
+        for path in paths * 2:
+            assert sb.execute(path, "SELECT count(*) FROM orders").rows == ((1000,),)
+        worker = psutil.Process(sb._all_workers[0].proc.pid)
+        open_dbs = [f.path for f in worker.open_files() if f.path.endswith(".sqlite")]
+    assert len(open_dbs) == 2 and set(open_dbs) == {str(paths[2].resolve()), str(paths[3].resolve())}
 
 
 def test_op_budget_interrupts_sqlite(db):
@@ -327,6 +427,8 @@ def test_limits_validate_with_a_message_that_names_the_fix():
         Limits(timeout_s=0)
     with pytest.raises(ValueError, match="max_rows"):
         Limits(max_rows=0)
+    with pytest.raises(ValueError, match="max_result_bytes must be > 0"):
+        Limits(max_result_bytes=0)
 
 
 def test_concurrent_batches_from_several_threads_share_the_sandbox(db):
@@ -340,3 +442,19 @@ def test_concurrent_batches_from_several_threads_share_the_sandbox(db):
         with ThreadPoolExecutor(4) as pool:
             outs = list(pool.map(batch, range(8)))
     assert outs == [[((k + i,),) for i in range(10)] for k in range(8)]
+
+
+def test_a_batch_starts_the_statement_with_the_most_full_scans_first_and_keeps_the_rest_in_order(db):
+    """Issue #10: a runaway started last adds all of its time to the batch's tail; SQLite's query plan puts the
+    nested full scans of a cartesian product first, and results still come back in input order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runaway = "SELECT count(*) FROM orders a, orders b, orders c"
+    items = [(str(db), f"SELECT {i}") for i in range(4)]
+    items += [(str(db), "SELECT nope FROM missing"), (str(db), "SELECT * FROM orders"), (str(db), runaway)]
+    with Sandbox(Limits(timeout_s=5, max_ops=100_000), workers=2) as sb, ThreadPoolExecutor(2) as threads:
+        order = sb._longest_first(items, sb.limits, threads)
+        results = sb.execute_many(items)
+    assert order == [6, 5, 0, 1, 2, 3, 4]  # 3 scans, 1 scan, then unplanned or scan-free in input order
+    assert [r.status for r in results] == [ExecStatus.OK] * 4 + [ExecStatus.ERROR, ExecStatus.OK, ExecStatus.TIMEOUT]
+    assert [r.rows for r in results[:4]] == [((i,),) for i in range(4)]

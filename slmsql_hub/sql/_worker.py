@@ -4,9 +4,14 @@ Started by :class:`slmsql_hub.sql.sandbox.Sandbox` as ``python <this file>`` (a 
 fork of the caller, so a CUDA context or threads of the caller never leak in). It imports the standard
 library only. Protocol on stdin/stdout: 8-byte big-endian length + pickle, one request, one reply.
 
-Request: ``(db_path, sql, timeout_s, max_ops, max_rows)``.
-Reply:   ``(status, rows, columns, error, elapsed_s, infra)``; ``infra`` marks a wall-clock timeout or an
-exhausted memory cap: outcomes of the machine's load, not of the SQL.
+Command line: ``python _worker.py MEMORY_MB|none MAX_CONNECTIONS``.
+Requests and their replies:
+
+- ``("run", db_path, sql, timeout_s, max_ops, max_rows, max_result_bytes)`` ->
+  ``(status, rows, columns, error, elapsed_s, infra, result_bytes)``; ``infra`` marks a wall-clock timeout or
+  an exhausted memory cap: outcomes of the machine's load, not of the SQL; ``result_bytes`` is the rows' size
+  as :func:`result_bytes` counts it (the parent's cache is bounded by it).
+- ``("plan", db_path, statements)`` -> one ``(full scans, plan steps)`` per statement (:func:`_plan`).
 
 Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
 in-process guard cannot give (a kill at the deadline, a restart after a crash).
@@ -22,6 +27,7 @@ import struct
 import sys
 import time
 import urllib.parse
+from collections import OrderedDict
 
 # --- limits on what one statement may do (sqlite3.Connection.setlimit) -------------------------------------
 _SQLITE_LIMITS = {
@@ -67,6 +73,20 @@ _READONLY_PRAGMAS = frozenset(
 )
 
 _PROGRESS_EVERY = 10_000  # VDBE instructions between two progress-handler calls
+_FETCH_ROWS = 256  # most rows read from SQLite between two checks of the row and byte budgets
+_SIZED = (str, bytes)
+_OUT_OF_MEMORY = "MemoryError: the query exhausted the worker's memory cap"
+
+
+def result_bytes(rows) -> int:
+    """The size of result rows as the byte budget counts it: ``len`` of each text or blob, 8 for any other value.
+
+    Deterministic (a function of the rows alone), so a ``too_large`` verdict may be cached.
+
+    >>> result_bytes([(1, "abc", None), (2.5, b"ab", "")])
+    29
+    """
+    return sum(len(v) if v.__class__ in _SIZED else 8 for row in rows for v in row)
 
 
 def _authorizer(action, arg1, arg2, db_name, trigger):
@@ -87,22 +107,30 @@ def _authorizer(action, arg1, arg2, db_name, trigger):
 
 
 class _Connections:
-    """One read-only connection per database file, reopened when the file changes."""
+    """One read-only connection per database file, reopened when the file changes; at most ``limit`` open,
+    the least recently used closed first (a corpus such as SynSQL spans thousands of databases)."""
 
-    def __init__(self) -> None:
-        self._by_path: dict[str, tuple[tuple[int, int], sqlite3.Connection]] = {}
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._by_path: OrderedDict[str, tuple[tuple[int, int], sqlite3.Connection]] = OrderedDict()
 
     def get(self, db_path: str) -> sqlite3.Connection:
         st = os.stat(db_path)
         identity = (st.st_size, st.st_mtime_ns)
-        cached = self._by_path.get(db_path)
-        if cached is not None and cached[0] == identity:
-            return cached[1]
-        if cached is not None:
+        cached = self._by_path.pop(db_path, None)
+        if cached is not None and cached[0] != identity:
             cached[1].close()
-        conn = _open(db_path)
-        self._by_path[db_path] = (identity, conn)
-        return conn
+            cached = None
+        if cached is None:
+            cached = (identity, _open(db_path))
+        self._by_path[db_path] = cached  # now the most recently used
+        while len(self._by_path) > self.limit:
+            self._by_path.popitem(last=False)[1][1].close()
+        return cached[1]
+
+    def open_paths(self) -> list[str]:
+        """The databases with an open connection, least recently used first."""
+        return list(self._by_path)
 
 
 def _open(db_path: str) -> sqlite3.Connection:
@@ -125,7 +153,27 @@ def _open(db_path: str) -> sqlite3.Connection:
     return conn
 
 
-def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int):
+def _fetch(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> tuple[list, int, str | None]:
+    """Read the rows while both budgets hold; returns ``(rows, result_bytes, why it is too large or None)``.
+
+    A chunk never asks for more rows than the byte budget has room for at the widest possible row (every
+    value at ``SQLITE_LIMIT_LENGTH``), so at most ``max_bytes`` plus one row are ever held."""
+    widest = len(cursor.description) * _SQLITE_LIMITS["SQLITE_LIMIT_LENGTH"]
+    rows: list = []
+    size = 0
+    while True:
+        chunk = cursor.fetchmany(min(_FETCH_ROWS, max_rows + 1 - len(rows), max(1, (max_bytes - size) // widest)))
+        if not chunk:
+            return rows, size, None
+        rows += chunk
+        size += result_bytes(chunk)
+        if len(rows) > max_rows:
+            return rows, size, f"more than {max_rows} rows"
+        if size > max_bytes:
+            return rows, size, f"more than {max_bytes:,} bytes of values"
+
+
+def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int, max_bytes: int):
     start = time.monotonic()
     deadline = start + timeout_s
     state = {"ops": 0, "budget": False, "deadline": False}
@@ -146,29 +194,47 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
         cursor = conn.execute(sql)
         if cursor.description is None:
             cursor.close()
-            return ("error", (), (), "the statement returned no result columns", time.monotonic() - start, False)
+            return ("error", (), (), "the statement returned no result columns", time.monotonic() - start, False, 0)
         columns = tuple(d[0] for d in cursor.description)
-        rows = cursor.fetchmany(max_rows + 1)
+        rows, size, too_large = _fetch(cursor, max_rows, max_bytes)
         cursor.close()
     except sqlite3.Error as err:
         elapsed = time.monotonic() - start
         if state["budget"] or state["deadline"]:
             why = "op budget exceeded" if state["budget"] else f"deadline of {timeout_s:g} s exceeded"
-            return ("timeout", (), (), f"interrupted: {why}", elapsed, not state["budget"])
+            return ("timeout", (), (), f"interrupted: {why}", elapsed, not state["budget"], 0)
         message = str(err)
         if "not authorized" in message or "prohibited" in message:
-            return ("refused", (), (), f"refused by the sandbox: {message}", elapsed, False)
-        return ("error", (), (), f"{type(err).__name__}: {message}", elapsed, False)
+            return ("refused", (), (), f"refused by the sandbox: {message}", elapsed, False, 0)
+        return ("error", (), (), f"{type(err).__name__}: {message}", elapsed, False, 0)
     except MemoryError:
-        return ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", time.monotonic() - start, True)
+        return ("error", (), (), _OUT_OF_MEMORY, time.monotonic() - start, True, 0)
     except (ValueError, OverflowError, UnicodeError) as err:  # e.g. NUL characters, values Python cannot hold
-        return ("error", (), (), f"{type(err).__name__}: {err}", time.monotonic() - start, False)
+        return ("error", (), (), f"{type(err).__name__}: {err}", time.monotonic() - start, False, 0)
     finally:
         conn.set_progress_handler(None, 0)
     elapsed = time.monotonic() - start
-    if len(rows) > max_rows:
-        return ("too_large", (), columns, f"more than {max_rows} rows", elapsed, False)
-    return ("ok", rows, columns, None, elapsed, False)
+    if too_large is not None:
+        return ("too_large", (), columns, too_large, elapsed, False, 0)
+    return ("ok", rows, columns, None, elapsed, False, size)
+
+
+def _plan(conns: _Connections, db_path: str, statements: list[str]) -> tuple[tuple[int, int], ...]:
+    """For each statement, the full-table scans and the steps of SQLite's query plan (``EXPLAIN QUERY PLAN``,
+    nothing executed): the parent runs the statements with the most scans first. ``(0, 0)`` when a statement
+    cannot be planned (it will fail fast)."""
+    try:
+        conn = conns.get(db_path)
+    except (sqlite3.Error, OSError):
+        return tuple((0, 0) for _ in statements)
+    out = []
+    for sql in statements:
+        try:
+            steps = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+        except (sqlite3.Error, ValueError, OverflowError, UnicodeError, MemoryError):
+            steps = []
+        out.append((sum(step.startswith("SCAN") and "CONSTANT ROW" not in step for step in steps), len(steps)))
+    return tuple(out)
 
 
 def _read_exact(stream, n: int) -> bytes | None:
@@ -183,12 +249,12 @@ def _read_exact(stream, n: int) -> bytes | None:
 
 
 def main() -> None:
-    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "none" else None
+    memory_mb = int(sys.argv[1]) if sys.argv[1] != "none" else None
     if memory_mb is not None:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    conns = _Connections()
+    conns = _Connections(int(sys.argv[2]))
     while True:
         header = _read_exact(stdin, 8)
         if header is None:
@@ -196,17 +262,17 @@ def main() -> None:
         payload = _read_exact(stdin, struct.unpack(">Q", header)[0])
         if payload is None:
             return
-        db_path, sql, timeout_s, max_ops, max_rows = pickle.loads(payload)
+        op, *args = pickle.loads(payload)
         try:
-            reply = _run(conns, db_path, sql, timeout_s, max_ops, max_rows)
+            reply = _plan(conns, *args) if op == "plan" else _run(conns, *args)
         except (sqlite3.Error, OSError) as err:  # opening the database itself failed
-            reply = ("error", (), (), f"cannot open database: {err}", 0.0, False)
+            reply = ("error", (), (), f"cannot open database: {err}", 0.0, False, 0)
         except MemoryError:
-            reply = ("error", (), (), "MemoryError: the query exhausted the worker's memory cap", 0.0, True)
+            reply = ("error", (), (), _OUT_OF_MEMORY, 0.0, True, 0)
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
-            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, True))
+            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, True, 0))
         stdout.write(struct.pack(">Q", len(data)) + data)
         stdout.flush()
 

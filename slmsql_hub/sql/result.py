@@ -15,7 +15,8 @@ class ExecStatus(str, enum.Enum):
     - ``timeout``: it exceeded the op budget or the wall-clock deadline and was interrupted (or its worker
       process was killed and replaced). Only the op budget is deterministic; a wall-clock timeout is an
       infrastructure failure (``ExecResult.infra``).
-    - ``too_large``: it produced more than ``max_rows`` rows; the rest was never read.
+    - ``too_large``: it produced more than ``max_rows`` rows, or rows whose values add up to more than
+      ``max_result_bytes``; the rest was never read. Deterministic: the same rows give the same verdict.
     - ``refused``: the sandbox would not run it at all: writes, ATTACH, state-changing PRAGMAs, extension
       loading, stacked statements, over-long text, forbidden functions.
     """
@@ -41,6 +42,8 @@ class Limits:
             no budget beyond the deadline. Running out of it is deterministic (the query's fault); running
             out of time is not (a loaded machine), so keep the budget well inside the deadline.
         max_rows: rows materialised at most; one more makes the result ``too_large``.
+        max_result_bytes: the most bytes of values a result may hold (text and blobs by length, any other
+            value as 8); one more makes it ``too_large`` while the rows are read.
         max_sql_chars: longest SQL text accepted.
         memory_mb: address-space cap of each worker process (``None``: no cap).
 
@@ -57,6 +60,7 @@ class Limits:
     timeout_s: float = 30.0
     max_ops: int | None = 1_000_000_000  # ~10 s on one core: well inside the deadline
     max_rows: int = 100_000
+    max_result_bytes: int = 64 * 2**20
     max_sql_chars: int = 100_000
     memory_mb: int | None = 2048
 
@@ -67,6 +71,8 @@ class Limits:
             raise ValueError(f"Limits.max_ops must be > 0 or None, got {self.max_ops!r}")
         if self.max_rows <= 0:
             raise ValueError(f"Limits.max_rows must be > 0, got {self.max_rows!r}")
+        if self.max_result_bytes <= 0:
+            raise ValueError(f"Limits.max_result_bytes must be > 0, got {self.max_result_bytes!r}")
         if self.max_sql_chars <= 0:
             raise ValueError(f"Limits.max_sql_chars must be > 0, got {self.max_sql_chars!r}")
         if self.memory_mb is not None and self.memory_mb < 64:

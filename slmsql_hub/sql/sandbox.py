@@ -19,9 +19,17 @@ Protects against
       fires: the parent then kills the worker process at ``deadline + grace`` and replaces it, so every call
       returns within its deadline plus about half a second.
     - **Huge results and memory.** At most ``max_rows`` rows are materialised (``too_large`` beyond, the
-      rest never read); strings and blobs are capped at 5 MB (``SQLITE_LIMIT_LENGTH``: zeroblob/randomblob/
-      replace bombs), expression depth, compound selects, LIKE pattern length and VDBE program size are
-      capped; each worker has an address-space cap (``memory_mb``); big sorts spill to temporary files.
+      rest never read); strings and blobs are capped at 5 MB each (``SQLITE_LIMIT_LENGTH``: zeroblob/
+      randomblob/replace bombs), expression depth, compound selects, LIKE pattern length and VDBE program
+      size are capped; each worker has an address-space cap (``memory_mb``); big sorts spill to temporary
+      files.
+    - **Results whose total size is huge.** Values under 5 MB each still add up: ``SELECT randomblob(900000)
+      FROM t`` over 5,000 rows is 4.5 GB. The byte budget (``max_result_bytes``, 64 MiB by default; text and
+      blobs by length, other values as 8 bytes) is checked while the rows are read, in chunks no bigger than
+      the budget has room for, so a worker holds at most the budget plus one row, the reply the caller
+      receives is no bigger, and the verdict is ``too_large`` (deterministic, so it is cached). It protects
+      the memory of the worker, the pipe, and the caller (and the cache, which is bounded by bytes too),
+      not the disk or the deadline.
     - **Crashes.** Inputs that are not ``sqlite3.Error`` (``None``, lone surrogates, NUL characters,
       ``MemoryError``) are clean errors; a worker that dies is replaced and the query retried once on a fresh
       worker (a query that kills two workers is an ``error``). A process-wide poison such as
@@ -30,15 +38,20 @@ Protects against
 Does not protect against
     - Semantic equivalence (two different queries with equal results are equal; that is what EX means).
     - Disk filling through temporary files of one huge sort within the deadline (bounded by time only).
-    - Resource exhaustion by the *caller*: results up to ``max_rows`` rows are returned and cached in
-      memory (the cache is bounded by entries and total rows).
+    - Resource exhaustion by the *caller* that asks for many results at once: each result up to
+      ``max_rows`` rows and ``max_result_bytes`` is returned in memory (the cache is bounded by entries,
+      total rows and total bytes; a batch's results are not).
     - A malicious *database file*: the files are trusted (``trusted_schema`` is off, but SQLite still parses them).
     - Other processes writing the database while it is being read (results are cached by path, size and
       mtime; a change of size or mtime invalidates them).
 
-Performance: each worker keeps one connection per database; results are cached by (path, size, mtime,
-SQL, limits); a batch executes each distinct (database, SQL) once, spread over ``workers`` processes, so
-SQLite runs on every core (threads in one process would serialise on the GIL through the progress handler).
+Performance: each worker keeps one connection per database (at most ``max_connections``, least recently
+used closed first); results are cached by (path, size, mtime, SQL, limits); a batch executes each distinct
+(database, SQL) once, spread over ``workers`` processes, so SQLite runs on every core (threads in one
+process would serialise on the GIL through the progress handler), longest expected first: the statements
+with the most full-table scans in SQLite's query plan start first, so a runaway does not start last and
+add all of its time to the batch's tail. The default worker count shares the
+node's cores among the processes of one ``accelerate launch`` / ``torchrun`` (``LOCAL_WORLD_SIZE``).
 """
 
 from __future__ import annotations
@@ -190,14 +203,16 @@ def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | Non
 class _Worker:
     """One supervised worker process; used by one thread at a time."""
 
-    def __init__(self, memory_mb: int | None) -> None:
+    def __init__(self, memory_mb: int | None, max_connections: int) -> None:
         self.memory_mb = memory_mb
+        self.max_connections = max_connections
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self._stderr = None
 
     def _start(self) -> subprocess.Popen:
-        cmd = [sys.executable, "-I", _worker.__file__, str(self.memory_mb) if self.memory_mb else "none"]
+        memory = str(self.memory_mb) if self.memory_mb else "none"
+        cmd = [sys.executable, "-I", _worker.__file__, memory, str(self.max_connections)]
         if self._stderr is None:
             self._stderr = tempfile.TemporaryFile()
         self._stderr.seek(0)
@@ -237,14 +252,17 @@ class _Worker:
 
     def request(self, db_path: str, sql: str, limits: Limits) -> tuple | None:
         """Send one query; return the reply tuple, or None when the worker missed the deadline or died."""
+        return self.call(("run", db_path, sql, *_limits_key(limits)), limits.timeout_s + _KILL_GRACE_S)
+
+    def call(self, message: tuple, wait_s: float) -> tuple | None:
+        """Send one request (see :mod:`._worker`); the reply, or None when none began within ``wait_s``
+        (the worker is then killed) or the worker died."""
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 self.restarts += 1
                 self.kill()
             self.proc = self._start()
-        payload = pickle.dumps(
-            (db_path, sql, limits.timeout_s, limits.max_ops, limits.max_rows), protocol=pickle.HIGHEST_PROTOCOL
-        )
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self.proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
             self.proc.stdin.flush()
@@ -252,7 +270,7 @@ class _Worker:
             self.kill()
             return None
         fd = self.proc.stdout.fileno()
-        header = self._read(fd, 8, time.monotonic() + limits.timeout_s + _KILL_GRACE_S)
+        header = self._read(fd, 8, time.monotonic() + wait_s)
         if header is None:
             self.kill()
             return None
@@ -288,9 +306,13 @@ class Sandbox:
 
     Args:
         limits: default :class:`Limits` (deadline, op budget, row cap, …); each call may pass its own.
-        workers: number of worker processes (default: the number of CPU cores). They start lazily.
+        workers: number of worker processes (default :func:`default_workers`: this process's share of the
+            node's cores); :attr:`workers` reports the number chosen. They start lazily.
         cache_size: most results kept (LRU); ``0`` disables the cache.
         cache_max_rows: most rows kept in the cache, summed over entries.
+        cache_max_bytes: most bytes of values kept in the cache (as ``max_result_bytes`` counts them).
+        max_connections: most open database connections per worker (least recently used closed first); each
+            may hold a 32 MB page cache, which must fit in the worker's ``memory_mb`` with the results.
 
     Example:
 
@@ -318,18 +340,23 @@ class Sandbox:
         workers: int | None = None,
         cache_size: int = 100_000,
         cache_max_rows: int = 2_000_000,
+        cache_max_bytes: int = 256 * 2**20,
+        max_connections: int = 16,
     ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"Sandbox max_connections must be >= 1, got {max_connections!r}")
         self.limits = limits or Limits()
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or default_workers())
         self.cache_size = cache_size
         self.cache_max_rows = cache_max_rows
+        self.cache_max_bytes = cache_max_bytes
         self._pool: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
-        self._all_workers = [_Worker(self.limits.memory_mb) for _ in range(self.workers)]
+        self._all_workers = [_Worker(self.limits.memory_mb, max_connections) for _ in range(self.workers)]
         for worker in self._all_workers:
             self._pool.put(worker)
         self._threads: ThreadPoolExecutor | None = None
-        self._cache: OrderedDict[tuple, ExecResult] = OrderedDict()
-        self._cache_rows = 0
+        self._cache: OrderedDict[tuple, tuple[ExecResult, int]] = OrderedDict()
+        self._cache_rows = self._cache_bytes = 0
         self._lock = threading.Lock()
         self._closed = False
         self.stats = {
@@ -391,7 +418,7 @@ class Sandbox:
                 if cached is not None:
                     self._cache.move_to_end(key)
                     self.stats["cache_hits"] += 1
-                    results[index] = replace(cached, cached=True)
+                    results[index] = replace(cached[0], cached=True)
                     continue
                 if key in pending:
                     self.stats["batch_duplicates"] += 1
@@ -404,9 +431,9 @@ class Sandbox:
             keys = list(pending)
             fresh = self._run_distinct([statements[k] for k in keys], limits, progress)
             with self._lock:
-                for key, (result, cacheable) in zip(keys, fresh):
-                    if cacheable:
-                        self._remember(key, result)
+                for key, (result, size) in zip(keys, fresh):
+                    if size is not None:
+                        self._remember(key, result, size)
                     for n, index in enumerate(pending[key]):
                         results[index] = result if n == 0 else replace(result, cached=True)
         return results  # type: ignore[return-value]
@@ -438,7 +465,7 @@ class Sandbox:
     # -- internals -------------------------------------------------------------------------------------------
     def _run_distinct(
         self, items: list[tuple[str, str]], limits: Limits, progress: bool | str
-    ) -> list[tuple[ExecResult, bool]]:
+    ) -> list[tuple[ExecResult, int | None]]:
         bar = None
         if progress and len(items) > 1:
             bar = tqdm(total=len(items), desc=progress if isinstance(progress, str) else "executing SQL", unit="q")
@@ -454,10 +481,13 @@ class Sandbox:
                 if self._threads is None:
                     self._threads = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slmsql-sandbox")
                 threads = self._threads
-            futures = [threads.submit(self._run_one, db_path, sql, limits) for db_path, sql in items]
+            order = range(len(items))
+            if len(items) > self.workers:
+                order = self._longest_first(items, limits, threads)
+            futures = {i: threads.submit(self._run_one, *items[i], limits) for i in order}
             out = []
-            for future in futures:
-                out.append(future.result())
+            for i in range(len(items)):
+                out.append(futures[i].result())
                 if bar is not None:
                     bar.update(1)
             return out
@@ -465,8 +495,37 @@ class Sandbox:
             if bar is not None:
                 bar.close()
 
-    def _run_one(self, db_path: str, sql: str, limits: Limits) -> tuple[ExecResult, bool]:
-        """Run on a free worker; returns the result and whether it may be cached."""
+    def _longest_first(
+        self, items: list[tuple[str, str]], limits: Limits, threads: ThreadPoolExecutor
+    ) -> list[int]:
+        """Indices of ``items`` in the order to run them: longest expected first, so that a long statement
+        does not start last and add all of its time to the batch's tail. Expected length is the number of
+        full-table scans in SQLite's query plan, then its steps (ties, and a database whose plan could not
+        be had, keep their order). Planning costs ~15 us per statement, one request per database."""
+        by_db: dict[str, list[int]] = {}
+        for i, (db_path, _) in enumerate(items):
+            by_db.setdefault(db_path, []).append(i)
+        plans = {
+            db: threads.submit(self._plan_one, db, [items[i][1] for i in at], limits) for db, at in by_db.items()
+        }
+        cost: dict[int, tuple[int, int]] = {}
+        for db, at in by_db.items():
+            scores = plans[db].result()
+            cost.update(zip(at, scores or [(0, 0)] * len(at)))
+        return sorted(range(len(items)), key=lambda i: (-cost[i][0], -cost[i][1]))
+
+    def _plan_one(self, db_path: str, statements: list[str], limits: Limits) -> tuple | None:
+        worker = self._pool.get()
+        try:
+            scores = worker.call(("plan", db_path, statements), limits.timeout_s + _KILL_GRACE_S)
+        finally:
+            self._pool.put(worker)
+        if scores is None:  # the worker was killed (and is restarted on its next request)
+            logger.warning("no query plan for %d statements on %s: they run in the given order", len(statements), db_path)
+        return scores
+
+    def _run_one(self, db_path: str, sql: str, limits: Limits) -> tuple[ExecResult, int | None]:
+        """Run on a free worker; returns the result and its size in bytes for the cache (``None``: not cacheable)."""
         worker = self._pool.get()
         try:
             for attempt in (1, 2):
@@ -474,7 +533,7 @@ class Sandbox:
                 reply = worker.request(db_path, sql, limits)
                 elapsed = time.monotonic() - started
                 if reply is not None:
-                    status, rows, columns, error, worker_elapsed, infra = reply
+                    status, rows, columns, error, worker_elapsed, infra, size = reply
                     with self._lock:
                         self.stats["executed"] += 1
                         self.stats["infra_failures"] += infra
@@ -486,7 +545,7 @@ class Sandbox:
                         elapsed_s=worker_elapsed,
                         infra=infra,
                     )
-                    return result, not infra  # an op-budget timeout is deterministic; a wall-clock one is not
+                    return result, None if infra else size  # an op-budget timeout is deterministic, a deadline not
                 with self._lock:
                     self.stats["worker_kills"] += 1
                 if elapsed >= limits.timeout_s:
@@ -499,7 +558,7 @@ class Sandbox:
                         elapsed_s=elapsed,
                         infra=True,
                     )
-                    return result, False
+                    return result, None
                 logger.warning("sandbox worker died (attempt %d) on: %.200s", attempt, sql)
             # Two fresh workers died on this query. Is it the query, or is the sandbox itself broken?
             stderr = worker.stderr_tail()
@@ -516,20 +575,26 @@ class Sandbox:
                 elapsed_s=elapsed,
                 infra=True,
             )
-            return result, False
+            return result, None
         finally:
             self._pool.put(worker)
 
-    def _remember(self, key: tuple, result: ExecResult) -> None:
+    def _remember(self, key: tuple, result: ExecResult, size: int) -> None:
         if not self.cache_size:
             return
-        if len(result.rows) > self.cache_max_rows // 4:
+        if len(result.rows) > self.cache_max_rows // 4 or size > self.cache_max_bytes // 4:
             return
-        self._cache[key] = result
+        self._cache[key] = (result, size)
         self._cache_rows += len(result.rows)
-        while len(self._cache) > self.cache_size or self._cache_rows > self.cache_max_rows:
-            _, old = self._cache.popitem(last=False)
+        self._cache_bytes += size
+        while (
+            len(self._cache) > self.cache_size
+            or self._cache_rows > self.cache_max_rows
+            or self._cache_bytes > self.cache_max_bytes
+        ):
+            _, (old, old_size) = self._cache.popitem(last=False)
             self._cache_rows -= len(old.rows)
+            self._cache_bytes -= old_size
 
 
 @functools.lru_cache(maxsize=4096)
@@ -549,4 +614,25 @@ def _db_identity(db_path: str) -> tuple[str, int, int]:
 
 
 def _limits_key(limits: Limits) -> tuple:
-    return (limits.timeout_s, limits.max_ops, limits.max_rows)
+    """The limits a result depends on, in the order the worker's request carries them."""
+    return (limits.timeout_s, limits.max_ops, limits.max_rows, limits.max_result_bytes)
+
+
+def default_workers() -> int:
+    """This process's share of the node's cores: ``max(1, cores // LOCAL_WORLD_SIZE)``.
+
+    ``LOCAL_WORLD_SIZE`` (set by ``accelerate launch`` and ``torchrun``) is the number of training processes on
+    this node; each owns a sandbox, so N processes start N x (cores / N) workers, not N x cores. Cores are
+    those this process may run on (its CPU affinity).
+
+    >>> 1 <= default_workers() <= (os.cpu_count() or 1)
+    True
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    try:
+        processes = int(local)
+    except ValueError:
+        logger.warning("LOCAL_WORLD_SIZE=%r is not a number: sizing the sandbox for one process", local)
+        processes = 1
+    return max(1, cores // max(1, processes))
