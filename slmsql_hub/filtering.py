@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
+from .data.sft_record import SFTRecord, read_sft_record, row_keys
 from .errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -692,13 +693,20 @@ def _adapter_digest(adapter: str | None) -> str | None:
     return None
 
 
-def _fingerprint(config: FilterConfig, prompt_config: PromptConfig, adapter_sha256: str | None) -> dict:
-    """The settings that decide a question's samples and verdicts (a resume must match them all)."""
+def _fingerprint(
+    config: FilterConfig,
+    prompt_config: PromptConfig,
+    adapter_sha256: str | None,
+    sft_record_sha256: str | None = None,
+) -> dict:
+    """The settings that decide a question's samples and verdicts, and which questions the pool may hold (the SFT
+    record left out of it): a resume must match them all, so it never mixes pools."""
     values = {
         f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in _FREE_FIELDS
     }
     values["data_root"] = str(Path(str(config.data_root)).expanduser().resolve())
     values["adapter_sha256"] = adapter_sha256
+    values["sft_record_sha256"] = sft_record_sha256
     values["prompt_sample_rows"] = prompt_config.sample_rows
     values["prompt_max_value_chars"] = prompt_config.max_value_chars
     return values
@@ -772,28 +780,61 @@ def resolve_prompt_config(config: FilterConfig) -> PromptConfig:
     return PromptConfig(sample_rows=sample_rows, max_value_chars=max_value_chars)
 
 
-def _load_pool(config: FilterConfig) -> list[dict]:
-    from .data.benchmarks import load_benchmark
+def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dict], int]:
+    """The pool: the split less the SFT record's questions, then the seeded ``limit`` subset; and how many were
+    left out as SFT data (before the draw, so ``limit`` still counts held-out questions)."""
+    from .data.benchmarks import load_benchmark, seeded_subset
 
     dataset = load_benchmark(
         config.benchmark,
         config.data_root,
         config.split,
-        limit=config.limit,
         seed=config.seed,
         skip_missing_db=config.skip_missing_db,
     )
-    pool = [dict(row) for row in dataset]
+    kept = list(range(len(dataset)))
+    if record is not None:
+        kept = [i for i, key in zip(kept, row_keys(dataset)) if key not in record.keys]
+    excluded = len(dataset) - len(kept)
+    pool = [
+        dict(row)
+        for row in dataset.select([kept[i] for i in seeded_subset(len(kept), config.limit, config.seed)])
+    ]
     duplicates = [qid for qid, n in Counter(row["question_id"] for row in pool).items() if n > 1]
     if duplicates:
         raise UsageError(
             f"question_id must be unique to resume by it; {len(duplicates)} repeat (e.g. {duplicates[0]!r})"
         )
     if not pool:
+        why = f" (all {excluded} are in the adapter's SFT question record)" if excluded else ""
         raise UsageError(
-            f"the pool is empty: {config.benchmark} {config.split or ''} under {config.data_root}"
+            f"the pool is empty: {config.benchmark} {config.split or ''} under {config.data_root}{why}"
         )
-    return pool
+    if excluded:
+        logger.info("left %d SFT training questions out of the pool (%s)", excluded, record.path)
+    return pool, excluded
+
+
+def _sft_fields(config: FilterConfig, record: SFTRecord | None, pool: list[dict], excluded: int) -> dict:
+    """``excluded_sft``, ``sft_overlap`` (pool questions still in the record; ``None`` when the record is
+    missing or incomplete, with a warning) and the record's summary, for ``filter_report.json``."""
+    if record is None or not record.complete:
+        if config.adapter_path:
+            logger.warning(
+                "the adapter %s has %s SFT question record (sft_questions.json named in its run_summary.json): "
+                "the pool may hold questions it was trained on, so filter_report.json says sft_overlap: null",
+                config.adapter_path,
+                "an incomplete" if record else "no",
+            )
+        overlap = None
+    else:
+        columns = {name: [row[name] for row in pool] for name in ("db_id", "question", "gold_sql")}
+        overlap = sum(key in record.keys for key in row_keys(columns))
+    return {
+        "excluded_sft": excluded,
+        "sft_overlap": overlap,
+        "sft_record": record.summary() if record else None,
+    }
 
 
 def _prompt_lengths(tokenizer: Any, prompts: dict[str, Any]) -> dict[str, int]:
@@ -927,7 +968,9 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
 
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    pool = _load_pool(config)
+    record = read_sft_record(config.adapter_path)
+    pool, excluded = _load_pool(config, record)
+    sft = _sft_fields(config, record, pool, excluded)
     prompt_config = resolve_prompt_config(config)
     out = Path(str(config.output_dir)).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -935,7 +978,9 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
         _clear_outputs(out)
     log_path = out / RESULTS_FILE
     done = read_results(log_path)
-    fingerprint = _fingerprint(config, prompt_config, _adapter_digest(config.adapter_path))
+    fingerprint = _fingerprint(
+        config, prompt_config, _adapter_digest(config.adapter_path), record.sha256 if record else None
+    )
     _check_or_write_state(out, fingerprint, config, have_results=bool(done))
     todo = [row for row in pool if row["question_id"] not in done]
     reused = len(pool) - len(todo)
@@ -1010,7 +1055,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
                     bar.update(len(rows))
                     bar.set_postfix({name: classes[name] for name in (BAND, ALL_FAIL, ALL_PASS)})
     return _finish(
-        config, out, pool, done, prompt_config, fingerprint, started, started_at, len(todo), reused
+        config, out, pool, done, prompt_config, fingerprint, started, started_at, len(todo), reused, sft=sft
     )
 
 
@@ -1025,8 +1070,11 @@ def _finish(
     started_at: str,
     generated: int,
     reused: int,
+    *,
+    sft: dict | None = None,
 ) -> dict:
-    """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json."""
+    """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json (``sft``:
+    :func:`_sft_fields`)."""
     import shutil
 
     ordered = []
@@ -1069,6 +1117,7 @@ def _finish(
         "pass_rate_high": config.pass_rate_high,
         "class_rules": CLASS_RULES,
         "mean_pass_rate": sum(scored) / len(scored) if scored else None,
+        **(sft or {"excluded_sft": None, "sft_overlap": None, "sft_record": None}),
         "policy": {
             "base": config.model_name_or_path,
             "adapter": config.adapter_path,
