@@ -78,6 +78,10 @@ def benchmark_features() -> datasets.Features:
 def seeded_subset(n: int, limit: int | None, seed: int = 0) -> list[int]:
     """Indices of a deterministic subset of ``range(n)``: ``limit`` of them drawn with ``seed``, in order.
 
+    Two draws with one seed often nest (``random.sample``'s first picks do not depend on ``limit`` while it
+    keeps one method), so a subset is held out from another tool's only when that tool's questions are left
+    out first: see :mod:`slmsql_hub.data.sft_record`.
+
     Args:
         n: how many items there are.
         limit: how many to keep (``None`` or ``>= n``: all).

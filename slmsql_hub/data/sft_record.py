@@ -12,9 +12,9 @@ draws its seeded subset and reports ``excluded_sft`` (how many it removed) and `
 pool are still SFT questions: 0, or ``null`` when the adapter's record is missing or incomplete).
 
 Why exclusion and not another seed: :func:`~slmsql_hub.data.benchmarks.seeded_subset` draws with
-``random.Random(seed).sample``, whose first draws do not depend on how many are drawn, so two tools drawing from
-one split with one seed take nested subsets (the filter's 1,367 SynSQL questions were the first 1,367 of SFT
-stage 1's 100,000). Drawing each tool's subset from its own seed would not make them disjoint either:
+``random.Random(seed).sample``, whose first picks do not depend on how many are drawn (while it keeps one
+method), so two tools drawing from one split with one seed often take nested subsets (the filter's 1,367
+SynSQL questions were the first 1,367 of SFT stage 1's 100,000). Drawing each tool's subset from its own seed would not make them disjoint either:
 independent draws of k1 and k2 of n questions share about k1 * k2 / n (about 55 of 1,367 for 100,000 of
 SynSQL's 2.5M), and all of them when SFT takes a whole shard. Only leaving out what SFT trained on makes the pool
 held out, and drawing after the exclusion keeps the pool at its ``limit``.
