@@ -154,12 +154,14 @@ def _finish(
     import datasets
 
     present: dict[str, bool] = {}
+    resolved: dict[str, str] = {}  # one path resolution per database, not per question (SynSQL has millions)
     for record in records:
         db_id = record["db_id"]
         if db_id not in present:
             path = db_dir / db_id / f"{db_id}.sqlite"
             present[db_id] = path.is_file()
-        record["db_path"] = str((db_dir / db_id / f"{db_id}.sqlite").resolve())
+            resolved[db_id] = str(path.resolve())
+        record["db_path"] = resolved[db_id]
     missing = sorted(db for db, ok in present.items() if not ok)
     if missing:
         n_missing = sum(1 for r in records if r["db_id"] in missing)
