@@ -16,6 +16,11 @@ question from the SFT policy, scores each one's BINARY correctness by execution 
 
 These four classes are exclusive and exhaustive, so their counts add up to the pool.
 
+The pool is held out from SFT: the questions the adapter's SFT stages trained on (its ``sft_questions.json``,
+:mod:`slmsql_hub.data.sft_record`) are left out of the split before the seeded ``limit`` subset is drawn, and
+``filter_report.json`` says how many (``excluded_sft``) and how many SFT questions the pool still holds
+(``sft_overlap``: 0, or ``null`` when the adapter has no complete record, e.g. a Hub adapter).
+
 Sampling is seeded per question: sample ``j`` of question ``q`` draws its randomness from its own generator,
 seeded from ``(seed, q, j)`` (:func:`sample_seed`), through a Gumbel-max sampler (:class:`KeyedSampler`).
 A question's samples therefore do not depend on which other questions share its batch, on the batch size,
@@ -46,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from .data.sft_record import SFTRecord, read_sft_record, row_keys
+from .data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from .errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,7 +144,8 @@ class FilterConfig:
             The split to filter (the world's: ``rl_pool``); ``None`` takes the loader's default. The world's
             ``dev`` and ``test`` are refused: they are what EX is measured on.
         limit (`int`, *optional*):
-            Filter a seeded subset of this many questions (``None``: the whole split).
+            Filter a seeded subset of this many questions (``None``: the whole split), drawn after the adapter's
+            SFT questions are left out.
         seed (`int`, defaults to `0`):
             Seeds the subset and every question's sampling (with its ``question_id``).
         skip_missing_db (`bool`, defaults to `False`):
@@ -815,28 +821,6 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
     return pool, excluded
 
 
-def _sft_fields(config: FilterConfig, record: SFTRecord | None, pool: list[dict], excluded: int) -> dict:
-    """``excluded_sft``, ``sft_overlap`` (pool questions still in the record; ``None`` when the record is
-    missing or incomplete, with a warning) and the record's summary, for ``filter_report.json``."""
-    if record is None or not record.complete:
-        if config.adapter_path:
-            logger.warning(
-                "the adapter %s has %s SFT question record (sft_questions.json named in its run_summary.json): "
-                "the pool may hold questions it was trained on, so filter_report.json says sft_overlap: null",
-                config.adapter_path,
-                "an incomplete" if record else "no",
-            )
-        overlap = None
-    else:
-        columns = {name: [row[name] for row in pool] for name in ("db_id", "question", "gold_sql")}
-        overlap = sum(key in record.keys for key in row_keys(columns))
-    return {
-        "excluded_sft": excluded,
-        "sft_overlap": overlap,
-        "sft_record": record.summary() if record else None,
-    }
-
-
 def _prompt_lengths(tokenizer: Any, prompts: dict[str, Any]) -> dict[str, int]:
     """Tokens per prompt, chat template applied (as generation will see it)."""
     from .generation import render_prompts
@@ -970,7 +954,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     record = read_sft_record(config.adapter_path)
     pool, excluded = _load_pool(config, record)
-    sft = _sft_fields(config, record, pool, excluded)
+    sft = report_fields(record, config.adapter_path, pool, excluded)
     prompt_config = resolve_prompt_config(config)
     out = Path(str(config.output_dir)).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -1074,7 +1058,7 @@ def _finish(
     sft: dict | None = None,
 ) -> dict:
     """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json (``sft``:
-    :func:`_sft_fields`)."""
+    :func:`~slmsql_hub.data.sft_record.report_fields`)."""
     import shutil
 
     ordered = []

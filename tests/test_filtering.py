@@ -421,7 +421,7 @@ def test_an_adapter_without_a_full_record_is_warned_about_and_its_overlap_is_unk
         sft_rows = load_benchmark("spider", spider_root, "dev", limit=2, seed=0)
         adapter = str(sft_adapter(tmp_path / "sft", row_keys(sft_rows), continued="Org/hub-adapter"))
     config = make_config(spider_root, tmp_path / "out", adapter_path=adapter, limit=2)
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub"):
         report = run_filter(config, policy=policy, progress=False)
     assert report["sft_overlap"] is None and report["pool"] == 2
     assert report["excluded_sft"] == (0 if record == "none" else 2)

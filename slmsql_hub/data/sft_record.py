@@ -229,3 +229,40 @@ def write_sft_record(
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORD_FILE).write_text(json.dumps(payload) + "\n", encoding="utf-8")
     return record
+
+
+def report_fields(record: SFTRecord | None, adapter: str | None, pool: Sequence[dict], excluded: int) -> dict:
+    """What ``filter_report.json`` says about SFT data: ``excluded_sft``, ``sft_overlap`` and ``sft_record``.
+
+    ``sft_overlap`` counts the ``pool`` rows still in the record (0 once they were left out); it is ``None``
+    when the record is missing or incomplete, which is logged as a warning when there is an ``adapter``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.data.sft_record import SFTRecord, question_key, report_fields
+    >>> record = SFTRecord(keys=frozenset({question_key("pets", "Q?", "SELECT 1")}))
+    >>> pool = [{"db_id": "pets", "question": "Other?", "gold_sql": "SELECT 2"}]
+    >>> report_fields(record, "sft/stage2", pool, excluded=1)
+    {'excluded_sft': 1, 'sft_overlap': 0, 'sft_record': {'file': None, 'questions': 1, 'complete': True}}
+
+    ```
+    """
+    if record is None or not record.complete:
+        if adapter:
+            logger.warning(
+                "the adapter %s has %s SFT question record (%s named in its run_summary.json): the pool may hold "
+                "questions it was trained on, so filter_report.json says sft_overlap: null",
+                adapter,
+                "an incomplete" if record else "no",
+                RECORD_FILE,
+            )
+        overlap = None
+    else:
+        columns = {name: [row[name] for row in pool] for name in ("db_id", "question", "gold_sql")}
+        overlap = sum(key in record.keys for key in row_keys(columns))
+    return {
+        "excluded_sft": excluded,
+        "sft_overlap": overlap,
+        "sft_record": record.summary() if record else None,
+    }
