@@ -587,6 +587,8 @@ def _filter_context(run: RunFiles) -> dict[str, Any] | None:
         "temperature": generation.get("temperature"),
         "max_new_tokens": generation.get("max_new_tokens"),
         "compare_mode": (report.get("judging") or {}).get("compare_mode"),
+        "excluded_sft": report.get("excluded_sft"),
+        "sft_overlap": report.get("sft_overlap"),
     }
 
 

@@ -16,6 +16,11 @@ question from the SFT policy, scores each one's BINARY correctness by execution 
 
 These four classes are exclusive and exhaustive, so their counts add up to the pool.
 
+The pool is held out from SFT: the questions the adapter's SFT stages trained on (its ``sft_questions.json``,
+:mod:`slmsql_hub.data.sft_record`) are left out of the split before the seeded ``limit`` subset is drawn, and
+``filter_report.json`` says how many (``excluded_sft``) and how many SFT questions the pool still holds
+(``sft_overlap``: 0, or ``null`` when the adapter has no complete record, e.g. a Hub adapter).
+
 Sampling is seeded per question: sample ``j`` of question ``q`` draws its randomness from its own generator,
 seeded from ``(seed, q, j)`` (:func:`sample_seed`), through a Gumbel-max sampler (:class:`KeyedSampler`).
 A question's samples therefore do not depend on which other questions share its batch, on the batch size,
@@ -46,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
+from .data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from .errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,7 +144,8 @@ class FilterConfig:
             The split to filter (the world's: ``rl_pool``); ``None`` takes the loader's default. The world's
             ``dev`` and ``test`` are refused: they are what EX is measured on.
         limit (`int`, *optional*):
-            Filter a seeded subset of this many questions (``None``: the whole split).
+            Filter a seeded subset of this many questions (``None``: the whole split), drawn after the adapter's
+            SFT questions are left out.
         seed (`int`, defaults to `0`):
             Seeds the subset and every question's sampling (with its ``question_id``).
         skip_missing_db (`bool`, defaults to `False`):
@@ -692,13 +699,20 @@ def _adapter_digest(adapter: str | None) -> str | None:
     return None
 
 
-def _fingerprint(config: FilterConfig, prompt_config: PromptConfig, adapter_sha256: str | None) -> dict:
-    """The settings that decide a question's samples and verdicts (a resume must match them all)."""
+def _fingerprint(
+    config: FilterConfig,
+    prompt_config: PromptConfig,
+    adapter_sha256: str | None,
+    sft_record_sha256: str | None = None,
+) -> dict:
+    """The settings that decide a question's samples and verdicts, and which questions the pool may hold (the SFT
+    record left out of it): a resume must match them all, so it never mixes pools."""
     values = {
         f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in _FREE_FIELDS
     }
     values["data_root"] = str(Path(str(config.data_root)).expanduser().resolve())
     values["adapter_sha256"] = adapter_sha256
+    values["sft_record_sha256"] = sft_record_sha256
     values["prompt_sample_rows"] = prompt_config.sample_rows
     values["prompt_max_value_chars"] = prompt_config.max_value_chars
     return values
@@ -772,28 +786,39 @@ def resolve_prompt_config(config: FilterConfig) -> PromptConfig:
     return PromptConfig(sample_rows=sample_rows, max_value_chars=max_value_chars)
 
 
-def _load_pool(config: FilterConfig) -> list[dict]:
-    from .data.benchmarks import load_benchmark
+def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dict], int]:
+    """The pool: the split less the SFT record's questions, then the seeded ``limit`` subset; and how many were
+    left out as SFT data (before the draw, so ``limit`` still counts held-out questions)."""
+    from .data.benchmarks import load_benchmark, seeded_subset
 
     dataset = load_benchmark(
         config.benchmark,
         config.data_root,
         config.split,
-        limit=config.limit,
         seed=config.seed,
         skip_missing_db=config.skip_missing_db,
     )
-    pool = [dict(row) for row in dataset]
+    kept = list(range(len(dataset)))
+    if record is not None:
+        kept = [i for i, key in zip(kept, row_keys(dataset)) if key not in record.keys]
+    excluded = len(dataset) - len(kept)
+    pool = [
+        dict(row)
+        for row in dataset.select([kept[i] for i in seeded_subset(len(kept), config.limit, config.seed)])
+    ]
     duplicates = [qid for qid, n in Counter(row["question_id"] for row in pool).items() if n > 1]
     if duplicates:
         raise UsageError(
             f"question_id must be unique to resume by it; {len(duplicates)} repeat (e.g. {duplicates[0]!r})"
         )
     if not pool:
+        why = f" (all {excluded} are in the adapter's SFT question record)" if excluded else ""
         raise UsageError(
-            f"the pool is empty: {config.benchmark} {config.split or ''} under {config.data_root}"
+            f"the pool is empty: {config.benchmark} {config.split or ''} under {config.data_root}{why}"
         )
-    return pool
+    if excluded:
+        logger.info("left %d SFT training questions out of the pool (%s)", excluded, record.path)
+    return pool, excluded
 
 
 def _prompt_lengths(tokenizer: Any, prompts: dict[str, Any]) -> dict[str, int]:
@@ -927,7 +952,9 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
 
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    pool = _load_pool(config)
+    record = read_sft_record(config.adapter_path)
+    pool, excluded = _load_pool(config, record)
+    sft = report_fields(record, config.adapter_path, pool, excluded)
     prompt_config = resolve_prompt_config(config)
     out = Path(str(config.output_dir)).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -935,7 +962,9 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
         _clear_outputs(out)
     log_path = out / RESULTS_FILE
     done = read_results(log_path)
-    fingerprint = _fingerprint(config, prompt_config, _adapter_digest(config.adapter_path))
+    fingerprint = _fingerprint(
+        config, prompt_config, _adapter_digest(config.adapter_path), record.sha256 if record else None
+    )
     _check_or_write_state(out, fingerprint, config, have_results=bool(done))
     todo = [row for row in pool if row["question_id"] not in done]
     reused = len(pool) - len(todo)
@@ -1010,7 +1039,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
                     bar.update(len(rows))
                     bar.set_postfix({name: classes[name] for name in (BAND, ALL_FAIL, ALL_PASS)})
     return _finish(
-        config, out, pool, done, prompt_config, fingerprint, started, started_at, len(todo), reused
+        config, out, pool, done, prompt_config, fingerprint, started, started_at, len(todo), reused, sft=sft
     )
 
 
@@ -1025,8 +1054,11 @@ def _finish(
     started_at: str,
     generated: int,
     reused: int,
+    *,
+    sft: dict | None = None,
 ) -> dict:
-    """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json."""
+    """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json (``sft``:
+    :func:`~slmsql_hub.data.sft_record.report_fields`)."""
     import shutil
 
     ordered = []
@@ -1069,6 +1101,7 @@ def _finish(
         "pass_rate_high": config.pass_rate_high,
         "class_rules": CLASS_RULES,
         "mean_pass_rate": sum(scored) / len(scored) if scored else None,
+        **(sft or {"excluded_sft": None, "sft_overlap": None, "sft_record": None}),
         "policy": {
             "base": config.model_name_or_path,
             "adapter": config.adapter_path,

@@ -293,6 +293,26 @@ def test_grpo_settings_table_equals_the_resolved_config(text):
     assert settings["prompts per generation"] == str(summary["generation"]["prompts_per_generation"])
 
 
+def test_filter_paragraph_says_how_many_questions_were_left_out_as_sft_data(text, tmp_path):
+    report = _json(RUN / "filter" / "filter_report.json")
+    assert (report["excluded_sft"], report["sft_overlap"]) == (0, 0)
+    paragraph = " ".join(
+        _section(text, "What GRPO did").split("**The pass-rate filter.**")[1].split("\n\n")[0].split()
+    )
+    assert (
+        f"Left out as SFT training data before the pool was drawn: {report['excluded_sft']} questions of the "
+        f"split; SFT questions in the pool: {report['sft_overlap']}." in paragraph
+    )
+    run = tmp_path / "run"  # a filter whose adapter had no record of its SFT questions (the Hub adapter)
+    shutil.copytree(RUN, run)
+    unknown = {**report, "sft_overlap": None, "sft_record": None}
+    (run / "filter" / "filter_report.json").write_text(json.dumps(unknown), encoding="utf-8")
+    readme = build_card(run, tmp_path / "card", options=CardOptions(repo_id=REPO_ID)).readme.read_text()
+    assert "SFT questions in the pool: unknown (the SFT adapter has no complete record" in " ".join(
+        readme.split()
+    )
+
+
 def test_reward_and_compute_lines_equal_run_summary(text):
     summary = _json(RUN / "grpo" / "run_summary.json")
     section = " ".join(_section(text, "Training details").split())

@@ -372,6 +372,76 @@ def test_overwrite_starts_over(policy, spider_root, tmp_path):
     assert report["time"]["questions_sampled"] == 2
 
 
+# ------------------------------------------------------------------------------------------------------
+# SFT questions are left out of the pool
+# ------------------------------------------------------------------------------------------------------
+
+
+def sft_adapter(folder, keys, *, continued=None):
+    """An adapter folder whose run_summary.json names its SFT question record, as `slmsql train sft` writes it."""
+    from slmsql_hub.data.sft_record import write_sft_record
+
+    record = write_sft_record(folder, keys, stage=2 if continued else 1, continued=continued)
+    summary = {"kind": "sft", "sft_questions": {**record.summary(), "file": record.path.name}}
+    (folder / "run_summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_filter_leaves_the_adapters_sft_questions_out_before_drawing_its_pool(policy, spider_root, tmp_path):
+    from slmsql_hub.data.benchmarks import load_benchmark, seeded_subset
+    from slmsql_hub.data.sft_record import row_keys
+
+    # The bug: SFT drew 8 of the split with seed 0, and the filter's 3 with seed 0 are the same draw's prefix.
+    assert set(seeded_subset(len(QUESTIONS), 3, 0)) <= set(seeded_subset(len(QUESTIONS), 8, 0))
+    sft_rows = load_benchmark("spider", spider_root, "dev", limit=8, seed=0)
+    adapter = sft_adapter(tmp_path / "sft", row_keys(sft_rows))
+    config = make_config(spider_root, tmp_path / "out", adapter_path=str(adapter), limit=3)
+    report = run_filter(config, policy=policy, progress=False)
+    pool = set(rows_of(tmp_path / "out"))
+    assert len(pool) == report["pool"] == 3 and not pool & set(sft_rows["question_id"])
+    assert (report["excluded_sft"], report["sft_overlap"]) == (8, 0)
+    assert report["sft_record"] == {
+        "file": str(adapter / "sft_questions.json"),
+        "questions": 8,
+        "complete": True,
+    }
+    on_disk = json.loads((tmp_path / "out" / "filter_report.json").read_text())
+    assert (on_disk["excluded_sft"], on_disk["sft_overlap"]) == (8, 0)
+
+
+@pytest.mark.parametrize("record", ["none", "incomplete"])
+def test_an_adapter_without_a_full_record_is_warned_about_and_its_overlap_is_unknown(
+    policy, spider_root, tmp_path, caplog, record
+):
+    from slmsql_hub.data.benchmarks import load_benchmark
+    from slmsql_hub.data.sft_record import row_keys
+
+    adapter = "Org/hub-adapter"  # a Hub id: no run_summary.json to read
+    if record == "incomplete":  # stage 2 of a Hub adapter: its own questions only
+        sft_rows = load_benchmark("spider", spider_root, "dev", limit=2, seed=0)
+        adapter = str(sft_adapter(tmp_path / "sft", row_keys(sft_rows), continued="Org/hub-adapter"))
+    config = make_config(spider_root, tmp_path / "out", adapter_path=adapter, limit=2)
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub"):
+        report = run_filter(config, policy=policy, progress=False)
+    assert report["sft_overlap"] is None and report["pool"] == 2
+    assert report["excluded_sft"] == (0 if record == "none" else 2)
+    assert f"has {'no' if record == 'none' else 'an incomplete'} SFT question record" in caplog.text
+    assert json.loads((tmp_path / "out" / "filter_report.json").read_text())["sft_overlap"] is None
+
+
+def test_resuming_after_the_sft_record_changed_is_refused(policy, spider_root, tmp_path):
+    from slmsql_hub.data.sft_record import row_keys
+
+    rows = {"db_id": ["music"] * 2, "question": [q for q, _, _ in QUESTIONS[:2]]}
+    rows["gold_sql"] = [gold for _, gold, _ in QUESTIONS[:2]]
+    adapter = sft_adapter(tmp_path / "sft", row_keys(rows)[:1])
+    config = make_config(spider_root, tmp_path / "out", adapter_path=str(adapter), limit=3)
+    run_filter(config, policy=policy, progress=False)
+    sft_adapter(tmp_path / "sft", row_keys(rows))  # the adapter's record now leaves out another question
+    with pytest.raises(UsageError, match="sft_record_sha256"):
+        run_filter(config, policy=policy, progress=False)
+
+
 def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_path):
     log = tmp_path / "results.jsonl"
     log.write_text('{"question_id": "a"}\n{"question_id": "b"}\n{"question_id": "c", "sam')

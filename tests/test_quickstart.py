@@ -73,6 +73,7 @@ def test_quickstart_end_to_end_with_the_default_recipes(tmp_path, capsys):
 
     report = json.loads((out / "filter" / "filter_report.json").read_text())
     assert report["counts"]["band"] > 0 and sum(report["counts"].values()) == report["pool"]
+    assert (report["excluded_sft"], report["sft_overlap"]) == (0, 0)  # rl_pool is held out from both SFT stages
     band, attempt1 = (json.loads((out / r / "run_summary.json").read_text()) for r in ("grpo", "grpo_attempt1"))
     for summary in (band, attempt1):
         assert summary["adapter_checksum"]["changed"] and summary["guards"]["failed"] == []
@@ -100,6 +101,9 @@ def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_pa
     with pytest.raises(UsageError, match="stage 'grpo' failed"):
         run_quickstart(out, recipes=recipes)
     report = json.loads((out / "filter" / "filter_report.json").read_text())
+    # The filter read the stage-2 adapter's record of both SFT stages' questions; none is in rl_pool.
+    assert (report["excluded_sft"], report["sft_overlap"]) == (0, 0)
+    assert report["sft_record"]["complete"] and report["sft_record"]["questions"] > 0
     if report["counts"]["band"]:
         pytest.fail(f"the smoke band is not empty any more ({report['summary']}): test the full chain here instead")
     assert "widen pass_rate_low/pass_rate_high" in capsys.readouterr().err

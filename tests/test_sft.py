@@ -349,6 +349,42 @@ def test_stage_two_continues_the_same_adapter_and_changes_it(trained):
     assert summary["parameters"]["trainable"] == trained["sft1"]["parameters"]["trainable"] > 0
 
 
+def test_each_stage_records_the_questions_of_its_adapters_lineage(trained, world):
+    from datasets import load_from_disk
+
+    from slmsql_hub.data.sft_record import question_key, read_sft_record
+
+    def keys(split):
+        rows = load_from_disk(str(world / "datasets" / split))
+        return {question_key(r["db_id"], r["question"], r["gold_sql"]) for r in rows}
+
+    one, two = read_sft_record(trained["out"] / "sft1"), read_sft_record(trained["out"] / "sft2")
+    assert one.keys == keys("foundation") and one.complete
+    assert two.keys == keys("foundation") | keys("grounding") and two.complete  # stage 1's carried forward
+    assert [(s["stage"], s["questions"]) for s in two.stages] == [
+        (1, len(keys("foundation"))),
+        (2, len(keys("grounding"))),
+    ]
+    assert trained["sft2"]["sft_questions"] == {
+        "file": "sft_questions.json",
+        "questions": len(two.keys),
+        "complete": True,
+        "stage_questions": len(keys("grounding")),
+    }
+    on_disk = json.loads((trained["out"] / "sft2" / "run_summary.json").read_text())
+    assert on_disk["sft_questions"]["file"] == "sft_questions.json"
+
+
+def test_the_record_lists_only_the_examples_trained_on(trained, world, tmp_path):
+    from slmsql_hub.data.sft_record import read_sft_record
+
+    out = tmp_path / "sft"
+    args = sft_args(world, trained["out"] / "base", out, stage=1, max_steps=1)
+    args[0].max_train_samples = 4
+    summary = train_sft(*args)
+    assert len(read_sft_record(out).keys) == summary["data"]["trained_on"] == 4 < summary["data"]["rows"]
+
+
 def test_resolved_config_of_a_run_reruns_it(trained):
     from slmsql_hub.training.configs import SFT_ARGUMENTS, parse_recipe
 

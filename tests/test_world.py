@@ -97,6 +97,41 @@ def test_no_question_or_gold_repeats_within_or_across_splits(world):
             golds.add(key_s)
 
 
+def test_the_filter_finds_no_sft_question_in_the_rl_pool(world, tmp_path):
+    """The world's pool is held out from both SFT stages: the filter excludes none and reports overlap 0."""
+    import json
+
+    from _tiny_model import build_model, build_tokenizer
+
+    from slmsql_hub.data.sft_record import row_keys, write_sft_record
+    from slmsql_hub.filtering import FilterConfig, run_filter
+
+    splits = _splits(world)
+    write_sft_record(tmp_path / "sft1", row_keys(splits["foundation"]), stage=1)
+    (tmp_path / "sft1" / "run_summary.json").write_text('{"sft_questions": {"file": "sft_questions.json"}}')
+    stage2 = write_sft_record(
+        tmp_path / "sft2", row_keys(splits["grounding"]), stage=2, continued=tmp_path / "sft1"
+    )
+    (tmp_path / "sft2" / "run_summary.json").write_text(json.dumps({"sft_questions": stage2.summary()}))
+    assert stage2.complete and not stage2.keys & set(row_keys(splits["rl_pool"]))
+    config = FilterConfig(
+        model_name_or_path="a-policy-is-passed",
+        adapter_path=str(tmp_path / "sft2"),
+        data_root=str(world.root),
+        split="rl_pool",
+        limit=3,
+        num_samples=2,
+        max_new_tokens=2,
+        prompt_sample_rows=0,
+        sandbox_workers=1,
+        output_dir=str(tmp_path / "filter"),
+    )
+    tokenizer = build_tokenizer()
+    report = run_filter(config, policy=(build_model(tokenizer), tokenizer), progress=False)
+    assert (report["excluded_sft"], report["sft_overlap"], report["pool"]) == (0, 0, 3)
+    assert report["sft_record"]["questions"] == len(stage2.keys) > 0
+
+
 def test_hardness_spread_covers_easy_to_extra(world):
     for split in ("foundation", "grounding", "dev"):
         spread = world.difficulty[split]

@@ -78,6 +78,10 @@ def benchmark_features() -> datasets.Features:
 def seeded_subset(n: int, limit: int | None, seed: int = 0) -> list[int]:
     """Indices of a deterministic subset of ``range(n)``: ``limit`` of them drawn with ``seed``, in order.
 
+    Two draws with one seed often nest (``random.sample``'s first picks do not depend on ``limit`` while it
+    keeps one method), so a subset is held out from another tool's only when that tool's questions are left
+    out first: see :mod:`slmsql_hub.data.sft_record`.
+
     Args:
         n: how many items there are.
         limit: how many to keep (``None`` or ``>= n``: all).
@@ -150,12 +154,14 @@ def _finish(
     import datasets
 
     present: dict[str, bool] = {}
+    resolved: dict[str, str] = {}  # one path resolution per database, not per question (SynSQL has millions)
     for record in records:
         db_id = record["db_id"]
         if db_id not in present:
             path = db_dir / db_id / f"{db_id}.sqlite"
             present[db_id] = path.is_file()
-        record["db_path"] = str((db_dir / db_id / f"{db_id}.sqlite").resolve())
+            resolved[db_id] = str(path.resolve())
+        record["db_path"] = resolved[db_id]
     missing = sorted(db for db, ok in present.items() if not ok)
     if missing:
         n_missing = sum(1 for r in records if r["db_id"] in missing)

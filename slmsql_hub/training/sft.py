@@ -7,8 +7,9 @@ The data is conversational prompt-completion (the project's prompt, then the gol
 so the loss covers the answer and its end-of-turn token only.
 
 Every run writes, into ``output_dir``: the adapter, the tokenizer, the resolved configuration
-(``config.yaml``, a recipe that reproduces the run) and ``run_summary.json`` (data counts, steps, wall time,
-final loss).
+(``config.yaml``, a recipe that reproduces the run), ``run_summary.json`` (data counts, steps, wall time,
+final loss) and ``sft_questions.json``, the questions the adapter's lineage trained on (stage 2 carries stage
+1's forward; see :mod:`slmsql_hub.data.sft_record`), which the pass-rate filter leaves out of its pool.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..data.sft_record import row_keys, write_sft_record
 from ..errors import UsageError
 from .common import (
     RESOLVED_CONFIG,
@@ -176,7 +178,8 @@ def train_sft(
     rows = rows.shuffle(seed=training_args.seed)
     if script_args.max_train_samples is not None:
         rows = rows.select(range(min(script_args.max_train_samples, len(rows))))
-    dataset = to_prompt_completion(rows, prompt_config)
+    # The key column rides through drop_too_long, so the record lists exactly the examples trained on.
+    dataset = to_prompt_completion(rows, prompt_config).add_column("question_key", row_keys(rows))
 
     tokenizer_source = model_args.tokenizer_name_or_path or (
         training_args.adapter_path if training_args.stage == 2 else model_args.model_name_or_path
@@ -191,6 +194,8 @@ def train_sft(
         raise UsageError(
             f"no example fits max_length={training_args.max_length}; raise it or shorten the prompt"
         )
+    trained_keys = dataset["question_key"]
+    dataset = dataset.remove_columns("question_key")
 
     model, peft_config = load_model_for_stage(model_args, training_args)
     trainer = SFTTrainer(
@@ -222,6 +227,12 @@ def train_sft(
     trainer.save_model(str(output_dir))
     tokenizer.save_pretrained(str(output_dir))
     save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, training_args)
+    record = write_sft_record(
+        output_dir,
+        trained_keys,
+        stage=training_args.stage,
+        continued=training_args.adapter_path if training_args.stage == 2 else None,
+    )
     summary = {
         "kind": "sft",
         "stage": training_args.stage,
@@ -235,6 +246,11 @@ def train_sft(
             "used": len(rows),
             "dropped_too_long": n_dropped,
             "trained_on": len(dataset),
+        },
+        "sft_questions": {
+            **record.summary(),
+            "file": record.path.name,
+            "stage_questions": len(set(trained_keys)),
         },
         "prompt": {
             "sample_rows": prompt_config.sample_rows,
