@@ -38,6 +38,7 @@ from .common import (
     Stopwatch,
     count_parameters,
     environment,
+    loaded_revisions,
     resolve_db_path,
     set_num_threads,
     write_run_summary,
@@ -293,12 +294,13 @@ def load_tokenizer(model_args: ModelArguments, training_args: GRPOTrainingConfig
     """The tokenizer: ``tokenizer_name_or_path``, else the adapter folder's (SFT saves it there), else the model's."""
     from transformers import AutoTokenizer
 
-    source = model_args.tokenizer_name_or_path
+    source, revision = model_args.tokenizer_name_or_path, None
     adapter = training_args.adapter_path
     if source is None and adapter and (Path(adapter).expanduser() / "tokenizer_config.json").is_file():
         source = adapter
-    source = source or model_args.model_name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    if source is None:
+        source, revision = model_args.model_name_or_path, model_args.model_revision
+    tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
     if tokenizer.chat_template is None:
         raise UsageError(f"the tokenizer from {source} has no chat template; use a chat/instruct model")
     return tokenizer
@@ -314,7 +316,7 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path, dtype=model_args.torch_dtype()
+        model_args.model_name_or_path, dtype=model_args.torch_dtype(), revision=model_args.model_revision
     )
     if not training_args.adapter_path:
         peft_config = LoraConfig(
@@ -330,7 +332,9 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
             peft_config.lora_alpha,
         )
         return model, peft_config
-    model = PeftModel.from_pretrained(model, training_args.adapter_path, is_trainable=True)
+    model = PeftModel.from_pretrained(
+        model, training_args.adapter_path, is_trainable=True, revision=model_args.adapter_revision
+    )
     loaded = model.peft_config[model.active_adapter]
     if (loaded.r, loaded.lora_alpha) != (model_args.lora_r, model_args.lora_alpha):
         logger.warning(
@@ -674,6 +678,12 @@ def train_grpo(
 
     # 2. model
     model, peft_config = load_policy_model(model_args, training_args)
+    revisions = loaded_revisions(
+        model_args.model_name_or_path,
+        model_args.model_revision,
+        training_args.adapter_path,
+        model_args.adapter_revision,
+    )
     positions = getattr(model.config, "max_position_embeddings", None)
     room = positions - (training_args.max_completion_length or 0) if positions else None
     dataset, n_dropped = drop_long_prompts(dataset, tokenizer, room)
@@ -728,6 +738,7 @@ def train_grpo(
             "status": "running",
             "base_model": model_args.model_name_or_path,
             "adapter_path": training_args.adapter_path,
+            "revisions": revisions,
             "fresh_adapter": training_args.adapter_path is None,
             "output_dir": str(output_dir),
             "data": data_counts,
