@@ -6,11 +6,13 @@ The chain is the study's: ``sft_stage1_synsql`` -> ``sft_stage2_bird_spider`` ->
 adapters. The data are tiny benchmarks in the releases' own layouts (:mod:`_benchmark_layouts`).
 
 Each run is the real recipe file plus the command-line overrides in :data:`OVERRIDES`, and nothing else: that
-table is the whole difference from a GPU run. By kind:
+table is the whole difference from a GPU run. The commands run in a folder laid out as the recipes expect
+(``data/synsql``, ``data/bird``, ``data/spider``; outputs under ``outputs/qwen2.5-coder-1.5b/``), so the
+recipes' own paths chain the stages, as they do for a GPU user. The overrides, by kind:
 
-- ``model``: the tiny Qwen2 instead of Qwen2.5-Coder-1.5B-Instruct, and the chain's own SFT adapter instead of
-  the Hub's (``adapter_path``, ``sft_adapter``), which the tiny model cannot load;
-- ``data``: the fixture roots and the chain's folders instead of ``data/...`` and ``outputs/...``;
+- ``model``: the tiny Qwen2 instead of Qwen2.5-Coder-1.5B-Instruct (its pinned ``model_revision`` stays and is
+  ignored for a local folder), and the chain's own SFT adapter instead of the Hub's (``adapter_path``,
+  ``sft_adapter``), which the tiny model cannot load;
 - ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples);
 - ``precision``: ``bf16: true`` with ``use_cpu: true`` for training (``bf16: null`` resolves to true on a GPU with
   bfloat16; on CPU ``use_cpu`` is what allows it) and ``dtype: bfloat16`` for sampling and evaluation (what
@@ -18,12 +20,13 @@ table is the whole difference from a GPU run. By kind:
 - ``cores``: one thread and one sandbox worker, for a 2-core machine shared with other jobs.
 
 Everything else (LoRA shape, batch shapes, 8 generations, 512-token completions, activation checkpointing, the
-rewards, the prompts' 3 sample rows, the filter's K and band) is the recipe's. The whole chain takes well under
-a minute on one core.
+rewards, the prompts' 3 sample rows, the filter's K and band, every path) is the recipe's. The whole chain takes
+about a minute of one core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -38,77 +41,53 @@ pytestmark = pytest.mark.slow
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 
-OVERRIDES: dict[str, dict[str, dict[str, str | list[str]]]] = {
+SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft_stage2"  # sft_stage2_bird_spider.yaml's output_dir
+TRAIN = {"bf16": "true", "use_cpu": "true"}
+
+OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     "sft_stage1_synsql.yaml": {
         "model": {"model_name_or_path": "{tiny}"},
-        "data": {"benchmarks": ["synsql={data}/synsql"], "output_dir": "{out}/sft_stage1"},
-        "precision": {"bf16": "true", "use_cpu": "true"},
+        "precision": TRAIN,
         "cores": {"num_threads": "1"},
     },
     "sft_stage2_bird_spider.yaml": {
         "model": {"model_name_or_path": "{tiny}"},
-        "data": {
-            "benchmarks": ["bird={data}/bird", "spider={data}/spider"],
-            "adapter_path": "{out}/sft_stage1",
-            "output_dir": "{out}/sft_stage2",
-        },
-        "precision": {"bf16": "true", "use_cpu": "true"},
+        "precision": TRAIN,
         "cores": {"num_threads": "1"},
     },
     "filter_synsql.yaml": {
-        "model": {"model_name_or_path": "{tiny}", "adapter_path": "{out}/sft_stage2"},
-        "data": {"data_root": "{data}/synsql", "output_dir": "{out}/filter_synsql"},
+        "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
         "precision": {"dtype": "bfloat16"},
         "cores": {"num_threads": "1", "sandbox_workers": "1"},
     },
     **{
         name: {
-            "model": {"model_name_or_path": "{tiny}", "adapter_path": "{out}/sft_stage2"},
-            "data": {"dataset_paths": ["{out}/filter_synsql/band"], "output_dir": f"{{out}}/{name[:-5]}"},
+            "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
             "length": {"max_steps": "1"},
-            "precision": {"bf16": "true", "use_cpu": "true"},
+            "precision": TRAIN,
             "cores": {"num_threads": "1", "reward_workers": "1"},
         }
-        for name in ("grpo_band.yaml", "grpo_band_lora_lr.yaml")
-    },
-    "grpo_spider.yaml": {
-        "model": {"model_name_or_path": "{tiny}", "adapter_path": "{out}/sft_stage2"},
-        "data": {"benchmarks": ["spider={data}/spider"], "output_dir": "{out}/grpo_spider"},
-        "length": {"max_steps": "1"},
-        "precision": {"bf16": "true", "use_cpu": "true"},
-        "cores": {"num_threads": "1", "reward_workers": "1"},
+        for name in ("grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml")
     },
     "eval_bird_spider.yaml": {
-        "model": {"model_name_or_path": "{tiny}", "sft_adapter": "{out}/sft_stage2"},
-        "data": {
-            "grpo_adapter": "{out}/grpo_band",
-            "bird_root": "{data}/bird",
-            "spider_root": "{data}/spider",
-            "output_dir": "{out}/eval",
-        },
+        "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
         "precision": {"dtype": "bfloat16"},
         "cores": {"num_threads": "1", "sandbox_workers": "1"},
     },
 }
-"""Per recipe, by kind, every override the rehearsal passes (``{tiny}``, ``{data}``, ``{out}`` are filled in)."""
+"""Per recipe, by kind, every override the rehearsal passes (``{tiny}`` is the tiny model's folder)."""
 
 COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
 
 
-def _overrides(name: str, paths: dict[str, Path]) -> dict[str, str | list[str]]:
-    flat: dict[str, str | list[str]] = {}
-    for group in OVERRIDES[name].values():
-        for key, value in group.items():
-            values = value if isinstance(value, list) else [value]
-            filled = [v.format(**{k: str(p) for k, p in paths.items()}) for v in values]
-            flat[key] = filled if isinstance(value, list) else filled[0]
-    return flat
+def _overrides(name: str, tiny: Path) -> dict[str, str]:
+    return {key: value.format(tiny=tiny) for group in OVERRIDES[name].values() for key, value in group.items()}
 
 
-def _argv(name: str, paths: dict[str, Path]) -> list[str]:
+def _argv(name: str, tiny: Path) -> list[str]:
     argv = [*COMMANDS[recipe_kind(name)], "--config", str(QWEN / name)]
-    for key, value in _overrides(name, paths).items():
-        argv += [f"--{key}", *(value if isinstance(value, list) else [value])]
+    for key, value in _overrides(name, tiny).items():
+        argv += [f"--{key}", value]
     return argv
 
 
@@ -116,8 +95,7 @@ def _argv(name: str, paths: dict[str, Path]) -> list[str]:
 def chain(tmp_path_factory):
     """Fixture benchmarks and the tiny policy; stages run on demand, each once, in the chain's order."""
     root = tmp_path_factory.mktemp("qwen_rehearsal")
-    benchmarks = build_benchmarks(root / "data")
-    paths = {"tiny": save_tiny_policy(root / "tiny", benchmarks), "data": root / "data", "out": root / "out"}
+    tiny = save_tiny_policy(root / "tiny", build_benchmarks(root / "data"))
     done: dict[str, int] = {}
     needs = {
         "sft_stage2_bird_spider.yaml": ["sft_stage1_synsql.yaml"],
@@ -132,10 +110,11 @@ def chain(tmp_path_factory):
         for earlier in needs.get(name, []):
             assert run(earlier) == 0, f"{earlier} failed, so {name} cannot run"
         if name not in done:
-            done[name] = slmsql(_argv(name, paths))
+            with contextlib.chdir(root):  # the recipes' relative data/ and outputs/ paths
+                done[name] = slmsql(_argv(name, tiny))
         return done[name]
 
-    run.paths = paths
+    run.tiny, run.out = tiny, root / "outputs" / "qwen2.5-coder-1.5b"
     return run
 
 
@@ -146,7 +125,7 @@ def _json(path: Path) -> dict:
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
     assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml"))
     for name, groups in OVERRIDES.items():
-        assert set(groups) <= {"model", "data", "length", "precision", "cores"}, name
+        assert set(groups) <= {"model", "length", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
         assert len(keys) == len(set(keys)), f"{name} overrides a field twice"
 
@@ -154,7 +133,7 @@ def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
 @pytest.mark.parametrize("name", ["sft_stage1_synsql.yaml", "sft_stage2_bird_spider.yaml"])
 def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.paths["out"] / ("sft_stage1" if "stage1" in name else "sft_stage2")
+    out = chain.out / ("sft_stage1" if "stage1" in name else "sft_stage2")
     summary = _json(out / "run_summary.json")
     assert summary["steps"] == 1 and summary["data"]["trained_on"] == 8
     assert summary["prompt"] == {"sample_rows": 3, "max_value_chars": 40}
@@ -163,7 +142,7 @@ def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
 
 def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
-    report = _json(chain.paths["out"] / "filter_synsql" / "filter_report.json")
+    report = _json(chain.out / "filter_synsql" / "filter_report.json")
     assert report["pool"] == 8 and report["num_samples"] == 8
     assert report["counts"]["band"] > 0
     assert report["generation"]["max_new_tokens"] == 512 and report["prompt"]["sample_rows"] == 3
@@ -172,7 +151,7 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
 @pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
 def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.paths["out"] / name[:-5]
+    out = chain.out / name[:-5]
     summary = _json(out / "run_summary.json")
     assert summary["status"] == "completed" and summary["steps"] == 1
     assert summary["adapter_checksum"]["changed"] is True and summary["fresh_adapter"] is False
@@ -184,7 +163,7 @@ def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys)
     # The resolved config is the recipe's but for the overrides: the difference from a GPU run is the table.
     recipe = config_to_dict(*load_recipe(QWEN / name))
     resolved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
-    overridden = set(_overrides(name, chain.paths))
+    overridden = set(_overrides(name, chain.tiny))
     # Filled in from other fields: TRL's from the output folder and batch shape; pin memory is off with use_cpu.
     derived = {"logging_dir", "run_name", "generation_batch_size", "dataloader_pin_memory"}
     differ = {key for key in recipe if recipe[key] != resolved.get(key)}
@@ -193,11 +172,11 @@ def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys)
 
 def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
     assert chain("eval_bird_spider.yaml") == 0, capsys.readouterr().err[-3000:]
-    results = _json(chain.paths["out"] / "eval" / "eval_results.json")
+    results = _json(chain.out / "eval" / "eval_results.json")
     assert sorted(results["benchmarks"]) == ["bird_dev", "spider_dev"]
     for key, n, mode in (("bird_dev", 4, "bird"), ("spider_dev", 2, "spider")):
         slice_ = results["benchmarks"][key]
         assert (slice_["n"], slice_["n_scorable"], slice_["mode"]) == (n, n, mode)
         assert set(slice_["policies"]) == {"sft", "grpo"}
-    assert results["policies"]["grpo"]["adapter"] == str(chain.paths["out"] / "grpo_band")
+    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo_band"  # the recipe's
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
