@@ -122,6 +122,10 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _pinned(name: str) -> str:
+    return yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))["model_revision"]
+
+
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
     assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml"))
     for name, groups in OVERRIDES.items():
@@ -146,6 +150,8 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert report["pool"] == 8 and report["num_samples"] == 8
     assert report["counts"]["band"] > 0
     assert report["generation"]["max_new_tokens"] == 512 and report["prompt"]["sample_rows"] == 3
+    assert report["policy"]["model_revision"] == _pinned("filter_synsql.yaml")
+    assert report["policy"]["adapter_sha256"]  # the local adapter's weights stand in for a commit
 
 
 @pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
@@ -157,8 +163,7 @@ def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys)
     assert summary["adapter_checksum"]["changed"] is True and summary["fresh_adapter"] is False
     assert summary["guards"]["failed"] == []
     assert summary["rewards"]["funcs"] == ["execution", "format"]
-    pinned = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))["model_revision"]
-    assert summary["revisions"]["model_revision"] == pinned  # recorded (a local folder has no commit)
+    assert summary["revisions"]["model_revision"] == _pinned(name)  # recorded (a local folder has no commit)
     assert summary["revisions"]["model_commit"] is None
     # The resolved config is the recipe's but for the overrides: the difference from a GPU run is the table.
     recipe = config_to_dict(*load_recipe(QWEN / name))
@@ -180,3 +185,5 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         assert set(slice_["policies"]) == {"sft", "grpo"}
     assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo_band"  # the recipe's
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
+    for policy in results["policies"].values():
+        assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
