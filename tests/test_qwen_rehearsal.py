@@ -37,8 +37,6 @@ from _benchmark_layouts import build_benchmarks, save_tiny_policy
 from slmsql_hub.cli import main as slmsql
 from slmsql_hub.training.configs import config_to_dict, load_recipe, recipe_kind
 
-pytestmark = pytest.mark.slow
-
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 
 SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft_stage2"  # sft_stage2_bird_spider.yaml's output_dir
@@ -134,6 +132,7 @@ def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
         assert len(keys) == len(set(keys)), f"{name} overrides a field twice"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sft_stage1_synsql.yaml", "sft_stage2_bird_spider.yaml"])
 def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
@@ -144,6 +143,7 @@ def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     assert (out / "adapter_model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
     report = _json(chain.out / "filter_synsql" / "filter_report.json")
@@ -154,6 +154,7 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert report["policy"]["adapter_sha256"]  # the local adapter's weights stand in for a commit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
 def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
@@ -175,6 +176,7 @@ def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys)
     assert differ - derived <= overridden, sorted(differ - derived - overridden)
 
 
+@pytest.mark.slow
 def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
     assert chain("eval_bird_spider.yaml") == 0, capsys.readouterr().err[-3000:]
     results = _json(chain.out / "eval" / "eval_results.json")
