@@ -692,6 +692,14 @@ def train_grpo(
             f"no prompt fits the model's {positions} positions with max_completion_length="
             f"{training_args.max_completion_length}; lower prompt_sample_rows or max_completion_length"
         )
+    per_round = training_args.generation_batch_size // training_args.num_generations
+    if len(dataset) < per_round:  # TRL's sampler drops an incomplete round: the run would train 0 steps
+        raise UsageError(
+            f"{len(dataset)} prompt(s), but one generation round takes {per_round} (generation_batch_size "
+            f"{training_args.generation_batch_size} over {training_args.world_size} process(es) / num_generations "
+            f"{training_args.num_generations}), so TRL would train 0 steps; use more prompts, fewer processes, or a "
+            "smaller per_device_train_batch_size or gradient_accumulation_steps"
+        )
     data_counts = {
         "source": list(script_args.dataset_paths)
         + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
