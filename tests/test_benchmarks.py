@@ -118,6 +118,24 @@ def test_bird_release_root_serves_train_and_dev_from_their_subfolders(tmp_path):
     assert load_benchmark("bird", root / "dev", "dev")["question_id"] == dev["question_id"]  # one split's folder
 
 
+@pytest.mark.spider
+def test_the_spider_fixture_has_the_real_releases_files_and_fields(spider_root, tmp_path):
+    """The rehearsal's Spider fixture (tests/_benchmark_layouts.py) is laid out and keyed as the real dev set."""
+    from _benchmark_layouts import build_spider
+
+    fixture = build_spider(tmp_path / "spider")
+    for name in ("dev.json", "tables.json"):
+        real = json.loads((spider_root / name).read_text(encoding="utf-8"))[0]
+        ours = json.loads((fixture / name).read_text(encoding="utf-8"))[0]
+        assert set(ours) <= set(real), name
+    assert set(json.loads((fixture / "tables.json").read_text())[0]) == set(
+        json.loads((spider_root / "tables.json").read_text())[0]
+    )
+    for root in (spider_root, fixture):
+        db = sorted((root / "database").iterdir())[0]
+        assert (db / f"{db.name}.sqlite").is_file()
+
+
 def test_bird_limit_gives_a_seeded_subset(bird_root):
     picked = load_bird(bird_root, limit=3, seed=1)["question_id"]
     assert len(picked) == 3 and picked == load_bird(bird_root, limit=3, seed=1)["question_id"]
