@@ -261,6 +261,37 @@ def drop_long_prompts(dataset: Dataset, tokenizer: Any, max_prompt_tokens: int |
     return (dataset.select(keep) if dropped else dataset), dropped
 
 
+def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
+    """Refuse fewer prompts than one generation round takes: TRL's sampler drops an incomplete round, so such a
+    run would train 0 steps (and the ``adapter_changed`` guard would then blame the rewards).
+
+    A round is ``generation_batch_size / num_generations`` prompts, ``generation_batch_size`` counting every
+    process: a band that trains on one GPU can be too small for eight.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> from slmsql_hub.training.grpo import check_one_round
+    >>> args = GRPOTrainingConfig(output_dir="o", num_generations=4, per_device_train_batch_size=8,
+    ...                           gradient_accumulation_steps=4, report_to="none", use_cpu=True)
+    >>> check_one_round(3, args)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: 3 prompt(s), but one generation round takes 8 ...
+
+    ```
+    """
+    per_round = training_args.generation_batch_size // training_args.num_generations
+    if n_prompts < per_round:
+        raise UsageError(
+            f"{n_prompts} prompt(s), but one generation round takes {per_round} (generation_batch_size "
+            f"{training_args.generation_batch_size} over {training_args.world_size} process(es) / num_generations "
+            f"{training_args.num_generations}), so TRL would train 0 steps; use more prompts, fewer processes, or a "
+            "smaller per_device_train_batch_size or gradient_accumulation_steps"
+        )
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Phase 2: model
 # ----------------------------------------------------------------------------------------------------------
@@ -692,14 +723,7 @@ def train_grpo(
             f"no prompt fits the model's {positions} positions with max_completion_length="
             f"{training_args.max_completion_length}; lower prompt_sample_rows or max_completion_length"
         )
-    per_round = training_args.generation_batch_size // training_args.num_generations
-    if len(dataset) < per_round:  # TRL's sampler drops an incomplete round: the run would train 0 steps
-        raise UsageError(
-            f"{len(dataset)} prompt(s), but one generation round takes {per_round} (generation_batch_size "
-            f"{training_args.generation_batch_size} over {training_args.world_size} process(es) / num_generations "
-            f"{training_args.num_generations}), so TRL would train 0 steps; use more prompts, fewer processes, or a "
-            "smaller per_device_train_batch_size or gradient_accumulation_steps"
-        )
+    check_one_round(len(dataset), training_args)
     data_counts = {
         "source": list(script_args.dataset_paths)
         + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
