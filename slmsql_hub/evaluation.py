@@ -172,6 +172,8 @@ class EvalConfig:
             The SFT LoRA adapter (policy ``a``): a folder (``outputs/quickstart/sft/stage2``) or a Hub id.
         grpo_adapter (`str`):
             The GRPO LoRA adapter (policy ``b``): a folder (``outputs/quickstart/grpo``) or a Hub id.
+        model_revision, sft_adapter_revision, grpo_adapter_revision (`str`, *optional*):
+            Hub revisions (commit sha, tag or branch) of the base and of each adapter; ``None``: the main branch.
         tokenizer_name_or_path (`str`, *optional*):
             Where the tokenizer comes from; defaults to ``model_name_or_path``.
         dtype (`str`, defaults to `"auto"`):
@@ -242,6 +244,15 @@ class EvalConfig:
     )
     sft_adapter: str | None = field(default=None, metadata={"help": "The SFT LoRA adapter (policy a)."})
     grpo_adapter: str | None = field(default=None, metadata={"help": "The GRPO LoRA adapter (policy b)."})
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    sft_adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of sft_adapter; null: main."}
+    )
+    grpo_adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of grpo_adapter; null: main."}
+    )
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
     )
@@ -361,6 +372,10 @@ class EvalConfig:
     def adapters(self) -> dict[str, str]:
         """``{"sft": sft_adapter, "grpo": grpo_adapter}``, the names the base loads them under."""
         return {"sft": str(self.sft_adapter), "grpo": str(self.grpo_adapter)}
+
+    def adapter_revisions(self) -> dict[str, str | None]:
+        """``{"sft": sft_adapter_revision, "grpo": grpo_adapter_revision}``, keyed like :meth:`adapters`."""
+        return {"sft": self.sft_adapter_revision, "grpo": self.grpo_adapter_revision}
 
     def generation_config(self) -> GenerationConfig:
         """Greedy decoding with this config's token budget and batch size."""
@@ -797,6 +812,8 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     from .stats import SIGNIFICANCE_RULE, paired_comparison
 
     started = time.perf_counter()
+    from .training.common import loaded_revisions
+
     created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     slices = [load_slice(spec, config) for spec in config.benchmark_specs()]
     adapters = config.adapters()
@@ -824,6 +841,8 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             dtype=config.dtype,
             device=config.device,
             backend=config.backend,
+            revision=config.model_revision,
+            adapter_revisions=config.adapter_revisions(),
         )
         # the vLLM backend returns one VLLMPolicy that tokenizes for itself
         policy = (loaded, None) if config.backend == "vllm" else loaded
@@ -906,7 +925,16 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
         "slmsql_hub_version": __version__,
         "config": _config_record(config),
         "policies": {
-            name: {"base_model": str(config.model_name_or_path), "adapter": adapters[name]}
+            name: {
+                "base_model": str(config.model_name_or_path),
+                "adapter": adapters[name],
+                **loaded_revisions(
+                    config.model_name_or_path,
+                    config.model_revision,
+                    adapters[name],
+                    config.adapter_revisions()[name],
+                ),
+            }
             for name in POLICIES
         },
         "prompt": {

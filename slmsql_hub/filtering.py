@@ -128,6 +128,10 @@ class FilterConfig:
             (``Qwen/Qwen2.5-Coder-1.5B-Instruct``).
         adapter_path (`str`, *optional*):
             The SFT LoRA adapter (folder or Hub id) the policy runs with; ``None`` samples the base alone.
+        model_revision (`str`, *optional*):
+            Hub revision (commit sha, tag or branch) of ``model_name_or_path``; ``None``: the main branch.
+        adapter_revision (`str`, *optional*):
+            Hub revision of ``adapter_path``; ``None``: the main branch.
         tokenizer_name_or_path (`str`, *optional*):
             Where the tokenizer comes from; defaults to ``model_name_or_path``.
         dtype (`str`, defaults to `"auto"`):
@@ -209,6 +213,12 @@ class FilterConfig:
     )
     adapter_path: str | None = field(
         default=None, metadata={"help": "The SFT LoRA adapter (folder or Hub id); null samples the base."}
+    )
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of adapter_path; null: main."}
     )
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
@@ -984,6 +994,8 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
                 tokenizer=config.tokenizer_name_or_path,
                 dtype=config.dtype,
                 device=config.device,
+                revision=config.model_revision,
+                adapter_revisions={"default": config.adapter_revision},
             )
         model, tokenizer = policy
         gen_config = config.generation_config()
@@ -1061,6 +1073,8 @@ def _finish(
     :func:`~slmsql_hub.data.sft_record.report_fields`)."""
     import shutil
 
+    from .training.common import loaded_revisions
+
     ordered = []
     for row in pool:
         result = dict(done[row["question_id"]])
@@ -1105,6 +1119,12 @@ def _finish(
         "policy": {
             "base": config.model_name_or_path,
             "adapter": config.adapter_path,
+            **loaded_revisions(
+                config.model_name_or_path,
+                config.model_revision,
+                config.adapter_path,
+                config.adapter_revision,
+            ),
             "adapter_sha256": fingerprint["adapter_sha256"],
         },
         "dataset": {

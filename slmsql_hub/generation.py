@@ -251,6 +251,8 @@ def load_policy(
     dtype: str | torch.dtype | None = None,
     device: str | None = None,
     backend: Backend = "transformers",
+    revision: str | None = None,
+    adapter_revisions: dict[str, str | None] | None = None,
 ) -> tuple[Any, PreTrainedTokenizerBase]:
     """Load a base model ONCE with any number of PEFT (LoRA) adapters, each under its own name.
 
@@ -274,6 +276,10 @@ def load_policy(
             ``"cuda"``, ``"cpu"``...; defaults to CUDA when available.
         backend (`str`, defaults to `"transformers"`):
             ``"vllm"`` returns a :class:`VLLMPolicy` instead (needs ``pip install 'slmsql-hub[vllm]'``).
+        revision (`str`, *optional*):
+            Hub revision (commit sha, tag, branch) of ``base_model``, and of the tokenizer when it comes from it.
+        adapter_revisions (`dict[str, str | None]`, *optional*):
+            Hub revision per adapter name (``"default"`` for ``adapter``); adapters not named use the main branch.
 
     Returns:
         `tuple`: ``(model, tokenizer)``, ready for :func:`generate`.
@@ -291,9 +297,17 @@ def load_policy(
     """
     _check_model_ref(base_model, "base model")
     named = _collect_adapters(adapter, adapters)
+    pins = {name: rev for name, rev in (adapter_revisions or {}).items() if rev}
+    unknown = sorted(set(pins) - set(named))
+    if unknown:
+        raise UsageError(f"adapter_revisions names adapter(s) {', '.join(unknown)} that are not loaded")
     if backend == "vllm":
         _require_vllm()
-        return _load_vllm_policy(base_model, named, tokenizer=tokenizer, dtype=dtype)
+        if pins:  # vLLM reads LoRA adapters from folders: fetch the pinned ones first
+            from huggingface_hub import snapshot_download
+
+            named = {n: snapshot_download(str(r), revision=pins[n]) if n in pins else r for n, r in named.items()}
+        return _load_vllm_policy(base_model, named, tokenizer=tokenizer, dtype=dtype, revision=revision)
     if backend != "transformers":
         raise UsageError(f"backend must be 'transformers' or 'vllm', got {backend!r}")
 
@@ -302,9 +316,11 @@ def load_policy(
     resolved_device = _resolve_device(device)
     resolved_dtype = _resolve_dtype(dtype, resolved_device)
     logger.info("loading base model %s (%s on %s)", base_model, resolved_dtype, resolved_device)
-    model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=resolved_dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=resolved_dtype, revision=revision)
     model.to(resolved_device)
-    tok = AutoTokenizer.from_pretrained(str(tokenizer if tokenizer is not None else base_model))
+    tok = AutoTokenizer.from_pretrained(
+        str(tokenizer if tokenizer is not None else base_model), revision=None if tokenizer else revision
+    )
 
     if named:
         from peft import PeftModel
@@ -312,10 +328,12 @@ def load_policy(
         items = list(named.items())
         first_name, first_ref = items[0]
         logger.info("loading adapter %r from %s", first_name, first_ref)
-        model = PeftModel.from_pretrained(model, str(first_ref), adapter_name=first_name, is_trainable=False)
+        model = PeftModel.from_pretrained(
+            model, str(first_ref), adapter_name=first_name, is_trainable=False, revision=pins.get(first_name)
+        )
         for name, ref in items[1:]:
             logger.info("loading adapter %r from %s", name, ref)
-            model.load_adapter(str(ref), adapter_name=name, is_trainable=False)
+            model.load_adapter(str(ref), adapter_name=name, is_trainable=False, revision=pins.get(name))
         model.set_adapter(first_name)
         model.to(resolved_device)
     model.eval()
@@ -917,6 +935,7 @@ def _load_vllm_policy(
     *,
     tokenizer: str | Path | None,
     dtype: str | torch.dtype | None,
+    revision: str | None = None,
 ) -> VLLMPolicy:
     from vllm import LLM
 
@@ -933,6 +952,10 @@ def _load_vllm_policy(
         kwargs.update(enable_lora=True, max_loras=len(adapters), max_lora_rank=bound)
     if tokenizer is not None:
         kwargs["tokenizer"] = str(tokenizer)
+    elif revision:
+        kwargs["tokenizer_revision"] = revision
+    if revision:
+        kwargs["revision"] = revision
     dtype_name = "auto" if dtype is None else str(dtype).replace("torch.", "")
     logger.info("starting vLLM for %s with adapters %s", base_model, sorted(adapters))
     llm = LLM(model=str(base_model), dtype=dtype_name, **kwargs)

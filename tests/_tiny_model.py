@@ -55,7 +55,11 @@ def build_tokenizer(vocab_size: int = 320, eos_token: str = "<|im_end|>") -> Pre
 
 
 def build_model(
-    tokenizer: PreTrainedTokenizerFast, seed: int = 0, hidden_size: int = 32, initializer_range: float = 0.3
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int = 0,
+    hidden_size: int = 32,
+    initializer_range: float = 0.3,
+    max_position_embeddings: int = 512,
 ) -> Qwen2ForCausalLM:
     """A randomly initialised two-layer ``Qwen2ForCausalLM`` sized for ``tokenizer``."""
     config = Qwen2Config(
@@ -65,7 +69,7 @@ def build_model(
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=True,
         initializer_range=initializer_range,
         bos_token_id=None,

@@ -104,6 +104,38 @@ def test_bird_loader_keeps_evidence_difficulty_and_ids(bird_root):
     assert set(data["benchmark"]) == {"bird"}
 
 
+def test_bird_release_root_serves_train_and_dev_from_their_subfolders(tmp_path):
+    """The release unpacks to train/train.json + train/train_databases/ and dev/dev.json + dev/dev_databases/:
+    ``bird=<release root>`` (the recipes' README) reads either split; train rows have no question_id."""
+    from _benchmark_layouts import build_bird
+
+    root = build_bird(tmp_path / "bird")
+    train, dev = load_bird(root, "train"), load_bird(root, "dev")
+    assert len(train) == len(dev) == 4
+    assert train["question_id"][:2] == ["bird-train-0", "bird-train-1"] and set(train["difficulty"]) == {""}
+    assert Path(train[0]["db_path"]) == (root / "train/train_databases/bird_train/bird_train.sqlite").resolve()
+    assert Path(dev[0]["db_path"]) == (root / "dev/dev_databases/bird_dev/bird_dev.sqlite").resolve()
+    assert load_benchmark("bird", root / "dev", "dev")["question_id"] == dev["question_id"]  # one split's folder
+
+
+@pytest.mark.spider
+def test_the_spider_fixture_has_the_real_releases_files_and_fields(spider_root, tmp_path):
+    """The rehearsal's Spider fixture (tests/_benchmark_layouts.py) is laid out and keyed as the real dev set."""
+    from _benchmark_layouts import build_spider
+
+    fixture = build_spider(tmp_path / "spider")
+    for name in ("dev.json", "tables.json"):
+        real = json.loads((spider_root / name).read_text(encoding="utf-8"))[0]
+        ours = json.loads((fixture / name).read_text(encoding="utf-8"))[0]
+        assert set(ours) <= set(real), name
+    assert set(json.loads((fixture / "tables.json").read_text())[0]) == set(
+        json.loads((spider_root / "tables.json").read_text())[0]
+    )
+    for root in (spider_root, fixture):
+        db = sorted((root / "database").iterdir())[0]
+        assert (db / f"{db.name}.sqlite").is_file()
+
+
 def test_bird_limit_gives_a_seeded_subset(bird_root):
     picked = load_bird(bird_root, limit=3, seed=1)["question_id"]
     assert len(picked) == 3 and picked == load_bird(bird_root, limit=3, seed=1)["question_id"]

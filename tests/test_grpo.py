@@ -486,6 +486,16 @@ def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     assert len(err) == 1 and "bleu" in err[0]
 
 
+def test_fewer_prompts_than_one_generation_round_is_refused_before_training(world, tmp_path):
+    """4 prompts, but 8 per device x 4 accumulation steps / 4 generations = 8 prompts per round: TRL's sampler
+    drops the incomplete round and would train 0 steps (then blame the reward variance); say why up front."""
+    out = tmp_path / "short"
+    path = _recipe(world, out, gradient_accumulation_steps=4)
+    with pytest.raises(UsageError, match=r"4 prompt\(s\), but one generation round takes 8 .* 0 steps"):
+        grpo.train_grpo(*_parse(path))
+    assert not (out / "run_summary.json").exists()
+
+
 def test_an_empty_band_exits_2_with_one_line_naming_the_fix(world, tmp_path, capsys):
     from datasets import load_from_disk
 

@@ -6,6 +6,7 @@ word of its file name (``RECIPE_KINDS``), and an unregistered kind fails here wi
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -161,3 +162,19 @@ def test_fixture_run_resolved_configs_still_parse_with_todays_arguments(path, no
     }
     assert kind in arguments, f"no argument set known for the fixture folder {kind!r}"
     assert all(c is not None for c in parse_recipe(arguments[kind], path))
+
+
+def test_qwen_recipes_pin_one_base_commit_and_name_a_revision_for_every_hub_adapter():
+    """Every Qwen recipe loads the base at one pinned commit sha, and each Hub adapter it names has a revision
+    field (``null`` until its commit is known: the README says so and how to find it)."""
+    pins = set()
+    for path in sorted(QWEN.glob("*.yaml")):
+        raw = _raw(path)
+        assert re.fullmatch(r"[0-9a-f]{40}", str(raw.get("model_revision"))), path.name
+        pins.add(raw["model_revision"])
+        for key in ("adapter_path", "sft_adapter", "grpo_adapter"):
+            value = str(raw.get(key) or "")
+            if value.count("/") == 1 and not value.startswith(("outputs/", ".", "/")):
+                revision_key = "adapter_revision" if key == "adapter_path" else f"{key}_revision"
+                assert revision_key in raw, f"{path.name}: {key} {value} is a Hub id without {revision_key}"
+    assert len(pins) == 1  # the whole chain runs on the same base weights

@@ -19,8 +19,9 @@ Layouts read:
 - Spider: ``<root>/dev.json`` (``train``: ``train_spider.json`` + ``train_others.json``),
   ``<root>/database/<db>/<db>.sqlite`` (or ``databases/``, as the world names it); fields ``question``,
   ``query``, ``db_id``.
-- BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``; fields ``question_id``,
-  ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
+- BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``, or the release's layout
+  ``<root>/<split>/<split>.json`` and ``<root>/<split>/<split>_databases/`` (one root serves train and dev);
+  fields ``question_id``, ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
 - SynSQL-2.5M: ``<root>/data.json`` and ``<root>/databases/<db>/<db>.sqlite``; fields ``question``, ``sql``,
   ``db_id``, ``external_knowledge``, ``sql_complexity``.
 - The world: ``<root>/datasets/<split>`` (``save_to_disk``) and ``<root>/databases/<db>/<db>.sqlite``.
@@ -280,8 +281,9 @@ def load_bird(
     """BIRD (``<split>.json`` + ``<split>_databases/``) as a benchmark dataset, with its evidence and difficulty.
 
     Args:
-        root: the BIRD folder.
-        split: ``dev`` or ``train`` (any ``<split>.json`` with ``<split>_databases/`` beside it).
+        root: the BIRD folder: the release's (``train/``, ``dev/``) or one split's (``dev.json``, ...).
+        split: ``dev`` or ``train`` (any ``<split>.json`` with ``<split>_databases/`` beside it, in ``root`` or
+            in ``root/<split>``).
         limit: keep a seeded subset of this many questions (the study: 149).
         seed: the subset's seed.
         skip_missing_db: drop questions whose database file is missing instead of raising.
@@ -310,6 +312,8 @@ def load_bird(
     ```
     """
     base = _root(root, "bird")
+    if not (base / f"{split}.json").is_file() and (base / split / f"{split}.json").is_file():
+        base = base / split  # the release's layout: <root>/train/train.json, <root>/dev/dev.json
     path = base / f"{split}.json"
     records = []
     for index, item in enumerate(_read_json_list(path)):

@@ -332,6 +332,56 @@ def environment() -> dict[str, str]:
     }
 
 
+def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
+    """The commit sha a Hub id at ``revision`` (``None``: the main branch) was loaded from, read from the local
+    Hugging Face cache that loading it filled (``huggingface_hub.resolve_revision``, no network); ``None`` for a
+    local folder, no ``ref``, or a ref the cache does not know (nothing was downloaded for it).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.common import hub_commit
+    >>> hub_commit(".") is None  # a local folder has no commit
+    True
+
+    ```
+    """
+    if not ref or Path(ref).expanduser().exists():
+        return None
+    from huggingface_hub import resolve_revision
+    from huggingface_hub.errors import RevisionResolutionError
+
+    try:
+        return resolve_revision(str(ref), revision=revision, local_files_only=True).resolved
+    except RevisionResolutionError:
+        logger.warning("the commit of %s at %s is not in the local cache; not recorded", ref, revision or "main")
+        return None
+
+
+def loaded_revisions(
+    model: str | None, model_revision: str | None, adapter: str | None, adapter_revision: str | None
+) -> dict[str, str | None]:
+    """What a run records of the Hub revisions: those asked for (``None`` is the main branch) and the commits they
+    resolved to (:func:`hub_commit`; ``None`` for local folders), so even an unpinned run says which weights it
+    loaded. Call it after loading, which fills the cache it reads.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.common import loaded_revisions
+    >>> loaded_revisions(".", None, None, None)
+    {'model_revision': None, 'model_commit': None, 'adapter_revision': None, 'adapter_commit': None}
+
+    ```
+    """
+    return {
+        "model_revision": model_revision,
+        "model_commit": hub_commit(model, model_revision),
+        "adapter_revision": adapter_revision,
+        "adapter_commit": hub_commit(adapter, adapter_revision),
+    }
+
+
 def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) -> Path:
     """Write ``run_summary.json`` into ``output_dir`` (created if needed) and return its path.
 

@@ -175,6 +175,9 @@ class ModelArguments:
     Args:
         model_name_or_path: a Hub id (``Qwen/Qwen2.5-Coder-1.5B-Instruct``) or a local folder (the world's
             ``outputs/world/base``).
+        model_revision: the Hub revision (a commit sha, tag or branch) of ``model_name_or_path``; ``None``: the
+            default branch as it is on the day (the run records the commit it got).
+        adapter_revision: the Hub revision of the training config's ``adapter_path`` when that is a Hub id.
         tokenizer_name_or_path: where the tokenizer comes from (``None``: the model's).
         dtype: weights' dtype when loading: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
         lora_r: LoRA rank (the study: 32).
@@ -199,6 +202,12 @@ class ModelArguments:
 
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Base model: a Hub id or a local folder (e.g. outputs/world/base)."}
+    )
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of adapter_path; null: main."}
     )
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the model's."}

@@ -38,6 +38,7 @@ from .common import (
     Stopwatch,
     count_parameters,
     environment,
+    loaded_revisions,
     resolve_db_path,
     set_num_threads,
     write_run_summary,
@@ -260,6 +261,37 @@ def drop_long_prompts(dataset: Dataset, tokenizer: Any, max_prompt_tokens: int |
     return (dataset.select(keep) if dropped else dataset), dropped
 
 
+def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
+    """Refuse fewer prompts than one generation round takes: TRL's sampler drops an incomplete round, so such a
+    run would train 0 steps (and the ``adapter_changed`` guard would then blame the rewards).
+
+    A round is ``generation_batch_size / num_generations`` prompts, ``generation_batch_size`` counting every
+    process: a band that trains on one GPU can be too small for eight.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> from slmsql_hub.training.grpo import check_one_round
+    >>> args = GRPOTrainingConfig(output_dir="o", num_generations=4, per_device_train_batch_size=8,
+    ...                           gradient_accumulation_steps=4, report_to="none", use_cpu=True)
+    >>> check_one_round(3, args)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: 3 prompt(s), but one generation round takes 8 ...
+
+    ```
+    """
+    per_round = training_args.generation_batch_size // training_args.num_generations
+    if n_prompts < per_round:
+        raise UsageError(
+            f"{n_prompts} prompt(s), but one generation round takes {per_round} (generation_batch_size "
+            f"{training_args.generation_batch_size} over {training_args.world_size} process(es) / num_generations "
+            f"{training_args.num_generations}), so TRL would train 0 steps; use more prompts, fewer processes, or a "
+            "smaller per_device_train_batch_size or gradient_accumulation_steps"
+        )
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Phase 2: model
 # ----------------------------------------------------------------------------------------------------------
@@ -293,12 +325,13 @@ def load_tokenizer(model_args: ModelArguments, training_args: GRPOTrainingConfig
     """The tokenizer: ``tokenizer_name_or_path``, else the adapter folder's (SFT saves it there), else the model's."""
     from transformers import AutoTokenizer
 
-    source = model_args.tokenizer_name_or_path
+    source, revision = model_args.tokenizer_name_or_path, None
     adapter = training_args.adapter_path
     if source is None and adapter and (Path(adapter).expanduser() / "tokenizer_config.json").is_file():
         source = adapter
-    source = source or model_args.model_name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    if source is None:
+        source, revision = model_args.model_name_or_path, model_args.model_revision
+    tokenizer = AutoTokenizer.from_pretrained(source, revision=revision)
     if tokenizer.chat_template is None:
         raise UsageError(f"the tokenizer from {source} has no chat template; use a chat/instruct model")
     return tokenizer
@@ -314,7 +347,7 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path, dtype=model_args.torch_dtype()
+        model_args.model_name_or_path, dtype=model_args.torch_dtype(), revision=model_args.model_revision
     )
     if not training_args.adapter_path:
         peft_config = LoraConfig(
@@ -330,7 +363,9 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
             peft_config.lora_alpha,
         )
         return model, peft_config
-    model = PeftModel.from_pretrained(model, training_args.adapter_path, is_trainable=True)
+    model = PeftModel.from_pretrained(
+        model, training_args.adapter_path, is_trainable=True, revision=model_args.adapter_revision
+    )
     loaded = model.peft_config[model.active_adapter]
     if (loaded.r, loaded.lora_alpha) != (model_args.lora_r, model_args.lora_alpha):
         logger.warning(
@@ -674,6 +709,12 @@ def train_grpo(
 
     # 2. model
     model, peft_config = load_policy_model(model_args, training_args)
+    revisions = loaded_revisions(
+        model_args.model_name_or_path,
+        model_args.model_revision,
+        training_args.adapter_path,
+        model_args.adapter_revision,
+    )
     positions = getattr(model.config, "max_position_embeddings", None)
     room = positions - (training_args.max_completion_length or 0) if positions else None
     dataset, n_dropped = drop_long_prompts(dataset, tokenizer, room)
@@ -682,6 +723,7 @@ def train_grpo(
             f"no prompt fits the model's {positions} positions with max_completion_length="
             f"{training_args.max_completion_length}; lower prompt_sample_rows or max_completion_length"
         )
+    check_one_round(len(dataset), training_args)
     data_counts = {
         "source": list(script_args.dataset_paths)
         + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
@@ -728,6 +770,7 @@ def train_grpo(
             "status": "running",
             "base_model": model_args.model_name_or_path,
             "adapter_path": training_args.adapter_path,
+            "revisions": revisions,
             "fresh_adapter": training_args.adapter_path is None,
             "output_dir": str(output_dir),
             "data": data_counts,

@@ -28,6 +28,7 @@ from .common import (
     environment,
     final_loss,
     load_datasets,
+    loaded_revisions,
     set_num_threads,
     to_prompt_completion,
     write_run_summary,
@@ -98,7 +99,7 @@ def load_model_for_stage(model_args: ModelArguments, training_args: SFTTrainingC
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path, dtype=model_args.torch_dtype()
+        model_args.model_name_or_path, dtype=model_args.torch_dtype(), revision=model_args.model_revision
     )
     if training_args.stage == 1:
         peft_config = LoraConfig(
@@ -109,7 +110,9 @@ def load_model_for_stage(model_args: ModelArguments, training_args: SFTTrainingC
             task_type="CAUSAL_LM",
         )
         return model, peft_config
-    model = PeftModel.from_pretrained(model, training_args.adapter_path, is_trainable=True)
+    model = PeftModel.from_pretrained(
+        model, training_args.adapter_path, is_trainable=True, revision=model_args.adapter_revision
+    )
     counts = count_parameters(model)
     if counts["trainable"] == 0:
         raise RuntimeError(
@@ -181,10 +184,12 @@ def train_sft(
     # The key column rides through drop_too_long, so the record lists exactly the examples trained on.
     dataset = to_prompt_completion(rows, prompt_config).add_column("question_key", row_keys(rows))
 
-    tokenizer_source = model_args.tokenizer_name_or_path or (
-        training_args.adapter_path if training_args.stage == 2 else model_args.model_name_or_path
-    )
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    tokenizer_source, tokenizer_revision = model_args.tokenizer_name_or_path, None
+    if tokenizer_source is None and training_args.stage == 2:
+        tokenizer_source, tokenizer_revision = training_args.adapter_path, model_args.adapter_revision
+    elif tokenizer_source is None:
+        tokenizer_source, tokenizer_revision = model_args.model_name_or_path, model_args.model_revision
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, revision=tokenizer_revision)
     if tokenizer.chat_template is None:
         raise UsageError(
             f"the tokenizer from {tokenizer_source} has no chat template; use a chat/instruct model"
@@ -198,6 +203,12 @@ def train_sft(
     dataset = dataset.remove_columns("question_key")
 
     model, peft_config = load_model_for_stage(model_args, training_args)
+    revisions = loaded_revisions(
+        model_args.model_name_or_path,
+        model_args.model_revision,
+        training_args.adapter_path,
+        model_args.adapter_revision,
+    )
     trainer = SFTTrainer(
         model=model,
         args=training_args,
@@ -238,6 +249,7 @@ def train_sft(
         "stage": training_args.stage,
         "base_model": model_args.model_name_or_path,
         "adapter_path": training_args.adapter_path,
+        "revisions": revisions,
         "output_dir": str(output_dir),
         "datasets": list(script_args.dataset_paths),
         "benchmarks": list(script_args.benchmarks),

@@ -1,0 +1,191 @@
+"""The GPU path, rehearsed on CPU: every recipe in ``recipes/qwen2.5-coder-1.5b/`` runs end to end through the
+``slmsql`` command, with only the model swapped for a tiny local Qwen2.
+
+The chain is the study's: ``sft_stage1_synsql`` -> ``sft_stage2_bird_spider`` -> ``filter_synsql`` ->
+``grpo_band`` (and ``grpo_band_lora_lr``), ``grpo_spider``, then ``eval_bird_spider`` on the SFT and GRPO
+adapters. The data are tiny benchmarks in the releases' own layouts (:mod:`_benchmark_layouts`).
+
+Each run is the real recipe file plus the command-line overrides in :data:`OVERRIDES`, and nothing else: that
+table is the whole difference from a GPU run. The commands run in a folder laid out as the recipes expect
+(``data/synsql``, ``data/bird``, ``data/spider``; outputs under ``outputs/qwen2.5-coder-1.5b/``), so the
+recipes' own paths chain the stages, as they do for a GPU user. The overrides, by kind:
+
+- ``model``: the tiny Qwen2 instead of Qwen2.5-Coder-1.5B-Instruct (its pinned ``model_revision`` stays and is
+  ignored for a local folder), and the chain's own SFT adapter instead of the Hub's (``adapter_path``,
+  ``sft_adapter``), which the tiny model cannot load;
+- ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples);
+- ``precision``: ``bf16: true`` with ``use_cpu: true`` for training (``bf16: null`` resolves to true on a GPU with
+  bfloat16; on CPU ``use_cpu`` is what allows it) and ``dtype: bfloat16`` for sampling and evaluation (what
+  ``dtype: auto`` resolves to on such a GPU), so the CPU runs the GPU's number formats;
+- ``cores``: one thread and one sandbox worker, for a 2-core machine shared with other jobs.
+
+Everything else (LoRA shape, batch shapes, 8 generations, 512-token completions, activation checkpointing, the
+rewards, the prompts' 3 sample rows, the filter's K and band, every path) is the recipe's. The whole chain takes
+about a minute of one core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from _benchmark_layouts import build_benchmarks, save_tiny_policy
+
+from slmsql_hub.cli import main as slmsql
+from slmsql_hub.training.configs import config_to_dict, load_recipe, recipe_kind
+
+QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
+
+SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft_stage2"  # sft_stage2_bird_spider.yaml's output_dir
+TRAIN = {"bf16": "true", "use_cpu": "true"}
+
+OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
+    "sft_stage1_synsql.yaml": {
+        "model": {"model_name_or_path": "{tiny}"},
+        "precision": TRAIN,
+        "cores": {"num_threads": "1"},
+    },
+    "sft_stage2_bird_spider.yaml": {
+        "model": {"model_name_or_path": "{tiny}"},
+        "precision": TRAIN,
+        "cores": {"num_threads": "1"},
+    },
+    "filter_synsql.yaml": {
+        "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
+        "precision": {"dtype": "bfloat16"},
+        "cores": {"num_threads": "1", "sandbox_workers": "1"},
+    },
+    **{
+        name: {
+            "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
+            "length": {"max_steps": "1"},
+            "precision": TRAIN,
+            "cores": {"num_threads": "1", "reward_workers": "1"},
+        }
+        for name in ("grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml")
+    },
+    "eval_bird_spider.yaml": {
+        "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
+        "precision": {"dtype": "bfloat16"},
+        "cores": {"num_threads": "1", "sandbox_workers": "1"},
+    },
+}
+"""Per recipe, by kind, every override the rehearsal passes (``{tiny}`` is the tiny model's folder)."""
+
+COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
+
+
+def _overrides(name: str, tiny: Path) -> dict[str, str]:
+    return {key: value.format(tiny=tiny) for group in OVERRIDES[name].values() for key, value in group.items()}
+
+
+def _argv(name: str, tiny: Path) -> list[str]:
+    argv = [*COMMANDS[recipe_kind(name)], "--config", str(QWEN / name)]
+    for key, value in _overrides(name, tiny).items():
+        argv += [f"--{key}", value]
+    return argv
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """Fixture benchmarks and the tiny policy; stages run on demand, each once, in the chain's order."""
+    root = tmp_path_factory.mktemp("qwen_rehearsal")
+    tiny = save_tiny_policy(root / "tiny", build_benchmarks(root / "data"))
+    done: dict[str, int] = {}
+    needs = {
+        "sft_stage2_bird_spider.yaml": ["sft_stage1_synsql.yaml"],
+        "filter_synsql.yaml": ["sft_stage2_bird_spider.yaml"],
+        "grpo_band.yaml": ["filter_synsql.yaml"],
+        "grpo_band_lora_lr.yaml": ["filter_synsql.yaml"],
+        "grpo_spider.yaml": ["sft_stage2_bird_spider.yaml"],
+        "eval_bird_spider.yaml": ["grpo_band.yaml"],
+    }
+
+    def run(name: str) -> int:
+        for earlier in needs.get(name, []):
+            assert run(earlier) == 0, f"{earlier} failed, so {name} cannot run"
+        if name not in done:
+            with contextlib.chdir(root):  # the recipes' relative data/ and outputs/ paths
+                done[name] = slmsql(_argv(name, tiny))
+        return done[name]
+
+    run.tiny, run.out = tiny, root / "outputs" / "qwen2.5-coder-1.5b"
+    return run
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _pinned(name: str) -> str:
+    return yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))["model_revision"]
+
+
+def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
+    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml"))
+    for name, groups in OVERRIDES.items():
+        assert set(groups) <= {"model", "length", "precision", "cores"}, name
+        keys = [key for group in groups.values() for key in group]
+        assert len(keys) == len(set(keys)), f"{name} overrides a field twice"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sft_stage1_synsql.yaml", "sft_stage2_bird_spider.yaml"])
+def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
+    assert chain(name) == 0, capsys.readouterr().err[-3000:]
+    out = chain.out / ("sft_stage1" if "stage1" in name else "sft_stage2")
+    summary = _json(out / "run_summary.json")
+    assert summary["steps"] == 1 and summary["data"]["trained_on"] == 8
+    assert summary["prompt"] == {"sample_rows": 3, "max_value_chars": 40}
+    assert (out / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
+    assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
+    report = _json(chain.out / "filter_synsql" / "filter_report.json")
+    assert report["pool"] == 8 and report["num_samples"] == 8
+    assert report["counts"]["band"] > 0
+    assert report["generation"]["max_new_tokens"] == 512 and report["prompt"]["sample_rows"] == 3
+    assert report["policy"]["model_revision"] == _pinned("filter_synsql.yaml")
+    assert report["policy"]["adapter_sha256"]  # the local adapter's weights stand in for a commit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
+def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys):
+    assert chain(name) == 0, capsys.readouterr().err[-3000:]
+    out = chain.out / name[:-5]
+    summary = _json(out / "run_summary.json")
+    assert summary["status"] == "completed" and summary["steps"] == 1
+    assert summary["adapter_checksum"]["changed"] is True and summary["fresh_adapter"] is False
+    assert summary["guards"]["failed"] == []
+    assert summary["rewards"]["funcs"] == ["execution", "format"]
+    assert summary["revisions"]["model_revision"] == _pinned(name)  # recorded (a local folder has no commit)
+    assert summary["revisions"]["model_commit"] is None
+    # The resolved config is the recipe's but for the overrides: the difference from a GPU run is the table.
+    recipe = config_to_dict(*load_recipe(QWEN / name))
+    resolved = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    overridden = set(_overrides(name, chain.tiny))
+    # Filled in from other fields: TRL's from the output folder and batch shape; pin memory is off with use_cpu.
+    derived = {"logging_dir", "run_name", "generation_batch_size", "dataloader_pin_memory"}
+    differ = {key for key in recipe if recipe[key] != resolved.get(key)}
+    assert differ - derived <= overridden, sorted(differ - derived - overridden)
+
+
+@pytest.mark.slow
+def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
+    assert chain("eval_bird_spider.yaml") == 0, capsys.readouterr().err[-3000:]
+    results = _json(chain.out / "eval" / "eval_results.json")
+    assert sorted(results["benchmarks"]) == ["bird_dev", "spider_dev"]
+    for key, n, mode in (("bird_dev", 4, "bird"), ("spider_dev", 2, "spider")):
+        slice_ = results["benchmarks"][key]
+        assert (slice_["n"], slice_["n_scorable"], slice_["mode"]) == (n, n, mode)
+        assert set(slice_["policies"]) == {"sft", "grpo"}
+    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo_band"  # the recipe's
+    assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
+    for policy in results["policies"].values():
+        assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
