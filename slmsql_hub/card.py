@@ -756,7 +756,8 @@ def _training_context(run: RunFiles) -> dict[str, Any]:
         "mode_text": COMPARE_MODES.get(
             str(rewards.get("compare_mode", config.get("reward_compare_mode"))), ""
         ),
-        "timeout": _yaml_scalar(config.get("reward_timeout_s")) if "reward_timeout_s" in config else None,
+        # runs from before `limits` was recorded; newer ones state their limits in their own row
+        "timeout": _yaml_scalar(config["reward_timeout_s"]) if config.get("reward_timeout_s") is not None else None,
         "has_execution": "execution" in funcs,
         "has_format": "format" in funcs,
     }

@@ -351,7 +351,19 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
 
 
 def reward_judging(training_args: GRPOTrainingConfig):
-    """The one :class:`~slmsql_hub.rewards.BatchJudge` of a run: the recipe's comparison rule, limits and workers."""
+    """The one :class:`~slmsql_hub.rewards.BatchJudge` of a run: the recipe's comparison rule, limits and workers.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> from slmsql_hub.training.grpo import reward_judging
+    >>> args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_max_rows=500)
+    >>> reward_judging(args).limits.max_rows
+    500
+
+    ```
+    """
     from ..rewards import BatchJudge
 
     return BatchJudge(
@@ -418,10 +430,28 @@ def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[s
 
     Returns:
         The kept rows and ``{"unscorable_gold": dropped, "gold_infra_failures": kept despite a failure}``.
+
+    Example:
+
+    ```python
+    >>> import os, sqlite3, tempfile
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.sql import Judge
+    >>> from slmsql_hub.training.grpo import drop_unscorable_golds
+    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")
+    >>> rows = Dataset.from_dict({"gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
+    >>> with Judge(workers=1) as judge:
+    ...     kept, counts = drop_unscorable_golds(rows, judge)
+    >>> list(kept["gold_sql"]), counts
+    (['SELECT count(*) FROM pet'], {'unscorable_gold': 1, 'gold_infra_failures': 0})
+
+    ```
     """
     from ..sql import Verdict
 
-    judgements = judge.judge_many([None] * len(dataset), dataset["gold_sql"], dataset["db_path"])
+    judgements = judge.judge_many([None] * len(dataset), list(dataset["gold_sql"]), list(dataset["db_path"]))
     keep = [i for i, j in enumerate(judgements) if j.verdict is not Verdict.UNSCORABLE]
     counts = {
         "unscorable_gold": len(dataset) - len(keep),
