@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .run_files import Attempt, RunFiles, load_run, read_json_object
+from .sql.recipe_limits import LIMITS_KEY
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -592,6 +593,26 @@ def _filter_context(run: RunFiles) -> dict[str, Any] | None:
     }
 
 
+def _limits_context(run: RunFiles) -> dict[str, Any] | None:
+    """The SQL limits the shipped GRPO run's reward judged under, and which stages recorded other ones."""
+    recorded = {
+        "filter": (run.filter_report or {}).get(LIMITS_KEY),
+        "GRPO": run.shipped.summary.get(LIMITS_KEY),
+        "eval": run.eval_results.get(LIMITS_KEY),
+    }
+    limits = recorded["GRPO"]
+    if not limits:
+        return None
+    max_ops = limits.get("max_ops")
+    return {
+        "timeout_s": _yaml_scalar(limits.get("timeout_s")),
+        "max_ops": "no" if max_ops is None else f"{max_ops:,}",
+        "max_rows": f"{limits.get('max_rows'):,}",
+        "same": [stage for stage, other in recorded.items() if other == limits],
+        "differ": [stage for stage, other in recorded.items() if other and other != limits],
+    }
+
+
 def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -> dict[str, str]:
     significant = [r for r in rows if r["significant"]]
     others = [r for r in rows if not r["significant"]]
@@ -737,7 +758,8 @@ def _training_context(run: RunFiles) -> dict[str, Any]:
         "mode_text": COMPARE_MODES.get(
             str(rewards.get("compare_mode", config.get("reward_compare_mode"))), ""
         ),
-        "timeout": _yaml_scalar(config.get("reward_timeout_s")) if "reward_timeout_s" in config else None,
+        # runs from before `limits` was recorded; newer ones state their limits in their own row
+        "timeout": _yaml_scalar(config["reward_timeout_s"]) if config.get("reward_timeout_s") is not None else None,
         "has_execution": "execution" in funcs,
         "has_format": "format" in funcs,
     }
@@ -1078,6 +1100,7 @@ def card_context(
         "base": base,
         "lineage": _lineage(run, base),
         "training": _training_context(run),
+        "limits": _limits_context(run),
         "guards": _guards_context(run),
         "failed_guards": [g for g in _guards_context(run) if g["status"] == "FAIL"],
         "max_new_tokens": max_new_tokens,

@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .errors import UsageError
+from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
 if TYPE_CHECKING:  # pragma: no cover
     from .generation import Completion, GenerationConfig
@@ -158,7 +159,7 @@ class BenchmarkSpec:
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(SQLLimitsArguments):
     """Everything ``slmsql eval`` needs: the base and the two adapters, the slices, decoding, judging, stats.
 
     Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_eval_config`. Validation
@@ -203,8 +204,10 @@ class EvalConfig:
             Most tokens per answer (greedy decoding).
         batch_size (`int`, defaults to `8`):
             Prompts per ``generate`` call.
-        timeout_s (`float`, defaults to `30.0`):
-            Wall-clock limit per query in the sandbox.
+        sql_timeout_s, sql_max_ops, sql_max_rows:
+            The sandbox limits (:mod:`slmsql_hub.sql.recipe_limits`); set them as in the filter and GRPO recipes.
+        timeout_s (`float`, *optional*):
+            Deprecated name of ``sql_timeout_s`` (removed in the next release).
         sandbox_workers (`int`, *optional*):
             Sandbox worker processes (``None``: one per CPU core).
         keep_distinct (`bool`, defaults to `False`):
@@ -279,7 +282,7 @@ class EvalConfig:
     )
     max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per answer (greedy)."})
     batch_size: int = field(default=8, metadata={"help": "Prompts per generate call."})
-    timeout_s: float = field(default=30.0, metadata={"help": "Per-query time limit in the sandbox."})
+    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
     keep_distinct: bool = field(default=False, metadata={"help": "Spider slices: keep DISTINCT."})
     prompt_sample_rows: int | None = field(
@@ -313,8 +316,7 @@ class EvalConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, or null for the default; got {value}")
-        if not self.timeout_s > 0:
-            raise UsageError(f"timeout_s must be > 0 seconds; got {self.timeout_s}")
+        self.resolve_sql_limits(deprecated_timeout="timeout_s")
         if self.prompt_sample_rows is not None and self.prompt_sample_rows < 0:
             raise UsageError(f"prompt_sample_rows must be >= 0, or null; got {self.prompt_sample_rows}")
         if self.prompt_max_value_chars is not None and self.prompt_max_value_chars < 1:
@@ -772,6 +774,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
         {"created_at", "slmsql_hub_version", "config": {...resolved...},
          "policies": {"sft": {"base_model", "adapter"}, "grpo": {...}},
          "prompt": {"sft": {"sample_rows", "max_value_chars"}, "grpo": {...}},
+         "limits": {"timeout_s", "max_ops", "max_rows", ...},
          "significance_rule": "...", "time": {"wall_seconds"},
          "benchmarks": {"<name>_<split>": {
              "benchmark", "split", "limit", "seed", "dataset_id", "mode", "breakdown_by", "held_out_db",
@@ -808,7 +811,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 
     ```
     """
-    from .sql import Judge, Limits, Sandbox
+    from .sql import Judge, Sandbox
     from .stats import SIGNIFICANCE_RULE, paired_comparison
 
     started = time.perf_counter()
@@ -851,7 +854,8 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
     a_name, b_name = POLICIES
     benchmarks: dict[str, dict] = {}
-    with Sandbox(Limits(timeout_s=float(config.timeout_s)), workers=config.sandbox_workers) as sandbox:
+    limits = config.sql_limits()
+    with Sandbox(limits, workers=config.sandbox_workers) as sandbox:
         schema_cache: dict = {}
         for piece in tqdm(slices, desc="eval slices", unit="slice", disable=not progress or len(slices) < 2):
             spec, rows = piece.spec, piece.rows
@@ -941,6 +945,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             name: {"sample_rows": c.sample_rows, "max_value_chars": c.max_value_chars}
             for name, c in prompt_configs.items()
         },
+        LIMITS_KEY: limits_record(limits),
         "significance_rule": SIGNIFICANCE_RULE,
         "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
         "benchmarks": benchmarks,

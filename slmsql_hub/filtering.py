@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 
 from .data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from .errors import UsageError
+from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -102,6 +103,7 @@ _FREE_FIELDS = frozenset(
         "device",
         "num_threads",
         "sandbox_workers",
+        "timeout_s",  # deprecated: moved into sql_timeout_s
     }
 )
 
@@ -115,7 +117,7 @@ def _is_number(value: Any) -> bool:
 
 
 @dataclass
-class FilterConfig:
+class FilterConfig(SQLLimitsArguments):
     """Everything ``slmsql filter`` needs: the policy, the pool, K, the thresholds, decoding and judging.
 
     Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_filter_config`. Validation
@@ -175,8 +177,10 @@ class FilterConfig:
             How results are compared: ``bird`` (set equality) or ``spider`` (test-suite rule).
         keep_distinct (`bool`, defaults to `False`):
             Spider mode only: keep DISTINCT instead of removing it.
-        timeout_s (`float`, defaults to `30.0`):
-            Wall-clock limit per query in the sandbox.
+        sql_timeout_s, sql_max_ops, sql_max_rows:
+            The sandbox limits (:mod:`slmsql_hub.sql.recipe_limits`); set them as in the GRPO and eval recipes.
+        timeout_s (`float`, *optional*):
+            Deprecated name of ``sql_timeout_s`` (removed in the next release).
         sandbox_workers (`int`, *optional*):
             Sandbox worker processes (``None``: one per CPU core).
         prompt_sample_rows (`int`, *optional*):
@@ -245,7 +249,7 @@ class FilterConfig:
         default="bird", metadata={"help": "Result comparison rule.", "choices": list(_COMPARE_MODES)}
     )
     keep_distinct: bool = field(default=False, metadata={"help": "Spider mode: keep DISTINCT."})
-    timeout_s: float = field(default=30.0, metadata={"help": "Per-query time limit in the sandbox."})
+    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
     prompt_sample_rows: int | None = field(
         default=None, metadata={"help": "Sample rows per table (null: the adapter's run_summary.json)."}
@@ -321,8 +325,7 @@ class FilterConfig:
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 raise UsageError(f"{name} must be a positive integer; got {value!r}")
-        if not _is_number(self.timeout_s) or not self.timeout_s > 0:
-            raise UsageError(f"timeout_s must be > 0 seconds; got {self.timeout_s!r}")
+        self.resolve_sql_limits(deprecated_timeout="timeout_s")
         if not _is_int(self.seed):
             raise UsageError(f"seed must be an integer; got {self.seed!r}")
         for name in ("limit", "sandbox_workers", "num_threads"):
@@ -958,7 +961,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
 
     ```
     """
-    from .sql import Judge, Limits, Sandbox
+    from .sql import Judge, Sandbox
 
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -999,8 +1002,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
             )
         model, tokenizer = policy
         gen_config = config.generation_config()
-        limits = Limits(timeout_s=float(config.timeout_s))
-        with Sandbox(limits, workers=config.sandbox_workers) as sandbox:
+        with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
             judge = Judge(sandbox=sandbox, mode=config.compare_mode, keep_distinct=config.keep_distinct)
             schemas = {}
             for row in todo:
@@ -1143,11 +1145,8 @@ def _finish(
             "seed": config.seed,
             "seeding": "per question and sample: sha256(seed, question_id, j)",
         },
-        "judging": {
-            "compare_mode": config.compare_mode,
-            "keep_distinct": config.keep_distinct,
-            "timeout_s": config.timeout_s,
-        },
+        "judging": {"compare_mode": config.compare_mode, "keep_distinct": config.keep_distinct},
+        LIMITS_KEY: limits_record(config.sql_limits()),
         "prompt": {
             "sample_rows": prompt_config.sample_rows,
             "max_value_chars": prompt_config.max_value_chars,

@@ -9,6 +9,13 @@ the sample out): that is what an **unscorable gold** gets, never 0. Each instanc
 
 All SQL goes through :class:`slmsql_hub.sql.Judge`: a group of samples that are mostly the same string runs
 each distinct query once, and the gold's result comes from the sandbox's cache after the first step.
+
+The rewards of one run share a :class:`BatchJudge`: one judging step per batch, so every reward sees the same
+verdict for a row, and a row with no verdict gets ``None`` from ALL of them. That matters because TRL drops a
+row only when every reward returns ``None``: otherwise an unscorable gold or an infrastructure failure (a
+wall-clock timeout under CPU contention, a dead worker) would leave the format term alone as the row's reward,
+with full-size advantages under group scaling. Only an op-budget timeout, which is deterministic, is the model's
+fault (``fails``).
 """
 
 from __future__ import annotations
@@ -46,45 +53,87 @@ def completion_text(completion) -> str:
     raise TypeError(f"unsupported completion type {type(completion).__name__}")
 
 
-class _JudgedReward:
-    """Shared machinery: a lazily created Judge that is left out of the pickled state."""
+class BatchJudge:
+    """One judging step per batch, shared by the rewards of a run so that they agree on every row.
+
+    TRL calls each reward function in turn on the same batch and drops a row only when EVERY function returns
+    ``None``. Rewards that judge separately could disagree on a row (an infrastructure failure is not cached
+    and may not repeat), and a reward that does not judge (``format``) would keep a format-only reward for a
+    row whose gold is unscorable. Rewards sharing a ``BatchJudge`` get the same judgements: the first reward
+    called on a batch judges it (and logs the ``sql/*`` metrics once, see :func:`execution_metrics`), the
+    others reuse them.
+
+    Args:
+        mode, keep_distinct: the comparison rule (see :mod:`slmsql_hub.sql.compare`).
+        limits, workers: for the sandbox of the judge this creates (``limits``: ``Limits()``).
+        judge: use an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
+
+    Example:
+
+    ```python
+    >>> import sqlite3, tempfile, os
+    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
+    >>> shared = BatchJudge(workers=1)
+    >>> execution, fmt = ExecutionReward(judging=shared), FormatReward(judging=shared)
+    >>> batch = dict(completions=["```sql\\nSELECT 1\\n```"] * 2, gold_sql=["SELECT x FROM t", "SELECT nope"],
+    ...              db_path=[db] * 2)
+    >>> execution(**batch), fmt(**batch)  # the second gold fails: no reward from either
+    ([0.1, None], [0.2, None])
+    >>> shared.close()
+
+    ```
+    """
 
     def __init__(
         self,
         *,
         mode: CompareMode | str = "bird",
         keep_distinct: bool = False,
-        timeout_s: float = 10.0,
-        max_ops: int | None = 200_000_000,
+        limits: Limits | None = None,
         workers: int | None = None,
         judge: Judge | None = None,
     ) -> None:
         self.mode = CompareMode(mode).value
         self.keep_distinct = keep_distinct
-        self.timeout_s = timeout_s
-        self.max_ops = max_ops
+        self.limits = limits or Limits()
         self.workers = workers
+        self.users = 0
         self._judge = judge
+        self._memo: tuple | None = None  # (batch key, judgements, calls left that may reuse them)
 
     @property
     def judge(self) -> Judge:
         if self._judge is None:
-            limits = Limits(timeout_s=self.timeout_s, max_ops=self.max_ops, max_rows=10_000)
-            self._judge = Judge(mode=self.mode, keep_distinct=self.keep_distinct, limits=limits, workers=self.workers)
+            self._judge = Judge(
+                mode=self.mode, keep_distinct=self.keep_distinct, limits=self.limits, workers=self.workers
+            )
         return self._judge
 
-    def _judge_completions(self, completions, gold_sql: Sequence[str], db_path: Sequence[str]):
+    def __call__(self, completions, gold_sql, db_path, prompts=None, log_metric=None, *, who: str = "reward"):
+        """The judgements of a batch: computed on the first call, reused by the other rewards' calls."""
         if gold_sql is None or db_path is None:
             raise ValueError(
-                f"the {self.__name__!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
+                f"the {who!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
                 "(TRL passes every dataset column to reward functions)"
             )
         texts = [completion_text(c) for c in completions]
-        return self.judge.judge_many(texts, list(gold_sql), list(db_path))
+        key = (tuple(texts), tuple(gold_sql), tuple(map(str, db_path)))
+        if self._memo is not None and self._memo[0] == key and self._memo[2] > 0:
+            self._memo = (key, self._memo[1], self._memo[2] - 1)
+            return self._memo[1]
+        judgements = self.judge.judge_many(texts, list(gold_sql), list(db_path))
+        self._memo = (key, judgements, max(self.users, 1) - 1)
+        if log_metric is not None:
+            for name, value in execution_metrics(judgements, _group_keys(prompts, gold_sql, db_path)).items():
+                log_metric(name, value)
+        return judgements
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_judge"] = None  # a Judge owns worker processes; each process makes its own
+        state["_memo"] = None
         return state
 
     def close(self) -> None:
@@ -93,21 +142,41 @@ class _JudgedReward:
             self._judge = None
 
 
+class _JudgedReward:
+    """Shared machinery: the :class:`BatchJudge` a reward reads its judgements from (its own by default)."""
+
+    def __init__(self, *, judging: BatchJudge | None = None, **judge_kwargs) -> None:
+        if judging is not None and judge_kwargs:
+            raise ValueError(f"give either judging or the judge's settings, not both: {sorted(judge_kwargs)}")
+        self.judging = judging if judging is not None else BatchJudge(**judge_kwargs)
+        self.judging.users += 1
+
+    @property
+    def judge(self) -> Judge:
+        return self.judging.judge
+
+    def _judgements(self, completions, gold_sql, db_path, prompts=None, log_metric=None):
+        return self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
+
+    def close(self) -> None:
+        self.judging.close()
+
+
 class ExecutionReward(_JudgedReward):
     """Outcome reward by execution: ``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but
-    is wrong, ``fails`` otherwise (error, timeout, too large, refused, no SQL); ``None`` if the gold is unscorable.
+    is wrong, ``fails`` otherwise (error, op-budget timeout, too large, refused, no SQL); ``None`` (no reward) if the
+    gold is unscorable or the machine failed (a wall-clock timeout, a dead worker: never the model's fault).
 
-    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). Logs, per call, through
-    TRL's ``log_metric``: ``sql/correct_rate``, ``sql/exec_error_rate``, ``sql/timeout_rate``,
-    ``sql/unscorable_rate`` and ``sql/frac_correct_zero_std`` — the fraction of groups (completions of the same
-    prompt) whose *correctness* has zero variance. TRL's ``frac_reward_zero_std`` misses groups that are all
-    wrong but differ only in the 0.1/0.2 shaping terms, which still get full-size updates under group scaling.
+    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). Logs, once per batch through
+    TRL's ``log_metric``, the :func:`execution_metrics`, among them ``sql/frac_correct_zero_std`` — the fraction
+    of groups (completions of the same prompt) whose *correctness* has zero variance. TRL's
+    ``frac_reward_zero_std`` misses groups that are all wrong but differ only in the 0.1/0.2 shaping terms, which
+    still get full-size updates under group scaling.
 
     Args:
         correct, executes, fails: reward values.
-        mode, keep_distinct: the comparison rule (see :mod:`slmsql_hub.sql.compare`).
-        timeout_s, max_ops, workers: sandbox limits for the judge this reward creates.
-        judge: share an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
+        judging: the :class:`BatchJudge` shared with the run's other rewards (so they agree on every row).
+        **judge_kwargs: without ``judging``, the settings of this reward's own :class:`BatchJudge`.
 
     Example:
 
@@ -146,7 +215,7 @@ class ExecutionReward(_JudgedReward):
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs,
     ) -> list[float | None]:
-        judgements = self._judge_completions(completions, gold_sql, db_path)
+        judgements = self._judgements(completions, gold_sql, db_path, prompts, log_metric)
         rewards: list[float | None] = []
         for j in judgements:
             if not j.scorable:
@@ -157,9 +226,6 @@ class ExecutionReward(_JudgedReward):
                 rewards.append(self.executes)
             else:
                 rewards.append(self.fails)
-        if log_metric is not None:
-            for name, value in execution_metrics(judgements, _group_keys(prompts, gold_sql, db_path)).items():
-                log_metric(name, value)
         if log_extra is not None:
             log_extra("sql_verdict", [j.verdict.value for j in judgements])
         return rewards
@@ -167,6 +233,10 @@ class ExecutionReward(_JudgedReward):
 
 class FormatReward:
     """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0.
+
+    With ``judging`` (the :class:`BatchJudge` of the run's judged rewards, as ``slmsql train grpo`` wires it), a
+    row with no verdict (unscorable gold, infrastructure failure) gets ``None`` like from every other reward, so
+    TRL drops it instead of training on the format term alone. Without it, only the text is read.
 
     Example:
 
@@ -177,19 +247,41 @@ class FormatReward:
     ```
     """
 
-    def __init__(self, value: float = 0.2) -> None:
+    def __init__(self, value: float = 0.2, judging: BatchJudge | None = None) -> None:
         self.__name__ = "format"
         self.value = value
+        self.judging = judging
+        if judging is not None:
+            judging.users += 1
 
-    def __call__(self, completions: list, **kwargs) -> list[float]:
-        return [self.value if has_sql_block(completion_text(c)) else 0.0 for c in completions]
+    def __call__(
+        self,
+        completions: list,
+        gold_sql: Sequence[str] | None = None,
+        db_path: Sequence[str] | None = None,
+        prompts: list | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **kwargs,
+    ) -> list[float | None]:
+        rewards: list[float | None] = [
+            self.value if has_sql_block(completion_text(c)) else 0.0 for c in completions
+        ]
+        if self.judging is None:
+            return rewards
+        judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
+        return [r if j.scorable else None for r, j in zip(rewards, judgements)]
+
+    def close(self) -> None:
+        if self.judging is not None:
+            self.judging.close()
 
 
 class ResultF1Reward(_JudgedReward):
     """Partial credit: F1 between the predicted and gold result rows (as multisets of rows), 1.0 when correct.
 
-    For stronger-RL follow-ups (denser signal than 0/1). A failing prediction gets 0.0, an unscorable gold
-    ``None``.
+    For stronger-RL follow-ups (denser signal than 0/1). A failing prediction gets 0.0, a row with no verdict
+    (unscorable gold, infrastructure failure) ``None``. Takes ``judging`` or judge settings as
+    :class:`ExecutionReward` does.
 
     Example:
 
@@ -213,10 +305,16 @@ class ResultF1Reward(_JudgedReward):
         self.__name__ = "result_f1"
 
     def __call__(
-        self, completions: list, gold_sql: Sequence[str] | None = None, db_path: Sequence[str] | None = None, **kwargs
+        self,
+        completions: list,
+        gold_sql: Sequence[str] | None = None,
+        db_path: Sequence[str] | None = None,
+        prompts: list | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **kwargs,
     ) -> list[float | None]:
         rewards: list[float | None] = []
-        for j in self._judge_completions(completions, gold_sql, db_path):
+        for j in self._judgements(completions, gold_sql, db_path, prompts, log_metric):
             if not j.scorable:
                 rewards.append(None)
             elif j.verdict is Verdict.CORRECT:
@@ -256,10 +354,12 @@ def _group_keys(prompts, gold_sql, db_path) -> list:
 
 
 def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
-    """Per-batch SQL metrics logged by :class:`ExecutionReward`.
+    """Per-batch SQL metrics, logged once per batch by the rewards' :class:`BatchJudge`.
 
-    Rates are over scorable samples; ``sql/frac_correct_zero_std`` is over groups (samples sharing a key)
-    with at least one scorable sample.
+    ``sql/unscorable_rate`` (the gold failed) and ``sql/infra_failure_rate`` (a wall-clock timeout, a worker
+    that died or ran out of memory: no reward, counted here) are over all samples; the other rates are over
+    scorable samples; ``sql/frac_correct_zero_std`` is over groups (samples sharing a key) with at least one
+    scorable sample.
 
     Example:
 
@@ -283,6 +383,8 @@ def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
         "sql/exec_error_rate": sum(j.verdict in (Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.NO_SQL) for j in scorable)
         / n,
         "sql/timeout_rate": sum(j.verdict in (Verdict.PRED_TIMEOUT, Verdict.PRED_TOO_LARGE) for j in scorable) / n,
-        "sql/unscorable_rate": (len(judgements) - len(scorable)) / max(len(judgements), 1),
+        "sql/unscorable_rate": sum(j.verdict is Verdict.UNSCORABLE for j in judgements) / max(len(judgements), 1),
+        "sql/infra_failure_rate": sum(j.verdict is Verdict.INFRA_FAILURE for j in judgements)
+        / max(len(judgements), 1),
         "sql/frac_correct_zero_std": (sum(len(v) == 1 for v in groups.values()) / len(groups)) if groups else 0.0,
     }

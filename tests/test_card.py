@@ -313,6 +313,34 @@ def test_filter_paragraph_says_how_many_questions_were_left_out_as_sft_data(text
     )
 
 
+def _limits_row(text: str) -> tuple[str, str]:
+    rows = _table(_section(text, "Training details"), "Setting")
+    (row,) = [row for row in rows if row[0].startswith("SQL limits")]
+    return row[0], row[1]
+
+
+def test_sql_limits_row_states_the_limits_filter_grpo_and_eval_recorded(text):
+    limits = _json(RUN / "grpo" / "run_summary.json")["limits"]
+    assert _json(RUN / "filter" / "filter_report.json")["limits"] == limits
+    assert _json(RUN / "eval" / "eval_results.json")["limits"] == limits
+    name, value = _limits_row(text)
+    assert name == "SQL limits (filter, GRPO, eval)"
+    assert value == (
+        f"{limits['timeout_s']} s, {limits['max_ops']:,} SQLite instructions, {limits['max_rows']:,} rows per query"
+    )
+
+
+def test_a_stage_that_judged_under_other_limits_is_flagged_on_the_card(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    results = _json(run / "eval" / "eval_results.json")
+    results["limits"]["max_rows"] = 10_000
+    (run / "eval" / "eval_results.json").write_text(json.dumps(results), encoding="utf-8")
+    text = build_card(run, options=CardOptions(repo_id=REPO_ID)).readme.read_text(encoding="utf-8")
+    name, value = _limits_row(text)
+    assert name == "SQL limits (filter, GRPO)" and "**eval judged under other limits**" in value
+
+
 def test_reward_and_compute_lines_equal_run_summary(text):
     summary = _json(RUN / "grpo" / "run_summary.json")
     section = " ".join(_section(text, "Training details").split())

@@ -145,7 +145,8 @@ def spider_config(trained_policy, spider_root, out, **overrides):
         max_new_tokens=24,
         batch_size=4,
         sandbox_workers=1,
-        timeout_s=10.0,
+        sql_timeout_s=10.0,
+        sql_max_ops=200_000_000,
         output_dir=str(out),
     )
     values.update(overrides)
@@ -196,6 +197,8 @@ BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_di
         ({"dataset_ids": ["bird:my/bird"]}, "must be benchmark=hub_id"),
         ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer"),
         ({"timeout_s": 0}, "timeout_s must be > 0"),
+        ({"sql_max_rows": 0}, "sql_max_rows must be > 0"),
+        ({"sql_max_ops": "many"}, "sql_max_ops must be a number"),
         ({"dtype": "int8"}, "dtype must be one of"),
     ],
 )
@@ -341,6 +344,7 @@ def test_results_file_is_the_returned_results_with_policies_and_prompt(spider_ru
     assert results["policies"]["grpo"]["adapter"].endswith("grpo")
     assert results["prompt"]["sft"] == {"sample_rows": 0, "max_value_chars": 40}  # from run_summary.json
     assert results["config"]["benchmarks"] == ["spider:dev"]
+    assert results["limits"] == {**results["limits"], "timeout_s": 10.0, "max_ops": 200_000_000, "max_rows": 100_000}
     assert results["slmsql_hub_version"]
     assert results["created_at"].endswith("Z")
 

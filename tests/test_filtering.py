@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -319,6 +320,16 @@ def test_filter_splits_the_pool_and_counts_add_up(policy, spider_root, tmp_path)
     assert row["pass_rate"] == sum(row["sample_correct"]) / 8
     on_disk = json.loads((tmp_path / "filter_report.json").read_text())
     assert on_disk["counts"] == report["counts"] and on_disk["num_samples"] == 8
+    assert on_disk["limits"] == dataclasses.asdict(make_config(spider_root, tmp_path).sql_limits())
+
+
+def test_the_filter_judges_under_the_recipes_limits_and_a_resume_must_keep_them(policy, spider_root, tmp_path):
+    # The limits decide verdicts (a gold over sql_max_rows is unscorable), so they are part of what a resume
+    # must match, and the report records them for the GRPO and eval stages to be compared with.
+    report = run_filter(make_config(spider_root, tmp_path, limit=3, sql_max_rows=2), policy=policy, progress=False)
+    assert report["limits"]["max_rows"] == 2 and report["limits"]["max_ops"] == 1_000_000_000
+    with pytest.raises(UsageError, match="sql_max_rows: 2 there, 100000 now"):
+        run_filter(make_config(spider_root, tmp_path, limit=3), policy=policy, progress=False)
 
 
 def test_results_do_not_depend_on_the_batch_size(policy, spider_root, tmp_path):

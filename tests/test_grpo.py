@@ -8,6 +8,7 @@ variance in every group and must move the adapter.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -191,6 +192,70 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
     assert filter_recipe["max_new_tokens"] == band.max_completion_length
     assert filter_recipe["num_samples"] == band.num_generations
     assert filter_recipe["temperature"] == band.temperature  # the band is measured under the policy GRPO samples
+
+
+def _limits_of(recipe: Path):
+    from slmsql_hub.training.configs import load_recipe
+
+    return load_recipe(recipe)[-1].sql_limits()
+
+
+@pytest.mark.parametrize(
+    "folder, stages",
+    [
+        ("world", ["filter.yaml", "grpo_band.yaml", "grpo_attempt1.yaml", "eval.yaml"]),
+        ("world", ["filter_smoke.yaml", "grpo_band_smoke.yaml", "grpo_attempt1_smoke.yaml", "eval_smoke.yaml"]),
+        (
+            "qwen2.5-coder-1.5b",
+            ["filter_synsql.yaml", "grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml", "eval_bird_spider.yaml"],
+        ),
+    ],
+)
+def test_filter_reward_and_eval_recipes_judge_under_one_set_of_limits(folder, stages):
+    limits = {name: _limits_of(RECIPES / folder / name) for name in stages}
+    assert len(set(limits.values())) == 1, limits
+    (one,) = set(limits.values())
+    assert one.max_ops / 1e8 <= one.timeout_s / 2  # the op budget ends a runaway well before the wall clock
+
+
+def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path):
+    # 20,000 rows: within the limits the filter and eval judge under, beyond the 10,000 the reward once
+    # hard-coded, which turned a prediction the filter counted correct into a failure (0) in training.
+    from slmsql_hub.filtering import FilterConfig
+    from slmsql_hub.sql import Judge
+
+    db = _make_database(tmp_path / "t.sqlite")
+    big = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 20000) SELECT n FROM c"
+    filter_config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o")
+    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_workers=1)
+    rewards = grpo.build_reward_funcs(args)
+    try:
+        assert rewards[0].func.judge.sandbox.limits == args.sql_limits() == filter_config.sql_limits()
+        assert rewards[0](completions=[big], gold_sql=[big], db_path=[str(db)]) == [1.0]
+        with Judge(limits=filter_config.sql_limits(), workers=1) as judge:
+            assert judge.judge(big, big, db).correct == 1
+    finally:
+        grpo.close_rewards(rewards)
+
+
+def test_reward_timeout_s_still_works_for_one_release_with_a_one_line_warning(caplog):
+    with caplog.at_level("WARNING", logger="slmsql_hub"):
+        args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0)
+    assert args.sql_limits().timeout_s == 12.0 and args.reward_timeout_s is None
+    (message,) = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert "reward_timeout_s" in message and "sql_timeout_s" in message and "\n" not in message
+    with pytest.raises(UsageError, match="both set"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0, sql_timeout_s=20.0)
+
+
+def test_an_op_budget_the_deadline_would_cut_short_is_warned_about(caplog):
+    with caplog.at_level("WARNING", logger="slmsql_hub"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0)  # 1e9 ops ~ 10 s
+    assert any("lower sql_max_ops" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="slmsql_hub"):
+        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0, sql_max_ops=10**8)
+    assert not caplog.records
 
 
 def test_reward_weights_must_match_reward_funcs():
@@ -397,6 +462,12 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     assert on_disk["adapter_checksum"] == summary["adapter_checksum"]
     assert on_disk["config"]["adapter_path"] == str(world / "adapter")
     assert on_disk["telemetry"]["steps_logged"] == 2
+    # the limits the rewards judged under, the gold check, and the sandbox's own counts
+    assert on_disk["limits"] == dataclasses.asdict(_parse(out / "config.yaml")[2].sql_limits())
+    assert on_disk["data"]["unscorable_gold"] == 0
+    assert on_disk["sandbox"]["requests"] > 0 and on_disk["sandbox"]["cache_hits"] > 0  # golds: cached at the check
+    assert {"worker_kills", "infra_failures"} <= set(on_disk["sandbox"])
+    assert all(r["sql/infra_failure_rate"] == 0.0 for r in records)
     assert (out / "README.md").read_text() == "our card\n"
     assert on_disk["trl_model_card"] == "trl_model_card.md" and (out / "trl_model_card.md").is_file()
     assert (out / "adapter_model.safetensors").is_file() and (out / "config.yaml").is_file()
@@ -438,8 +509,9 @@ def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, t
     path = _recipe(
         world,
         out,
-        dataset_paths=[str(world / "datasets" / "unscorable")],  # the gold fails: every reward is None
         reward_funcs=["execution"],
+        reward_correct=0.0,  # a flat reward: every sample gets 0, so no group has variance
+        reward_executes=0.0,
         per_device_train_batch_size=4,
         max_steps=1,
     )
@@ -448,8 +520,27 @@ def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, t
     assert summary["guards"]["failed"] == ["adapter_changed"]
     assert summary["adapter_checksum"]["changed"] is False
     records = read_telemetry(out / "telemetry.jsonl")
-    assert records[0]["sql/unscorable_rate"] == 1.0  # unscorable, never scored 0
+    assert records[0]["frac_reward_zero_std"] == 1.0
     assert records[0]["grad_norm"] == 0.0
+
+
+def test_a_prompt_whose_gold_fails_is_dropped_before_training_and_counted(world, tmp_path):
+    # Its rewards would all be None at every step (TRL keeps a format-only reward if any reward is not None).
+    out = tmp_path / "mixed"
+    datasets = [str(world / "datasets" / "prompts"), str(world / "datasets" / "unscorable")]
+    summary = grpo.train_grpo(*_parse(_recipe(world, out, dataset_paths=datasets, max_steps=1)))
+    assert summary["data"]["used"] == len(QUESTIONS) + 1
+    assert summary["data"]["unscorable_gold"] == 1 and summary["data"]["gold_infra_failures"] == 0
+    assert summary["data"]["prompts"] == len(QUESTIONS)
+    assert read_telemetry(out / "telemetry.jsonl")[0]["sql/unscorable_rate"] == 0.0
+
+
+def test_a_run_whose_every_gold_fails_exits_2_with_one_line(world, tmp_path, capsys):
+    path = _recipe(world, tmp_path / "out", dataset_paths=[str(world / "datasets" / "unscorable")])
+    assert grpo.main(["--config", str(path)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the progress bar
+    assert len(err) == 1 and "gold queries fails" in err[0] and "sql_max_ops" in err[0]
+    assert not (tmp_path / "out" / "run_summary.json").exists()
 
 
 def test_tensorboard_and_completion_logs_are_written(world, tmp_path):

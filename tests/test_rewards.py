@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from slmsql_hub.rewards import ExecutionReward, FormatReward, ResultF1Reward, rows_f1
+from slmsql_hub.rewards import BatchJudge, ExecutionReward, FormatReward, ResultF1Reward, rows_f1
+from slmsql_hub.sql import Limits
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def execution(db):
-    reward = ExecutionReward(timeout_s=10.0, max_ops=5_000_000, workers=2)  # the op budget ends runaways
+    reward = ExecutionReward(limits=Limits(timeout_s=10.0, max_ops=5_000_000), workers=2)  # the op budget ends runaways
     yield reward
     reward.close()
 
@@ -93,7 +94,58 @@ def test_execution_reward_logs_sql_metrics_through_trl_hooks(db, execution):
     assert logged["sql/exec_error_rate"] == pytest.approx(1 / 8)
     assert logged["sql/timeout_rate"] == pytest.approx(1 / 8)
     assert logged["sql/frac_correct_zero_std"] == pytest.approx(0.5)
+    assert logged["sql/infra_failure_rate"] == 0.0  # the runaway hit the op budget: the model's fault, scored 0
     assert extra["sql_verdict"][:2] == ["wrong", "wrong"]
+
+
+RUNAWAY = CASES["timeout"][0]
+
+
+def _shared_rewards(judging: BatchJudge) -> list:
+    return [ExecutionReward(judging=judging), FormatReward(judging=judging), ResultF1Reward(judging=judging)]
+
+
+def test_every_reward_gives_none_for_an_unscorable_gold_so_trl_drops_the_row(db):
+    judging = BatchJudge(workers=1)
+    rewards = _shared_rewards(judging)
+    batch = dict(
+        completions=[_msg(CASES["correct"][0])] * 2,
+        gold_sql=[GOLD, "SELECT broken FROM item"],
+        db_path=[db] * 2,
+    )
+    assert [r(**batch) for r in rewards] == [[1.0, None], [0.2, None], [1.0, None]]
+    judging.close()
+
+
+def test_an_infrastructure_failure_gets_no_reward_from_any_function_and_is_counted(db):
+    # No op budget and a short deadline: the runaway ends at the wall clock, which says more about the machine
+    # than about the query, so it is no reward (None), not `fails`.
+    judging = BatchJudge(limits=Limits(timeout_s=0.5, max_ops=None), workers=1)
+    logged: dict[str, list] = {}
+    batch = dict(
+        prompts=[[{"role": "user", "content": "q"}]] * 2,
+        completions=[_msg(CASES["correct"][0]), _msg(RUNAWAY)],
+        gold_sql=[GOLD] * 2,
+        db_path=[db] * 2,
+        log_metric=lambda name, value: logged.setdefault(name, []).append(value),
+    )
+    assert [r(**batch) for r in _shared_rewards(judging)] == [[1.0, None], [0.2, None], [1.0, None]]
+    assert logged["sql/infra_failure_rate"] == [0.5]  # once per batch, not once per reward function
+    assert logged["sql/timeout_rate"] == [0.0]
+    assert judging.judge.sandbox.stats["infra_failures"] == 1  # judged once for the three rewards
+    judging.close()
+
+
+def test_rewards_sharing_a_judge_execute_each_batch_once(db):
+    judging = BatchJudge(workers=1)
+    rewards = _shared_rewards(judging)
+    for completion in (CASES["correct"][0], CASES["wrong"][0]):
+        batch = dict(completions=[_msg(completion)] * 2, gold_sql=[GOLD] * 2, db_path=[db] * 2)
+        before = judging.judge.sandbox.stats["requests"]
+        outputs = [r(**batch) for r in rewards]
+        assert judging.judge.sandbox.stats["requests"] - before == 4  # 2 golds + 2 predictions, for all three
+    assert outputs == [[0.1, 0.1], [0.2, 0.2], [pytest.approx(0.4)] * 2]  # F1 of 4 gold rows in 16
+    judging.close()
 
 
 def test_result_f1_gives_partial_credit(db):

@@ -32,6 +32,7 @@ from transformers import TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
 from ..errors import UsageError
+from ..sql.recipe_limits import SQLLimitsArguments
 
 logger = logging.getLogger(__name__)
 
@@ -860,7 +861,7 @@ class GRPOScriptArguments:
 
 
 @dataclass
-class GRPOTrainingConfig(GRPOConfig):
+class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
     """``trl.GRPOConfig`` plus the study's setup: the SFT adapter to continue and the rewards to train on.
 
     With ``adapter_path`` set, the SFT adapter (a local folder or a Hub id such as
@@ -877,7 +878,9 @@ class GRPOTrainingConfig(GRPOConfig):
         reward_fails: execution reward of a query that fails, times out or is missing (the study: 0.0).
         format_reward_value: the format reward for a completion with a ```sql block (the study: 0.2).
         reward_compare_mode: ``bird`` (set equality) or ``spider`` (test-suite rule).
-        reward_timeout_s: time limit of one query in the rewards' sandbox.
+        sql_timeout_s, sql_max_ops, sql_max_rows: the sandbox limits the rewards judge under; set them as in the
+            filter and eval recipes (see :mod:`slmsql_hub.sql.recipe_limits`).
+        reward_timeout_s: deprecated name of ``sql_timeout_s`` (removed in the next release).
         reward_workers: sandbox worker processes per training process (``None``: the sandbox's default).
 
     Example:
@@ -925,8 +928,8 @@ class GRPOTrainingConfig(GRPOConfig):
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider.", "choices": ["bird", "spider"]},
     )
-    reward_timeout_s: float = field(
-        default=10.0, metadata={"help": "Time limit of one query in the rewards."}
+    reward_timeout_s: float | None = field(
+        default=None, metadata={"help": "Deprecated: use sql_timeout_s."}
     )
     reward_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
@@ -952,8 +955,7 @@ class GRPOTrainingConfig(GRPOConfig):
             )
         if self.reward_compare_mode not in ("bird", "spider"):
             raise UsageError(f"reward_compare_mode must be bird or spider; got {self.reward_compare_mode!r}")
-        if self.reward_timeout_s <= 0:
-            raise UsageError(f"reward_timeout_s must be > 0 seconds; got {self.reward_timeout_s}")
+        self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
         if self.reward_workers is not None and self.reward_workers < 1:
             raise UsageError(
                 f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .common import (
     RESOLVED_CONFIG,
     Stopwatch,
@@ -384,10 +385,35 @@ def load_policy_model(model_args: ModelArguments, training_args: GRPOTrainingCon
 # ----------------------------------------------------------------------------------------------------------
 
 
-def build_reward_funcs(training_args: GRPOTrainingConfig) -> list[TimedReward]:
+def reward_judging(training_args: GRPOTrainingConfig):
+    """The one :class:`~slmsql_hub.rewards.BatchJudge` of a run: the recipe's comparison rule, limits and workers.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> from slmsql_hub.training.grpo import reward_judging
+    >>> args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_max_rows=500)
+    >>> reward_judging(args).limits.max_rows
+    500
+
+    ```
+    """
+    from ..rewards import BatchJudge
+
+    return BatchJudge(
+        mode=training_args.reward_compare_mode,
+        limits=training_args.sql_limits(),
+        workers=training_args.reward_workers,
+    )
+
+
+def build_reward_funcs(training_args: GRPOTrainingConfig, judging: Any = None) -> list[TimedReward]:
     """The reward functions the recipe names, with its values, each wrapped to time itself.
 
-    ``execution`` and ``result_f1`` share one judge (one execution per distinct query and one gold cache).
+    Every reward, ``format`` included, reads its verdicts from one :class:`~slmsql_hub.rewards.BatchJudge`
+    (``judging``, else :func:`reward_judging`): one execution per distinct query, one gold cache, and the same
+    verdict per row, so a row with no verdict gets ``None`` from every reward.
 
     Example:
 
@@ -396,55 +422,90 @@ def build_reward_funcs(training_args: GRPOTrainingConfig) -> list[TimedReward]:
     >>> from slmsql_hub.training.grpo import build_reward_funcs
     >>> args = GRPOTrainingConfig(output_dir="out", report_to="none", use_cpu=True, format_reward_value=0.5)
     >>> rewards = build_reward_funcs(args)
-    >>> [r.__name__ for r in rewards], rewards[1](completions=["```sql\\nSELECT 1\\n```"])
-    (['execution', 'format'], [0.5])
+    >>> [r.__name__ for r in rewards], rewards[1].func.value, rewards[0].func.judging is rewards[1].func.judging
+    (['execution', 'format'], 0.5, True)
 
     ```
     """
     from ..rewards import ExecutionReward, FormatReward, ResultF1Reward
 
-    judged = dict(
-        mode=training_args.reward_compare_mode,
-        timeout_s=training_args.reward_timeout_s,
-        workers=training_args.reward_workers,
-    )
+    judging = judging if judging is not None else reward_judging(training_args)
     funcs: list[Any] = []
-    shared_judge = None
     for name in training_args.reward_funcs:
         if name == "execution":
             func = ExecutionReward(
                 correct=training_args.reward_correct,
                 executes=training_args.reward_executes,
                 fails=training_args.reward_fails,
-                **judged,
+                judging=judging,
             )
         elif name == "format":
-            func = FormatReward(value=training_args.format_reward_value)
+            func = FormatReward(value=training_args.format_reward_value, judging=judging)
         else:
-            func = ResultF1Reward(**judged)
+            func = ResultF1Reward(judging=judging)
         funcs.append(func)
-    judged_funcs = [f for f in funcs if hasattr(f, "judge")]
-    if len(judged_funcs) > 1:
-        shared_judge = judged_funcs[0].judge
-        for func in judged_funcs[1:]:
-            func._judge = shared_judge
     return [TimedReward(f) for f in funcs]
 
 
 def close_rewards(reward_funcs: Sequence[Any]) -> None:
-    """Close the rewards' sandboxes (each judge once)."""
-    closed: set[int] = set()
+    """Close the rewards' sandboxes (closing a shared judge twice is harmless)."""
     for reward in reward_funcs:
-        inner = getattr(reward, "func", reward)
-        judge = getattr(inner, "_judge", None)
-        if judge is not None and id(judge) in closed:
-            inner._judge = None
-            continue
-        if judge is not None:
-            closed.add(id(judge))
         close = getattr(reward, "close", None)
         if callable(close):
             close()
+
+
+def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
+    """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
+    rows whose gold fails: their rewards would all be ``None`` at every step, so they cannot teach anything.
+
+    A gold that meets an infrastructure failure (a wall-clock timeout on a loaded machine) is kept: it is not the
+    gold's fault, and dropping it would make the data depend on the machine's load. At step time such a row gets
+    no reward and is counted in ``sql/infra_failure_rate``.
+
+    Returns:
+        The kept rows and ``{"unscorable_gold": dropped, "gold_infra_failures": kept despite a failure}``.
+
+    Example:
+
+    ```python
+    >>> import os, sqlite3, tempfile
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.sql import Judge
+    >>> from slmsql_hub.training.grpo import drop_unscorable_golds
+    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")
+    >>> rows = Dataset.from_dict({"gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
+    >>> with Judge(workers=1) as judge:
+    ...     kept, counts = drop_unscorable_golds(rows, judge)
+    >>> list(kept["gold_sql"]), counts
+    (['SELECT count(*) FROM pet'], {'unscorable_gold': 1, 'gold_infra_failures': 0})
+
+    ```
+    """
+    from ..sql import Verdict
+
+    judgements = judge.judge_many([None] * len(dataset), list(dataset["gold_sql"]), list(dataset["db_path"]))
+    keep = [i for i, j in enumerate(judgements) if j.verdict is not Verdict.UNSCORABLE]
+    counts = {
+        "unscorable_gold": len(dataset) - len(keep),
+        "gold_infra_failures": sum(j.verdict is Verdict.INFRA_FAILURE for j in judgements),
+    }
+    if counts["unscorable_gold"]:
+        first = next(j for j in judgements if j.verdict is Verdict.UNSCORABLE)
+        logger.warning(
+            "dropped %d of %d prompts whose gold SQL fails under the run's limits (first: %s)",
+            counts["unscorable_gold"],
+            len(dataset),
+            first.error,
+        )
+    if counts["gold_infra_failures"]:
+        logger.warning(
+            "%d gold queries met an infrastructure failure (kept; such rows get no reward)",
+            counts["gold_infra_failures"],
+        )
+    return (dataset.select(keep) if counts["unscorable_gold"] else dataset), counts
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -704,7 +765,15 @@ def train_grpo(
     rows = rows.shuffle(seed=training_args.seed)
     if script_args.max_train_samples is not None:
         rows = rows.select(range(min(script_args.max_train_samples, len(rows))))
-    dataset = build_prompt_dataset(rows, prompt_config, progress=main_process)
+    judging = reward_judging(training_args)  # the rewards' judge: the gold check fills its cache
+    dataset = build_prompt_dataset(rows, prompt_config, sandbox=judging.judge.sandbox, progress=main_process)
+    dataset, gold_counts = drop_unscorable_golds(dataset, judging.judge)
+    if len(dataset) == 0:
+        judging.close()
+        raise UsageError(
+            f"every one of the {len(rows)} gold queries fails (logged above), so no prompt can be rewarded; check the "
+            "databases, or the SQL limits sql_timeout_s / sql_max_ops / sql_max_rows"
+        )
     tokenizer = load_tokenizer(model_args, training_args)
 
     # 2. model
@@ -729,6 +798,7 @@ def train_grpo(
         + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
         "rows": n_rows,
         "used": len(rows),
+        **gold_counts,
         "dropped_too_long": n_dropped,
         "prompts": len(dataset),
         "databases": len(set(dataset["db_path"])),
@@ -741,7 +811,7 @@ def train_grpo(
     )
 
     # 3. rewards
-    reward_funcs = build_reward_funcs(training_args)
+    reward_funcs = build_reward_funcs(training_args, judging)
     telemetry = TelemetryCallback(output_dir)
     try:
         trainer = _make_trainer_class()(
@@ -790,6 +860,7 @@ def train_grpo(
                 "format": training_args.format_reward_value,
                 "compare_mode": training_args.reward_compare_mode,
             },
+            LIMITS_KEY: limits_record(training_args.sql_limits()),
             "parameters": params,
             "processes": training_args.world_size,
             "threads": threads,
@@ -817,6 +888,7 @@ def train_grpo(
         train_clock = Stopwatch()
         result = trainer.train(resume_from_checkpoint=checkpoint)
         train_seconds = train_clock.seconds()
+        sandbox_stats = dict(judging.judge.sandbox.stats)  # this process's: gold check and every step's rewards
     finally:
         close_rewards(reward_funcs)
 
@@ -844,6 +916,7 @@ def train_grpo(
             "steps": int(result.global_step),
             "max_steps": int(trainer.state.max_steps),
             "epochs": float(trainer.state.epoch or 0.0),
+            "sandbox": sandbox_stats,
             "telemetry_file": TELEMETRY_FILE,
             "telemetry": summarize_telemetry(read_telemetry(output_dir / TELEMETRY_FILE))
             if main_process

@@ -45,6 +45,7 @@ SUMMARY_METRICS = (
     "sql/correct_rate",
     "sql/exec_error_rate",
     "sql/timeout_rate",
+    "sql/infra_failure_rate",
     "completions/mean_length",
     "entropy",
     "clip_ratio/region_mean",
