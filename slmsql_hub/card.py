@@ -608,6 +608,7 @@ def _limits_context(run: RunFiles) -> dict[str, Any] | None:
         "timeout_s": _yaml_scalar(limits.get("timeout_s")),
         "max_ops": "no" if max_ops is None else f"{max_ops:,}",
         "max_rows": f"{limits.get('max_rows'):,}",
+        "max_result_mb": None if limits.get("max_result_bytes") is None else f"{limits['max_result_bytes'] / 2**20:g}",
         "same": [stage for stage, other in recorded.items() if other == limits],
         "differ": [stage for stage, other in recorded.items() if other and other != limits],
     }

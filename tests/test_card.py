@@ -326,7 +326,8 @@ def test_sql_limits_row_states_the_limits_filter_grpo_and_eval_recorded(text):
     name, value = _limits_row(text)
     assert name == "SQL limits (filter, GRPO, eval)"
     assert value == (
-        f"{limits['timeout_s']} s, {limits['max_ops']:,} SQLite instructions, {limits['max_rows']:,} rows per query"
+        f"{limits['timeout_s']} s, {limits['max_ops']:,} SQLite instructions, {limits['max_rows']:,} rows, "
+        f"{limits['max_result_bytes'] / 2**20:g} MiB per query"
     )
 
 

@@ -3,7 +3,7 @@
 The reward, the pass-rate filter and the evaluation must judge a query under the SAME :class:`Limits`, or a
 prediction the filter counted correct can score 0 in training (too many rows for the reward, say) and a gold
 the band kept can become unscorable. So each of their configs mixes in :class:`SQLLimitsArguments` (fields
-``sql_timeout_s``, ``sql_max_ops``, ``sql_max_rows``), builds its sandbox with :meth:`~SQLLimitsArguments.sql_limits`,
+``sql_timeout_s``, ``sql_max_ops``, ``sql_max_rows``, ``sql_max_result_bytes``), builds its sandbox with :meth:`~SQLLimitsArguments.sql_limits`,
 and records :func:`limits_record` under the top-level key ``limits`` of its output (``run_summary.json``,
 ``filter_report.json``, ``eval_results.json``); the model card states them.
 
@@ -58,6 +58,10 @@ class SQLLimitsArguments:
     )
     sql_max_rows: int = field(
         default=Limits.max_rows, metadata={"help": "Most result rows; one more makes the result too_large."}
+    )
+    sql_max_result_bytes: int = field(
+        default=Limits.max_result_bytes,
+        metadata={"help": "Most bytes of values in one result (text and blobs by length); more is too_large."},
     )
 
     def sql_limits(self) -> Limits:
