@@ -338,6 +338,26 @@ def test_exact_zero_std_counts_groups_trl_misses_by_float_rounding():
     assert grpo.frac_zero_std_groups(partly, torch.ones(2), 8) == 1.0
 
 
+def test_flat_groups_compare_totals_or_each_function_as_trl_aggregates_them():
+    import torch
+
+    from slmsql_hub.training.zero_variance import flat_groups, zero_flat_advantages
+
+    nan = float("nan")
+    # equal totals from different parts (1.0 + 0.2 and 1.2 + 0.0): flat when summed first, not when each
+    # function is normalised in its group first; a partly-None row counts its other functions
+    rewards = torch.tensor([[1.0, 0.2], [1.2, 0.0]] * 2 + [[1.0, 0.2]] * 3 + [[1.0, nan]])
+    assert flat_groups(rewards, torch.ones(2), 4)[0].tolist() == [True, False]
+    assert flat_groups(rewards, torch.ones(2), 4, "normalize_then_sum")[0].tolist() == [False, True]
+    # a group with nothing scorable is flat: TRL already zeroes its advantages
+    flat, scorable = flat_groups(torch.full((4, 2), nan), torch.ones(2), 4)
+    assert flat.tolist() == [True] and scorable.tolist() == [0]
+    advantages = torch.full((4, 3), 1e-3)  # per-token advantages of a (samples, tokens) subclass
+    flat_samples = torch.tensor([False] * 4 + [True] * 4)
+    assert zero_flat_advantages(advantages, flat_samples, process_index=1).abs().sum().item() == 0.0
+    assert torch.equal(zero_flat_advantages(advantages, flat_samples, process_index=0), advantages)
+
+
 def test_resume_last_without_checkpoints_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         grpo.resolve_checkpoint("true", tmp_path)
@@ -583,3 +603,22 @@ def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
     assert summary["adapter_checksum"]["changed"] is True
     steps = [r["step"] for r in read_telemetry(out / "telemetry.jsonl")]
     assert steps == [1, 2]  # rank 0 only: one line per step
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
+def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapter_bit_identical(
+    world, tmp_path, scale_rewards
+):
+    # The format reward alone, and every completion carries a ```sql block: each group of 8 is 0.2 x 8, whose
+    # float32 mean is one ulp off on CPU, so TRL's advantages were ~1e-4 and Adam made full-size steps from them.
+    out = tmp_path / f"flat_{scale_rewards}"
+    path = _recipe(
+        world, out, reward_funcs=["format"], num_generations=8, scale_rewards=scale_rewards, temperature=0.7
+    )
+    summary = grpo.train_grpo(*_parse(path))
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]  # every group flat...
+    assert [r["rewards/format/mean"] for r in records] == pytest.approx([0.2, 0.2])  # ...at 0.2: all have a block
+    assert [r["grad_norm"] for r in records] == [0.0, 0.0]
+    assert summary["adapter_checksum"]["changed"] is False
+    assert summary["guards"]["failed"] == ["adapter_changed"]

@@ -62,6 +62,7 @@ from .guards import (
 )
 from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from .telemetry import TELEMETRY_FILE, TelemetryCallback, TimedReward, read_telemetry, summarize_telemetry
+from .zero_variance import flat_groups, frac_zero_std_groups, zero_flat_advantages
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -521,70 +522,38 @@ def _readme_kept_for_the_card(
                 readme.write_bytes(before)
 
 
-def frac_zero_std_groups(
-    rewards_per_func: Any, weights: Any, num_generations: int, tolerance: float = 1e-6
-) -> float:
-    """The fraction of groups whose total reward is the same for every scorable sample, compared exactly.
-
-    TRL's ``frac_reward_zero_std`` tests ``isclose(nanstd(group), 0)`` with an absolute tolerance of 1e-8, but
-    float32 ``nanmean`` of eight equal rewards such as 1.2 (= 1.0 + 0.2, the study's correct answer) is off by
-    one ulp, so the group's std comes out ~1.3e-7 and the group is counted as having variance: a policy that
-    answers every sample right reads as 0% zero-std. This compares max and min instead (``tolerance`` relative
-    to the reward's size). Rows where every reward function returned ``None`` (unscorable) are left out; a
-    group with fewer than two scorable rows does not count as zero-std (as in TRL).
-
-    Args:
-        rewards_per_func: ``(samples, reward functions)`` tensor, NaN for ``None``.
-        weights: one weight per reward function.
-        num_generations: samples per group (consecutive rows).
-        tolerance: largest spread, relative to ``max(1, |reward|)``, still called zero.
-
-    Example:
-
-    ```python
-    >>> import torch
-    >>> from slmsql_hub.training.grpo import frac_zero_std_groups
-    >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
-    >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
-    >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
-    0.5
-
-    ```
-    """
-    import torch
-
-    weighted = rewards_per_func * torch.as_tensor(weights, dtype=rewards_per_func.dtype).to(
-        rewards_per_func.device
-    )
-    totals = weighted.nansum(dim=1)
-    totals[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    groups = totals.view(-1, num_generations)
-    if groups.shape[0] == 0:
-        return 0.0
-    valid = ~torch.isnan(groups)
-    high = torch.where(valid, groups, torch.full_like(groups, -torch.inf)).max(dim=1).values
-    low = torch.where(valid, groups, torch.full_like(groups, torch.inf)).min(dim=1).values
-    scale = torch.clamp(high.abs(), min=1.0)
-    zero = (valid.sum(dim=1) >= 2) & ((high - low) <= tolerance * scale)
-    return float(zero.double().mean().item())
-
-
-
 def _make_trainer_class():
     from trl import GRPOTrainer
 
     class SlmsqlGRPOTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer`` that also logs :data:`EXACT_ZERO_STD_METRIC`, and whose draft model card goes to
-        :data:`TRL_MODEL_CARD`, never ``README.md``."""
+        """TRL's ``GRPOTrainer`` whose flat groups get an advantage of exactly 0 and which also logs
+        :data:`EXACT_ZERO_STD_METRIC` (see :mod:`~slmsql_hub.training.zero_variance`); its draft model card goes
+        to :data:`TRL_MODEL_CARD`, never ``README.md``."""
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             mode = "train" if self.model.training else "eval"
             groups = self.num_generations if mode == "train" else self.num_generations_eval
+            aggregation = self.multi_objective_aggregation
+            flat, _ = flat_groups(rewards_per_func, self.reward_weights, groups, aggregation)
+            self._flat_samples = flat.repeat_interleave(groups)  # every process's samples, as gathered
             self._metrics[mode][EXACT_ZERO_STD_METRIC].append(
-                frac_zero_std_groups(rewards_per_func, self.reward_weights, groups)
+                frac_zero_std_groups(rewards_per_func, self.reward_weights, groups, aggregation)
             )
             return rewards_per_func
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            flat = self._flat_samples
+            output["advantages"] = zero_flat_advantages(
+                output["advantages"], flat, self.accelerator.process_index
+            )
+            logged = self._logs["advantages"]  # the completions table; every process's samples come last
+            start = len(logged) - len(flat)
+            for offset in flat.nonzero().flatten().tolist():
+                if start + offset >= 0:
+                    logged[start + offset] = 0.0
+            return output
 
         def create_model_card(self, *args, **kwargs):
             folder = self.args.output_dir
