@@ -139,6 +139,15 @@ def test_every_grpo_recipe_parses_and_validates():
         assert training.output_dir.startswith("outputs/"), path
 
 
+@pytest.mark.parametrize("path", GRPO_RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_grpo_recipe_samples_without_dropout_in_its_resolved_config(path, tmp_path):
+    # TRL samples in train mode and the filter in eval mode: LoRA dropout on would make them different policies
+    from slmsql_hub.training.configs import save_resolved_config
+
+    resolved = save_resolved_config(tmp_path / "config.yaml", *_parse(path))
+    assert yaml.safe_load(resolved.read_text())["disable_dropout"] is True
+
+
 @pytest.mark.parametrize("name", ["grpo_spider.yaml", "grpo_band.yaml", "grpo_band_lora_lr.yaml"])
 def test_qwen_recipes_carry_the_study_settings(name):
     script, model, training = _parse(RECIPES / "qwen2.5-coder-1.5b" / name)
