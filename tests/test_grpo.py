@@ -389,7 +389,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "README.md").write_text("our card\n")  # the project's card must survive TRL's and PEFT's drafts
-    summary = grpo.train_grpo(*_parse(_recipe(world, out)))
+    summary = grpo.train_grpo(*_parse(_recipe(world, out, min_relative_update=0.5)))
 
     assert summary["status"] == "completed"
     assert summary["fresh_adapter"] is False
@@ -398,6 +398,10 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     assert summary["adapter_checksum"]["before"] != summary["adapter_checksum"]["after"]
     assert summary["guards"]["failed"] == []
     assert "clipping" in summary["guards"]["warned"]  # epsilon 0.2 with one iteration: the ratio is 1
+    update = summary["adapter_update"]  # how far the effective update moved, relative to the adapted weights
+    assert 0.0 < update["relative_norm"] < 0.5 and update["modules_changed"] == update["modules"] > 0
+    assert update["relative_to_adapter"] is None  # the fixture's adapter starts at B = 0: no SFT update yet
+    assert update["min_relative_update"] == 0.5 and "adapter_update" in summary["guards"]["warned"]
     assert summary["data"]["prompts"] == len(QUESTIONS) and summary["prompt"]["source"] == "adapter"
 
     records = read_telemetry(out / "telemetry.jsonl")
@@ -424,6 +428,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
 
     on_disk = json.loads((out / "run_summary.json").read_text())
     assert on_disk["adapter_checksum"] == summary["adapter_checksum"]
+    assert on_disk["adapter_update"] == summary["adapter_update"]
     assert on_disk["config"]["adapter_path"] == str(world / "adapter")
     assert on_disk["telemetry"]["steps_logged"] == 2
     assert (out / "README.md").read_text() == "our card\n"
@@ -631,3 +636,4 @@ def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapt
     assert [r["grad_norm"] for r in records] == [0.0, 0.0]
     assert summary["adapter_checksum"]["changed"] is False
     assert summary["guards"]["failed"] == ["adapter_changed"]
+    assert summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]

@@ -870,6 +870,8 @@ class GRPOTrainingConfig(GRPOConfig):
         reward_compare_mode: ``bird`` (set equality) or ``spider`` (test-suite rule).
         reward_timeout_s: time limit of one query in the rewards' sandbox.
         reward_workers: sandbox worker processes per training process (``None``: the sandbox's default).
+        min_relative_update: the ``adapter_update`` guard warns when the adapter's effective update, relative to
+            the weights it adapts, ends below this (see :func:`~slmsql_hub.training.guards.adapter_update`).
 
     Example:
 
@@ -922,6 +924,10 @@ class GRPOTrainingConfig(GRPOConfig):
     reward_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
+    min_relative_update: float = field(
+        default=1e-6,
+        metadata={"help": "Warn when the adapter's update is below this share of the weights' norm (0: never)."},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.reward_funcs, str):
@@ -945,6 +951,8 @@ class GRPOTrainingConfig(GRPOConfig):
             raise UsageError(f"reward_compare_mode must be bird or spider; got {self.reward_compare_mode!r}")
         if self.reward_timeout_s <= 0:
             raise UsageError(f"reward_timeout_s must be > 0 seconds; got {self.reward_timeout_s}")
+        if not self.min_relative_update >= 0:
+            raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")
         if self.reward_workers is not None and self.reward_workers < 1:
             raise UsageError(
                 f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"

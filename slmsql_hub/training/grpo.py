@@ -11,11 +11,12 @@
    fresh LoRA adapter when the recipe names none. TRL's own CLI cannot continue an adapter this way;
 3. **rewards** — :mod:`slmsql_hub.rewards` by name and value, each timed into the telemetry;
 4. **guards** — fail fast on zero trainable parameters; warn when ``epsilon`` cannot fire or a LoRA run uses a
-   full-fine-tuning learning rate; checksum the adapter (see :mod:`~slmsql_hub.training.guards`);
+   full-fine-tuning learning rate; checksum and snapshot the adapter (see :mod:`~slmsql_hub.training.guards`);
 5. **train** — with checkpoints and ``--resume_from_checkpoint`` (``true``/``last`` resumes the latest one),
    every logged step appended to ``telemetry.jsonl`` exactly once (see :mod:`~slmsql_hub.training.telemetry`);
 6. **save** — adapter, tokenizer, ``config.yaml``, and ``run_summary.json`` (resolved config, data counts,
-   guard results, checksums, telemetry summary, wall time).
+   guard results, checksums, ``adapter_update`` (how far the adapter's effective update moved), telemetry
+   summary, wall time).
 
 TRL drafts a model card at every save and PEFT writes a template ``README.md`` with the adapter; neither is the
 project's card, so the run keeps ``README.md`` free for it: TRL's draft goes to ``trl_model_card.md`` (noted in
@@ -54,11 +55,14 @@ from .configs import (
 from .guards import (
     GuardResult,
     adapter_checksum,
+    adapter_update,
     check_adapter_changed,
+    check_adapter_update,
     check_clipping_can_fire,
     check_lora_learning_rate,
     check_trainable_parameters,
     guards_summary,
+    lora_snapshot,
 )
 from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from .telemetry import TELEMETRY_FILE, TelemetryCallback, TimedReward, read_telemetry, summarize_telemetry
@@ -738,6 +742,7 @@ def train_grpo(
                 write_run_summary(output_dir, summary)
             raise UsageError(f"guard {failed[0].name} failed: {failed[0].message}")
         checksum_before = adapter_checksum(trainer.model)
+        snapshot = lora_snapshot(trainer.model)
 
         # 5. train
         train_clock = Stopwatch()
@@ -749,8 +754,10 @@ def train_grpo(
     # 6. save
     checksum_after = adapter_checksum(trainer.model)
     changed = check_adapter_changed(checksum_before, checksum_after)
-    changed.log()
-    guards.append(changed)
+    update = adapter_update(trainer.model, snapshot)
+    moved = check_adapter_update(update, training_args.min_relative_update)
+    guards += [changed, moved]
+    _log_guards([changed, moved])
     trainer.save_model(str(output_dir))
     trainer.create_model_card(model_name=output_dir.name)
     if main_process:
@@ -767,6 +774,7 @@ def train_grpo(
                 "after": checksum_after,
                 "changed": not changed.failed,
             },
+            "adapter_update": {**update, "min_relative_update": training_args.min_relative_update},
             "steps": int(result.global_step),
             "max_steps": int(trainer.state.max_steps),
             "epochs": float(trainer.state.epoch or 0.0),
@@ -796,13 +804,14 @@ def train_grpo(
             )
         mean = (summary["telemetry"] or {}).get("mean", {})
         logger.info(
-            "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s, %.1fs; "
-            "saved to %s",
+            "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s "
+            "(relative update %s), %.1fs; saved to %s",
             summary["steps"],
             _fmt(mean.get(TRL_ZERO_STD_METRIC)),
             _fmt(mean.get(EXACT_ZERO_STD_METRIC)),
             _fmt(mean.get("reward")),
             "changed" if not changed.failed else "UNCHANGED",
+            "n/a" if update["relative_norm"] is None else f"{update['relative_norm']:.3g}",
             summary["wall_seconds"],
             output_dir,
         )
@@ -843,6 +852,8 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
             out[f"mean_{name.replace('/', '_')}"] = round(mean[name], 4)
     if "adapter_checksum" in summary:
         out["adapter_changed"] = summary["adapter_checksum"]["changed"]
+    if "adapter_update" in summary:
+        out["adapter_relative_update"] = summary["adapter_update"]["relative_norm"]
     guards = summary.get("guards") or {}
     out["guards_warned"] = guards.get("warned", [])
     out["guards_failed"] = guards.get("failed", [])
