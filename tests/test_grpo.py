@@ -619,6 +619,36 @@ def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
     assert steps == [1, 2]  # rank 0 only: one line per step
 
 
+@pytest.mark.slow
+def test_flat_groups_split_across_two_processes_give_zero_grad_norm(world, tmp_path):
+    # Each group of 8 samples spans both processes (4 per device): each zeroes its own slice of the gathered
+    # batch's flat groups, so the step is exactly 0 on both and the adapter stays bit-identical.
+    out = tmp_path / "ddp_flat"
+    path = _recipe(
+        world, out, reward_funcs=["format"], num_generations=8, per_device_train_batch_size=4, temperature=0.7
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(RECIPES / "accelerate_configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(_free_port()),
+        "-m",
+        "slmsql_hub.training.grpo",
+        "--config",
+        str(path),
+    ]
+    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]  # the adapter_changed guard fails the run
+    summary = json.loads((out / "run_summary.json").read_text())
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]
+    assert [r["grad_norm"] for r in records] == [0.0, 0.0]
+    assert summary["adapter_update"]["relative_norm"] == 0.0 and summary["adapter_checksum"]["changed"] is False
+
+
 @pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
 def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapter_bit_identical(
     world, tmp_path, scale_rewards
