@@ -137,14 +137,6 @@ MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
 )
 """Telemetry metrics of the attempts table: (key, label, decimals); a metric no attempt logs has no row."""
 
-ZERO_STD_NOTE = (
-    f"The zero-variance share to read is `{EXACT_ZERO_STD_METRIC}` (a group counts when its rewards' max equals "
-    f"their min). TRL's `{TRL_ZERO_STD_METRIC}` tests `isclose(std, 0)` at an absolute tolerance of 1e-8 on float32 "
-    "rewards, and eight equal rewards such as 1.2 have a computed std of ~1e-7, so it misses those groups; "
-    "training is unaffected (their advantages are ~1e-3)."
-)
-"""Printed under the attempts table when TRL's zero-variance share and the exact one disagree."""
-
 COMPARE_MODES: dict[str, str] = {
     "bird": "BIRD semantics: the result rows of prediction and gold are compared as sets; column order matters",
     "spider": "Spider test-suite semantics: DISTINCT removed, columns may be permuted, rows compared as "
@@ -211,6 +203,23 @@ def number(value: Any, decimals: int = 3) -> str:
     if value is None:
         return "n/a"
     return f"{float(value):.{decimals}f}"
+
+
+def scientific(value: Any, digits: int = 2) -> str:
+    """A small ratio in scientific notation (``0`` when exactly zero, ``n/a`` when missing).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.card import scientific
+    >>> scientific(0.000321), scientific(0.0), scientific(None)
+    ('3.21e-04', '0', 'n/a')
+
+    ```
+    """
+    if value is None:
+        return "n/a"
+    return "0" if value == 0 else f"{float(value):.{digits}e}"
 
 
 def _cell(value: Any) -> str:
@@ -505,6 +514,7 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
     for attempt in run.attempts:
         stats = {key: telemetry_stats(attempt.records, key) for key, _, _ in MECHANISM_METRICS}
         checksum = attempt.summary.get("adapter_checksum") or {}
+        update = attempt.summary.get("adapter_update") or {}
         attempts.append(
             {
                 "label": attempt.label,
@@ -517,6 +527,7 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
                 "steps_logged": len(attempt.records),
                 "stats": stats,
                 "adapter_changed": checksum.get("changed"),
+                "relative_update": update.get("relative_norm"),
                 "wall_seconds": attempt.summary.get("wall_seconds"),
             }
         )
@@ -547,6 +558,13 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
             ],
         )
     )
+    if any(a["relative_update"] is not None for a in attempts):
+        rows.append(
+            (
+                "adapter update ‖ΔW‖ / ‖W‖",
+                [scientific(a["relative_update"]) for a in attempts],
+            )
+        )
     rows.append(("wall time", [f"{number(a['wall_seconds'], 0)} s" for a in attempts]))
     disagree = any(
         a["stats"][EXACT_ZERO_STD_METRIC] is not None
@@ -556,7 +574,7 @@ def _mechanism(run: RunFiles) -> dict[str, Any]:
     )
     return {
         "attempts": attempts,
-        "zero_std_note": ZERO_STD_NOTE if disagree else None,
+        "zero_std_disagree": disagree,
         "attempts_header": header,
         "attempts_rows": [
             {"label": _cell(label), "cells": [_cell(c) for c in cells]} for label, cells in rows
@@ -661,6 +679,8 @@ def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -
                 if shipped["adapter_changed"]
                 else "the adapter's weights did NOT change"
             )
+            if shipped["adapter_changed"] and shipped["relative_update"] is not None:
+                parts[-1] += f" (by {scientific(shipped['relative_update'])} of their norm)"
     mechanism_text = ", ".join(parts)
     if outcome == "null" and mechanism_text:
         closing = f"The training mechanism did its job — {mechanism_text} — and the accuracy did not move."

@@ -1246,6 +1246,11 @@ def training_card(summary: dict, repo_id: str) -> str:
         f"| steps | {summary.get('steps', 'n/a')} steps of {summary.get('max_steps', 'n/a')} |",
         f"| adapter changed | {checksum.get('changed', 'n/a')} |",
     ]
+    relative = (summary.get("adapter_update") or {}).get("relative_norm")
+    if relative is not None:
+        from .card import scientific
+
+        lines.append(f"| adapter update ‖ΔW‖ / ‖W‖ | {scientific(relative)} |")
     for name in (EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC, "reward", "reward_std", "grad_norm"):
         if name in telemetry_mean:
             lines.append(f"| mean {name} | {_fmt_rate(telemetry_mean[name])} |")

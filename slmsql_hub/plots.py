@@ -45,10 +45,8 @@ TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
 """The telemetry plots of a card: file stem -> (telemetry metric, title, y label); see :data:`METRIC_FALLBACKS`."""
 
 METRIC_FALLBACKS: dict[str, str] = {EXACT_ZERO_STD_METRIC: TRL_ZERO_STD_METRIC}
-"""Metric -> what to show for runs that did not log it. ``frac_reward_zero_std_exact`` (slmsql-hub's count: a
-group's rewards have max == min) is the zero-variance share to quote: TRL's ``frac_reward_zero_std`` tests
-``isclose(std, 0)`` at an absolute tolerance of 1e-8 on float32 rewards, and eight rewards of 1.2 have a computed
-std of ~1e-7, so it misses every all-right group with a ```sql block (it reads 0.0 on the world runs)."""
+"""Metric -> what to show for runs that did not log it: runs from before ``frac_reward_zero_std_exact`` (the
+zero-variance share to quote, see :mod:`~slmsql_hub.training.zero_variance`) show TRL's share."""
 
 
 def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: str) -> str | None:

@@ -227,6 +227,8 @@ def test_tldr_quotes_each_verdict_and_the_telemetrys_zero_variance_share(text):
         assert f"{round(100 * sum(values) / len(values))}% " in tldr
     grad = [r["grad_norm"] for r in _telemetry(RUN / "grpo" / "telemetry.jsonl")]
     assert f"mean gradient norm was {sum(grad) / len(grad):.3f}" in tldr
+    relative = _json(RUN / "grpo" / "run_summary.json")["adapter_update"]["relative_norm"]
+    assert f"the adapter's weights changed (by {relative:.2e} of their norm)" in tldr
 
 
 def test_attempts_table_equals_telemetry_and_run_summaries(text):
@@ -252,6 +254,10 @@ def test_attempts_table_equals_telemetry_and_run_summaries(text):
     assert rows["adapter weights changed"] == [
         "yes" if s["adapter_checksum"]["changed"] else "**no**" for s in summaries
     ]
+    # how far each adapter moved, next to the telemetry: run_summary.json's adapter_update, in 3 digits
+    cells = rows["adapter update ‖ΔW‖ / ‖W‖"]
+    assert cells == [f"{s['adapter_update']['relative_norm']:.2e}" for s in summaries]
+    assert all(0 < float(c) for c in cells)
     # TRL's share and the exact one disagree in the fixture as in real runs: the card says which to read.
     assert "The zero-variance share to read is `frac_reward_zero_std_exact`" in section
 

@@ -140,6 +140,15 @@ def test_every_grpo_recipe_parses_and_validates():
         assert training.output_dir.startswith("outputs/"), path
 
 
+@pytest.mark.parametrize("path", GRPO_RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_grpo_recipe_samples_without_dropout_in_its_resolved_config(path, tmp_path):
+    # TRL samples in train mode and the filter in eval mode: LoRA dropout on would make them different policies
+    from slmsql_hub.training.configs import save_resolved_config
+
+    resolved = save_resolved_config(tmp_path / "config.yaml", *_parse(path))
+    assert yaml.safe_load(resolved.read_text())["disable_dropout"] is True
+
+
 @pytest.mark.parametrize("name", ["grpo_spider.yaml", "grpo_band.yaml", "grpo_band_lora_lr.yaml"])
 def test_qwen_recipes_carry_the_study_settings(name):
     script, model, training = _parse(RECIPES / "qwen2.5-coder-1.5b" / name)
@@ -403,6 +412,26 @@ def test_exact_zero_std_counts_groups_trl_misses_by_float_rounding():
     assert grpo.frac_zero_std_groups(partly, torch.ones(2), 8) == 1.0
 
 
+def test_flat_groups_compare_totals_or_each_function_as_trl_aggregates_them():
+    import torch
+
+    from slmsql_hub.training.zero_variance import flat_groups, zero_flat_advantages
+
+    nan = float("nan")
+    # equal totals from different parts (1.0 + 0.2 and 1.2 + 0.0): flat when summed first, not when each
+    # function is normalised in its group first; a partly-None row counts its other functions
+    rewards = torch.tensor([[1.0, 0.2], [1.2, 0.0]] * 2 + [[1.0, 0.2]] * 3 + [[1.0, nan]])
+    assert flat_groups(rewards, torch.ones(2), 4)[0].tolist() == [True, False]
+    assert flat_groups(rewards, torch.ones(2), 4, "normalize_then_sum")[0].tolist() == [False, True]
+    # a group with nothing scorable is flat: TRL already zeroes its advantages
+    flat, scorable = flat_groups(torch.full((4, 2), nan), torch.ones(2), 4)
+    assert flat.tolist() == [True] and scorable.tolist() == [0]
+    advantages = torch.full((4, 3), 1e-3)  # per-token advantages of a (samples, tokens) subclass
+    flat_samples = torch.tensor([False] * 4 + [True] * 4)
+    assert zero_flat_advantages(advantages, flat_samples, process_index=1).abs().sum().item() == 0.0
+    assert torch.equal(zero_flat_advantages(advantages, flat_samples, process_index=0), advantages)
+
+
 def test_resume_last_without_checkpoints_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         grpo.resolve_checkpoint("true", tmp_path)
@@ -425,7 +454,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "README.md").write_text("our card\n")  # the project's card must survive TRL's and PEFT's drafts
-    summary = grpo.train_grpo(*_parse(_recipe(world, out)))
+    summary = grpo.train_grpo(*_parse(_recipe(world, out, min_relative_update=0.5)))
 
     assert summary["status"] == "completed"
     assert summary["fresh_adapter"] is False
@@ -434,6 +463,10 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     assert summary["adapter_checksum"]["before"] != summary["adapter_checksum"]["after"]
     assert summary["guards"]["failed"] == []
     assert "clipping" in summary["guards"]["warned"]  # epsilon 0.2 with one iteration: the ratio is 1
+    update = summary["adapter_update"]  # how far the effective update moved, relative to the adapted weights
+    assert 0.0 < update["relative_norm"] < 0.5 and update["modules_changed"] == update["modules"] > 0
+    assert update["relative_to_adapter"] is None  # the fixture's adapter starts at B = 0: no SFT update yet
+    assert update["min_relative_update"] == 0.5 and "adapter_update" in summary["guards"]["warned"]
     assert summary["data"]["prompts"] == len(QUESTIONS) and summary["prompt"]["source"] == "adapter"
 
     records = read_telemetry(out / "telemetry.jsonl")
@@ -460,6 +493,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
 
     on_disk = json.loads((out / "run_summary.json").read_text())
     assert on_disk["adapter_checksum"] == summary["adapter_checksum"]
+    assert on_disk["adapter_update"] == summary["adapter_update"]
     assert on_disk["config"]["adapter_path"] == str(world / "adapter")
     assert on_disk["telemetry"]["steps_logged"] == 2
     # the limits the rewards judged under, the gold check, and the sandbox's own counts
@@ -684,3 +718,53 @@ def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
     assert summary["adapter_checksum"]["changed"] is True
     steps = [r["step"] for r in read_telemetry(out / "telemetry.jsonl")]
     assert steps == [1, 2]  # rank 0 only: one line per step
+
+
+@pytest.mark.slow
+def test_flat_groups_split_across_two_processes_give_zero_grad_norm(world, tmp_path):
+    # Each group of 8 samples spans both processes (4 per device): each zeroes its own slice of the gathered
+    # batch's flat groups, so the step is exactly 0 on both and the adapter stays bit-identical.
+    out = tmp_path / "ddp_flat"
+    path = _recipe(
+        world, out, reward_funcs=["format"], num_generations=8, per_device_train_batch_size=4, temperature=0.7
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(RECIPES / "accelerate_configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(_free_port()),
+        "-m",
+        "slmsql_hub.training.grpo",
+        "--config",
+        str(path),
+    ]
+    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]  # the adapter_changed guard fails the run
+    summary = json.loads((out / "run_summary.json").read_text())
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]
+    assert [r["grad_norm"] for r in records] == [0.0, 0.0]
+    assert summary["adapter_update"]["relative_norm"] == 0.0 and summary["adapter_checksum"]["changed"] is False
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
+def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapter_bit_identical(
+    world, tmp_path, scale_rewards
+):
+    # The format reward alone, and every completion carries a ```sql block: each group of 8 is 0.2 x 8, whose
+    # float32 mean is one ulp off on CPU, so TRL's advantages were ~1e-4 and Adam made full-size steps from them.
+    out = tmp_path / f"flat_{scale_rewards}"
+    path = _recipe(
+        world, out, reward_funcs=["format"], num_generations=8, scale_rewards=scale_rewards, temperature=0.7
+    )
+    summary = grpo.train_grpo(*_parse(path))
+    records = read_telemetry(out / "telemetry.jsonl")
+    assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]  # every group flat...
+    assert [r["rewards/format/mean"] for r in records] == pytest.approx([0.2, 0.2])  # ...at 0.2: all have a block
+    assert [r["grad_norm"] for r in records] == [0.0, 0.0]
+    assert summary["adapter_checksum"]["changed"] is False
+    assert summary["guards"]["failed"] == ["adapter_changed"]
+    assert summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]

@@ -9,11 +9,14 @@ from _tiny_model import build_model, build_tokenizer
 from slmsql_hub.training.configs import GRPOTrainingConfig
 from slmsql_hub.training.guards import (
     adapter_checksum,
+    adapter_update,
     check_adapter_changed,
+    check_adapter_update,
     check_clipping_can_fire,
     check_lora_learning_rate,
     check_trainable_parameters,
     guards_summary,
+    lora_snapshot,
 )
 
 
@@ -87,6 +90,46 @@ def test_an_optimizer_step_with_zero_gradient_leaves_the_adapter_unchanged_and_i
             p.grad = torch.ones_like(p)
     optimizer.step()
     assert check_adapter_changed(before, adapter_checksum(model)).status == "ok"
+
+
+def test_a_one_ulp_change_passes_the_checksum_but_the_relative_update_guard_warns(saved_adapter):
+    folder, tokenizer = saved_adapter
+    model = _load(folder, tokenizer, trainable=True)
+    with torch.no_grad():  # a trained adapter: B is no longer zero, so SFT's update is part of the weights
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn_like(p) * 0.05)
+    before, snapshot = adapter_checksum(model), lora_snapshot(model)
+    unmoved = adapter_update(model, snapshot)
+    assert unmoved["relative_norm"] == 0.0 and unmoved["modules_changed"] == 0
+    assert unmoved["modules"] == len(snapshot) > 0 and unmoved["relative_to_adapter"] == 0.0
+
+    lora_b = next(p for n, p in model.named_parameters() if "lora_B" in n)
+    with torch.no_grad():
+        lora_b[0, 0] = torch.nextafter(lora_b[0, 0], torch.tensor(1.0))  # one ulp
+    assert check_adapter_changed(before, adapter_checksum(model)).status == "ok"  # bit-identity sees a change
+    tiny = adapter_update(model, snapshot)
+    assert 0.0 < tiny["relative_norm"] < 1e-9 and tiny["modules_changed"] == 1
+    warned = check_adapter_update(tiny, min_relative_update=1e-6)
+    assert warned.status == "warn" and "min_relative_update=1e-06" in warned.message
+
+    with torch.no_grad():  # a real step: every B moves by 1e-2
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.add_(1e-2)
+    moved = adapter_update(model, snapshot)
+    assert moved["relative_norm"] > 1e-3 and moved["modules_changed"] == moved["modules"]
+    assert check_adapter_update(moved, min_relative_update=1e-6).status == "ok"
+    # the formula, by hand: sqrt(sum ||s (B1 A1 - B0 A0)||^2) / sqrt(sum ||W + s B0 A0||^2)
+    update_sq = weight_sq = 0.0
+    for name, layer in model.named_modules():
+        if name in snapshot:
+            a0, b0 = (t.double() for t in snapshot[name])
+            a1, b1 = layer.lora_A["default"].weight.double(), layer.lora_B["default"].weight.double()
+            s = layer.scaling["default"]
+            update_sq += float((s * (b1 @ a1 - b0 @ a0)).square().sum())
+            weight_sq += float((layer.base_layer.weight.double() + s * b0 @ a0).square().sum())
+    assert moved["relative_norm"] == pytest.approx((update_sq / weight_sq) ** 0.5, rel=1e-9)
 
 
 def test_clipping_guard_warns_for_the_study_setting_and_not_when_batches_are_reused():

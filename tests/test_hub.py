@@ -793,6 +793,7 @@ def test_card_after_training_replaces_trls_draft(server, tmp_path):
         "steps": 7,
         "max_steps": 7,
         "adapter_checksum": {"changed": True},
+        "adapter_update": {"relative_norm": 0.000321, "min_relative_update": 1e-6},
         "telemetry": {"mean": {"frac_reward_zero_std": 0.625, "grad_norm": 0.125}},
     }
     (output_dir / "run_summary.json").write_text(json.dumps(summary))
@@ -822,6 +823,7 @@ def test_card_after_training_replaces_trls_draft(server, tmp_path):
     assert (
         "| steps | 7 steps of 7 |" in result["text"]
         and "| mean frac_reward_zero_std | 0.625 |" in result["text"]
+        and "| adapter update ‖ΔW‖ / ‖W‖ | 3.21e-04 |" in result["text"]
     )
     assert "continuing the SFT adapter `outputs/sft/stage2`" in result["text"]
 

@@ -77,6 +77,9 @@ def test_quickstart_end_to_end_with_the_default_recipes(tmp_path, capsys):
     band, attempt1 = (json.loads((out / r / "run_summary.json").read_text()) for r in ("grpo", "grpo_attempt1"))
     for summary in (band, attempt1):
         assert summary["adapter_checksum"]["changed"] and summary["guards"]["failed"] == []
+        update = summary["adapter_update"]  # how far each attempt moved its adapter, above the recipe's floor
+        assert update["relative_norm"] > update["min_relative_update"] > 0
+        assert "adapter_update" not in summary["guards"]["warned"]
     # The study's mechanism: mastered data gives mostly zero-variance groups, the band far fewer.
     zero_std = [s["telemetry"]["mean"]["frac_reward_zero_std_exact"] for s in (attempt1, band)]
     assert zero_std[0] > zero_std[1] + 0.2, zero_std

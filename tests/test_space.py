@@ -199,6 +199,9 @@ def write_card_folder(folder: Path, eval_results: dict, predictions: list[dict])
     (folder / "grpo_attempt1" / "telemetry.jsonl").write_text(
         '{"step": 1, "reward": 0.9, "frac_reward_zero_std": 0.4}\n'
     )
+    # the shipped attempt's summary says how far its adapter moved; attempt #1's summary predates the record
+    (folder / "run_summary.json").write_text(json.dumps({"adapter_update": {"relative_norm": 0.000321}}))
+    (folder / "grpo_attempt1" / "run_summary.json").write_text(json.dumps({"steps": 1}))
     (folder / "eval" / "eval_results.json").write_text(json.dumps(eval_results))
     (folder / "eval" / "predictions" / "world_dev.jsonl").write_text(
         "".join(json.dumps(p) + "\n" for p in predictions)
@@ -255,8 +258,11 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
         return [r["question_id"] for r in records]
 
     with ComparisonSpace(settings) as space:
-        zero = {row["Attempt"]: row["Zero-variance groups"] for row in space.telemetry_table()}
+        table = space.telemetry_table()
+    zero = {row["Attempt"]: row["Zero-variance groups"] for row in table}
     assert zero == {"attempt #1": "0.4", "attempt #2": "0.5"}  # attempt #2: the exact mean, not TRL's 0
+    moved = {row["Attempt"]: row["Adapter update ‖ΔW‖/‖W‖"] for row in table}
+    assert moved == {"attempt #1": "n/a", "attempt #2": "3.21e-04"}
 
     assert ids("all") == ["q1", "q2", "q3"]
     assert ids("sft_only") == ["q1"] and ids("grpo_only") == ["q2", "q3"]

@@ -882,6 +882,8 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
             filter and eval recipes (see :mod:`slmsql_hub.sql.recipe_limits`).
         reward_timeout_s: deprecated name of ``sql_timeout_s`` (removed in the next release).
         reward_workers: sandbox worker processes per training process (``None``: the sandbox's default).
+        min_relative_update: the ``adapter_update`` guard warns when the adapter's effective update, relative to
+            the weights it adapts, ends below this (see :func:`~slmsql_hub.training.guards.adapter_update`).
 
     Example:
 
@@ -934,6 +936,10 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
     reward_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
+    min_relative_update: float = field(
+        default=1e-6,
+        metadata={"help": "Warn when the adapter's update is below this share of the weights' norm (0: never)."},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.reward_funcs, str):
@@ -956,6 +962,8 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
         if self.reward_compare_mode not in ("bird", "spider"):
             raise UsageError(f"reward_compare_mode must be bird or spider; got {self.reward_compare_mode!r}")
         self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
+        if not self.min_relative_update >= 0:
+            raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")
         if self.reward_workers is not None and self.reward_workers < 1:
             raise UsageError(
                 f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"

@@ -11,11 +11,12 @@
    fresh LoRA adapter when the recipe names none. TRL's own CLI cannot continue an adapter this way;
 3. **rewards** — :mod:`slmsql_hub.rewards` by name and value, each timed into the telemetry;
 4. **guards** — fail fast on zero trainable parameters; warn when ``epsilon`` cannot fire or a LoRA run uses a
-   full-fine-tuning learning rate; checksum the adapter (see :mod:`~slmsql_hub.training.guards`);
+   full-fine-tuning learning rate; checksum and snapshot the adapter (see :mod:`~slmsql_hub.training.guards`);
 5. **train** — with checkpoints and ``--resume_from_checkpoint`` (``true``/``last`` resumes the latest one),
    every logged step appended to ``telemetry.jsonl`` exactly once (see :mod:`~slmsql_hub.training.telemetry`);
 6. **save** — adapter, tokenizer, ``config.yaml``, and ``run_summary.json`` (resolved config, data counts,
-   guard results, checksums, telemetry summary, wall time).
+   guard results, checksums, ``adapter_update`` (how far the adapter's effective update moved), telemetry
+   summary, wall time).
 
 TRL drafts a model card at every save and PEFT writes a template ``README.md`` with the adapter; neither is the
 project's card, so the run keeps ``README.md`` free for it: TRL's draft goes to ``trl_model_card.md`` (noted in
@@ -56,14 +57,18 @@ from .configs import (
 from .guards import (
     GuardResult,
     adapter_checksum,
+    adapter_update,
     check_adapter_changed,
+    check_adapter_update,
     check_clipping_can_fire,
     check_lora_learning_rate,
     check_trainable_parameters,
     guards_summary,
+    lora_snapshot,
 )
 from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from .telemetry import TELEMETRY_FILE, TelemetryCallback, TimedReward, read_telemetry, summarize_telemetry
+from .zero_variance import flat_groups, frac_zero_std_groups, zero_flat_advantages
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -617,70 +622,38 @@ def _readme_kept_for_the_card(
                 readme.write_bytes(before)
 
 
-def frac_zero_std_groups(
-    rewards_per_func: Any, weights: Any, num_generations: int, tolerance: float = 1e-6
-) -> float:
-    """The fraction of groups whose total reward is the same for every scorable sample, compared exactly.
-
-    TRL's ``frac_reward_zero_std`` tests ``isclose(nanstd(group), 0)`` with an absolute tolerance of 1e-8, but
-    float32 ``nanmean`` of eight equal rewards such as 1.2 (= 1.0 + 0.2, the study's correct answer) is off by
-    one ulp, so the group's std comes out ~1.3e-7 and the group is counted as having variance: a policy that
-    answers every sample right reads as 0% zero-std. This compares max and min instead (``tolerance`` relative
-    to the reward's size). Rows where every reward function returned ``None`` (unscorable) are left out; a
-    group with fewer than two scorable rows does not count as zero-std (as in TRL).
-
-    Args:
-        rewards_per_func: ``(samples, reward functions)`` tensor, NaN for ``None``.
-        weights: one weight per reward function.
-        num_generations: samples per group (consecutive rows).
-        tolerance: largest spread, relative to ``max(1, |reward|)``, still called zero.
-
-    Example:
-
-    ```python
-    >>> import torch
-    >>> from slmsql_hub.training.grpo import frac_zero_std_groups
-    >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
-    >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
-    >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
-    0.5
-
-    ```
-    """
-    import torch
-
-    weighted = rewards_per_func * torch.as_tensor(weights, dtype=rewards_per_func.dtype).to(
-        rewards_per_func.device
-    )
-    totals = weighted.nansum(dim=1)
-    totals[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    groups = totals.view(-1, num_generations)
-    if groups.shape[0] == 0:
-        return 0.0
-    valid = ~torch.isnan(groups)
-    high = torch.where(valid, groups, torch.full_like(groups, -torch.inf)).max(dim=1).values
-    low = torch.where(valid, groups, torch.full_like(groups, torch.inf)).min(dim=1).values
-    scale = torch.clamp(high.abs(), min=1.0)
-    zero = (valid.sum(dim=1) >= 2) & ((high - low) <= tolerance * scale)
-    return float(zero.double().mean().item())
-
-
-
 def _make_trainer_class():
     from trl import GRPOTrainer
 
     class SlmsqlGRPOTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer`` that also logs :data:`EXACT_ZERO_STD_METRIC`, and whose draft model card goes to
-        :data:`TRL_MODEL_CARD`, never ``README.md``."""
+        """TRL's ``GRPOTrainer`` whose flat groups get an advantage of exactly 0 and which also logs
+        :data:`EXACT_ZERO_STD_METRIC` (see :mod:`~slmsql_hub.training.zero_variance`); its draft model card goes
+        to :data:`TRL_MODEL_CARD`, never ``README.md``."""
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             mode = "train" if self.model.training else "eval"
             groups = self.num_generations if mode == "train" else self.num_generations_eval
+            aggregation = self.multi_objective_aggregation
+            flat, _ = flat_groups(rewards_per_func, self.reward_weights, groups, aggregation)
+            self._flat_samples = flat.repeat_interleave(groups)  # every process's samples, as gathered
             self._metrics[mode][EXACT_ZERO_STD_METRIC].append(
-                frac_zero_std_groups(rewards_per_func, self.reward_weights, groups)
+                frac_zero_std_groups(rewards_per_func, self.reward_weights, groups, aggregation)
             )
             return rewards_per_func
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            flat = self._flat_samples
+            output["advantages"] = zero_flat_advantages(
+                output["advantages"], flat, self.accelerator.process_index
+            )
+            logged = self._logs["advantages"]  # the completions table; every process's samples come last
+            start = len(logged) - len(flat)
+            for offset in flat.nonzero().flatten().tolist():
+                if start + offset >= 0:
+                    logged[start + offset] = 0.0
+            return output
 
         def create_model_card(self, *args, **kwargs):
             folder = self.args.output_dir
@@ -883,6 +856,7 @@ def train_grpo(
                 write_run_summary(output_dir, summary)
             raise UsageError(f"guard {failed[0].name} failed: {failed[0].message}")
         checksum_before = adapter_checksum(trainer.model)
+        snapshot = lora_snapshot(trainer.model)
 
         # 5. train
         train_clock = Stopwatch()
@@ -895,8 +869,10 @@ def train_grpo(
     # 6. save
     checksum_after = adapter_checksum(trainer.model)
     changed = check_adapter_changed(checksum_before, checksum_after)
-    changed.log()
-    guards.append(changed)
+    update = adapter_update(trainer.model, snapshot)
+    moved = check_adapter_update(update, training_args.min_relative_update)
+    guards += [changed, moved]
+    _log_guards([changed, moved])
     trainer.save_model(str(output_dir))
     trainer.create_model_card(model_name=output_dir.name)
     if main_process:
@@ -913,6 +889,7 @@ def train_grpo(
                 "after": checksum_after,
                 "changed": not changed.failed,
             },
+            "adapter_update": {**update, "min_relative_update": training_args.min_relative_update},
             "steps": int(result.global_step),
             "max_steps": int(trainer.state.max_steps),
             "epochs": float(trainer.state.epoch or 0.0),
@@ -943,13 +920,14 @@ def train_grpo(
             )
         mean = (summary["telemetry"] or {}).get("mean", {})
         logger.info(
-            "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s, %.1fs; "
-            "saved to %s",
+            "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s "
+            "(relative update %s), %.1fs; saved to %s",
             summary["steps"],
             _fmt(mean.get(TRL_ZERO_STD_METRIC)),
             _fmt(mean.get(EXACT_ZERO_STD_METRIC)),
             _fmt(mean.get("reward")),
             "changed" if not changed.failed else "UNCHANGED",
+            "n/a" if update["relative_norm"] is None else f"{update['relative_norm']:.3g}",
             summary["wall_seconds"],
             output_dir,
         )
@@ -990,6 +968,8 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
             out[f"mean_{name.replace('/', '_')}"] = round(mean[name], 4)
     if "adapter_checksum" in summary:
         out["adapter_changed"] = summary["adapter_checksum"]["changed"]
+    if "adapter_update" in summary:
+        out["adapter_relative_update"] = summary["adapter_update"]["relative_norm"]
     guards = summary.get("guards") or {}
     out["guards_warned"] = guards.get("warned", [])
     out["guards_failed"] = guards.get("failed", [])

@@ -8,6 +8,9 @@ Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that th
 - :func:`adapter_checksum` + :func:`check_adapter_changed` — a checksum of the adapter's weights before and
   after training; an unchanged adapter means the run learnt nothing (e.g. every group had zero reward
   variance, or the learning rate was 0);
+- :func:`lora_snapshot` + :func:`adapter_update` + :func:`check_adapter_update` — how far the adapter's
+  effective update moved, relative to the weights it adapts (``adapter_update`` in ``run_summary.json``);
+  **warns** below the recipe's ``min_relative_update``: a 1-ulp change passes the checksum but not this;
 - :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the clipped ratio can never differ from 1:
   with ``num_iterations == 1`` and the default generation steps, each batch is used once, by the policy that
   sampled it, so the ratio is exactly 1 and ``clip_ratio/*`` stays 0;
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -192,6 +197,132 @@ def check_adapter_changed(before: str, after: str) -> GuardResult:
             details,
         )
     return GuardResult("adapter_changed", OK, f"the adapter changed ({before[:12]} -> {after[:12]})", details)
+
+
+def _lora_layers(model: Any) -> Iterator[tuple[str, Any, str]]:
+    """``(module name, LoRA layer, adapter name)`` of every plain (2-D) LoRA layer of the active adapter."""
+    from peft.tuners.lora import LoraLayer
+
+    adapter = getattr(model, "active_adapter", None)
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer) and adapter in module.lora_A and module.lora_A[adapter].weight.dim() == 2:
+            yield name, module, adapter
+
+
+def lora_snapshot(model: Any) -> dict[str, tuple[Any, Any]]:
+    """CPU copies of every LoRA layer's ``(A, B)`` (the active adapter's), for :func:`adapter_update` later.
+
+    Example: see :func:`adapter_update`.
+    """
+    return {
+        name: (
+            layer.lora_A[adapter].weight.detach().to("cpu", copy=True),
+            layer.lora_B[adapter].weight.detach().to("cpu", copy=True),
+        )
+        for name, layer, adapter in _lora_layers(model)
+    }
+
+
+def adapter_update(model: Any, before: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """How far a LoRA adapter's effective update moved since ``before`` (:func:`lora_snapshot`).
+
+    A LoRA module m adds ``ΔW_m = s_m · B_m A_m`` to its frozen weight ``W_m`` (``s_m = lora_alpha / r``, or
+    ``/ sqrt(r)`` with rsLoRA). With ``0`` before training and ``1`` after, summed over the adapter's modules
+    (Frobenius norms, in float64)::
+
+        relative_norm = sqrt(Σ_m ‖ΔW1_m − ΔW0_m‖²) / sqrt(Σ_m ‖W_m + ΔW0_m‖²)
+
+    the size of the update relative to the weights the adapter acts on as training started (for a continued
+    SFT adapter, base + SFT update). ``ΔW1 − ΔW0 = s·((B1 − B0)·A1 + B0·(A1 − A0))``, so ``relative_norm`` is
+    exactly 0.0 when no A or B changed.
+
+    Returns:
+        ``relative_norm``; ``update_norm`` and ``weight_norm`` (its numerator and denominator);
+        ``relative_to_adapter`` (``update_norm / sqrt(Σ‖ΔW0‖²)``, how far the starting adapter's own update moved;
+        ``None`` for a fresh adapter, whose ``ΔW0`` is 0); ``modules`` and ``modules_changed``. ``relative_norm``
+        is ``None`` when the model has no LoRA module.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from peft import LoraConfig, get_peft_model
+    >>> from slmsql_hub.training.guards import adapter_update, lora_snapshot
+    >>> _ = torch.manual_seed(0)
+    >>> model = get_peft_model(torch.nn.Sequential(torch.nn.Linear(8, 8)), LoraConfig(r=2, target_modules=["0"]))
+    >>> before = lora_snapshot(model)
+    >>> adapter_update(model, before)["relative_norm"]
+    0.0
+    >>> with torch.no_grad():
+    ...     _ = model.base_model.model[0].lora_B["default"].weight.fill_(0.01)
+    >>> update = adapter_update(model, before)
+    >>> 0 < update["relative_norm"] < 1, update["modules_changed"], update["relative_to_adapter"]
+    (True, 1, None)
+
+    ```
+    """
+    import torch
+
+    sums = {"update": 0.0, "weight": 0.0, "adapter": 0.0}
+    modules = changed = 0
+    for name, layer, adapter in _lora_layers(model):
+        a1 = layer.lora_A[adapter].weight.detach().to(torch.float64)
+        b1 = layer.lora_B[adapter].weight.detach().to(torch.float64)
+        a0, b0 = (t.to(a1.device, torch.float64) for t in before[name])
+        scale = float(layer.scaling[adapter])
+        start = scale * (b0 @ a0)
+        step = scale * ((b1 - b0) @ a1 + b0 @ (a1 - a0))
+        weight = layer.get_base_layer().weight.detach().to(torch.float64)
+        if getattr(layer, "fan_in_fan_out", False):
+            start, step = start.T, step.T
+        sums["update"] += float(step.square().sum())
+        sums["weight"] += float((weight + start).square().sum())
+        sums["adapter"] += float(start.square().sum())
+        modules += 1
+        changed += int(not (torch.equal(a0, a1) and torch.equal(b0, b1)))
+    norms = {key: math.sqrt(value) for key, value in sums.items()}
+    return {
+        "relative_norm": norms["update"] / norms["weight"] if modules and norms["weight"] else None,
+        "update_norm": norms["update"],
+        "weight_norm": norms["weight"],
+        "relative_to_adapter": norms["update"] / norms["adapter"] if norms["adapter"] else None,
+        "modules": modules,
+        "modules_changed": changed,
+    }
+
+
+def check_adapter_update(update: dict[str, Any], min_relative_update: float) -> GuardResult:
+    """Warn when the adapter's :func:`adapter_update` ``relative_norm`` is below ``min_relative_update``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.guards import check_adapter_update
+    >>> check_adapter_update({"relative_norm": 3e-9, "modules": 4, "modules_changed": 4}, 1e-6).status
+    'warn'
+    >>> check_adapter_update({"relative_norm": 2e-4, "modules": 4, "modules_changed": 4}, 1e-6).status
+    'ok'
+
+    ```
+    """
+    relative = update.get("relative_norm")
+    details = {**update, "min_relative_update": min_relative_update}
+    if relative is None:
+        return GuardResult("adapter_update", OK, "no LoRA module to measure", details)
+    moved = (
+        f"the adapter's effective update moved by {relative:.3g} of the norm of the weights it adapts "
+        f"({update['modules_changed']} of {update['modules']} modules changed)"
+    )
+    if relative < min_relative_update:
+        return GuardResult(
+            "adapter_update",
+            WARN,
+            f"{moved}, below min_relative_update={min_relative_update:g}: the policy barely moved. Check "
+            f"{EXACT_ZERO_STD_METRIC} in telemetry.jsonl (flat groups give no gradient), the learning rate and "
+            "the number of steps",
+            details,
+        )
+    return GuardResult("adapter_update", OK, moved, details)
 
 
 def _setting(args: Any, name: str, default: Any = None) -> Any:

@@ -14,8 +14,8 @@ Example:
 """
 
 TRL_ZERO_STD_METRIC = "frac_reward_zero_std"
-"""TRL's share of groups whose reward std ``isclose`` 0 (absolute tolerance 1e-8 on float32 rewards)."""
+"""TRL's share of groups whose float32 reward std ``isclose`` 0; see :mod:`~slmsql_hub.training.zero_variance`."""
 
 EXACT_ZERO_STD_METRIC = "frac_reward_zero_std_exact"
-"""slmsql-hub's share of groups whose rewards' max equals their min, logged every step next to TRL's: eight
-rewards of 1.2 have a computed float32 std of ~1e-7, so TRL's share misses those groups."""
+"""slmsql-hub's share of groups whose rewards' max equals their min (the groups whose advantage it sets to 0),
+logged every step next to TRL's; the one to quote (see :mod:`~slmsql_hub.training.zero_variance`)."""

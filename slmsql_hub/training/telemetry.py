@@ -5,9 +5,8 @@ line holding the step, the epoch, the wall time and **every** metric the trainer
 (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``grad_norm``, ``loss``, ``learning_rate``,
 ``completions/mean_length``, ``rewards/<name>/mean|std``, ``clip_ratio/*``, ``entropy``, ``step_time``...) and
 ours (``sql/*`` from :class:`~slmsql_hub.rewards.ExecutionReward`, ``timing/reward/<name>_s`` from
-:class:`TimedReward`, ``frac_reward_zero_std_exact`` from :mod:`~slmsql_hub.training.grpo`: TRL's
-``frac_reward_zero_std`` misses groups whose equal rewards, such as 1.2, do not sum exactly in float32). Only the
-main process writes.
+:class:`TimedReward`, ``frac_reward_zero_std_exact`` from :mod:`~slmsql_hub.training.grpo`, the zero-variance
+share to quote: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
 
 Resuming is exact: when training (re)starts at step ``s``, lines of steps after ``s`` (written after the
 checkpoint a killed run resumes from) are dropped, as is a line cut short by the kill; a step already recorded is

@@ -358,7 +358,9 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
                 else:
                     gr.Markdown(
                         "GRPO training telemetry, one line per attempt (attempt #1: data the SFT policy had already "
-                        "mastered; attempt #2: the pass-rate band). Dashed lines are the means over logged steps."
+                        "mastered; attempt #2: the pass-rate band). Dashed lines are the means over logged steps. "
+                        "The adapter update is how far the attempt moved the adapter's effective weights "
+                        "(‖ΔW‖/‖W‖, from its `run_summary.json`)."
                     )
                     gr.Markdown(_markdown_table(space.telemetry_table()))
                     for start in range(0, len(plots), 2):

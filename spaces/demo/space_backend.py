@@ -86,6 +86,7 @@ _HUB_PATTERNS = [
     "README.md",
     "telemetry.jsonl",
     "grpo_attempt1/telemetry.jsonl",
+    "grpo_attempt1/run_summary.json",
     "eval/eval_results.json",
     "eval/predictions/*.jsonl",
 ]
@@ -289,6 +290,7 @@ class SpaceData:
         eval_results (`dict`, *optional*): ``eval_results.json``.
         eval_dir (`Path`, *optional*): the folder holding it (``predictions/`` is relative to it).
         attempts (`dict[str, list[dict]]`): GRPO telemetry records per attempt label, attempt #1 first.
+        adapter_updates (`dict[str, dict]`): per attempt label, ``adapter_update`` of its ``run_summary.json``.
         card_text (`str`, *optional*): the model card (``README.md``).
         max_new_tokens (`int`): the answer length limit used.
         problems (`list[str]`): one sentence per missing piece, with its fix.
@@ -302,6 +304,7 @@ class SpaceData:
     eval_results: dict | None = None
     eval_dir: Path | None = None
     attempts: dict[str, list[dict]] = field(default_factory=dict)
+    adapter_updates: dict[str, dict] = field(default_factory=dict)
     card_text: str | None = None
     max_new_tokens: int = 256
     problems: list[str] = field(default_factory=list)
@@ -406,8 +409,11 @@ def _spider_databases(root: Path, problems: list[str]) -> tuple[list[Database], 
     return databases, examples
 
 
-def _telemetry(folders: Sequence[Path]) -> dict[str, list[dict]]:
-    """GRPO telemetry per attempt: a run's ``grpo_attempt1/`` and ``grpo/``, or a card's top-level file."""
+def _telemetry(
+    folders: Sequence[Path], problems: list[str]
+) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """GRPO telemetry per attempt (a run's ``grpo_attempt1/`` and ``grpo/``, or a card's top-level file), and the
+    ``adapter_update`` of the ``run_summary.json`` beside each."""
     from slmsql_hub.training.telemetry import read_telemetry
 
     found: dict[str, Path] = {}
@@ -421,12 +427,19 @@ def _telemetry(folders: Sequence[Path]) -> dict[str, list[dict]]:
             found["attempt #1"] = first
         if shipped is not None and "shipped" not in found:
             found["shipped"] = shipped
-    attempts: dict[str, list[dict]] = {}
-    if "attempt #1" in found:
-        attempts["attempt #1"] = read_telemetry(found["attempt #1"])
     if "shipped" in found:
-        attempts["attempt #2" if "attempt #1" in found else "GRPO"] = read_telemetry(found["shipped"])
-    return {label: records for label, records in attempts.items() if records}
+        found["attempt #2" if "attempt #1" in found else "GRPO"] = found.pop("shipped")
+    attempts, updates = {}, {}
+    for label, path in found.items():
+        records = read_telemetry(path)
+        if not records:
+            continue
+        attempts[label] = records
+        summary_file = path.with_name("run_summary.json")
+        summary = _read_json(summary_file, problems) if summary_file.is_file() else None
+        if isinstance((summary or {}).get("adapter_update"), dict):
+            updates[label] = summary["adapter_update"]
+    return attempts, updates
 
 
 def _build_world(settings: SpaceSettings) -> Path:
@@ -543,7 +556,7 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
         data.eval_results = _read_json(eval_file, problems)
         data.eval_dir = eval_file.parent
         data.sources["evaluation"] = str(eval_file)
-    data.attempts = _telemetry(roots)
+    data.attempts, data.adapter_updates = _telemetry(roots, problems)
     card = next(
         (r / "README.md" for r in (run / "card", folders.get("grpo")) if r and (r / "README.md").is_file()),
         None,
@@ -1090,7 +1103,9 @@ class ComparisonSpace:
         return plots
 
     def telemetry_table(self) -> list[dict[str, str]]:
-        """Per attempt: steps logged and the mean of the headline metrics (``n/a`` when not logged)."""
+        """Per attempt: steps logged, the mean of the headline metrics (``n/a`` when not logged) and how far the
+        adapter moved (``adapter_update.relative_norm`` of its ``run_summary.json``)."""
+        from slmsql_hub.card import scientific
         from slmsql_hub.plots import logged_metric
         from slmsql_hub.training.telemetry import summarize_telemetry
 
@@ -1114,6 +1129,9 @@ class ComparisonSpace:
                     "Reward std": fmt("reward_std"),
                     "Grad norm": fmt("grad_norm"),
                     "Completion length": fmt("completions/mean_length"),
+                    "Adapter update ‖ΔW‖/‖W‖": scientific(
+                        self.data.adapter_updates.get(label, {}).get("relative_norm")
+                    ),
                 }
             )
         return rows

@@ -1,0 +1,135 @@
+"""Zero-variance groups: GRPO groups whose rewards are all equal, which must give no gradient.
+
+GRPO's advantage of a sample is its reward minus its group's mean (divided by a std under ``scale_rewards``
+``group`` or ``batch``). When every sample of a group has the same reward, the advantage is 0 in exact
+arithmetic and the group teaches nothing. In float32 it need not be 0: TRL computes the group mean with
+``nanmean``, and the sum of eight rewards of 1.2 (1.0 correct + 0.2 for a ```sql block) or 0.2 is rounded, so
+on CPU the mean is one ulp off, the computed std is ~1e-7 (1.2) or ~1.6e-8 (0.2), and each sample gets an
+advantage of about ``1e-7 / (1e-7 + 1e-4)`` ~ 1e-3. Adam normalises the gradient, so those crumbs make a
+full-size step: GRPO with the format reward alone, every group flat, measured ``grad_norm`` 1.7e-5, 1.2e-4,
+3.2e-5 on its first steps and changed the adapter. Whether the sum is exact depends on the device's summation
+order (on CUDA, a tree reduction, it may be exact), so the same run can differ between machines.
+
+slmsql-hub therefore:
+
+- sets the advantage of every sample of a **flat group** (its scorable samples' total rewards have
+  ``max == min``, compared exactly; see :func:`flat_groups`) to exactly 0, after TRL computed the others, for
+  every ``scale_rewards`` (group, batch, none), over the groups of all processes; a step made only of flat
+  groups then has ``grad_norm`` exactly 0 (with ``beta: 0``) and leaves the adapter bit-identical;
+- logs ``frac_reward_zero_std_exact`` (:data:`~slmsql_hub.training.metric_names.EXACT_ZERO_STD_METRIC`), the
+  share of flat groups with at least two scorable samples, next to TRL's ``frac_reward_zero_std``, which TRL
+  computes as ``isclose(std, 0)`` (absolute tolerance 1e-8) on the rounded std: on CPU it misses flat groups
+  of 1.2 or 0.2 (it reads 0.0 on the world runs), on a device that sums exactly it agrees. Quote the exact one;
+  TRL's is kept unchanged, as TRL logs it.
+
+This is the one place that explains it; the card, the plots, the Space and the READMEs point here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUM_THEN_NORMALIZE = "sum_then_normalize"
+"""TRL's default ``multi_objective_aggregation``: the weighted rewards are summed, then compared in a group."""
+
+
+def flat_groups(
+    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = SUM_THEN_NORMALIZE
+) -> tuple[Any, Any]:
+    """Which groups are flat, and how many scorable samples each has.
+
+    A row is unscorable when every reward function returned ``None`` (NaN). Under ``sum_then_normalize`` a
+    group is flat when the weighted totals (``nansum`` over the functions, as TRL sums them) of its scorable
+    rows have ``max == min``; under ``normalize_then_sum`` (each function normalised in its group first) when
+    each function's non-NaN values in the group have ``max == min``. A group without a scorable row is flat.
+
+    Args:
+        rewards_per_func: ``(samples, reward functions)`` tensor, NaN for ``None``; consecutive rows form a group.
+        weights: one weight per reward function.
+        num_generations: samples per group.
+        aggregation: TRL's ``multi_objective_aggregation``.
+
+    Returns:
+        ``(flat, scorable)``: a bool tensor and an int tensor, one entry per group.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.zero_variance import flat_groups
+    >>> rewards = torch.tensor([[1.0, 0.2]] * 8 + [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4)
+    >>> flat, scorable = flat_groups(rewards, torch.ones(2), 8)
+    >>> flat.tolist(), scorable.tolist()
+    ([True, False], [8, 8])
+
+    ```
+    """
+    import torch
+
+    unscorable = torch.isnan(rewards_per_func).all(dim=1)
+    scorable = (~unscorable).view(-1, num_generations).sum(dim=1)
+    if aggregation == SUM_THEN_NORMALIZE:
+        weight = torch.as_tensor(weights, dtype=rewards_per_func.dtype).to(rewards_per_func.device)
+        values = (rewards_per_func * weight).nansum(dim=1)
+        values[unscorable] = torch.nan
+        values = values.view(-1, num_generations, 1)
+    else:
+        values = rewards_per_func.view(-1, num_generations, rewards_per_func.shape[1])
+    valid = ~torch.isnan(values)
+    high = torch.where(valid, values, torch.full_like(values, -torch.inf)).amax(dim=1)
+    low = torch.where(valid, values, torch.full_like(values, torch.inf)).amin(dim=1)
+    flat = ((high == low) | ~valid.any(dim=1)).all(dim=1)
+    return flat, scorable
+
+
+def frac_zero_std_groups(
+    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = SUM_THEN_NORMALIZE
+) -> float:
+    """``frac_reward_zero_std_exact``: the share of groups that are flat (:func:`flat_groups`) and have at least
+    two scorable samples (with fewer there is no variance to speak of, as in TRL).
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.zero_variance import frac_zero_std_groups
+    >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
+    >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
+    >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
+    0.5
+
+    ```
+    """
+    flat, scorable = flat_groups(rewards_per_func, weights, num_generations, aggregation)
+    if flat.numel() == 0:
+        return 0.0
+    return float((flat & (scorable >= 2)).double().mean().item())
+
+
+def zero_flat_advantages(advantages: Any, flat_samples: Any, process_index: int) -> Any:
+    """``advantages`` (this process's samples) with the samples of flat groups set to exactly 0.
+
+    Args:
+        advantages: this process's advantages, ``(samples,)`` or ``(samples, tokens)``.
+        flat_samples: one bool per sample of **every** process (the gathered batch TRL computes advantages
+            over), True in a flat group.
+        process_index: this process's rank; its samples are the ``process_index``-th slice of the batch.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.training.zero_variance import zero_flat_advantages
+    >>> flat = torch.tensor([True, True, False, False])     # two processes, one group of two samples each
+    >>> zero_flat_advantages(torch.tensor([1e-3, -1e-3]), flat, process_index=0).tolist()
+    [0.0, 0.0]
+    >>> zero_flat_advantages(torch.tensor([1.5, -1.5]), flat, process_index=1).tolist()
+    [1.5, -1.5]
+
+    ```
+    """
+    n = advantages.shape[0]
+    local = flat_samples[process_index * n : (process_index + 1) * n].to(advantages.device)
+    if advantages.dim() > 1:
+        local = local.view(-1, *([1] * (advantages.dim() - 1)))
+    return advantages.masked_fill(local, 0.0)
