@@ -61,8 +61,8 @@ def _write(path: Path, payload) -> None:
 
 
 def build_synsql(root: Path) -> Path:
-    """SynSQL-2.5M's layout with 8 questions over 2 databases."""
-    dbs = ["synsql_a", "synsql_b"]
+    """SynSQL-2.5M's layout with 16 questions over 4 databases (SFT takes some, the filter draws from the rest)."""
+    dbs = ["synsql_a", "synsql_b", "synsql_c", "synsql_d"]
     for db in dbs:
         _database(root / "databases" / db / f"{db}.sqlite")
     rows = [

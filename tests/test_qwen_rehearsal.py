@@ -14,6 +14,8 @@ recipes' own paths chain the stages, as they do for a GPU user. The overrides, b
   ignored for a local folder), and the chain's own SFT adapter instead of the Hub's (``adapter_path``,
   ``sft_adapter``), which the tiny model cannot load;
 - ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples);
+- ``data``: SFT stage 1 takes 8 of the fixture's 16 SynSQL questions (``benchmark_limit: 8`` instead of 100,000
+  of 2.5M), so the filter, which leaves out the adapter's SFT questions, has a held-out pool to draw from;
 - ``precision``: ``bf16: true`` with ``use_cpu: true`` for training (``bf16: null`` resolves to true on a GPU with
   bfloat16; on CPU ``use_cpu`` is what allows it) and ``dtype: bfloat16`` for sampling and evaluation (what
   ``dtype: auto`` resolves to on such a GPU), so the CPU runs the GPU's number formats;
@@ -45,6 +47,7 @@ TRAIN = {"bf16": "true", "use_cpu": "true"}
 OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     "sft_stage1_synsql.yaml": {
         "model": {"model_name_or_path": "{tiny}"},
+        "data": {"benchmark_limit": "8"},
         "precision": TRAIN,
         "cores": {"num_threads": "1"},
     },
@@ -127,7 +130,7 @@ def _pinned(name: str) -> str:
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
     assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml"))
     for name, groups in OVERRIDES.items():
-        assert set(groups) <= {"model", "length", "precision", "cores"}, name
+        assert set(groups) <= {"model", "length", "data", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
         assert len(keys) == len(set(keys)), f"{name} overrides a field twice"
 
@@ -148,6 +151,7 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
     report = _json(chain.out / "filter_synsql" / "filter_report.json")
     assert report["pool"] == 8 and report["num_samples"] == 8
+    assert (report["excluded_sft"], report["sft_overlap"]) == (8, 0)  # stage 1's 8 questions were left out
     assert report["counts"]["band"] > 0
     assert report["generation"]["max_new_tokens"] == 512 and report["prompt"]["sample_rows"] == 3
     assert report["policy"]["model_revision"] == _pinned("filter_synsql.yaml")
