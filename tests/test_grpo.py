@@ -692,11 +692,8 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
-    out = tmp_path / "ddp"
-    # Two processes x 4 completions = 8 per step: each prompt's 4 samples may land on either process.
-    path = _recipe(world, out, per_device_train_batch_size=4, max_steps=2)
+def _launch_two_processes(recipe: Path) -> subprocess.CompletedProcess:
+    """``accelerate launch`` of ``slmsql_hub.training.grpo`` on two CPU processes."""
     command = [
         sys.executable,
         "-m",
@@ -708,9 +705,17 @@ def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
         "-m",
         "slmsql_hub.training.grpo",
         "--config",
-        str(path),
+        str(recipe),
     ]
-    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_on_cpu(world, tmp_path):
+    out = tmp_path / "ddp"
+    # Two processes x 4 completions = 8 per step: each prompt's 4 samples may land on either process.
+    path = _recipe(world, out, per_device_train_batch_size=4, max_steps=2)
+    result = _launch_two_processes(path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["processes"] == 2
@@ -728,20 +733,7 @@ def test_flat_groups_split_across_two_processes_give_zero_grad_norm(world, tmp_p
     path = _recipe(
         world, out, reward_funcs=["format"], num_generations=8, per_device_train_batch_size=4, temperature=0.7
     )
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(RECIPES / "accelerate_configs" / "cpu_2proc.yaml"),
-        "--main_process_port",
-        str(_free_port()),
-        "-m",
-        "slmsql_hub.training.grpo",
-        "--config",
-        str(path),
-    ]
-    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    result = _launch_two_processes(path)
     assert result.returncode == 1, result.stderr[-3000:]  # the adapter_changed guard fails the run
     summary = json.loads((out / "run_summary.json").read_text())
     records = read_telemetry(out / "telemetry.jsonl")
