@@ -44,6 +44,8 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .errors import UsageError
+from .model_refs import DTYPES
+from .run_files import write_atomic
 from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,7 +80,6 @@ DEFAULT_DATASET_IDS: dict[str, str] = {
 """The Hub dataset ids written into the results (and the model card's ``model-index``). BIRD's dev set has no
 official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
 
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
 _EVAL_SPLITS = {"world": ("dev", "test"), "spider": ("dev",), "bird": ("dev",)}
 _ROOT_FIELDS = {"world": "world_dir", "spider": "spider_root", "bird": "bird_root"}
 
@@ -259,7 +260,7 @@ class EvalConfig(SQLLimitsArguments):
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
     )
-    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(_DTYPES)})
+    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
     device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
     backend: str = field(
@@ -304,8 +305,8 @@ class EvalConfig(SQLLimitsArguments):
         ):
             if not getattr(self, name):
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
-        if self.dtype not in _DTYPES:
-            raise UsageError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.backend not in ("transformers", "vllm"):
             raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
         for name in ("max_new_tokens", "batch_size"):
@@ -755,12 +756,6 @@ def prediction_records(
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _config_record(config: EvalConfig) -> dict:
     """The resolved config as a recipe-shaped mapping (every value is already YAML/JSON-safe)."""
     return dataclasses.asdict(config)
@@ -894,7 +889,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             )
             predictions_file = f"{PREDICTIONS_DIR}/{spec.key}.jsonl"
             records = prediction_records(rows, outputs)
-            _write_atomic(
+            write_atomic(
                 out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             )
             benchmarks[spec.key] = {
@@ -950,7 +945,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
         "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
         "benchmarks": benchmarks,
     }
-    _write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     current = {bench["predictions_file"] for bench in benchmarks.values()}
     for stale in sorted((out / PREDICTIONS_DIR).glob("*.jsonl")):
         if f"{PREDICTIONS_DIR}/{stale.name}" not in current:

@@ -53,6 +53,8 @@ from tqdm.auto import tqdm
 
 from .data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from .errors import UsageError
+from .model_refs import DTYPES
+from .run_files import write_atomic
 from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,7 +88,6 @@ BAND_DIR = "band"
 """The band, saved with ``datasets.Dataset.save_to_disk``."""
 
 _COMPARE_MODES = ("bird", "spider")
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
 _BENCHMARKS = ("spider", "bird", "synsql", "world")
 _HELD_OUT_WORLD_SPLITS = ("dev", "test")
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -227,7 +228,7 @@ class FilterConfig(SQLLimitsArguments):
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
     )
-    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(_DTYPES)})
+    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
     device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
     benchmark: str = field(default="world", metadata={"help": "Pool loader.", "choices": list(_BENCHMARKS)})
     data_root: str | None = field(default=None, metadata={"help": "The benchmark's folder."})
@@ -286,8 +287,8 @@ class FilterConfig(SQLLimitsArguments):
                 f"the world's {split} split is held out for evaluation; filter the GRPO pool instead "
                 "(`split: rl_pool`)"
             )
-        if self.dtype not in _DTYPES:
-            raise UsageError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.compare_mode not in _COMPARE_MODES:
             raise UsageError(f"compare_mode must be 'bird' or 'spider'; got {self.compare_mode!r}")
         if self.keep_distinct and self.compare_mode != "spider":
@@ -687,15 +688,6 @@ def _append_rows(handle: Any, rows: Sequence[dict]) -> None:
     os.fsync(handle.fileno())
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def _adapter_digest(adapter: str | None) -> str | None:
     """sha256 of a local adapter's weights (so retraining it in place is caught on resume); None otherwise."""
     if adapter is None:
@@ -752,7 +744,7 @@ def _check_or_write_state(out: Path, fingerprint: dict, config: FilterConfig, ha
             )
         return
     payload = {"fingerprint": fingerprint, "config": dataclasses.asdict(config)}
-    _write_atomic(state_file, json.dumps(payload, indent=2, default=str) + "\n")
+    write_atomic(state_file, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def _clear_outputs(out: Path) -> None:
@@ -1086,7 +1078,7 @@ def _finish(
         ordered.append(result)
     in_pool = {row["question_id"] for row in pool}
     others = [row for qid, row in done.items() if qid not in in_pool]  # from an earlier, larger pool
-    _write_atomic(
+    write_atomic(
         out / RESULTS_FILE,
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*ordered, *others]),
     )
@@ -1168,7 +1160,7 @@ def _finish(
             "report": str(out / REPORT_FILE),
         },
     }
-    _write_atomic(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
+    write_atomic(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
     logger.info(
         "pass-rate filter: %s (K=%d, band %s < p < %s)",
         line,

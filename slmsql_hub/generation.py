@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tqdm.auto import tqdm
 
 from .errors import UsageError
+from .model_refs import looks_local
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -177,16 +178,10 @@ def _require_vllm() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _looks_local(ref: str | Path) -> bool:
-    """True when ``ref`` can only be a local path (a Hub id is ``name`` or ``owner/name``)."""
-    text = str(ref)
-    return isinstance(ref, Path) or text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
-
-
 def _check_model_ref(ref: str | Path, what: str) -> None:
     if Path(ref).expanduser().exists():
         return
-    if _looks_local(ref):
+    if looks_local(ref):
         raise UsageError(f"{what} {str(ref)!r} does not exist; pass an existing folder or a Hub repo id")
 
 

@@ -147,6 +147,29 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a resumed run after a kill) sees the old file or the whole
+    new one, never a part: write a sibling, fsync it, rename it over ``path``.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "report.json"
+    >>> write_atomic(target, "{}\\n")
+    >>> target.read_text()
+    '{}\\n'
+
+    ```
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The records of a JSON-lines file, skipping a last line cut short by a killed run (as
     :func:`slmsql_hub.training.telemetry.read_telemetry` does, without importing ``transformers``).

@@ -32,11 +32,11 @@ from transformers import TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
 from ..errors import UsageError
+from ..model_refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def _check_prompt_fields(owner: str, sample_rows: int, max_value_chars: int) -> None:
@@ -213,7 +213,7 @@ class ModelArguments:
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null uses the model's."}
     )
-    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(_DTYPES)})
+    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
     lora_r: int = field(default=32, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=64, metadata={"help": "LoRA alpha."})
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
@@ -227,8 +227,8 @@ class ModelArguments:
                 "model_name_or_path is not set: name the base model, e.g. `model_name_or_path: outputs/world/base` "
                 "(from `slmsql train base`) or `Qwen/Qwen2.5-Coder-1.5B-Instruct`"
             )
-        if self.dtype not in _DTYPES:
-            raise UsageError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.lora_r < 1:
             raise UsageError(f"lora_r must be >= 1 (the study uses 32); got {self.lora_r}")
         if self.lora_alpha <= 0:

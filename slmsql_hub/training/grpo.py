@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..model_refs import looks_local
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .common import (
     RESOLVED_CONFIG,
@@ -303,14 +304,10 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _looks_local(name: str) -> bool:
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or Path(name.split("/")[0]).is_dir()
-
-
 def check_model_inputs(model_args: ModelArguments, training_args: GRPOTrainingConfig) -> None:
     """Fail early, with the fix, when a local base model or adapter folder named by the recipe is missing."""
     name = str(model_args.model_name_or_path)
-    if _looks_local(name) and not Path(name).expanduser().is_dir():
+    if looks_local(name) and not Path(name).expanduser().is_dir():
         raise UsageError(
             f"base model folder not found: {name}; train it (`slmsql train base --config recipes/world/base.yaml`) "
             "or fix model_name_or_path"
@@ -318,7 +315,7 @@ def check_model_inputs(model_args: ModelArguments, training_args: GRPOTrainingCo
     adapter = training_args.adapter_path
     if (
         adapter
-        and _looks_local(adapter)
+        and looks_local(adapter)
         and not (Path(adapter).expanduser() / "adapter_config.json").is_file()
     ):
         raise UsageError(

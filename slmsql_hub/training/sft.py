@@ -20,6 +20,7 @@ from typing import Any
 
 from ..data.sft_record import row_keys, write_sft_record
 from ..errors import UsageError
+from ..model_refs import looks_local
 from .common import (
     RESOLVED_CONFIG,
     Stopwatch,
@@ -38,21 +39,16 @@ from .configs import ModelArguments, SFTScriptArguments, SFTTrainingConfig, save
 logger = logging.getLogger(__name__)
 
 
-def _looks_local(name: str) -> bool:
-    """Whether ``name`` names a local folder: a Hub id is ``name`` or ``owner/name`` with no local ``owner``."""
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or Path(name.split("/")[0]).is_dir()
-
-
 def _check_local_inputs(model_args: ModelArguments, training_args: SFTTrainingConfig) -> None:
     """Fail early, with the fix, when a local model or adapter folder named by the recipe is missing."""
     name = str(model_args.model_name_or_path)
     model = Path(name).expanduser()
-    if _looks_local(name) and not model.is_dir():
+    if looks_local(name) and not model.is_dir():
         raise UsageError(
             f"base model folder not found: {model}; train it with `slmsql train base --config "
             "recipes/world/base.yaml` or fix model_name_or_path"
         )
-    if training_args.stage == 2 and _looks_local(str(training_args.adapter_path)):
+    if training_args.stage == 2 and looks_local(str(training_args.adapter_path)):
         adapter = Path(training_args.adapter_path).expanduser()
         if not (adapter / "adapter_config.json").is_file():
             raise UsageError(
