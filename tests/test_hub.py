@@ -446,16 +446,21 @@ def test_a_local_base_the_card_folder_does_not_ship_is_one_line_naming_the_fix(
     assert "rerun `slmsql card`" in done.stderr and "--base-model-id" in done.stderr
 
 
-def test_a_failure_after_the_base_was_pushed_says_so_and_a_rerun_finishes(server, local_base_run, tmp_path):
-    env = client_env(server.endpoint, tmp_path / "home")
-    args = ["push", str(local_base_run), "--repo-id", "alice/midway"]
-    server.state.failing_commits["alice/midway"] = 500
+def _push_failing_midway(server, args, env, failing_repo: str) -> str:
+    """Run ``slmsql push`` while the server answers 500 to commits on ``failing_repo``; its last stderr line."""
+    server.state.failing_commits[failing_repo] = 500
     try:
         done = slmsql(args, env)
     finally:
         server.state.failing_commits.clear()
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    last = done.stderr.strip().splitlines()[-1]
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_a_failure_after_the_base_was_pushed_says_so_and_a_rerun_finishes(server, local_base_run, tmp_path):
+    env = client_env(server.endpoint, tmp_path / "home")
+    args = ["push", str(local_base_run), "--repo-id", "alice/midway"]
+    last = _push_failing_midway(server, args, env, "alice/midway")
     assert f"the Hub at {server.endpoint} failed while pushing model to alice/midway (" in last
     assert "pushed before it: base-model (alice/midway-base)" in last and "rerun the same command" in last
     assert "model.safetensors" in server.files("model", "alice/midway-base")
@@ -516,13 +521,7 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
     env = client_env(server.endpoint, tmp_path / "home")
     args = ["push", str(run_dir), "--repo-id", "alice/outage", "--what", "metric-space,demo-space"]
     args += ["--demo-dir", str(run_dir / "demo")]
-    server.state.failing_commits["alice/outage-demo"] = 500
-    try:
-        done = slmsql(args, env)
-    finally:
-        server.state.failing_commits.clear()
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    last = done.stderr.strip().splitlines()[-1]
+    last = _push_failing_midway(server, args, env, "alice/outage-demo")
     assert last.startswith(f"slmsql push: error: the Hub at {server.endpoint} failed while pushing demo-space to ")
     assert "pushed before it: metric-space (alice/ex)" in last and "rerun the same command" in last
     assert "ex.py" in server.files("space", "alice/ex")  # the target before the outage landed
