@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import UsageError
+from .run_files import read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard
@@ -78,15 +79,8 @@ def _hub_id(name: str, where: str) -> str:
 
 
 def read_adapter_config(card_dir: Path) -> dict[str, Any]:
-    """The card folder's ``adapter_config.json`` as a dict; a malformed file is a UsageError naming the fix."""
-    path = card_dir / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise UsageError(f"{path} does not read as JSON ({err}); rerun `slmsql card`") from err
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} is not a JSON object; rerun `slmsql card`")
-    return config
+    """The card folder's ``adapter_config.json`` as a dict; a missing or malformed file is a UsageError naming the fix."""
+    return read_json_object(card_dir / ADAPTER_CONFIG, "rerun `slmsql card`")
 
 
 def resolve_base(
@@ -204,13 +198,7 @@ def base_card_template() -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{path} does not read as JSON ({err}); rerun `slmsql card`") from err
-    return data if isinstance(data, dict) else {}
+    return read_json_object(path, "rerun `slmsql card`") if path.is_file() else {}
 
 
 def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, adapter_url: str) -> str:
