@@ -94,7 +94,7 @@ def random_tiny_policy(seed: int = 0):
     """A random tiny Qwen2 (the world's default shape) and a byte-level BPE tokenizer learnt here."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from slmsql_hub.training.tokenizer import train_tokenizer
+    from slmsql_hub.world.tokenizer import train_tokenizer
 
     texts = [_SCHEMA, *_QUESTIONS] * 20
     tokenizer = train_tokenizer(texts, vocab_size=1024)

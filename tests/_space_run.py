@@ -113,7 +113,7 @@ def build_space_run(root: Path) -> Path:
     from peft import LoraConfig, get_peft_model
 
     from slmsql_hub.data.benchmarks import load_world
-    from slmsql_hub.data.world import WorldSizes, build_world
+    from slmsql_hub.world import WorldSizes, build_world
     from slmsql_hub.evaluation import EvalConfig, run_eval
 
     root = Path(root)

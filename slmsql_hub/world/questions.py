@@ -59,7 +59,7 @@ def sql_literal(value: object) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.questions import sql_literal
+    >>> from slmsql_hub.world.questions import sql_literal
     >>> sql_literal("O'Neil"), sql_literal(12), sql_literal(2.5)
     ("'O''Neil'", '12', '2.5')
 
@@ -1125,7 +1125,7 @@ def normalize_question(text: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.questions import normalize_question
+    >>> from slmsql_hub.world.questions import normalize_question
     >>> normalize_question("  How many  Books are there? ")
     'how many books are there'
 
@@ -1156,7 +1156,7 @@ def generate_candidates(
 
     Args:
         spec: the database description.
-        rows: its data (:func:`~slmsql_hub.data.world.populate.generate_rows`).
+        rows: its data (:func:`~slmsql_hub.world.populate.generate_rows`).
         n: how many questions to aim for.
         seed: the world seed.
         templates: the templates to draw from.
@@ -1169,9 +1169,9 @@ def generate_candidates(
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.populate import generate_rows
-    >>> from slmsql_hub.data.world.questions import generate_candidates
-    >>> from slmsql_hub.data.world.schemas import LIBRARY
+    >>> from slmsql_hub.world.populate import generate_rows
+    >>> from slmsql_hub.world.questions import generate_candidates
+    >>> from slmsql_hub.world.schemas import LIBRARY
     >>> candidates = generate_candidates(LIBRARY, generate_rows(LIBRARY), 50)
     >>> len(candidates), candidates[0].db_id
     (50, 'library')

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .common import (
+from ..training.common import (
     RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
@@ -38,14 +38,14 @@ from .common import (
     to_prompt_completion,
     write_run_summary,
 )
-from .configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments, save_resolved_config
+from ..training.configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments, save_resolved_config
 from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
 
 logger = logging.getLogger(__name__)
 
 
 def _render_turns(messages: list[dict[str, str]]) -> str:
-    """ChatML text of ``messages`` (what :data:`~slmsql_hub.training.tokenizer.CHAT_TEMPLATE` renders)."""
+    """ChatML text of ``messages`` (what :data:`~slmsql_hub.world.tokenizer.CHAT_TEMPLATE` renders)."""
     return "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
 
 
@@ -59,7 +59,7 @@ def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.base import split_folders
+    >>> from slmsql_hub.world.pretrain import split_folders
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "datasets" / "foundation").mkdir(parents=True)
     >>> [p.name for p in split_folders(world, ["foundation"])]
@@ -87,7 +87,7 @@ def commented_sql(question: str, sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import commented_sql
+    >>> from slmsql_hub.world.pretrain import commented_sql
     >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
     -- How many pets?
     SELECT count(*) FROM pet
@@ -160,7 +160,7 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import tokenizer_texts
+    >>> from slmsql_hub.world.pretrain import tokenizer_texts
     >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
     ['\\nuser\\nhi\\n\\n']
 
@@ -182,8 +182,8 @@ def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import pack_blocks
-    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> from slmsql_hub.world.pretrain import pack_blocks
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> blocks = pack_blocks(["SELECT a FROM t"] * 10, tok, block_length=8)
     >>> {len(b) for b in blocks}, blocks[0].count(tok.pad_token_id) >= 1
@@ -232,7 +232,7 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
     ```python
     >>> import torch
     >>> from transformers import Qwen2Config, Qwen2ForCausalLM
-    >>> from slmsql_hub.training.base import install_copy_circuit
+    >>> from slmsql_hub.world.pretrain import install_copy_circuit
     >>> config = Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     ...                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True,
     ...                      rope_parameters={"rope_type": "default", "rope_theta": 1e6})
@@ -332,9 +332,9 @@ def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import build_tiny_model
+    >>> from slmsql_hub.world.pretrain import build_tiny_model
     >>> from slmsql_hub.training.configs import TinyModelArguments
-    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> shape = TinyModelArguments(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
     ...                            num_key_value_heads=2)
@@ -400,7 +400,7 @@ def train_base(
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import train_base
+    >>> from slmsql_hub.world.pretrain import train_base
     >>> callable(train_base)  # end to end it needs a world: see tests/test_sft.py
     True
 

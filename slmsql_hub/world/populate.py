@@ -112,8 +112,8 @@ def generate_rows(spec: DatabaseSpec, seed: int = 0) -> Rows:
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.populate import generate_rows
-    >>> from slmsql_hub.data.world.schemas import LIBRARY
+    >>> from slmsql_hub.world.populate import generate_rows
+    >>> from slmsql_hub.world.schemas import LIBRARY
     >>> rows = generate_rows(LIBRARY, seed=0)
     >>> len(rows["book"]), rows["book"] == generate_rows(LIBRARY, seed=0)["book"]
     (90, True)
