@@ -38,7 +38,12 @@ from ..training.common import (
     to_prompt_completion,
     write_run_summary,
 )
-from ..training.configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments, save_resolved_config
+from ..training.configs import (
+    BaseScriptArguments,
+    BaseTrainingConfig,
+    TinyModelArguments,
+    save_resolved_config,
+)
 from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
 
 logger = logging.getLogger(__name__)
