@@ -29,8 +29,9 @@ from pathlib import Path
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
 from .populate import generate_rows, write_database
-from .questions import TEMPLATES, Candidate, generate_candidates, normalize_question, normalize_sql
+from .questions import Candidate, generate_candidates, normalize_question, normalize_sql
 from .schemas import DATABASES, HELD_OUT_DB, DatabaseSpec
+from .templates import TEMPLATES
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,986 @@
+"""The world's question templates: one function per SQL shape, and the table that weighs them.
+
+Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``,
+``(question, sql, evidence)`` or ``None`` when this draw does not fit. Families: ``single`` (one table),
+``join`` (two or three tables), ``nested``, ``setop`` (INTERSECT / EXCEPT / UNION) and ``evidence`` (a domain
+word defined by BIRD-style evidence: "long books" with "long refers to pages > 500").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .schemas import CATEGORY, DATE, LABEL, NUMBER, Column, Table
+from .slots import OPS, Context, aggregate_of, as_text, join_on, sql_literal, unique_max
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Single-table templates
+def _count_all(ctx: Context):
+    t = ctx.pick(ctx.spec.tables)
+    q = ctx.pick(
+        ("How many {P} are there?", "Count the number of {P}.", "What is the total number of {P}?")
+    ).format(P=t.plural_words)
+    return q, f"SELECT count(*) FROM {t.name}"
+
+
+def _list_label(ctx: Context):
+    t = ctx.table(LABEL)
+    lab = t.label
+    q = ctx.pick(
+        ("List the {L} of all {P}.", "What are the {L}s of all {P}?", "Show the {L} of every {S}.")
+    ).format(L=lab.words, P=t.plural_words, S=t.singular)
+    return q, f"SELECT {lab.name} FROM {t.name}"
+
+
+def _filter_category(ctx: Context):
+    t = ctx.table(LABEL, CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    q = ctx.pick(
+        (
+            "List the {L} of {P} whose {C} is {V}.",
+            "Which {P} have {C} {V}? Give their {L}.",
+            "Show the {L} of {P} with {C} {V}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v)
+    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+
+
+def _count_category(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    q = ctx.pick(
+        (
+            "How many {P} have {C} {V}?",
+            "Count the {P} whose {C} is {V}.",
+            "What is the number of {P} with {C} {V}?",
+        )
+    ).format(P=t.plural_words, C=c.words, V=v)
+    return q, f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+
+
+def _filter_number(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    words, op = ctx.pick(OPS)
+    x = ctx.threshold(t, n, op)
+    q = ctx.pick(
+        (
+            "List the {L} of {P} with {N} {O} {X}.",
+            "Which {P} have {N} {O} {X}? Give their {L}.",
+            "Show the {L} of {P} whose {N} is {O} {X}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, N=n.words, O=words, X=as_text(x))
+    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+
+
+def _count_number(ctx: Context):
+    t = ctx.table(NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    words, op = ctx.pick(OPS)
+    x = ctx.threshold(t, n, op)
+    q = ctx.pick(("How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")).format(
+        P=t.plural_words, N=n.words, O=words, X=as_text(x)
+    )
+    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+
+
+def _aggregate(ctx: Context):
+    t = ctx.table(NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    words, fn = aggregate_of(ctx, n)
+    q = ctx.pick(
+        ("What is the {A} {N} of all {P}?", "Find the {A} {N} of {P}.", "Show the {A} {N} across all {P}.")
+    ).format(A=words, N=n.words, P=t.plural_words)
+    return q, f"SELECT {fn}({n.name}) FROM {t.name}"
+
+
+def _aggregate_where(ctx: Context):
+    t = ctx.table(NUMBER, CATEGORY)
+    n = ctx.pick(t.by_role(NUMBER))
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    words, fn = aggregate_of(ctx, n)
+    q = ctx.pick(
+        ("What is the {A} {N} of {P} whose {C} is {V}?", "Find the {A} {N} of {P} with {C} {V}.")
+    ).format(A=words, N=n.words, P=t.plural_words, C=c.words, V=v)
+    return q, f"SELECT {fn}({n.name}) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+
+
+def _lookup(ctx: Context):
+    t = ctx.table(LABEL)
+    others = t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE)
+    if not others:
+        return None
+    c = ctx.pick(others)
+    v = ctx.pick(ctx.values(t, t.label))
+    q = ctx.pick(
+        (
+            "What is the {C} of the {S} whose {L} is {V}?",
+            "Show the {C} of the {S} with {L} {V}.",
+            "Find the {C} of the {S} {V}.",
+        )
+    ).format(C=c.words, S=t.singular, L=t.label.words, V=v)
+    return q, f"SELECT {c.name} FROM {t.name} WHERE {t.label.name} = {sql_literal(v)}"
+
+
+def _distinct(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    q = ctx.pick(
+        (
+            "List the distinct {C} values of {P}.",
+            "What are the different {C}s of {P}?",
+            "Show all distinct {C} of {P}.",
+        )
+    ).format(C=c.words, P=t.plural_words)
+    return q, f"SELECT DISTINCT {c.name} FROM {t.name}"
+
+
+def _count_distinct(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    q = ctx.pick(
+        ("How many different {C}s do the {P} have?", "Count the distinct {C} values among {P}.")
+    ).format(C=c.words, P=t.plural_words)
+    return q, f"SELECT count(DISTINCT {c.name}) FROM {t.name}"
+
+
+def _date_compare(ctx: Context):
+    t = ctx.table(DATE)
+    d = ctx.pick(t.by_role(DATE))
+    v = ctx.pick(sorted(ctx.values(t, d))[20:-20])
+    word, op = ctx.pick((("after", ">"), ("before", "<")))
+    q = ctx.pick(("How many {P} have a {D} {W} {V}?", "Count the {P} with {D} {W} {V}.")).format(
+        P=t.plural_words, D=d.words, W=word, V=v
+    )
+    return q, f"SELECT count(*) FROM {t.name} WHERE {d.name} {op} {sql_literal(v)}"
+
+
+def _date_year(ctx: Context):
+    t = ctx.table(DATE)
+    d = ctx.pick(t.by_role(DATE))
+    year = ctx.pick(sorted({v[:4] for v in ctx.values(t, d)}))
+    if t.label is not None or ctx.rng.random() < 0.5:
+        q = ctx.pick(("How many {P} have a {D} in {Y}?", "Count the {P} whose {D} is in {Y}.")).format(
+            P=t.plural_words, D=d.words, Y=year
+        )
+        return q, f"SELECT count(*) FROM {t.name} WHERE {d.name} LIKE '{year}%'"
+    n = ctx.pick(t.by_role(NUMBER))
+    words, fn = aggregate_of(ctx, n)
+    q = f"What is the {words} {n.words} of {t.plural_words} with a {d.words} in {year}?"
+    return q, f"SELECT {fn}({n.name}) FROM {t.name} WHERE {d.name} LIKE '{year}%'"
+
+
+def _sorted(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    desc = ctx.rng.random() < 0.5
+    q = ctx.pick(
+        ("List the {L} of all {P} ordered by {N} {D}.", "Show the {L} of {P} sorted by {N} {D}.")
+    ).format(
+        L=t.label.words,
+        P=t.plural_words,
+        N=n.words,
+        D="from highest to lowest" if desc else "from lowest to highest",
+    )
+    return q, f"SELECT {t.label.name} FROM {t.name} ORDER BY {n.name} {'DESC' if desc else 'ASC'}"
+
+
+def _two_columns(ctx: Context):
+    t = ctx.table(LABEL, NUMBER, CATEGORY)
+    n = ctx.pick(t.by_role(NUMBER))
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    q = ctx.pick(
+        ("List the {L} and {N} of {P} whose {C} is {V}.", "Show the {L} and the {N} of {P} with {C} {V}.")
+    ).format(L=t.label.words, N=n.words, P=t.plural_words, C=c.words, V=v)
+    return q, f"SELECT {t.label.name}, {n.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+
+
+def _group_count(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    q = ctx.pick(
+        (
+            "How many {P} are there for each {C}?",
+            "For each {C}, count the {P}.",
+            "Show each {C} and the number of {P}.",
+        )
+    ).format(P=t.plural_words, C=c.words)
+    return q, f"SELECT {c.name}, count(*) FROM {t.name} GROUP BY {c.name}"
+
+
+def _group_aggregate(ctx: Context):
+    t = ctx.table(CATEGORY, NUMBER)
+    c = ctx.pick(t.by_role(CATEGORY))
+    n = ctx.pick(t.by_role(NUMBER))
+    words, fn = aggregate_of(ctx, n)
+    q = ctx.pick(
+        ("What is the {A} {N} of {P} for each {C}?", "For each {C}, show the {A} {N} of {P}.")
+    ).format(A=words, N=n.words, P=t.plural_words, C=c.words)
+    return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name}"
+
+
+def _argmax(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    values = ctx.values(t, n)
+    highest = ctx.rng.random() < 0.5
+    if not unique_max(values if highest else [-v for v in values]):
+        return None
+    q = ctx.pick(
+        ("Which {S} has the {W} {N}? Give its {L}.", "What is the {L} of the {S} with the {W} {N}?")
+    ).format(S=t.singular, W="highest" if highest else "lowest", N=n.words, L=t.label.words)
+    return q, f"SELECT {t.label.name} FROM {t.name} ORDER BY {n.name} {'DESC' if highest else 'ASC'} LIMIT 1"
+
+
+def _top_k(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    k = ctx.rng.randint(2, 5)
+    highest = ctx.rng.random() < 0.5
+    ordered = sorted(ctx.values(t, n), reverse=highest)
+    if ordered[k - 1] == ordered[k]:
+        return None
+    q = ctx.pick(
+        ("List the {L} of the {K} {P} with the {W} {N}.", "Show the {L} of the top {K} {P} by {W} {N}.")
+    ).format(L=t.label.words, K=k, P=t.plural_words, W="highest" if highest else "lowest", N=n.words)
+    return (
+        q,
+        f"SELECT {t.label.name} FROM {t.name} ORDER BY {n.name} {'DESC' if highest else 'ASC'} LIMIT {k}",
+    )
+
+
+def _and(ctx: Context):
+    t = ctx.table(LABEL, NUMBER, CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    n = ctx.pick(t.by_role(NUMBER))
+    words, op = ctx.pick(OPS)
+    x = ctx.threshold(t, n, op)
+    q = ctx.pick(
+        (
+            "List the {L} of {P} whose {C} is {V} and whose {N} is {O} {X}.",
+            "Which {P} have {C} {V} and {N} {O} {X}? Give their {L}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v, N=n.words, O=words, X=as_text(x))
+    return q, (
+        f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {n.name} {op} {sql_literal(x)}"
+    )
+
+
+def _or(ctx: Context):
+    t = ctx.table(LABEL, CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    choices = sorted(set(ctx.values(t, c)))
+    if len(choices) < 2:
+        return None
+    v1, v2 = ctx.rng.sample(choices, 2)
+    q = ctx.pick(
+        ("List the {L} of {P} whose {C} is {V1} or {V2}.", "Which {P} have {C} {V1} or {V2}? Give their {L}.")
+    ).format(L=t.label.words, P=t.plural_words, C=c.words, V1=v1, V2=v2)
+    return q, (
+        f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v1)} OR {c.name} = {sql_literal(v2)}"
+    )
+
+
+def _like(ctx: Context):
+    t = ctx.table(LABEL)
+    labels = [str(v) for v in ctx.values(t, t.label)]
+    words = sorted({w for v in labels for w in v.replace("-", " ").split() if len(w) > 2})
+    # a word in most labels ("The" of every title) would make a filter that keeps everything
+    words = [w for w in words if sum(w.lower() in v.lower() for v in labels) <= len(labels) // 2]
+    if not words or t.label.gen[0] == "code":
+        return None
+    w = ctx.pick(words)
+    q = ctx.pick(
+        ("List the {L} of {P} whose {L} contains '{W}'.", "Which {P} have '{W}' in their {L}?")
+    ).format(L=t.label.words, P=t.plural_words, W=w)
+    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {t.label.name} LIKE '%{w}%'"
+
+
+def _between(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    a = ctx.threshold(t, n, ">")
+    b = ctx.threshold(t, n, "<")
+    if a >= b:
+        return None
+    q = ctx.pick(
+        (
+            "List the {L} of {P} with {N} between {A} and {B}.",
+            "Which {P} have {N} between {A} and {B}? Give their {L}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, N=n.words, A=as_text(a), B=as_text(b))
+    return (
+        q,
+        f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} BETWEEN {sql_literal(a)} AND {sql_literal(b)}",
+    )
+
+
+def _having(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
+    k = ctx.pick(counts[:-1]) if len(counts) > 1 else None
+    if k is None:
+        return None
+    words, op = ctx.pick((("more than", ">"), ("at least", ">=")))
+    q = ctx.pick(("Which {C} values have {O} {K} {P}?", "List the {C}s that have {O} {K} {P}.")).format(
+        C=c.words, O=words, K=k, P=t.plural_words
+    )
+    return q, f"SELECT {c.name} FROM {t.name} GROUP BY {c.name} HAVING count(*) {op} {k}"
+
+
+def _group_having_aggregate(ctx: Context):
+    t = ctx.table(CATEGORY, NUMBER)
+    c = ctx.pick(t.by_role(CATEGORY))
+    n = ctx.pick(t.by_role(NUMBER))
+    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
+    if len(counts) < 2:
+        return None
+    k = ctx.pick(counts[:-1])
+    words, fn = aggregate_of(ctx, n)
+    q = f"For each {c.words} with more than {k} {t.plural_words}, show the {c.words} and the {words} {n.words}."
+    return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name} HAVING count(*) > {k}"
+
+
+def _group_argmax(ctx: Context):
+    t = ctx.table(CATEGORY)
+    c = ctx.pick(t.by_role(CATEGORY))
+    values = ctx.values(t, c)
+    most = ctx.rng.random() < 0.6
+    counts = [values.count(v) for v in set(values)]
+    if not unique_max(counts if most else [-n for n in counts]):
+        return None
+    q = ctx.pick(("Which {C} has the {W} {P}?", "What is the {C} with the {W} {P}?")).format(
+        C=c.words, W="most" if most else "fewest", P=t.plural_words
+    )
+    return (
+        q,
+        f"SELECT {c.name} FROM {t.name} GROUP BY {c.name} ORDER BY count(*) {'DESC' if most else 'ASC'} LIMIT 1",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Join templates
+def _join_filter(ctx: Context):
+    child, fk, parent = ctx.fk()
+    shown = ctx.listed(child)
+    pv = ctx.pick(ctx.values(child, fk))  # a parent that has children
+    pv = ctx.values(parent, parent.label)[pv - 1]
+    q = ctx.pick(
+        (
+            "List the {X} of {CP} of the {PS} {V}.",
+            "What are the {X}s of the {CP} whose {PS} is {V}?",
+            "Show the {X} of {CP} belonging to the {PS} {V}.",
+        )
+    ).format(X=shown.words, CP=child.plural_words, PS=parent.singular, V=pv)
+    return (
+        q,
+        f"SELECT T1.{shown.name} FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+    )
+
+
+def _join_count(ctx: Context):
+    child, fk, parent = ctx.fk()
+    pv = ctx.pick(ctx.values(parent, parent.label))
+    q = ctx.pick(
+        (
+            "How many {CP} does the {PS} {V} have?",
+            "Count the {CP} of the {PS} {V}.",
+            "What is the number of {CP} of the {PS} {V}?",
+        )
+    ).format(CP=child.plural_words, PS=parent.singular, V=pv)
+    return (
+        q,
+        f"SELECT count(*) FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+    )
+
+
+def _join_parent_attribute(ctx: Context):
+    child, fk, parent = ctx.fk(parent_label=False)
+    if not parent.by_role(CATEGORY):
+        return None
+    c = ctx.pick(parent.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(parent, c))
+    shown = ctx.listed(child)
+    q = ctx.pick(
+        ("List the {X} of {CP} whose {PS} has {C} {V}.", "Show the {X} of {CP} of {PP} with {C} {V}.")
+    ).format(X=shown.words, CP=child.plural_words, PS=parent.singular, PP=parent.plural_words, C=c.words, V=v)
+    return q, f"SELECT T1.{shown.name} FROM {join_on(child, fk, parent)} WHERE T2.{c.name} = {sql_literal(v)}"
+
+
+def _join_lookup(ctx: Context):
+    links = [(c, f, p) for c, f, p in ctx.spec.foreign_keys() if c.label is not None and p.label is not None]
+    if not links:
+        return None
+    child, fk, parent = ctx.pick(links)
+    v = ctx.pick(ctx.values(child, child.label))
+    q = ctx.pick(
+        (
+            "What is the {PL} of the {PS} of the {CS} {V}?",
+            "Give the {PL} of the {PS} that the {CS} {V} belongs to.",
+        )
+    ).format(PL=parent.label.words, PS=parent.singular, CS=child.singular, V=v)
+    return q, (
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{child.label.name} = {sql_literal(v)}"
+    )
+
+
+def _join_group_count(ctx: Context):
+    child, fk, parent = ctx.fk()
+    q = ctx.pick(
+        (
+            "For each {PS}, how many {CP} are there? Show the {PL} and the count.",
+            "Show the {PL} of each {PS} and the number of their {CP}.",
+        )
+    ).format(PS=parent.singular, CP=child.plural_words, PL=parent.label.words)
+    return (
+        q,
+        f"SELECT T2.{parent.label.name}, count(*) FROM {join_on(child, fk, parent)} GROUP BY T1.{fk.name}",
+    )
+
+
+def _join_aggregate(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if not child.by_role(NUMBER):
+        return None
+    n = ctx.pick(child.by_role(NUMBER))
+    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    words, fn = aggregate_of(ctx, n)
+    q = ctx.pick(
+        ("What is the {A} {N} of {CP} of the {PS} {V}?", "Find the {A} {N} of the {CP} of the {PS} {V}.")
+    ).format(A=words, N=n.words, CP=child.plural_words, PS=parent.singular, V=pv)
+    return (
+        q,
+        f"SELECT {fn}(T1.{n.name}) FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+    )
+
+
+def _join_group_argmax(ctx: Context):
+    child, fk, parent = ctx.fk()
+    counts = [ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))]
+    if not unique_max(counts):
+        return None
+    q = ctx.pick(
+        (
+            "Which {PS} has the most {CP}? Give its {PL}.",
+            "What is the {PL} of the {PS} with the largest number of {CP}?",
+        )
+    ).format(PS=parent.singular, CP=child.plural_words, PL=parent.label.words)
+    return q, (
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} "
+        f"GROUP BY T1.{fk.name} ORDER BY count(*) DESC LIMIT 1"
+    )
+
+
+def _join_having(ctx: Context):
+    child, fk, parent = ctx.fk()
+    counts = sorted({ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))})
+    if len(counts) < 3:
+        return None
+    k = ctx.pick(counts[len(counts) // 3 : -1])
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} with at least {K} {CP}.",
+            "Which {PP} have at least {K} {CP}? Give their {PL}.",
+        )
+    ).format(PL=parent.label.words, PP=parent.plural_words, K=k, CP=child.plural_words)
+    return q, (
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} GROUP BY T1.{fk.name} HAVING count(*) >= {k}"
+    )
+
+
+def _join_order(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if child.label is None or not child.by_role(NUMBER):
+        return None
+    n = ctx.pick(child.by_role(NUMBER))
+    parent_id = ctx.pick(ctx.values(child, fk))
+    pv = ctx.values(parent, parent.label)[parent_id - 1]
+    mine = [v for v, p in zip(ctx.values(child, n), ctx.values(child, fk)) if p == parent_id]
+    if not unique_max(mine):
+        return None
+    q = ctx.pick(
+        (
+            "What is the {CL} of the {CS} of the {PS} {V} with the highest {N}?",
+            "Among the {CP} of the {PS} {V}, which has the highest {N}? Give its {CL}.",
+        )
+    ).format(
+        CL=child.label.words, CS=child.singular, CP=child.plural_words, PS=parent.singular, V=pv, N=n.words
+    )
+    return q, (
+        f"SELECT T1.{child.label.name} FROM {join_on(child, fk, parent)} "
+        f"WHERE T2.{parent.label.name} = {sql_literal(pv)} ORDER BY T1.{n.name} DESC LIMIT 1"
+    )
+
+
+def _three_join(ctx: Context):
+    found = ctx.bridge()
+    if found is None:
+        return None
+    event, fa, a, fb, b = found
+    a_id = ctx.pick(ctx.values(event, fa))
+    av = ctx.values(a, a.label)[a_id - 1]
+    q = ctx.pick(
+        (
+            "List the {BL} of {BP} that have {EP} with the {AS} {V}.",
+            "Which {BP} have {EP} with the {AS} {V}? Give their {BL}.",
+        )
+    ).format(BL=b.label.words, BP=b.plural_words, EP=event.plural_words, AS=a.singular, V=av)
+    return q, (
+        f"SELECT DISTINCT T3.{b.label.name} FROM {event.name} AS T1 "
+        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
+        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)}"
+    )
+
+
+def _three_join_count(ctx: Context):
+    found = ctx.bridge()
+    if found is None:
+        return None
+    event, fa, a, fb, b = found
+    row = ctx.pick(ctx.rows[event.name])
+    av = ctx.values(a, a.label)[row[event.columns.index(fa)] - 1]
+    bv = ctx.values(b, b.label)[row[event.columns.index(fb)] - 1]
+    q = ctx.pick(
+        (
+            "How many {EP} are there between the {AS} {A} and the {BS} {B}?",
+            "Count the {EP} of the {AS} {A} with the {BS} {B}.",
+        )
+    ).format(EP=event.plural_words, AS=a.singular, A=av, BS=b.singular, B=bv)
+    return q, (
+        f"SELECT count(*) FROM {event.name} AS T1 JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
+        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} "
+        f"WHERE T2.{a.label.name} = {sql_literal(av)} AND T3.{b.label.name} = {sql_literal(bv)}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Nested and set-operation templates
+def _above_average(ctx: Context):
+    t = ctx.table(LABEL, NUMBER)
+    n = ctx.pick(t.by_role(NUMBER))
+    above = ctx.rng.random() < 0.5
+    q = ctx.pick(
+        (
+            "List the {L} of {P} whose {N} is {W} the average {N}.",
+            "Which {P} have a {N} {W} the average? Give their {L}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, N=n.words, W="above" if above else "below")
+    return (
+        q,
+        f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {'>' if above else '<'} (SELECT avg({n.name}) FROM {t.name})",
+    )
+
+
+def _not_in(ctx: Context):
+    child, fk, parent = ctx.fk()
+    q = ctx.pick(
+        ("List the {PL} of {PP} that have no {CP}.", "Which {PP} do not have any {CP}? Give their {PL}.")
+    ).format(PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words)
+    return q, (
+        f"SELECT {parent.label.name} FROM {parent.name} "
+        f"WHERE {parent.pk.name} NOT IN (SELECT {fk.name} FROM {child.name})"
+    )
+
+
+def _in_subquery(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if not child.by_role(CATEGORY) and not child.by_role(NUMBER):
+        return None
+    if child.by_role(CATEGORY) and (not child.by_role(NUMBER) or ctx.rng.random() < 0.5):
+        c = ctx.pick(child.by_role(CATEGORY))
+        v = ctx.pick(ctx.values(child, c))
+        cond_words, cond = f"{c.words} {v}", f"{c.name} = {sql_literal(v)}"
+    else:
+        n = ctx.pick(child.by_role(NUMBER))
+        words, op = ctx.pick(OPS)
+        x = ctx.threshold(child, n, op)
+        cond_words, cond = f"{n.words} {words} {as_text(x)}", f"{n.name} {op} {sql_literal(x)}"
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} that have {CP} with {W}.",
+            "Which {PP} have any {CS} with {W}? Give their {PL}.",
+        )
+    ).format(
+        PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words, CS=child.singular, W=cond_words
+    )
+    return q, (
+        f"SELECT {parent.label.name} FROM {parent.name} "
+        f"WHERE {parent.pk.name} IN (SELECT {fk.name} FROM {child.name} WHERE {cond})"
+    )
+
+
+def _intersect(ctx: Context):
+    t = ctx.table(CATEGORY, NUMBER)
+    c = ctx.pick(t.by_role(CATEGORY))
+    n = ctx.pick(t.by_role(NUMBER))
+    x = ctx.threshold(t, n, ">")
+    y = ctx.threshold(t, n, "<")
+    q = ctx.pick(
+        (
+            "List the {C}s that have both {P} with {N} greater than {X} and {P} with {N} less than {Y}.",
+            "Which {C} values have {P} with {N} greater than {X} and also {P} with {N} less than {Y}?",
+        )
+    ).format(C=c.words, P=t.plural_words, N=n.words, X=as_text(x), Y=as_text(y))
+    return q, (
+        f"SELECT {c.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)} "
+        f"INTERSECT SELECT {c.name} FROM {t.name} WHERE {n.name} < {sql_literal(y)}"
+    )
+
+
+def _except(ctx: Context):
+    t = ctx.table(CATEGORY, NUMBER)
+    c = ctx.pick(t.by_role(CATEGORY))
+    n = ctx.pick(t.by_role(NUMBER))
+    x = sorted(ctx.values(t, n))[-ctx.rng.randint(2, 12)]
+    q = ctx.pick(
+        (
+            "Which {C} values have no {P} with {N} greater than {X}?",
+            "List the {C}s without any {S} whose {N} is greater than {X}.",
+        )
+    ).format(C=c.words, P=t.plural_words, S=t.singular, N=n.words, X=as_text(x))
+    return q, (
+        f"SELECT {c.name} FROM {t.name} EXCEPT SELECT {c.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)}"
+    )
+
+
+def _union(ctx: Context):
+    t = ctx.table(LABEL, CATEGORY, NUMBER)
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    n = ctx.pick(t.by_role(NUMBER))
+    x = sorted(ctx.values(t, n))[-ctx.rng.randint(2, 8)]
+    q = f"Give the {t.label.words} of {t.plural_words} with {c.words} {v}, together with the {t.label.words} of {t.plural_words} whose {n.words} is greater than {as_text(x)}."
+    return q, (
+        f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)} "
+        f"UNION SELECT {t.label.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)}"
+    )
+
+
+def _except_join(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if not child.by_role(CATEGORY):
+        return None
+    c = ctx.pick(child.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(child, c))
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} except those with {CP} whose {C} is {V}.",
+            "Which {PP} have no {CP} with {C} {V}? Give their {PL}.",
+        )
+    ).format(PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words, C=c.words, V=v)
+    return q, (
+        f"SELECT {parent.label.name} FROM {parent.name} EXCEPT SELECT T2.{parent.label.name} "
+        f"FROM {join_on(child, fk, parent)} WHERE T1.{c.name} = {sql_literal(v)}"
+    )
+
+
+def _intersect_join(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if not child.by_role(CATEGORY):
+        return None
+    c = ctx.pick(child.by_role(CATEGORY))
+    choices = sorted(set(ctx.values(child, c)))
+    if len(choices) < 2:
+        return None
+    v1, v2 = ctx.rng.sample(choices, 2)
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} that have {CP} with {C} {V1} and also {CP} with {C} {V2}.",
+            "Which {PP} have both {CP} with {C} {V1} and {CP} with {C} {V2}? Give their {PL}.",
+        )
+    ).format(PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words, C=c.words, V1=v1, V2=v2)
+    part = f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{c.name} = "
+    return q, f"{part}{sql_literal(v1)} INTERSECT {part}{sql_literal(v2)}"
+
+
+def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]] | None:
+    """A random condition on ``table``: ``(words, sql, mask over its rows)``, a category or a number test."""
+    cats, nums = table.by_role(CATEGORY), table.by_role(NUMBER)
+    if not cats and not nums:
+        return None
+    if cats and (not nums or ctx.rng.random() < 0.5):
+        c = ctx.pick(cats)
+        v = ctx.pick(ctx.values(table, c))
+        mask = [value == v for value in ctx.values(table, c)]
+        return f"{c.words} {v}", f"{alias}{c.name} = {sql_literal(v)}", mask
+    n = ctx.pick(nums)
+    words, op = ctx.pick(OPS)
+    x = ctx.threshold(table, n, op)
+    compare = {">": lambda a: a > x, "<": lambda a: a < x, ">=": lambda a: a >= x, "<=": lambda a: a <= x}[op]
+    mask = [compare(value) for value in ctx.values(table, n)]
+    return f"{n.words} {words} {as_text(x)}", f"{alias}{n.name} {op} {sql_literal(x)}", mask
+
+
+def _join_where_argmax(ctx: Context):
+    child, fk, parent = ctx.fk()
+    cond = _condition(ctx, child, "T1.")
+    if cond is None:
+        return None
+    words, sql_cond, mask = cond
+    kept = [p for p, keep in zip(ctx.values(child, fk), mask) if keep]
+    counts = [kept.count(p) for p in set(kept)]
+    if not counts or not unique_max(counts):
+        return None
+    q = ctx.pick(
+        (
+            "Which {PS} has the most {CP} with {W}? Give its {PL}.",
+            "What is the {PL} of the {PS} with the largest number of {CP} with {W}?",
+        )
+    ).format(PS=parent.singular, CP=child.plural_words, W=words, PL=parent.label.words)
+    return q, (
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE {sql_cond} "
+        f"GROUP BY T1.{fk.name} ORDER BY count(*) DESC LIMIT 1"
+    )
+
+
+def _three_join_argmax(ctx: Context):
+    found = ctx.bridge()
+    if found is None:
+        return None
+    event, fa, a, fb, b = found
+    a_id = ctx.pick(ctx.values(event, fa))
+    av = ctx.values(a, a.label)[a_id - 1]
+    kept = [bid for aid, bid in zip(ctx.values(event, fa), ctx.values(event, fb)) if aid == a_id]
+    if not unique_max([kept.count(bid) for bid in set(kept)]):
+        return None
+    q = ctx.pick(
+        (
+            "Which {BS} has the most {EP} with the {AS} {V}? Give its {BL}.",
+            "What is the {BL} of the {BS} with the most {EP} with the {AS} {V}?",
+        )
+    ).format(BS=b.singular, EP=event.plural_words, AS=a.singular, V=av, BL=b.label.words)
+    return q, (
+        f"SELECT T3.{b.label.name} FROM {event.name} AS T1 "
+        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
+        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)} "
+        f"GROUP BY T1.{fb.name} ORDER BY count(*) DESC LIMIT 1"
+    )
+
+
+def _above_average_filter(ctx: Context):
+    t = ctx.table(LABEL, NUMBER, CATEGORY)
+    n = ctx.pick(t.by_role(NUMBER))
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    above = ctx.rng.random() < 0.5
+    q = ctx.pick(
+        (
+            "List the {L} of {P} with {C} {V} whose {N} is {W} the average {N}.",
+            "Which {P} with {C} {V} have a {N} {W} the average? Give their {L}.",
+        )
+    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v, N=n.words, W="above" if above else "below")
+    return q, (
+        f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)} "
+        f"AND {n.name} {'>' if above else '<'} (SELECT avg({n.name}) FROM {t.name})"
+    )
+
+
+def _not_in_filter(ctx: Context):
+    child, fk, parent = ctx.fk()
+    cond = _condition(ctx, parent)
+    if cond is None:
+        return None
+    words, sql_cond, _ = cond
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} with {W} that have no {CP}.",
+            "Which {PP} with {W} do not have any {CP}? Give their {PL}.",
+        )
+    ).format(PL=parent.label.words, PP=parent.plural_words, W=words, CP=child.plural_words)
+    return q, (
+        f"SELECT {parent.label.name} FROM {parent.name} WHERE {sql_cond} "
+        f"AND {parent.pk.name} NOT IN (SELECT {fk.name} FROM {child.name})"
+    )
+
+
+def _intersect_join_number(ctx: Context):
+    child, fk, parent = ctx.fk()
+    if not child.by_role(NUMBER):
+        return None
+    n = ctx.pick(child.by_role(NUMBER))
+    x = ctx.threshold(child, n, ">")
+    y = ctx.threshold(child, n, "<")
+    q = ctx.pick(
+        (
+            "List the {PL} of {PP} that have {CP} with {N} greater than {X} and also {CP} with {N} less than {Y}.",
+            "Which {PP} have both {CP} with {N} greater than {X} and {CP} with {N} less than {Y}? Give their {PL}.",
+        )
+    ).format(
+        PL=parent.label.words,
+        PP=parent.plural_words,
+        CP=child.plural_words,
+        N=n.words,
+        X=as_text(x),
+        Y=as_text(y),
+    )
+    part = f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{n.name}"
+    return q, f"{part} > {sql_literal(x)} INTERSECT {part} < {sql_literal(y)}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Evidence templates (BIRD-style external knowledge)
+def _adjective(ctx: Context, *need: str) -> tuple[Table, Column] | None:
+    found = [
+        (t, c)
+        for t in ctx.spec.tables
+        for c in t.by_role(NUMBER)
+        if c.adjective and all(t.by_role(r) for r in need)
+    ]
+    return ctx.pick(found) if found else None
+
+
+def _evidence_text(table: Table, column: Column) -> str:
+    word, op, value = column.adjective
+    return f"{word} {table.plural_words} refers to {column.name} {op} {as_text(value)}"
+
+
+def _evidence_count(ctx: Context):
+    found = _adjective(ctx)
+    if found is None:
+        return None
+    t, n = found
+    word, op, value = n.adjective
+    q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(W=word, P=t.plural_words)
+    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}", _evidence_text(t, n)
+
+
+def _evidence_list(ctx: Context):
+    found = _adjective(ctx, LABEL)
+    if found is None:
+        return None
+    t, n = found
+    word, op, value = n.adjective
+    q = ctx.pick(("List the {L} of {W} {P}.", "Which {P} are {W}? Give their {L}.")).format(
+        L=t.label.words, W=word, P=t.plural_words
+    )
+    return (
+        q,
+        f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}",
+        _evidence_text(t, n),
+    )
+
+
+def _evidence_filter(ctx: Context):
+    found = _adjective(ctx, CATEGORY)
+    if found is None:
+        return None
+    t, n = found
+    word, op, value = n.adjective
+    c = ctx.pick(t.by_role(CATEGORY))
+    v = ctx.pick(ctx.values(t, c))
+    q = ctx.pick(("How many {W} {P} have {C} {V}?", "Count the {W} {P} whose {C} is {V}.")).format(
+        W=word, P=t.plural_words, C=c.words, V=v
+    )
+    return (
+        q,
+        (
+            f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {n.name} {op} {sql_literal(value)}"
+        ),
+        _evidence_text(t, n),
+    )
+
+
+def _evidence_join_count(ctx: Context):
+    links = [
+        (child, fk, parent, n)
+        for child, fk, parent in ctx.spec.foreign_keys()
+        if parent.label is not None
+        for n in child.by_role(NUMBER)
+        if n.adjective
+    ]
+    if not links:
+        return None
+    child, fk, parent, n = ctx.pick(links)
+    word, op, value = n.adjective
+    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    q = ctx.pick(("How many {W} {CP} does the {PS} {V} have?", "Count the {W} {CP} of the {PS} {V}.")).format(
+        W=word, CP=child.plural_words, PS=parent.singular, V=pv
+    )
+    return (
+        q,
+        (
+            f"SELECT count(*) FROM {join_on(child, fk, parent)} "
+            f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND T1.{n.name} {op} {sql_literal(value)}"
+        ),
+        _evidence_text(child, n),
+    )
+
+
+@dataclass(frozen=True)
+class Template:
+    """One SQL shape: an id, a family, the template's own hardness label, a sampling weight and the function
+    that fills it from a database (returning ``(question, sql)`` or ``(question, sql, evidence)``, or ``None``
+    when this draw does not fit)."""
+
+    id: str
+    family: str
+    label: str
+    weight: float
+    make: Callable
+
+
+TEMPLATES: tuple[Template, ...] = (
+    Template("count_all", "single", "easy", 0.5, _count_all),
+    Template("list_label", "single", "easy", 0.5, _list_label),
+    Template("filter_category", "single", "easy", 1.0, _filter_category),
+    Template("count_category", "single", "easy", 1.0, _count_category),
+    Template("filter_number", "single", "easy", 1.5, _filter_number),
+    Template("count_number", "single", "easy", 1.0, _count_number),
+    Template("aggregate", "single", "easy", 1.0, _aggregate),
+    Template("lookup", "single", "easy", 1.0, _lookup),
+    Template("distinct", "single", "easy", 0.4, _distinct),
+    Template("count_distinct", "single", "easy", 0.4, _count_distinct),
+    Template("date_compare", "single", "easy", 0.7, _date_compare),
+    Template("sorted", "single", "easy", 0.6, _sorted),
+    Template("aggregate_where", "single", "easy", 1.0, _aggregate_where),
+    Template("date_year", "single", "medium", 0.6, _date_year),
+    Template("two_columns", "single", "medium", 1.0, _two_columns),
+    Template("group_count", "single", "medium", 0.6, _group_count),
+    Template("group_aggregate", "single", "medium", 0.8, _group_aggregate),
+    Template("argmax", "single", "medium", 1.0, _argmax),
+    Template("top_k", "single", "medium", 1.0, _top_k),
+    Template("and", "single", "medium", 1.2, _and),
+    Template("or", "single", "medium", 0.8, _or),
+    Template("like", "single", "medium", 0.6, _like),
+    Template("between", "single", "medium", 0.8, _between),
+    Template("having", "single", "medium", 0.6, _having),
+    Template("group_having_aggregate", "single", "hard", 0.6, _group_having_aggregate),
+    Template("group_argmax", "single", "hard", 0.5, _group_argmax),
+    Template("join_filter", "join", "medium", 1.5, _join_filter),
+    Template("join_count", "join", "medium", 1.0, _join_count),
+    Template("join_parent_attribute", "join", "medium", 1.0, _join_parent_attribute),
+    Template("join_lookup", "join", "medium", 0.6, _join_lookup),
+    Template("join_group_count", "join", "medium", 0.4, _join_group_count),
+    Template("join_aggregate", "join", "medium", 1.0, _join_aggregate),
+    Template("join_having", "join", "hard", 0.8, _join_having),
+    Template("join_group_argmax", "join", "extra", 0.5, _join_group_argmax),
+    Template("join_order", "join", "extra", 0.8, _join_order),
+    Template("three_join", "join", "hard", 1.2, _three_join),
+    Template("three_join_count", "join", "hard", 1.0, _three_join_count),
+    Template("above_average", "nested", "hard", 0.8, _above_average),
+    Template("not_in", "nested", "hard", 0.4, _not_in),
+    Template("in_subquery", "nested", "hard", 1.0, _in_subquery),
+    Template("intersect", "setop", "hard", 0.8, _intersect),
+    Template("except", "setop", "hard", 0.6, _except),
+    Template("union", "setop", "hard", 0.6, _union),
+    Template("except_join", "setop", "extra", 0.6, _except_join),
+    Template("intersect_join", "setop", "extra", 0.6, _intersect_join),
+    Template("intersect_join_number", "setop", "extra", 0.8, _intersect_join_number),
+    Template("join_where_argmax", "join", "extra", 1.2, _join_where_argmax),
+    Template("three_join_argmax", "join", "extra", 1.0, _three_join_argmax),
+    Template("above_average_filter", "nested", "extra", 0.8, _above_average_filter),
+    Template("not_in_filter", "nested", "extra", 0.6, _not_in_filter),
+    Template("evidence_count", "evidence", "easy", 1.0, _evidence_count),
+    Template("evidence_list", "evidence", "easy", 1.0, _evidence_list),
+    Template("evidence_filter", "evidence", "medium", 1.0, _evidence_filter),
+    Template("evidence_join_count", "evidence", "medium", 1.0, _evidence_join_count),
+)
+"""Every question template, with its family, own hardness label and sampling weight."""
