@@ -310,11 +310,8 @@ def build_world(
     held_out_db: str = HELD_OUT_DB,
     sandbox=None,
 ) -> WorldManifest:
-    """Build (or reuse) the embedded world under ``out_dir``.
-
-    The build is deterministic: a seed always gives byte-identical databases and the same questions in the
-    same order. It writes to a temporary sibling folder and moves it into place at the end, so an interrupted
-    build never leaves a half world behind.
+    """Build (or reuse) the embedded world under ``out_dir``: deterministic in ``seed`` (byte-identical
+    databases, the same questions in the same order), written to a temporary sibling folder and moved into place.
 
     Args:
         out_dir: the world folder.
@@ -344,8 +341,6 @@ def build_world(
 
     ```
     """
-    import datasets
-
     from ..sql import Limits, Sandbox
 
     sizes = sizes or WorldSizes()
@@ -362,20 +357,7 @@ def build_world(
     if own_sandbox:
         sandbox = Sandbox(Limits(timeout_s=10), workers=min(4, len(os.sched_getaffinity(0))))
     try:
-        n_train_dbs = len(databases) - 1
-        seen_needed = sum(getattr(sizes, s) for s in SPLITS) - sizes.held_out("dev") - sizes.held_out("test")
-        per_train_db = math.ceil(1.3 * seen_needed / max(1, n_train_dbs)) + 20
-        per_held_db = math.ceil(1.5 * (sizes.held_out("dev") + sizes.held_out("test"))) + 20
-        candidates: list[Candidate] = []
-        tmp_paths: dict[str, Path] = {}
-        for spec in databases:
-            rows = generate_rows(spec, seed)
-            tmp_paths[spec.db_id] = write_database(
-                spec, rows, tmp / "databases" / spec.db_id / f"{spec.db_id}.sqlite"
-            )
-            n = per_held_db if spec.db_id == held_out_db else per_train_db
-            candidates.extend(generate_candidates(spec, rows, n, seed=seed))
-        logger.info("generated %d candidate questions over %d databases", len(candidates), len(databases))
+        candidates, tmp_paths = _databases_and_candidates(tmp, seed, sizes, databases, held_out_db)
         kept = _executable(candidates, tmp_paths, sandbox)
         train = [c for c in kept if c.db_id != held_out_db]
         held = [c for c in kept if c.db_id == held_out_db]
@@ -391,27 +373,7 @@ def build_world(
             held_out_db=held_out_db,
         )
         for split, chosen in splits.items():
-            difficulties = _difficulties(chosen)
-            rows = [
-                {
-                    "question_id": f"world-{split}-{i:05d}",
-                    "question": c.question,
-                    "evidence": c.evidence,
-                    "db_id": c.db_id,
-                    "db_path": str(manifest.db_path(c.db_id)),
-                    "gold_sql": c.sql,
-                    "difficulty": difficulty,
-                    "benchmark": "world",
-                }
-                for i, (c, difficulty) in enumerate(zip(chosen, difficulties))
-            ]
-            columns = {name: [r[name] for r in rows] for name in BENCHMARK_COLUMNS}
-            split_dir = tmp / "datasets" / split
-            datasets.Dataset.from_dict(columns, features=benchmark_features()).save_to_disk(str(split_dir))
-            (split_dir / "README.md").write_text(_card(split, rows, manifest), encoding="utf-8")
-            manifest.splits[split] = len(rows)
-            counts = Counter(difficulties)
-            manifest.difficulty[split] = {d: counts[d] for d in DIFFICULTIES}
+            _write_split(tmp / "datasets" / split, split, chosen, manifest)
         (tmp / "world.json").write_text(manifest.to_json(), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
@@ -423,6 +385,54 @@ def build_world(
             shutil.rmtree(tmp)
     logger.info("built the world at %s: %s", out, manifest.splits)
     return manifest
+
+
+def _databases_and_candidates(
+    tmp: Path, seed: int, sizes: WorldSizes, databases: tuple[DatabaseSpec, ...], held_out_db: str
+) -> tuple[list[Candidate], dict[str, Path]]:
+    """Write every database under ``tmp`` and draw enough candidate questions from each (with a margin for
+    golds that fail and for the held-out share)."""
+    n_train_dbs = len(databases) - 1
+    seen_needed = sum(getattr(sizes, s) for s in SPLITS) - sizes.held_out("dev") - sizes.held_out("test")
+    per_train_db = math.ceil(1.3 * seen_needed / max(1, n_train_dbs)) + 20
+    per_held_db = math.ceil(1.5 * (sizes.held_out("dev") + sizes.held_out("test"))) + 20
+    candidates: list[Candidate] = []
+    tmp_paths: dict[str, Path] = {}
+    for spec in databases:
+        rows = generate_rows(spec, seed)
+        tmp_paths[spec.db_id] = write_database(
+            spec, rows, tmp / "databases" / spec.db_id / f"{spec.db_id}.sqlite"
+        )
+        n = per_held_db if spec.db_id == held_out_db else per_train_db
+        candidates.extend(generate_candidates(spec, rows, n, seed=seed))
+    logger.info("generated %d candidate questions over %d databases", len(candidates), len(databases))
+    return candidates, tmp_paths
+
+
+def _write_split(split_dir: Path, split: str, chosen: list[Candidate], manifest: WorldManifest) -> None:
+    """Save one split (``datasets.save_to_disk`` + dataset card) and record its counts in ``manifest``."""
+    import datasets
+
+    difficulties = _difficulties(chosen)
+    rows = [
+        {
+            "question_id": f"world-{split}-{i:05d}",
+            "question": c.question,
+            "evidence": c.evidence,
+            "db_id": c.db_id,
+            "db_path": str(manifest.db_path(c.db_id)),
+            "gold_sql": c.sql,
+            "difficulty": difficulty,
+            "benchmark": "world",
+        }
+        for i, (c, difficulty) in enumerate(zip(chosen, difficulties))
+    ]
+    columns = {name: [r[name] for r in rows] for name in BENCHMARK_COLUMNS}
+    datasets.Dataset.from_dict(columns, features=benchmark_features()).save_to_disk(str(split_dir))
+    (split_dir / "README.md").write_text(_card(split, rows, manifest), encoding="utf-8")
+    manifest.splits[split] = len(rows)
+    counts = Counter(difficulties)
+    manifest.difficulty[split] = {d: counts[d] for d in DIFFICULTIES}
 
 
 def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
