@@ -15,6 +15,8 @@ import pytest
 from _scripts import load_benchmark_script
 
 from slmsql_hub.sql import ExecStatus, Judgement, Verdict
+from slmsql_hub.world.populate import generate_rows
+from slmsql_hub.world.schemas import create_table_sql
 
 TINY = {"questions": 6, "samples": 4, "scale": 0.02, "timeout": 0.5}
 
@@ -60,6 +62,19 @@ def test_database_is_deterministic_and_reused_from_the_work_dir(loads, tmp_path)
     mtime = first.stat().st_mtime_ns
     assert loads.build_database(tmp_path / "a", seed=3, scale=0.005) == first
     assert first.stat().st_mtime_ns == mtime  # reused, not rebuilt
+
+
+def test_database_is_built_by_the_worlds_generator_from_the_retail_spec(loads, tiny_load):
+    spec = loads.retail_spec(TINY["scale"])
+    with sqlite3.connect(tiny_load.db_path) as conn:
+        tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_stat1'"))
+        counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
+        indexes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+
+        assert indexes.fetchone()[0] == 8
+    assert tables == {t.name: create_table_sql(t) for t in spec.tables}
+    assert counts == {name: len(rows) for name, rows in generate_rows(spec, seed=0).items()}
+    assert counts["sale_line"] > counts["sale"] > counts["customer"] > counts["product"]
 
 
 def test_load_has_half_identical_samples_every_kind_and_one_runaway(bench, tiny_load):
