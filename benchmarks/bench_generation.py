@@ -94,7 +94,7 @@ def random_tiny_policy(seed: int = 0):
     """A random tiny Qwen2 (the world's default shape) and a byte-level BPE tokenizer learnt here."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from slmsql_hub.training.tokenizer import train_tokenizer
+    from slmsql_hub.world.tokenizer import train_tokenizer
 
     texts = [_SCHEMA, *_QUESTIONS] * 20
     tokenizer = train_tokenizer(texts, vocab_size=1024)
@@ -124,62 +124,48 @@ def _time(fn) -> tuple[float, object]:
     return time.perf_counter() - start, value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--model", type=Path, help="a trained base (model + tokenizer folder); default: random"
+    add = parser.add_argument
+    add("--model", type=Path, help="a trained base (model + tokenizer folder); default: random")
+    add("--adapter", type=Path, help="optional LoRA adapter on top of --model")
+    add("--world", type=Path, help="take the prompts from this world's dev split (default: built-in questions)")
+    add("--prompts", type=int, default=8, help="number of prompts (default 8)")
+    add("--k", type=int, default=8, help="samples per prompt (default 8)")
+    add("--max-new-tokens", type=int, default=32, help="tokens per completion (default 32)")
+    add("--batch-size", type=int, default=8, help="prompts per call in the K-batched arm")
+    add("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    add("--seed", type=int, default=0)
+    add("--json", type=Path, help="also write the numbers to this JSON file")
+    return parser
+
+
+def _setup(args: argparse.Namespace) -> tuple:
+    """``(model, tokenizer, model name, prompts)`` for the arguments; UsageError on bad ones."""
+    if args.prompts < 1 or args.k < 2 or args.max_new_tokens < 1:
+        raise UsageError("--prompts and --max-new-tokens must be >= 1 and --k >= 2")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.model is not None:
+        model, tokenizer = load_policy(args.model, args.adapter, device="cpu", dtype="float32")
+        model_name = str(args.model) + (f" + {args.adapter}" if args.adapter else "")
+    else:
+        model, tokenizer = random_tiny_policy(args.seed)
+        model_name = "random tiny Qwen2 (world default shape)"
+    prompts = world_prompts(args.world, args.adapter, args.prompts) if args.world else build_prompts(args.prompts)
+    return model, tokenizer, model_name, prompts
+
+
+def _time_arms(model, tokenizer, prompts: list, args: argparse.Namespace) -> dict[str, dict]:
+    """Time the three arms on the same prompts, printing each; returns seconds, tokens and calls per arm."""
+    shared = GenerationConfig(
+        do_sample=True, num_samples=args.k, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+    )  # fmt: skip
+    unshared = GenerationConfig(**{**shared.__dict__, "share_prefill": False})
+    single = GenerationConfig(
+        do_sample=True, num_samples=1, batch_size=1, max_new_tokens=args.max_new_tokens, seed=args.seed
     )
-    parser.add_argument("--adapter", type=Path, help="optional LoRA adapter on top of --model")
-    parser.add_argument(
-        "--world",
-        type=Path,
-        help="take the prompts from this world's dev split (default: built-in questions)",
-    )
-    parser.add_argument("--prompts", type=int, default=8, help="number of prompts (default 8)")
-    parser.add_argument("--k", type=int, default=8, help="samples per prompt (default 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per completion (default 32)")
-    parser.add_argument("--batch-size", type=int, default=8, help="prompts per call in the K-batched arm")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-    try:
-        if args.prompts < 1 or args.k < 2 or args.max_new_tokens < 1:
-            raise UsageError("--prompts and --max-new-tokens must be >= 1 and --k >= 2")
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        if args.model is not None:
-            model, tokenizer = load_policy(args.model, args.adapter, device="cpu", dtype="float32")
-            model_name = str(args.model) + (f" + {args.adapter}" if args.adapter else "")
-        else:
-            model, tokenizer = random_tiny_policy(args.seed)
-            model_name = "random tiny Qwen2 (world default shape)"
-        prompts = (
-            world_prompts(args.world, args.adapter, args.prompts)
-            if args.world
-            else build_prompts(args.prompts)
-        )
-        shared = GenerationConfig(
-            do_sample=True,
-            num_samples=args.k,
-            batch_size=args.batch_size,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-        )
-        unshared = GenerationConfig(**{**shared.__dict__, "share_prefill": False})
-        single = GenerationConfig(
-            do_sample=True, num_samples=1, batch_size=1, max_new_tokens=args.max_new_tokens, seed=args.seed
-        )
-    except UsageError as err:
-        print(f"bench_generation: error: {err}", file=sys.stderr)
-        return 2
-
-    params = sum(p.numel() for p in model.parameters())
-    print(f"model: {model_name} ({params / 1e6:.2f}M parameters), torch threads: {torch.get_num_threads()}")
-    print(f"load: {args.prompts} prompts x K={args.k} samples, {args.max_new_tokens} new tokens max")
-
     # Warm-up (first-call allocations, lazy imports) outside the timings.
     generate_completions(model, tokenizer, prompts[:1], single, progress=False)
 
@@ -213,6 +199,22 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:28s}: {seconds:8.2f} s  ({tokens} tokens, {tokens / seconds:7.0f} tok/s, {n_calls} calls)"
         )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        model, tokenizer, model_name, prompts = _setup(args)
+    except UsageError as err:
+        print(f"bench_generation: error: {err}", file=sys.stderr)
+        return 2
+
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {model_name} ({params / 1e6:.2f}M parameters), torch threads: {torch.get_num_threads()}")
+    print(f"load: {args.prompts} prompts x K={args.k} samples, {args.max_new_tokens} new tokens max")
+    results = _time_arms(model, tokenizer, prompts, args)
 
     baseline = results["one call per sample"]["seconds"]
     ratio = baseline / results["generate() (shared prefill)"]["seconds"]
@@ -223,28 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"generate() {verdict} the >= {TARGET_RATIO:.0f}x target")
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "model": model_name,
-                    "parameters": params,
-                    "prompts": args.prompts,
-                    "k": args.k,
-                    "max_new_tokens": args.max_new_tokens,
-                    "batch_size": args.batch_size,
-                    "torch_threads": torch.get_num_threads(),
-                    "arms": results,
-                    "ratio": ratio,
-                    "ratio_num_return_sequences": ratio_nrs,
-                    "target_ratio": TARGET_RATIO,
-                    "platform": platform.platform(),
-                    "torch": torch.__version__,
-                },
-                indent=2,
-            )
-        )
+        numbers = {
+            "model": model_name,
+            "parameters": params,
+            **{k: getattr(args, k) for k in ("prompts", "k", "max_new_tokens", "batch_size")},
+            "torch_threads": torch.get_num_threads(),
+            "arms": results,
+            "ratio": ratio,
+            "ratio_num_return_sequences": ratio_nrs,
+            "target_ratio": TARGET_RATIO,
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+        }
+        args.json.write_text(json.dumps(numbers, indent=2))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 def load_benchmark_script(name: str) -> ModuleType:
     """``benchmarks/<name>.py`` imported once as module ``name`` and registered in ``sys.modules`` (a process
-    pool pickles the script's functions by module name)."""
+    pool pickles the script's functions by module name), with ``benchmarks/`` on the path for its siblings."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")

@@ -113,8 +113,8 @@ def build_space_run(root: Path) -> Path:
     from peft import LoraConfig, get_peft_model
 
     from slmsql_hub.data.benchmarks import load_world
-    from slmsql_hub.data.world import WorldSizes, build_world
     from slmsql_hub.evaluation import EvalConfig, run_eval
+    from slmsql_hub.world import WorldSizes, build_world
 
     root = Path(root)
     world = root / "world"

@@ -15,6 +15,8 @@ import pytest
 from _scripts import load_benchmark_script
 
 from slmsql_hub.sql import ExecStatus, Judgement, Verdict
+from slmsql_hub.world.populate import generate_rows
+from slmsql_hub.world.schemas import create_table_sql
 
 TINY = {"questions": 6, "samples": 4, "scale": 0.02, "timeout": 0.5}
 
@@ -25,10 +27,15 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def tiny_load(bench, tmp_path_factory):
+def loads(bench):
+    return load_benchmark_script("execution_loads")
+
+
+@pytest.fixture(scope="module")
+def tiny_load(loads, tmp_path_factory):
     work = tmp_path_factory.mktemp("bench")
-    db = bench.build_database(work, seed=0, scale=TINY["scale"])
-    return bench.build_load(db, TINY["questions"], TINY["samples"], seed=0)
+    db = loads.build_database(work, seed=0, scale=TINY["scale"])
+    return loads.build_load(db, TINY["questions"], TINY["samples"], seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +48,10 @@ def judged(bench, tiny_load, limit):
     return bench.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=limit.max_ops)
 
 
-def test_database_is_deterministic_and_reused_from_the_work_dir(bench, tmp_path):
-    first = bench.build_database(tmp_path / "a", seed=3, scale=0.005)
-    second = bench.build_database(tmp_path / "b", seed=3, scale=0.005)
-    other_seed = bench.build_database(tmp_path / "b", seed=4, scale=0.005)
+def test_database_is_deterministic_and_reused_from_the_work_dir(loads, tmp_path):
+    first = loads.build_database(tmp_path / "a", seed=3, scale=0.005)
+    second = loads.build_database(tmp_path / "b", seed=3, scale=0.005)
+    other_seed = loads.build_database(tmp_path / "b", seed=4, scale=0.005)
 
     def dump(path):
         with sqlite3.connect(path) as conn:
@@ -53,8 +60,21 @@ def test_database_is_deterministic_and_reused_from_the_work_dir(bench, tmp_path)
     assert dump(first) == dump(second)
     assert dump(first) != dump(other_seed)
     mtime = first.stat().st_mtime_ns
-    assert bench.build_database(tmp_path / "a", seed=3, scale=0.005) == first
+    assert loads.build_database(tmp_path / "a", seed=3, scale=0.005) == first
     assert first.stat().st_mtime_ns == mtime  # reused, not rebuilt
+
+
+def test_database_is_built_by_the_worlds_generator_from_the_retail_spec(loads, tiny_load):
+    spec = loads.retail_spec(TINY["scale"])
+    with sqlite3.connect(tiny_load.db_path) as conn:
+        tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name <> 'sqlite_stat1'"))
+        counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
+        indexes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+
+        assert indexes.fetchone()[0] == 8
+    assert tables == {t.name: create_table_sql(t) for t in spec.tables}
+    assert counts == {name: len(rows) for name, rows in generate_rows(spec, seed=0).items()}
+    assert counts["sale_line"] > counts["sale"] > counts["customer"] > counts["product"]
 
 
 def test_load_has_half_identical_samples_every_kind_and_one_runaway(bench, tiny_load):
@@ -82,9 +102,9 @@ def test_calibrated_budget_is_a_rounded_up_multiple_of_the_heaviest_finished_que
     assert bench.calibrated_budget(40, factor=1.0) == 40
 
 
-def test_path_a_calibrates_a_budget_that_stops_the_runaway_and_nothing_else(bench, tiny_load, limit):
+def test_path_a_calibrates_a_budget_that_stops_the_runaway_and_nothing_else(bench, loads, tiny_load, limit):
     finished = {request: ops for request, ops in limit.ops.items() if limit.rows[request] is not None}
-    runaway = (str(tiny_load.db_path), bench.RUNAWAY_SQL)
+    runaway = (str(tiny_load.db_path), loads.RUNAWAY_SQL)
 
     assert limit.calibrated
     assert limit.max_finished_ops == max(finished.values()) > 0
@@ -218,14 +238,14 @@ def test_main_exits_nonzero_when_the_given_budget_cuts_legitimate_queries(bench,
 
 
 @pytest.fixture(scope="module")
-def longtail_load(bench, tiny_load):
-    return bench.build_load(tiny_load.db_path, 13, TINY["samples"], seed=0, longtail=True)
+def longtail_load(loads, tiny_load):
+    return loads.build_load(tiny_load.db_path, 13, TINY["samples"], seed=0, longtail=True)
 
 
 def test_longtail_load_is_lookups_with_a_heavy_join_in_12_few_distinct_statements_and_the_runaway_last(
-    bench, longtail_load
+    loads, longtail_load
 ):
-    heavy = {q.template for q in bench.make_questions(2)}
+    heavy = {q.template for q in loads.make_questions(2)}
     templates = [q.template for q in longtail_load.questions]
     counts = longtail_load.kind_counts()
 

@@ -19,8 +19,8 @@ from slmsql_hub.data.benchmarks import (
     load_world,
     seeded_subset,
 )
-from slmsql_hub.data.world import WorldSizes, build_world
 from slmsql_hub.errors import UsageError
+from slmsql_hub.world import WorldSizes, build_world
 
 SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
 

@@ -401,7 +401,7 @@ def test_slice_whose_every_gold_fails_is_one_usage_error(trained_policy, tmp_pat
 
 @pytest.fixture(scope="module")
 def world_dir(tmp_path_factory):
-    from slmsql_hub.data.world import WorldSizes, build_world
+    from slmsql_hub.world import WorldSizes, build_world
 
     world = tmp_path_factory.mktemp("world") / "world"
     build_world(world, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=10, test=10))

@@ -299,7 +299,7 @@ def test_script_arguments_need_prompts_from_a_training_split():
 
 
 def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):
-    from slmsql_hub.data.world import WorldSizes, build_world
+    from slmsql_hub.world import WorldSizes, build_world
 
     world = tmp_path / "world"
     build_world(world, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=12, dev=10, test=10))

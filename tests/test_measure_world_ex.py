@@ -19,7 +19,7 @@ def script():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from slmsql_hub.data.world import WorldSizes, build_world
+    from slmsql_hub.world import WorldSizes, build_world
 
     root = tmp_path_factory.mktemp("world") / "world"
     build_world(root, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=12, test=10))

@@ -21,7 +21,6 @@ from datasets import Dataset
 
 from slmsql_hub.errors import UsageError
 from slmsql_hub.prompts import PromptConfig, format_answer
-from slmsql_hub.training.base import build_corpus, build_tiny_model, pack_blocks, train_base
 from slmsql_hub.training.common import drop_too_long, load_datasets, to_prompt_completion
 from slmsql_hub.training.configs import (
     BaseScriptArguments,
@@ -32,7 +31,8 @@ from slmsql_hub.training.configs import (
     TinyModelArguments,
 )
 from slmsql_hub.training.sft import train_sft
-from slmsql_hub.training.tokenizer import CHAT_TEMPLATE, train_tokenizer
+from slmsql_hub.world.pretrain import build_corpus, build_tiny_model, pack_blocks, train_base
+from slmsql_hub.world.tokenizer import CHAT_TEMPLATE, train_tokenizer
 
 SPLITS = ("foundation", "grounding", "rl_pool", "dev", "test")
 TINY = {

@@ -10,12 +10,13 @@ import pytest
 
 from slmsql_hub import cli
 from slmsql_hub.data.benchmarks import BENCHMARK_COLUMNS
-from slmsql_hub.data.world import DATABASES, HELD_OUT_DB, SPLITS, WorldManifest, WorldSizes, build_world
-from slmsql_hub.data.world.populate import generate_rows
-from slmsql_hub.data.world.questions import TEMPLATES, generate_candidates, normalize_question, normalize_sql
-from slmsql_hub.data.world.schemas import FK, ID, LABEL, Column, DatabaseSpec, Table
 from slmsql_hub.errors import UsageError
 from slmsql_hub.sql import Limits, Sandbox
+from slmsql_hub.world import DATABASES, HELD_OUT_DB, SPLITS, WorldManifest, WorldSizes, build_world
+from slmsql_hub.world.populate import generate_rows
+from slmsql_hub.world.questions import generate_candidates, normalize_question, normalize_sql
+from slmsql_hub.world.schemas import FK, ID, LABEL, Column, DatabaseSpec, Table
+from slmsql_hub.world.templates import TEMPLATES
 
 SMALL = WorldSizes(foundation=500, grounding=200, rl_pool=60, dev=80, test=80)
 

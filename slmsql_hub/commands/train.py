@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "grpo":
         return _run_grpo(args)
     if args.kind == "base":
-        from ..training.base import train_base
+        from ..world.pretrain import train_base
 
         summary = train_base(*parse_recipe(BASE_ARGUMENTS, args.config, args.overrides))
     else:

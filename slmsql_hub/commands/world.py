@@ -26,7 +26,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     build.add_argument("--out", required=True, metavar="DIR", help="the world folder")
     build.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="rebuild even if a world is already there")
-    from ..data.world.build import SPLITS, WorldSizes  # light: no torch, no datasets at import
+    from ..world.build import SPLITS, WorldSizes  # light: no torch, no datasets at import
 
     defaults = WorldSizes()
     for split in SPLITS:
@@ -45,7 +45,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.world_command != "build":
         raise UsageError("choose an action: `slmsql world build --out DIR`")
-    from ..data.world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
+    from ..world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
 
     sizes = WorldSizes(
         foundation=args.foundation,

@@ -443,7 +443,7 @@ def _telemetry(
 
 
 def _build_world(settings: SpaceSettings) -> Path:
-    from slmsql_hub.data.world import build_world
+    from slmsql_hub.world import build_world
 
     cache = Path(settings.cache_dir or Path.home() / ".cache" / "slmsql-hub").expanduser()
     out = cache / f"world-seed{settings.world_seed}"

@@ -74,7 +74,7 @@ def train_tokenizer(
     Example:
 
     ```python
-    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT name FROM pet WHERE age > 3"] * 20, vocab_size=300)
     >>> tok.eos_token, tok.pad_token, tok.convert_tokens_to_ids("<|im_start|>")
     ('<|im_end|>', '<|endoftext|>', 1)

@@ -3,6 +3,10 @@
 Every value comes from a ``random.Random`` seeded with ``"<seed>:<db_id>"``, so a seed always yields the same
 rows (and byte-identical files). Foreign keys are skewed: some parents get many children, a share get none (so
 "which authors have no books?" has an answer).
+
+Building a database is the one place that opens SQLite directly; everything that *reads* the world goes
+through the sandbox. ``benchmarks/execution_loads.py`` builds the execution benchmark's retail database with
+the same two functions.
 """
 
 from __future__ import annotations
@@ -112,8 +116,8 @@ def generate_rows(spec: DatabaseSpec, seed: int = 0) -> Rows:
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.populate import generate_rows
-    >>> from slmsql_hub.data.world.schemas import LIBRARY
+    >>> from slmsql_hub.world.populate import generate_rows
+    >>> from slmsql_hub.world.schemas import LIBRARY
     >>> rows = generate_rows(LIBRARY, seed=0)
     >>> len(rows["book"]), rows["book"] == generate_rows(LIBRARY, seed=0)["book"]
     (90, True)
@@ -129,9 +133,6 @@ def generate_rows(spec: DatabaseSpec, seed: int = 0) -> Rows:
 
 def write_database(spec: DatabaseSpec, rows: Rows, path: str | Path) -> Path:
     """Write one world database as a fresh SQLite file (replacing any file at ``path``).
-
-    This builds a database, so it opens SQLite directly; everything that *reads* the world goes through the
-    sandbox.
 
     Args:
         spec: the database description.

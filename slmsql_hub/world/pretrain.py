@@ -15,6 +15,22 @@ with its SQL in the chat format (that is what SFT teaches). It holds, shuffled:
   its SQL on the question (measured: dev EX ~20% after SFT with ``foundation`` pairs only, ~40% with both),
 - for the other corpus splits, each question and each gold SQL (as a ```` ```sql ```` block) on its own.
 
+**The copy circuit** (:func:`install_copy_circuit`). Text-to-SQL copies values (numbers, names) from the
+question into the query, and a model of a million parameters grows the induction heads that copy only after
+tens of millions of tokens, far more than two CPU cores afford. So the world's model starts with one, as an
+initial condition rather than an architecture change (the modules, hence LoRA targets and generation, stay
+Qwen2's):
+
+- the residual stream is split in half: token embeddings live in the first half (the second starts at zero),
+- layer 0: ``n`` heads attend to the previous token (constant query/key biases whose RoPE phases peak at a
+  distance of one, from the highest frequencies) and write its embedding into the second half,
+- layer 1: ``n`` heads match the current token (first half) against each position's previous token (second
+  half), through RoPE frequencies slow enough to be position-blind up to ``max_distance``, and write the
+  matched position's token back into the first half, which the tied output head reads as that token.
+
+``n`` is the number of heads needed to carry half of the hidden size. On a random repeated sequence the
+circuit predicts the repeat's next token correctly about 95% of the time before any training.
+
 ``slmsql train base --config recipes/world/base.yaml`` writes the model, the tokenizer, the resolved
 configuration and ``run_summary.json`` into ``output_dir``.
 """
@@ -27,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .common import (
+from ..training.common import (
     RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
@@ -38,14 +54,19 @@ from .common import (
     to_prompt_completion,
     write_run_summary,
 )
-from .configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments, save_resolved_config
+from ..training.configs import (
+    BaseScriptArguments,
+    BaseTrainingConfig,
+    TinyModelArguments,
+    save_resolved_config,
+)
 from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
 
 logger = logging.getLogger(__name__)
 
 
 def _render_turns(messages: list[dict[str, str]]) -> str:
-    """ChatML text of ``messages`` (what :data:`~slmsql_hub.training.tokenizer.CHAT_TEMPLATE` renders)."""
+    """ChatML text of ``messages`` (what :data:`~slmsql_hub.world.tokenizer.CHAT_TEMPLATE` renders)."""
     return "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
 
 
@@ -59,7 +80,7 @@ def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.base import split_folders
+    >>> from slmsql_hub.world.pretrain import split_folders
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "datasets" / "foundation").mkdir(parents=True)
     >>> [p.name for p in split_folders(world, ["foundation"])]
@@ -87,7 +108,7 @@ def commented_sql(question: str, sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import commented_sql
+    >>> from slmsql_hub.world.pretrain import commented_sql
     >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
     -- How many pets?
     SELECT count(*) FROM pet
@@ -160,7 +181,7 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import tokenizer_texts
+    >>> from slmsql_hub.world.pretrain import tokenizer_texts
     >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
     ['\\nuser\\nhi\\n\\n']
 
@@ -182,8 +203,8 @@ def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import pack_blocks
-    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> from slmsql_hub.world.pretrain import pack_blocks
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> blocks = pack_blocks(["SELECT a FROM t"] * 10, tok, block_length=8)
     >>> {len(b) for b in blocks}, blocks[0].count(tok.pad_token_id) >= 1
@@ -201,22 +222,8 @@ def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list
 
 
 def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> dict[str, Any]:
-    """Wire a copy circuit into a freshly initialised ``Qwen2ForCausalLM``; every weight stays trainable.
-
-    Text-to-SQL copies values (numbers, names) from the question into the query, and a model of a million
-    parameters grows the induction heads that copy only after tens of millions of tokens, far more than two CPU
-    cores afford. So the world's model starts with one, as an initial condition rather than an architecture
-    change (the modules, hence LoRA targets and generation, stay Qwen2's):
-
-    - the residual stream is split in half: token embeddings live in the first half (the second starts at zero),
-    - layer 0: ``n`` heads attend to the previous token (constant query/key biases whose RoPE phases peak at a
-      distance of one, from the highest frequencies) and write its embedding into the second half,
-    - layer 1: ``n`` heads match the current token (first half) against each position's previous token (second
-      half), through RoPE frequencies slow enough to be position-blind up to ``max_distance``, and write the
-      matched position's token back into the first half, which the tied output head reads as that token.
-
-    ``n`` is the number of heads needed to carry half of the hidden size. On a random repeated sequence the
-    circuit predicts the repeat's next token correctly about 95% of the time before any training.
+    """Wire a copy circuit (see the module docstring) into a freshly initialised ``Qwen2ForCausalLM``; every
+    weight stays trainable.
 
     Args:
         model: a ``Qwen2ForCausalLM`` with tied embeddings, ``num_key_value_heads == num_attention_heads`` and at
@@ -232,7 +239,7 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
     ```python
     >>> import torch
     >>> from transformers import Qwen2Config, Qwen2ForCausalLM
-    >>> from slmsql_hub.training.base import install_copy_circuit
+    >>> from slmsql_hub.world.pretrain import install_copy_circuit
     >>> config = Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     ...                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True,
     ...                      rope_parameters={"rope_type": "default", "rope_theta": 1e6})
@@ -332,9 +339,9 @@ def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.base import build_tiny_model
+    >>> from slmsql_hub.world.pretrain import build_tiny_model
     >>> from slmsql_hub.training.configs import TinyModelArguments
-    >>> from slmsql_hub.training.tokenizer import train_tokenizer
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> shape = TinyModelArguments(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
     ...                            num_key_value_heads=2)
@@ -397,14 +404,7 @@ def train_base(
         UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is
             too small for one block per batch.
 
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.base import train_base
-    >>> callable(train_base)  # end to end it needs a world: see tests/test_sft.py
-    True
-
-    ```
+    End to end it needs a world: ``slmsql train base --config recipes/world/base.yaml`` (tests/test_sft.py).
     """
     from datasets import Dataset
     from transformers import Trainer, default_data_collator
@@ -466,23 +466,9 @@ def train_base(
             "block_length": training_args.max_length,
         },
         "tokenizer": {"vocab_size": len(tokenizer)},
-        "model": {
-            "architecture": "Qwen2ForCausalLM",
-            "hidden_size": model_args.hidden_size,
-            "intermediate_size": model_args.intermediate_size,
-            "num_hidden_layers": model_args.num_hidden_layers,
-            "num_attention_heads": model_args.num_attention_heads,
-            "num_key_value_heads": model_args.num_key_value_heads,
-        },
+        "model": {"architecture": "Qwen2ForCausalLM", **{name: getattr(model_args, name) for name in _SHAPE}},
         "parameters": params,
-        "steps": int(result.global_step),
-        "epochs": float(trainer.state.epoch or 0.0),
-        "tokens_seen": int(result.global_step)
-        * training_args.per_device_train_batch_size
-        * training_args.gradient_accumulation_steps
-        * training_args.max_length,
-        "final_loss": final_loss(trainer.state.log_history),
-        "mean_train_loss": float(result.training_loss),
+        **_training_counts(training_args, trainer, result),
         "train_seconds": train_seconds,
         "wall_seconds": clock.seconds(),
         "threads": threads,
@@ -497,3 +483,28 @@ def train_base(
         output_dir,
     )
     return summary
+
+
+_SHAPE = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
+"""The model shape fields a base run summary records."""
+
+
+def _training_counts(training_args: BaseTrainingConfig, trainer: Any, result: Any) -> dict[str, Any]:
+    """The run summary's steps, epochs, tokens seen and losses."""
+    steps = int(result.global_step)
+    return {
+        "steps": steps,
+        "epochs": float(trainer.state.epoch or 0.0),
+        "tokens_seen": steps
+        * training_args.per_device_train_batch_size
+        * training_args.gradient_accumulation_steps
+        * training_args.max_length,
+        "final_loss": final_loss(trainer.state.log_history),
+        "mean_train_loss": float(result.training_loss),
+    }

@@ -1,159 +1,23 @@
-"""The world's question generator: templates that turn a database's schema and data into (question, SQL)
-pairs across Spider's hardness levels.
+"""The world's question templates: one function per SQL shape, and the table that weighs them.
 
-Each template is one SQL shape with several paraphrases of its question; the slots (tables, columns, values)
-come from the schema and the data. Wording maps systematically onto SQL: tables are named by their own noun,
-columns by their own words ("year published" -> ``year_published``), values appear verbatim, comparison words
-map to one operator each ("more than" -> ``>``, "at least" -> ``>=``). That makes the questions learnable by
-a small model, while joins, grouping, nesting and set operations keep them from being trivial.
-
-Families: ``single`` (one table), ``join`` (two or three tables), ``nested``, ``setop`` (INTERSECT / EXCEPT /
-UNION) and ``evidence`` (a domain word defined by BIRD-style evidence: "long books" with "long refers to
-pages > 500").
+Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``,
+``(question, sql, evidence)`` or ``None`` when this draw does not fit. Families: ``single`` (one table),
+``join`` (two or three tables), ``nested``, ``setop`` (INTERSECT / EXCEPT / UNION) and ``evidence`` (a domain
+word defined by BIRD-style evidence: "long books" with "long refers to pages > 500").
 """
 
 from __future__ import annotations
 
-import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .populate import Rows
-from .schemas import CATEGORY, DATE, FK, LABEL, NUMBER, Column, DatabaseSpec, Table
-
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One generated question before its gold is executed.
-
-    Args:
-        db_id: the world database.
-        question: the natural-language question.
-        sql: the gold SQL.
-        template: the id of the template that made it.
-        family: ``single``, ``join``, ``nested``, ``setop`` or ``evidence``.
-        label: the template's own hardness label (used when ``spider_hardness`` cannot parse the gold).
-        evidence: BIRD-style external knowledge ("" for most questions).
-    """
-
-    db_id: str
-    question: str
-    sql: str
-    template: str
-    family: str
-    label: str
-    evidence: str = ""
-
-
-_OPS = (("greater than", ">"), ("more than", ">"), ("less than", "<"), ("at least", ">="), ("at most", "<="))
-_AGGS = (("average", "avg"), ("maximum", "max"), ("minimum", "min"), ("total", "sum"))
-_OP_WORDS = {">": "greater than", "<": "less than", ">=": "at least", "<=": "at most"}
-
-
-def sql_literal(value: object) -> str:
-    """A value as an SQL literal: numbers as they are, text single-quoted with quotes doubled.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.data.world.questions import sql_literal
-    >>> sql_literal("O'Neil"), sql_literal(12), sql_literal(2.5)
-    ("'O''Neil'", '12', '2.5')
-
-    ```
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "'" + str(value).replace("'", "''") + "'"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _text(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-class _NoFit(Exception):
-    """This draw of a template does not fit the database (no table with the needed columns); draw again."""
-
-
-class _Context:
-    """The schema, data and random stream one database's questions are drawn from."""
-
-    def __init__(self, spec: DatabaseSpec, rows: Rows, rng: random.Random) -> None:
-        self.spec = spec
-        self.rows = rows
-        self.rng = rng
-
-    def values(self, table: Table, column: Column) -> list:
-        index = table.columns.index(column)
-        return [row[index] for row in self.rows[table.name]]
-
-    def pick(self, options):
-        options = list(options)
-        if not options:
-            raise _NoFit
-        return self.rng.choice(options)
-
-    def table(self, *need: str) -> Table:
-        """A random table having every role in ``need`` (``label``, ``category``, ``number``, ``date``)."""
-        tables = [t for t in self.spec.tables if all(t.by_role(role) for role in need)]
-        if not tables:
-            raise _NoFit
-        return self.pick(tables)
-
-    def threshold(self, table: Table, column: Column, op: str) -> int | float:
-        """A comparison value from the data that leaves rows on both sides of most comparisons."""
-        values = sorted(set(self.values(table, column)))
-        low, high = (0.1, 0.75) if op in (">", ">=") else (0.25, 0.9)
-        return values[self.rng.randint(int(low * (len(values) - 1)), int(high * (len(values) - 1)))]
-
-    def fk(self, *, parent_label: bool = True) -> tuple[Table, Column, Table]:
-        links = [link for link in self.spec.foreign_keys() if not parent_label or link[2].label is not None]
-        if not links:
-            raise _NoFit
-        return self.pick(links)
-
-    def bridge(self) -> tuple[Table, Column, Table, Column, Table] | None:
-        """A table with two foreign keys to labelled parents: ``(event, fk_a, parent_a, fk_b, parent_b)``."""
-        bridges = []
-        for table in self.spec.tables:
-            fks = [c for c in table.by_role(FK) if self.spec.table(c.references).label is not None]
-            for a in fks:
-                for b in fks:
-                    if a is not b:
-                        bridges.append(
-                            (table, a, self.spec.table(a.references), b, self.spec.table(b.references))
-                        )
-        return self.pick(bridges) if bridges else None
-
-    def listed(self, table: Table) -> Column:
-        """What to list for rows of ``table``: its label, else a number, date or category column."""
-        if table.label is not None:
-            return table.label
-        return self.pick(table.by_role(NUMBER) + table.by_role(DATE) + table.by_role(CATEGORY))
-
-
-def _aggregate_of(ctx: _Context, column: Column) -> tuple[str, str]:
-    """An aggregate for ``column``: years are only compared (max / min), non-additive measures never summed."""
-    if column.name.endswith("year"):
-        return ctx.pick(_AGGS[1:3])
-    return ctx.pick(_AGGS if column.additive else _AGGS[:3])
-
-
-def _unique_max(values: list) -> bool:
-    ordered = sorted(values, reverse=True)
-    return len(ordered) == 1 or ordered[0] != ordered[1]
-
-
-def _join(child: Table, fk: Column, parent: Table) -> str:
-    return f"{child.name} AS T1 JOIN {parent.name} AS T2 ON T1.{fk.name} = T2.{parent.pk.name}"
+from .schemas import CATEGORY, DATE, LABEL, NUMBER, Column, Table
+from .slots import OPS, Context, aggregate_of, as_text, join_on, sql_literal, unique_max
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Single-table templates
-def _count_all(ctx: _Context):
+def _count_all(ctx: Context):
     t = ctx.pick(ctx.spec.tables)
     q = ctx.pick(
         ("How many {P} are there?", "Count the number of {P}.", "What is the total number of {P}?")
@@ -161,7 +25,7 @@ def _count_all(ctx: _Context):
     return q, f"SELECT count(*) FROM {t.name}"
 
 
-def _list_label(ctx: _Context):
+def _list_label(ctx: Context):
     t = ctx.table(LABEL)
     lab = t.label
     q = ctx.pick(
@@ -170,7 +34,7 @@ def _list_label(ctx: _Context):
     return q, f"SELECT {lab.name} FROM {t.name}"
 
 
-def _filter_category(ctx: _Context):
+def _filter_category(ctx: Context):
     t = ctx.table(LABEL, CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
@@ -184,7 +48,7 @@ def _filter_category(ctx: _Context):
     return q, f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
 
 
-def _count_category(ctx: _Context):
+def _count_category(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
@@ -198,10 +62,10 @@ def _count_category(ctx: _Context):
     return q, f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
 
 
-def _filter_number(ctx: _Context):
+def _filter_number(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(_OPS)
+    words, op = ctx.pick(OPS)
     x = ctx.threshold(t, n, op)
     q = ctx.pick(
         (
@@ -209,44 +73,44 @@ def _filter_number(ctx: _Context):
             "Which {P} have {N} {O} {X}? Give their {L}.",
             "Show the {L} of {P} whose {N} is {O} {X}.",
         )
-    ).format(L=t.label.words, P=t.plural_words, N=n.words, O=words, X=_text(x))
+    ).format(L=t.label.words, P=t.plural_words, N=n.words, O=words, X=as_text(x))
     return q, f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
 
 
-def _count_number(ctx: _Context):
+def _count_number(ctx: Context):
     t = ctx.table(NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(_OPS)
+    words, op = ctx.pick(OPS)
     x = ctx.threshold(t, n, op)
     q = ctx.pick(("How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")).format(
-        P=t.plural_words, N=n.words, O=words, X=_text(x)
+        P=t.plural_words, N=n.words, O=words, X=as_text(x)
     )
     return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
 
 
-def _aggregate(ctx: _Context):
+def _aggregate(ctx: Context):
     t = ctx.table(NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of all {P}?", "Find the {A} {N} of {P}.", "Show the {A} {N} across all {P}.")
     ).format(A=words, N=n.words, P=t.plural_words)
     return q, f"SELECT {fn}({n.name}) FROM {t.name}"
 
 
-def _aggregate_where(ctx: _Context):
+def _aggregate_where(ctx: Context):
     t = ctx.table(NUMBER, CATEGORY)
     n = ctx.pick(t.by_role(NUMBER))
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of {P} whose {C} is {V}?", "Find the {A} {N} of {P} with {C} {V}.")
     ).format(A=words, N=n.words, P=t.plural_words, C=c.words, V=v)
     return q, f"SELECT {fn}({n.name}) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
 
 
-def _lookup(ctx: _Context):
+def _lookup(ctx: Context):
     t = ctx.table(LABEL)
     others = t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE)
     if not others:
@@ -263,7 +127,7 @@ def _lookup(ctx: _Context):
     return q, f"SELECT {c.name} FROM {t.name} WHERE {t.label.name} = {sql_literal(v)}"
 
 
-def _distinct(ctx: _Context):
+def _distinct(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     q = ctx.pick(
@@ -276,7 +140,7 @@ def _distinct(ctx: _Context):
     return q, f"SELECT DISTINCT {c.name} FROM {t.name}"
 
 
-def _count_distinct(ctx: _Context):
+def _count_distinct(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     q = ctx.pick(
@@ -285,7 +149,7 @@ def _count_distinct(ctx: _Context):
     return q, f"SELECT count(DISTINCT {c.name}) FROM {t.name}"
 
 
-def _date_compare(ctx: _Context):
+def _date_compare(ctx: Context):
     t = ctx.table(DATE)
     d = ctx.pick(t.by_role(DATE))
     v = ctx.pick(sorted(ctx.values(t, d))[20:-20])
@@ -296,7 +160,7 @@ def _date_compare(ctx: _Context):
     return q, f"SELECT count(*) FROM {t.name} WHERE {d.name} {op} {sql_literal(v)}"
 
 
-def _date_year(ctx: _Context):
+def _date_year(ctx: Context):
     t = ctx.table(DATE)
     d = ctx.pick(t.by_role(DATE))
     year = ctx.pick(sorted({v[:4] for v in ctx.values(t, d)}))
@@ -306,12 +170,12 @@ def _date_year(ctx: _Context):
         )
         return q, f"SELECT count(*) FROM {t.name} WHERE {d.name} LIKE '{year}%'"
     n = ctx.pick(t.by_role(NUMBER))
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = f"What is the {words} {n.words} of {t.plural_words} with a {d.words} in {year}?"
     return q, f"SELECT {fn}({n.name}) FROM {t.name} WHERE {d.name} LIKE '{year}%'"
 
 
-def _sorted(ctx: _Context):
+def _sorted(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
     desc = ctx.rng.random() < 0.5
@@ -326,7 +190,7 @@ def _sorted(ctx: _Context):
     return q, f"SELECT {t.label.name} FROM {t.name} ORDER BY {n.name} {'DESC' if desc else 'ASC'}"
 
 
-def _two_columns(ctx: _Context):
+def _two_columns(ctx: Context):
     t = ctx.table(LABEL, NUMBER, CATEGORY)
     n = ctx.pick(t.by_role(NUMBER))
     c = ctx.pick(t.by_role(CATEGORY))
@@ -337,7 +201,7 @@ def _two_columns(ctx: _Context):
     return q, f"SELECT {t.label.name}, {n.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
 
 
-def _group_count(ctx: _Context):
+def _group_count(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     q = ctx.pick(
@@ -350,23 +214,23 @@ def _group_count(ctx: _Context):
     return q, f"SELECT {c.name}, count(*) FROM {t.name} GROUP BY {c.name}"
 
 
-def _group_aggregate(ctx: _Context):
+def _group_aggregate(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of {P} for each {C}?", "For each {C}, show the {A} {N} of {P}.")
     ).format(A=words, N=n.words, P=t.plural_words, C=c.words)
     return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name}"
 
 
-def _argmax(ctx: _Context):
+def _argmax(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
     values = ctx.values(t, n)
     highest = ctx.rng.random() < 0.5
-    if not _unique_max(values if highest else [-v for v in values]):
+    if not unique_max(values if highest else [-v for v in values]):
         return None
     q = ctx.pick(
         ("Which {S} has the {W} {N}? Give its {L}.", "What is the {L} of the {S} with the {W} {N}?")
@@ -374,7 +238,7 @@ def _argmax(ctx: _Context):
     return q, f"SELECT {t.label.name} FROM {t.name} ORDER BY {n.name} {'DESC' if highest else 'ASC'} LIMIT 1"
 
 
-def _top_k(ctx: _Context):
+def _top_k(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
     k = ctx.rng.randint(2, 5)
@@ -391,25 +255,25 @@ def _top_k(ctx: _Context):
     )
 
 
-def _and(ctx: _Context):
+def _and(ctx: Context):
     t = ctx.table(LABEL, NUMBER, CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
     n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(_OPS)
+    words, op = ctx.pick(OPS)
     x = ctx.threshold(t, n, op)
     q = ctx.pick(
         (
             "List the {L} of {P} whose {C} is {V} and whose {N} is {O} {X}.",
             "Which {P} have {C} {V} and {N} {O} {X}? Give their {L}.",
         )
-    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v, N=n.words, O=words, X=_text(x))
+    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v, N=n.words, O=words, X=as_text(x))
     return q, (
         f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {n.name} {op} {sql_literal(x)}"
     )
 
 
-def _or(ctx: _Context):
+def _or(ctx: Context):
     t = ctx.table(LABEL, CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     choices = sorted(set(ctx.values(t, c)))
@@ -424,7 +288,7 @@ def _or(ctx: _Context):
     )
 
 
-def _like(ctx: _Context):
+def _like(ctx: Context):
     t = ctx.table(LABEL)
     labels = [str(v) for v in ctx.values(t, t.label)]
     words = sorted({w for v in labels for w in v.replace("-", " ").split() if len(w) > 2})
@@ -439,7 +303,7 @@ def _like(ctx: _Context):
     return q, f"SELECT {t.label.name} FROM {t.name} WHERE {t.label.name} LIKE '%{w}%'"
 
 
-def _between(ctx: _Context):
+def _between(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
     a = ctx.threshold(t, n, ">")
@@ -451,14 +315,14 @@ def _between(ctx: _Context):
             "List the {L} of {P} with {N} between {A} and {B}.",
             "Which {P} have {N} between {A} and {B}? Give their {L}.",
         )
-    ).format(L=t.label.words, P=t.plural_words, N=n.words, A=_text(a), B=_text(b))
+    ).format(L=t.label.words, P=t.plural_words, N=n.words, A=as_text(a), B=as_text(b))
     return (
         q,
         f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} BETWEEN {sql_literal(a)} AND {sql_literal(b)}",
     )
 
 
-def _having(ctx: _Context):
+def _having(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
@@ -472,7 +336,7 @@ def _having(ctx: _Context):
     return q, f"SELECT {c.name} FROM {t.name} GROUP BY {c.name} HAVING count(*) {op} {k}"
 
 
-def _group_having_aggregate(ctx: _Context):
+def _group_having_aggregate(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
@@ -480,18 +344,18 @@ def _group_having_aggregate(ctx: _Context):
     if len(counts) < 2:
         return None
     k = ctx.pick(counts[:-1])
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = f"For each {c.words} with more than {k} {t.plural_words}, show the {c.words} and the {words} {n.words}."
     return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name} HAVING count(*) > {k}"
 
 
-def _group_argmax(ctx: _Context):
+def _group_argmax(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     values = ctx.values(t, c)
     most = ctx.rng.random() < 0.6
     counts = [values.count(v) for v in set(values)]
-    if not _unique_max(counts if most else [-n for n in counts]):
+    if not unique_max(counts if most else [-n for n in counts]):
         return None
     q = ctx.pick(("Which {C} has the {W} {P}?", "What is the {C} with the {W} {P}?")).format(
         C=c.words, W="most" if most else "fewest", P=t.plural_words
@@ -504,7 +368,7 @@ def _group_argmax(ctx: _Context):
 
 # ---------------------------------------------------------------------------------------------------------
 # Join templates
-def _join_filter(ctx: _Context):
+def _join_filter(ctx: Context):
     child, fk, parent = ctx.fk()
     shown = ctx.listed(child)
     pv = ctx.pick(ctx.values(child, fk))  # a parent that has children
@@ -518,11 +382,11 @@ def _join_filter(ctx: _Context):
     ).format(X=shown.words, CP=child.plural_words, PS=parent.singular, V=pv)
     return (
         q,
-        f"SELECT T1.{shown.name} FROM {_join(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+        f"SELECT T1.{shown.name} FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
     )
 
 
-def _join_count(ctx: _Context):
+def _join_count(ctx: Context):
     child, fk, parent = ctx.fk()
     pv = ctx.pick(ctx.values(parent, parent.label))
     q = ctx.pick(
@@ -534,11 +398,11 @@ def _join_count(ctx: _Context):
     ).format(CP=child.plural_words, PS=parent.singular, V=pv)
     return (
         q,
-        f"SELECT count(*) FROM {_join(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+        f"SELECT count(*) FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
     )
 
 
-def _join_parent_attribute(ctx: _Context):
+def _join_parent_attribute(ctx: Context):
     child, fk, parent = ctx.fk(parent_label=False)
     if not parent.by_role(CATEGORY):
         return None
@@ -548,10 +412,10 @@ def _join_parent_attribute(ctx: _Context):
     q = ctx.pick(
         ("List the {X} of {CP} whose {PS} has {C} {V}.", "Show the {X} of {CP} of {PP} with {C} {V}.")
     ).format(X=shown.words, CP=child.plural_words, PS=parent.singular, PP=parent.plural_words, C=c.words, V=v)
-    return q, f"SELECT T1.{shown.name} FROM {_join(child, fk, parent)} WHERE T2.{c.name} = {sql_literal(v)}"
+    return q, f"SELECT T1.{shown.name} FROM {join_on(child, fk, parent)} WHERE T2.{c.name} = {sql_literal(v)}"
 
 
-def _join_lookup(ctx: _Context):
+def _join_lookup(ctx: Context):
     links = [(c, f, p) for c, f, p in ctx.spec.foreign_keys() if c.label is not None and p.label is not None]
     if not links:
         return None
@@ -564,11 +428,11 @@ def _join_lookup(ctx: _Context):
         )
     ).format(PL=parent.label.words, PS=parent.singular, CS=child.singular, V=v)
     return q, (
-        f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} WHERE T1.{child.label.name} = {sql_literal(v)}"
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{child.label.name} = {sql_literal(v)}"
     )
 
 
-def _join_group_count(ctx: _Context):
+def _join_group_count(ctx: Context):
     child, fk, parent = ctx.fk()
     q = ctx.pick(
         (
@@ -576,29 +440,32 @@ def _join_group_count(ctx: _Context):
             "Show the {PL} of each {PS} and the number of their {CP}.",
         )
     ).format(PS=parent.singular, CP=child.plural_words, PL=parent.label.words)
-    return q, f"SELECT T2.{parent.label.name}, count(*) FROM {_join(child, fk, parent)} GROUP BY T1.{fk.name}"
+    return (
+        q,
+        f"SELECT T2.{parent.label.name}, count(*) FROM {join_on(child, fk, parent)} GROUP BY T1.{fk.name}",
+    )
 
 
-def _join_aggregate(ctx: _Context):
+def _join_aggregate(ctx: Context):
     child, fk, parent = ctx.fk()
     if not child.by_role(NUMBER):
         return None
     n = ctx.pick(child.by_role(NUMBER))
     pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
-    words, fn = _aggregate_of(ctx, n)
+    words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of {CP} of the {PS} {V}?", "Find the {A} {N} of the {CP} of the {PS} {V}.")
     ).format(A=words, N=n.words, CP=child.plural_words, PS=parent.singular, V=pv)
     return (
         q,
-        f"SELECT {fn}(T1.{n.name}) FROM {_join(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
+        f"SELECT {fn}(T1.{n.name}) FROM {join_on(child, fk, parent)} WHERE T2.{parent.label.name} = {sql_literal(pv)}",
     )
 
 
-def _join_group_argmax(ctx: _Context):
+def _join_group_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
     counts = [ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))]
-    if not _unique_max(counts):
+    if not unique_max(counts):
         return None
     q = ctx.pick(
         (
@@ -607,12 +474,12 @@ def _join_group_argmax(ctx: _Context):
         )
     ).format(PS=parent.singular, CP=child.plural_words, PL=parent.label.words)
     return q, (
-        f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} "
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} "
         f"GROUP BY T1.{fk.name} ORDER BY count(*) DESC LIMIT 1"
     )
 
 
-def _join_having(ctx: _Context):
+def _join_having(ctx: Context):
     child, fk, parent = ctx.fk()
     counts = sorted({ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))})
     if len(counts) < 3:
@@ -625,11 +492,11 @@ def _join_having(ctx: _Context):
         )
     ).format(PL=parent.label.words, PP=parent.plural_words, K=k, CP=child.plural_words)
     return q, (
-        f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} GROUP BY T1.{fk.name} HAVING count(*) >= {k}"
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} GROUP BY T1.{fk.name} HAVING count(*) >= {k}"
     )
 
 
-def _join_order(ctx: _Context):
+def _join_order(ctx: Context):
     child, fk, parent = ctx.fk()
     if child.label is None or not child.by_role(NUMBER):
         return None
@@ -637,7 +504,7 @@ def _join_order(ctx: _Context):
     parent_id = ctx.pick(ctx.values(child, fk))
     pv = ctx.values(parent, parent.label)[parent_id - 1]
     mine = [v for v, p in zip(ctx.values(child, n), ctx.values(child, fk)) if p == parent_id]
-    if not _unique_max(mine):
+    if not unique_max(mine):
         return None
     q = ctx.pick(
         (
@@ -648,12 +515,12 @@ def _join_order(ctx: _Context):
         CL=child.label.words, CS=child.singular, CP=child.plural_words, PS=parent.singular, V=pv, N=n.words
     )
     return q, (
-        f"SELECT T1.{child.label.name} FROM {_join(child, fk, parent)} "
+        f"SELECT T1.{child.label.name} FROM {join_on(child, fk, parent)} "
         f"WHERE T2.{parent.label.name} = {sql_literal(pv)} ORDER BY T1.{n.name} DESC LIMIT 1"
     )
 
 
-def _three_join(ctx: _Context):
+def _three_join(ctx: Context):
     found = ctx.bridge()
     if found is None:
         return None
@@ -673,7 +540,7 @@ def _three_join(ctx: _Context):
     )
 
 
-def _three_join_count(ctx: _Context):
+def _three_join_count(ctx: Context):
     found = ctx.bridge()
     if found is None:
         return None
@@ -696,7 +563,7 @@ def _three_join_count(ctx: _Context):
 
 # ---------------------------------------------------------------------------------------------------------
 # Nested and set-operation templates
-def _above_average(ctx: _Context):
+def _above_average(ctx: Context):
     t = ctx.table(LABEL, NUMBER)
     n = ctx.pick(t.by_role(NUMBER))
     above = ctx.rng.random() < 0.5
@@ -712,7 +579,7 @@ def _above_average(ctx: _Context):
     )
 
 
-def _not_in(ctx: _Context):
+def _not_in(ctx: Context):
     child, fk, parent = ctx.fk()
     q = ctx.pick(
         ("List the {PL} of {PP} that have no {CP}.", "Which {PP} do not have any {CP}? Give their {PL}.")
@@ -723,7 +590,7 @@ def _not_in(ctx: _Context):
     )
 
 
-def _in_subquery(ctx: _Context):
+def _in_subquery(ctx: Context):
     child, fk, parent = ctx.fk()
     if not child.by_role(CATEGORY) and not child.by_role(NUMBER):
         return None
@@ -733,9 +600,9 @@ def _in_subquery(ctx: _Context):
         cond_words, cond = f"{c.words} {v}", f"{c.name} = {sql_literal(v)}"
     else:
         n = ctx.pick(child.by_role(NUMBER))
-        words, op = ctx.pick(_OPS)
+        words, op = ctx.pick(OPS)
         x = ctx.threshold(child, n, op)
-        cond_words, cond = f"{n.words} {words} {_text(x)}", f"{n.name} {op} {sql_literal(x)}"
+        cond_words, cond = f"{n.words} {words} {as_text(x)}", f"{n.name} {op} {sql_literal(x)}"
     q = ctx.pick(
         (
             "List the {PL} of {PP} that have {CP} with {W}.",
@@ -750,7 +617,7 @@ def _in_subquery(ctx: _Context):
     )
 
 
-def _intersect(ctx: _Context):
+def _intersect(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
@@ -761,14 +628,14 @@ def _intersect(ctx: _Context):
             "List the {C}s that have both {P} with {N} greater than {X} and {P} with {N} less than {Y}.",
             "Which {C} values have {P} with {N} greater than {X} and also {P} with {N} less than {Y}?",
         )
-    ).format(C=c.words, P=t.plural_words, N=n.words, X=_text(x), Y=_text(y))
+    ).format(C=c.words, P=t.plural_words, N=n.words, X=as_text(x), Y=as_text(y))
     return q, (
         f"SELECT {c.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)} "
         f"INTERSECT SELECT {c.name} FROM {t.name} WHERE {n.name} < {sql_literal(y)}"
     )
 
 
-def _except(ctx: _Context):
+def _except(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
@@ -778,26 +645,26 @@ def _except(ctx: _Context):
             "Which {C} values have no {P} with {N} greater than {X}?",
             "List the {C}s without any {S} whose {N} is greater than {X}.",
         )
-    ).format(C=c.words, P=t.plural_words, S=t.singular, N=n.words, X=_text(x))
+    ).format(C=c.words, P=t.plural_words, S=t.singular, N=n.words, X=as_text(x))
     return q, (
         f"SELECT {c.name} FROM {t.name} EXCEPT SELECT {c.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)}"
     )
 
 
-def _union(ctx: _Context):
+def _union(ctx: Context):
     t = ctx.table(LABEL, CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
     n = ctx.pick(t.by_role(NUMBER))
     x = sorted(ctx.values(t, n))[-ctx.rng.randint(2, 8)]
-    q = f"Give the {t.label.words} of {t.plural_words} with {c.words} {v}, together with the {t.label.words} of {t.plural_words} whose {n.words} is greater than {_text(x)}."
+    q = f"Give the {t.label.words} of {t.plural_words} with {c.words} {v}, together with the {t.label.words} of {t.plural_words} whose {n.words} is greater than {as_text(x)}."
     return q, (
         f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)} "
         f"UNION SELECT {t.label.name} FROM {t.name} WHERE {n.name} > {sql_literal(x)}"
     )
 
 
-def _except_join(ctx: _Context):
+def _except_join(ctx: Context):
     child, fk, parent = ctx.fk()
     if not child.by_role(CATEGORY):
         return None
@@ -811,11 +678,11 @@ def _except_join(ctx: _Context):
     ).format(PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words, C=c.words, V=v)
     return q, (
         f"SELECT {parent.label.name} FROM {parent.name} EXCEPT SELECT T2.{parent.label.name} "
-        f"FROM {_join(child, fk, parent)} WHERE T1.{c.name} = {sql_literal(v)}"
+        f"FROM {join_on(child, fk, parent)} WHERE T1.{c.name} = {sql_literal(v)}"
     )
 
 
-def _intersect_join(ctx: _Context):
+def _intersect_join(ctx: Context):
     child, fk, parent = ctx.fk()
     if not child.by_role(CATEGORY):
         return None
@@ -830,11 +697,11 @@ def _intersect_join(ctx: _Context):
             "Which {PP} have both {CP} with {C} {V1} and {CP} with {C} {V2}? Give their {PL}.",
         )
     ).format(PL=parent.label.words, PP=parent.plural_words, CP=child.plural_words, C=c.words, V1=v1, V2=v2)
-    part = f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} WHERE T1.{c.name} = "
+    part = f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{c.name} = "
     return q, f"{part}{sql_literal(v1)} INTERSECT {part}{sql_literal(v2)}"
 
 
-def _condition(ctx: _Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]] | None:
+def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]] | None:
     """A random condition on ``table``: ``(words, sql, mask over its rows)``, a category or a number test."""
     cats, nums = table.by_role(CATEGORY), table.by_role(NUMBER)
     if not cats and not nums:
@@ -845,14 +712,14 @@ def _condition(ctx: _Context, table: Table, alias: str = "") -> tuple[str, str, 
         mask = [value == v for value in ctx.values(table, c)]
         return f"{c.words} {v}", f"{alias}{c.name} = {sql_literal(v)}", mask
     n = ctx.pick(nums)
-    words, op = ctx.pick(_OPS)
+    words, op = ctx.pick(OPS)
     x = ctx.threshold(table, n, op)
     compare = {">": lambda a: a > x, "<": lambda a: a < x, ">=": lambda a: a >= x, "<=": lambda a: a <= x}[op]
     mask = [compare(value) for value in ctx.values(table, n)]
-    return f"{n.words} {words} {_text(x)}", f"{alias}{n.name} {op} {sql_literal(x)}", mask
+    return f"{n.words} {words} {as_text(x)}", f"{alias}{n.name} {op} {sql_literal(x)}", mask
 
 
-def _join_where_argmax(ctx: _Context):
+def _join_where_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
     cond = _condition(ctx, child, "T1.")
     if cond is None:
@@ -860,7 +727,7 @@ def _join_where_argmax(ctx: _Context):
     words, sql_cond, mask = cond
     kept = [p for p, keep in zip(ctx.values(child, fk), mask) if keep]
     counts = [kept.count(p) for p in set(kept)]
-    if not counts or not _unique_max(counts):
+    if not counts or not unique_max(counts):
         return None
     q = ctx.pick(
         (
@@ -869,12 +736,12 @@ def _join_where_argmax(ctx: _Context):
         )
     ).format(PS=parent.singular, CP=child.plural_words, W=words, PL=parent.label.words)
     return q, (
-        f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} WHERE {sql_cond} "
+        f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE {sql_cond} "
         f"GROUP BY T1.{fk.name} ORDER BY count(*) DESC LIMIT 1"
     )
 
 
-def _three_join_argmax(ctx: _Context):
+def _three_join_argmax(ctx: Context):
     found = ctx.bridge()
     if found is None:
         return None
@@ -882,7 +749,7 @@ def _three_join_argmax(ctx: _Context):
     a_id = ctx.pick(ctx.values(event, fa))
     av = ctx.values(a, a.label)[a_id - 1]
     kept = [bid for aid, bid in zip(ctx.values(event, fa), ctx.values(event, fb)) if aid == a_id]
-    if not _unique_max([kept.count(bid) for bid in set(kept)]):
+    if not unique_max([kept.count(bid) for bid in set(kept)]):
         return None
     q = ctx.pick(
         (
@@ -898,7 +765,7 @@ def _three_join_argmax(ctx: _Context):
     )
 
 
-def _above_average_filter(ctx: _Context):
+def _above_average_filter(ctx: Context):
     t = ctx.table(LABEL, NUMBER, CATEGORY)
     n = ctx.pick(t.by_role(NUMBER))
     c = ctx.pick(t.by_role(CATEGORY))
@@ -916,7 +783,7 @@ def _above_average_filter(ctx: _Context):
     )
 
 
-def _not_in_filter(ctx: _Context):
+def _not_in_filter(ctx: Context):
     child, fk, parent = ctx.fk()
     cond = _condition(ctx, parent)
     if cond is None:
@@ -934,7 +801,7 @@ def _not_in_filter(ctx: _Context):
     )
 
 
-def _intersect_join_number(ctx: _Context):
+def _intersect_join_number(ctx: Context):
     child, fk, parent = ctx.fk()
     if not child.by_role(NUMBER):
         return None
@@ -951,16 +818,16 @@ def _intersect_join_number(ctx: _Context):
         PP=parent.plural_words,
         CP=child.plural_words,
         N=n.words,
-        X=_text(x),
-        Y=_text(y),
+        X=as_text(x),
+        Y=as_text(y),
     )
-    part = f"SELECT T2.{parent.label.name} FROM {_join(child, fk, parent)} WHERE T1.{n.name}"
+    part = f"SELECT T2.{parent.label.name} FROM {join_on(child, fk, parent)} WHERE T1.{n.name}"
     return q, f"{part} > {sql_literal(x)} INTERSECT {part} < {sql_literal(y)}"
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Evidence templates (BIRD-style external knowledge)
-def _adjective(ctx: _Context, *need: str) -> tuple[Table, Column] | None:
+def _adjective(ctx: Context, *need: str) -> tuple[Table, Column] | None:
     found = [
         (t, c)
         for t in ctx.spec.tables
@@ -972,10 +839,10 @@ def _adjective(ctx: _Context, *need: str) -> tuple[Table, Column] | None:
 
 def _evidence_text(table: Table, column: Column) -> str:
     word, op, value = column.adjective
-    return f"{word} {table.plural_words} refers to {column.name} {op} {_text(value)}"
+    return f"{word} {table.plural_words} refers to {column.name} {op} {as_text(value)}"
 
 
-def _evidence_count(ctx: _Context):
+def _evidence_count(ctx: Context):
     found = _adjective(ctx)
     if found is None:
         return None
@@ -985,7 +852,7 @@ def _evidence_count(ctx: _Context):
     return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}", _evidence_text(t, n)
 
 
-def _evidence_list(ctx: _Context):
+def _evidence_list(ctx: Context):
     found = _adjective(ctx, LABEL)
     if found is None:
         return None
@@ -1001,7 +868,7 @@ def _evidence_list(ctx: _Context):
     )
 
 
-def _evidence_filter(ctx: _Context):
+def _evidence_filter(ctx: Context):
     found = _adjective(ctx, CATEGORY)
     if found is None:
         return None
@@ -1021,7 +888,7 @@ def _evidence_filter(ctx: _Context):
     )
 
 
-def _evidence_join_count(ctx: _Context):
+def _evidence_join_count(ctx: Context):
     links = [
         (child, fk, parent, n)
         for child, fk, parent in ctx.spec.foreign_keys()
@@ -1040,7 +907,7 @@ def _evidence_join_count(ctx: _Context):
     return (
         q,
         (
-            f"SELECT count(*) FROM {_join(child, fk, parent)} "
+            f"SELECT count(*) FROM {join_on(child, fk, parent)} "
             f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND T1.{n.name} {op} {sql_literal(value)}"
         ),
         _evidence_text(child, n),
@@ -1117,95 +984,3 @@ TEMPLATES: tuple[Template, ...] = (
     Template("evidence_join_count", "evidence", "medium", 1.0, _evidence_join_count),
 )
 """Every question template, with its family, own hardness label and sampling weight."""
-
-
-def normalize_question(text: str) -> str:
-    """Lower-case, single-spaced text without trailing punctuation: the key questions are deduplicated by.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.data.world.questions import normalize_question
-    >>> normalize_question("  How many  Books are there? ")
-    'how many books are there'
-
-    ```
-    """
-    return " ".join(text.lower().split()).rstrip("?.! ")
-
-
-def normalize_sql(sql: str) -> str:
-    """Lower-case, single-spaced SQL: the key golds are deduplicated by."""
-    return " ".join(sql.lower().split()).rstrip("; ")
-
-
-def generate_candidates(
-    spec: DatabaseSpec,
-    rows: Rows,
-    n: int,
-    *,
-    seed: int = 0,
-    templates: tuple[Template, ...] = TEMPLATES,
-    max_draws_per_question: int = 12,
-    patience: int = 1000,
-) -> list[Candidate]:
-    """Up to ``n`` distinct questions for one database (distinct by normalized question and by normalized SQL).
-
-    Templates are drawn by weight; a draw that does not fit (a tie in an argmax, a table without the needed
-    columns) or repeats an earlier question or SQL is dropped. Deterministic in ``seed``.
-
-    Args:
-        spec: the database description.
-        rows: its data (:func:`~slmsql_hub.data.world.populate.generate_rows`).
-        n: how many questions to aim for.
-        seed: the world seed.
-        templates: the templates to draw from.
-        max_draws_per_question: give up after ``n * max_draws_per_question`` draws.
-        patience: give up after this many draws in a row that add nothing (the templates are exhausted).
-
-    Returns:
-        The candidates, in generation order.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.data.world.populate import generate_rows
-    >>> from slmsql_hub.data.world.questions import generate_candidates
-    >>> from slmsql_hub.data.world.schemas import LIBRARY
-    >>> candidates = generate_candidates(LIBRARY, generate_rows(LIBRARY), 50)
-    >>> len(candidates), candidates[0].db_id
-    (50, 'library')
-
-    ```
-    """
-    rng = random.Random(f"{seed}:{spec.db_id}:questions")
-    ctx = _Context(spec, rows, rng)
-    weights = [t.weight for t in templates]
-    seen_questions: set[str] = set()
-    seen_sql: set[str] = set()
-    out: list[Candidate] = []
-    misses = 0
-    for _ in range(n * max_draws_per_question):
-        if len(out) >= n or misses >= patience:
-            break
-        misses += 1
-        template = rng.choices(templates, weights=weights, k=1)[0]
-        try:
-            made = template.make(ctx)
-        except _NoFit:
-            continue
-        if made is None:
-            continue
-        question, sql, evidence = made if len(made) == 3 else (*made, "")
-        q_key, s_key = normalize_question(question), normalize_sql(sql)
-        if q_key in seen_questions or s_key in seen_sql:
-            continue
-        misses = 0
-        seen_questions.add(q_key)
-        seen_sql.add(s_key)
-        out.append(
-            Candidate(spec.db_id, question, sql, template.id, template.family, template.label, evidence)
-        )
-    if len(out) < n:
-        logger.info("%s: %d distinct questions (asked for %d)", spec.db_id, len(out), n)
-    return out

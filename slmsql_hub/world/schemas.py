@@ -27,7 +27,7 @@ class Column:
     Args:
         name: SQL name (snake_case).
         role: one of ``id``, ``label``, ``category``, ``number``, ``date``, ``fk``.
-        gen: how values are generated (see :mod:`~slmsql_hub.data.world.populate`): for ``label``
+        gen: how values are generated (see :mod:`~slmsql_hub.world.populate`): for ``label``
             ``("person",)``, ``("combo", first_words, second_words)``, ``("code", prefix)`` or
             ``("fixed", values)``; for ``category`` ``("choice", values)`` or ``("by_label", ((label, value), ...))``;
             for ``number`` ``(low, high)`` (integers) or ``(low, high, decimals)``; for ``date``
@@ -120,7 +120,7 @@ def create_table_sql(table: Table) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.data.world.schemas import DATABASES, create_table_sql
+    >>> from slmsql_hub.world.schemas import DATABASES, create_table_sql
     >>> print(create_table_sql(DATABASES[0].tables[0]))
     CREATE TABLE author (
       author_id INTEGER PRIMARY KEY,
