@@ -68,15 +68,8 @@ def _last_sql_block(blocks: list[_Block]) -> str | None:
 
 
 def extract_sql(text: str | None) -> str | None:
-    """Return the SQL in a model's answer, or ``None`` when there is none.
-
-    Args:
-        text: the model's raw answer (or a plain SQL string).
-
-    Returns:
-        The SQL, stripped of surrounding whitespace, by the rule in the module docstring: the last
-        ```` ```sql ```` block, else the last untagged (or SQL-dialect-tagged) block, else the whole text when
-        it starts (after comments) with ``SELECT`` / ``WITH`` / ``VALUES``, else ``None``.
+    """The SQL in a model's answer (or plain SQL), stripped, by the rule of the module docstring; ``None`` when
+    there is none.
 
     Example:
 
@@ -144,13 +137,8 @@ def first_keyword(sql: str) -> str:
 
 
 def has_sql_block(text: str | None) -> bool:
-    """Whether the answer holds a non-empty ```` ```sql ```` fenced block (closed, or cut off at the end).
-
-    Args:
-        text: the model's raw answer.
-
-    Returns:
-        ``True`` exactly when :func:`extract_sql` takes its SQL from a ```` ```sql ```` block.
+    """Whether the answer holds a non-empty ```` ```sql ```` fenced block (closed, or cut off at the end):
+    exactly when :func:`extract_sql` takes its SQL from such a block.
 
     Example:
 
