@@ -120,16 +120,8 @@ def commented_sql(question: str, sql: str) -> str:
 
 
 def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[str], dict[str, int]]:
-    """The pretraining documents drawn from the world's corpus splits, shuffled, and their counts.
-
-    Args:
-        script_args: the world, its corpus splits, the schema repeats and the prompt settings.
-        seed: the shuffle's seed.
-
-    Returns:
-        ``(documents, counts)``: text documents (ChatML special tokens inside prompt documents) and how many
-        there are of each kind.
-    """
+    """``(documents, counts)``: the pretraining text documents drawn from the world's corpus splits (ChatML
+    special tokens inside prompt documents), shuffled with ``seed``, and how many there are of each kind."""
     from ..prompts import PromptConfig, format_answer
 
     prompt_config = PromptConfig(
@@ -394,15 +386,8 @@ def train_base(
     model_args: TinyModelArguments,
     training_args: BaseTrainingConfig,
 ) -> dict[str, Any]:
-    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus, and save both.
-
-    Args:
-        script_args: the world, the corpus and the tokenizer settings.
-        model_args: the tiny model's shape.
-        training_args: the ``Trainer``'s settings; ``max_length`` is the block length.
-
-    Returns:
-        The run summary (also written to ``<output_dir>/run_summary.json``).
+    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
+    is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
 
     Raises:
         UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is
