@@ -65,6 +65,7 @@ from itertools import chain
 from operator import itemgetter
 
 from ..errors import UsageError
+from .extract import skip_quoted_or_comment
 
 logger = logging.getLogger(__name__)
 
@@ -124,38 +125,22 @@ def _distinct_spans_with_tokenizer(sql: str) -> tuple[list[tuple[int, int]], int
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
-_CLOSING_QUOTE = {"'": "'", '"': '"', "`": "`", "[": "]"}
 
 
 def _distinct_spans_fallback(sql: str) -> tuple[list[tuple[int, int]], int | None]:
     """The same as :func:`_distinct_spans_with_tokenizer`, by a small quote-aware scanner.
 
     Used only when the tokenizer rejects the text (an unterminated string, a stray character). It skips
-    ``'...'`` / ``"..."`` / ```...``` / ``[...]`` (doubled quotes escape; an unterminated one runs to the
-    end), ``-- ...`` and ``/* ... */`` comments, and reports bare words equal to ``distinct`` and the first
-    ``;`` outside all of them.
+    quoted text and comments (:func:`~slmsql_hub.sql.extract.skip_quoted_or_comment`) and reports bare words
+    equal to ``distinct`` and the first ``;`` outside them.
     """
     spans: list[tuple[int, int]] = []
     index, length = 0, len(sql)
     while index < length:
         char = sql[index]
-        if char in _CLOSING_QUOTE:
-            close = _CLOSING_QUOTE[char]
-            index += 1
-            while index < length:
-                if sql[index] == close:
-                    if close != "]" and index + 1 < length and sql[index + 1] == close:
-                        index += 2
-                        continue
-                    break
-                index += 1
-            index += 1
-        elif sql.startswith("--", index):
-            newline = sql.find("\n", index)
-            index = length if newline < 0 else newline + 1
-        elif sql.startswith("/*", index):
-            close = sql.find("*/", index + 2)
-            index = length if close < 0 else close + 2
+        end = skip_quoted_or_comment(sql, index) if char in "'\"`[-/" else index
+        if end != index:
+            index = end
         elif char == ";":
             return spans, index + 1
         elif char in _WORD_CHARS:

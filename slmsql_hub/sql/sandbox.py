@@ -79,7 +79,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InfrastructureError
 from . import _worker
-from .extract import first_keyword
+from .extract import first_keyword, skip_quoted_or_comment
 from .result import ExecResult, ExecStatus, Limits
 
 logger = logging.getLogger(__name__)
@@ -123,21 +123,10 @@ def split_statements(sql: str) -> list[str]:
     has_code = False
     while i < n:
         c = sql[i]
-        if c in "'\"`[":
-            close = "]" if c == "[" else c
-            j = sql.find(close, i + 1)
-            while j != -1 and close != "]" and j + 1 < n and sql[j + 1] == close:  # doubled quote escape
-                j = sql.find(close, j + 2)
-            i = n if j == -1 else j + 1
-            has_code = True
-            continue
-        if c == "-" and sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j == -1 else j + 1
-            continue
-        if c == "/" and sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j == -1 else j + 2
+        end = skip_quoted_or_comment(sql, i) if c in "'\"`[-/" else i
+        if end != i:
+            has_code = has_code or c in "'\"`["  # a quoted string is code, a comment is not
+            i = end
             continue
         if c == ";":
             if has_code:
