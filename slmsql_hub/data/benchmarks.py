@@ -356,6 +356,7 @@ def load_world(
 ) -> datasets.Dataset:
     """A split (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``) of a world built by
     :func:`~slmsql_hub.world.build_world`; ``db_path`` points into ``<root>/databases``, so the folder can move.
+    A folder without ``world.json`` or without the split is a ``UsageError``.
     """
     import datasets
 

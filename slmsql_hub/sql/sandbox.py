@@ -487,10 +487,9 @@ class Sandbox:
     def _longest_first(
         self, items: list[tuple[str, str]], limits: Limits, threads: ThreadPoolExecutor
     ) -> list[int]:
-        """Indices of ``items`` in the order to run them: longest expected first, so that a long statement
-        does not start last and add all of its time to the batch's tail. Expected length is the number of
-        full-table scans in SQLite's query plan, then its steps (ties, and a database whose plan could not
-        be had, keep their order). Planning costs ~15 us per statement, one request per database."""
+        """Indices of ``items``, longest expected first (module docstring): by full-table scans in SQLite's
+        query plan, then plan steps; ties, and a database without a plan, keep their order. Planning costs
+        ~15 us per statement, one request per database."""
         by_db: dict[str, list[int]] = {}
         for i, (db_path, _) in enumerate(items):
             by_db.setdefault(db_path, []).append(i)
