@@ -19,13 +19,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def shipped_path(in_clone: str, in_wheel: str) -> Path:
-    """The clone's copy when this package runs from a clone (so edits take effect), else the copy the wheel
-    installed; the clone's path when neither exists, so an error names the file to restore.
-
-    Args:
-        in_clone: the path relative to the clone's root (``spaces/demo``).
-        in_wheel: the path relative to the installed package (``demo_space``).
-    """
+    """The clone's copy (``in_clone``, relative to the clone's root) when this package runs from a clone, so edits
+    take effect, else the copy the wheel installed (``in_wheel``, relative to the package); the clone's path when
+    neither exists, so an error names the file to restore."""
     clone = PACKAGE_DIR.parent / in_clone
     installed = PACKAGE_DIR / in_wheel
     return installed if not clone.exists() and installed.exists() else clone

@@ -71,18 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ex_report import build_ex_report, example_levels
     from ..sql import Judge, Limits
 
-    if args.keep_distinct and args.mode != "spider":
-        raise UsageError("--keep-distinct only applies to --mode spider")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    out = Path(args.out) if args.out else None
-    if out is not None and out.is_dir():
-        raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
-    if args.db_root is not None and not Path(args.db_root).is_dir():
-        raise UsageError(f"--db-root {args.db_root} is not a folder")
-
+    out = _checked_out(args)
     fmt = args.format or detect_format(args.pred)
     records = load_prediction_records(args.pred, args.gold, fmt=fmt, difficulty_path=args.difficulty)
     db_paths = resolve_db_paths(records, args.db_root)
@@ -105,21 +94,7 @@ def run(args: argparse.Namespace) -> int:
         judgements, levels=levels, breakdown_by=breakdown_by, mode=args.mode, keep_distinct=args.keep_distinct
     )
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        # backslashreplace: text that is not UTF-8 (a lone surrogate) is written as its JSON escape, losslessly
-        with out.open("w", encoding="utf-8", errors="backslashreplace") as handle:
-            for record, db_path, judgement, level in zip(records, db_paths, judgements, levels):
-                row = {
-                    "index": record.index,
-                    "db_id": record.db_id,
-                    "db_path": str(db_path),
-                    "prediction": record.prediction,
-                    "gold": record.gold_sql,
-                    **judgement.to_dict(),
-                    breakdown_by: level,
-                }
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        logger.info("wrote %d per-question verdicts to %s", len(records), out)
+        _write_per_question(out, records, db_paths, judgements, breakdown_by, levels)
     print(report.render())  # noqa: T201 - the command's output
     if report.counts.num_scored == 0:
         raise UsageError(
@@ -127,3 +102,38 @@ def run(args: argparse.Namespace) -> int:
             f"(first: {judgements[0].error}); check --gold and --db-root"
         )
     return 0
+
+
+def _checked_out(args: argparse.Namespace) -> Path | None:
+    """The ``--out`` file, after refusing (``UsageError``) options that cannot work together."""
+    if args.keep_distinct and args.mode != "spider":
+        raise UsageError("--keep-distinct only applies to --mode spider")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.is_dir():
+        raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
+    if args.db_root is not None and not Path(args.db_root).is_dir():
+        raise UsageError(f"--db-root {args.db_root} is not a folder")
+    return out
+
+
+def _write_per_question(out: Path, records, db_paths, judgements, breakdown_by: str, levels) -> None:
+    """One JSON line per question: where it ran, what was compared and the verdict."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # backslashreplace: text that is not UTF-8 (a lone surrogate) is written as its JSON escape, losslessly
+    with out.open("w", encoding="utf-8", errors="backslashreplace") as handle:
+        for record, db_path, judgement, level in zip(records, db_paths, judgements, levels):
+            row = {
+                "index": record.index,
+                "db_id": record.db_id,
+                "db_path": str(db_path),
+                "prediction": record.prediction,
+                "gold": record.gold_sql,
+                **judgement.to_dict(),
+                breakdown_by: level,
+            }
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    logger.info("wrote %d per-question verdicts to %s", len(records), out)

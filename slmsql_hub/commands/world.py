@@ -47,13 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("choose an action: `slmsql world build --out DIR`")
     from ..world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
 
-    sizes = WorldSizes(
-        foundation=args.foundation,
-        grounding=args.grounding,
-        rl_pool=args.rl_pool,
-        dev=args.dev,
-        test=args.test,
-    )
+    sizes = WorldSizes(**{split: getattr(args, split) for split in SPLITS})  # --rl-pool is args.rl_pool
     manifest = build_world(args.out, seed=args.seed, sizes=sizes, overwrite=args.overwrite)
     lines = [f"world at {manifest.root} (seed {manifest.seed}, held-out database {manifest.held_out_db})"]
     for split in SPLITS:

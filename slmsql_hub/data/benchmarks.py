@@ -11,8 +11,11 @@ Every loader returns the same columns (all strings):
   label,
 - ``benchmark``: ``spider``, ``bird``, ``synsql`` or ``world``.
 
-``limit`` takes a deterministic, seeded subset (the same ``limit`` and ``seed`` always give the same questions,
-kept in file order): the study evaluated 149 BIRD and 200 Spider questions this way.
+Every loader takes ``(root, split, *, limit, seed, skip_missing_db)``. ``limit`` takes a deterministic, seeded
+subset (the same ``limit`` and ``seed`` always give the same questions, kept in file order): the study evaluated
+149 BIRD and 200 Spider questions this way. A question whose database file is missing raises
+:class:`~slmsql_hub.errors.UsageError`, or with ``skip_missing_db`` is dropped (logged with a count); so do a
+missing or malformed JSON file and a question without its fields (one line each).
 
 Layouts read:
 
@@ -33,6 +36,7 @@ import json
 import logging
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,19 +81,12 @@ def benchmark_features() -> datasets.Features:
 
 
 def seeded_subset(n: int, limit: int | None, seed: int = 0) -> list[int]:
-    """Indices of a deterministic subset of ``range(n)``: ``limit`` of them drawn with ``seed``, in order.
+    """Sorted indices of ``limit`` items of ``range(n)`` drawn with ``seed`` (all of them if ``limit`` is ``None``
+    or ``>= n``).
 
-    Two draws with one seed often nest (``random.sample``'s first picks do not depend on ``limit`` while it
-    keeps one method), so a subset is held out from another tool's only when that tool's questions are left
-    out first: see :mod:`slmsql_hub.data.sft_record`.
-
-    Args:
-        n: how many items there are.
-        limit: how many to keep (``None`` or ``>= n``: all).
-        seed: the draw's seed.
-
-    Returns:
-        Sorted indices.
+    Two draws with one seed often nest (``random.sample``'s first picks do not depend on ``limit``), so a subset
+    is held out from another tool's only when that tool's questions are left out first: see
+    :mod:`slmsql_hub.data.sft_record`.
 
     Example:
 
@@ -143,13 +140,7 @@ def _spider_difficulty(sql: str) -> str:
 
 
 def _finish(
-    records: list[dict],
-    *,
-    name: str,
-    db_dir: Path,
-    limit: int | None,
-    seed: int,
-    skip_missing_db: bool,
+    records: list[dict], name: str, db_dir: Path, limit: int | None, seed: int, skip_missing_db: bool
 ) -> datasets.Dataset:
     """Check database files, drop or refuse questions on missing ones, take the seeded subset, build the Dataset."""
     import datasets
@@ -196,6 +187,32 @@ def _root(root: str | os.PathLike, name: str) -> Path:
     return path
 
 
+def _questions(
+    path: Path,
+    benchmark: str,
+    question_id: Callable[[int, dict], str],
+    *,
+    gold: str,
+    evidence: str | None = None,
+    difficulty: str | None = None,
+) -> list[dict]:
+    """One record per question of a JSON release file; ``gold``, ``evidence``, ``difficulty`` name its fields."""
+    records = []
+    for index, item in enumerate(_read_json_list(path)):
+        records.append(
+            {
+                "question_id": question_id(index, item),
+                "question": _field(item, "question", path, index),
+                "evidence": str(item.get(evidence) or "") if evidence else "",
+                "db_id": _field(item, "db_id", path, index),
+                "gold_sql": _field(item, gold, path, index),
+                "difficulty": str(item.get(difficulty) or "") if difficulty else "",
+                "benchmark": benchmark,
+            }
+        )
+    return records
+
+
 def load_spider(
     root: str | os.PathLike,
     split: str = "dev",
@@ -204,22 +221,10 @@ def load_spider(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """Spider (``dev`` or ``train``) as a benchmark dataset; ``difficulty`` is the official hardness of the gold.
+    """Spider ``dev`` (``dev.json``) or ``train`` (``train_spider.json`` + ``train_others.json`` if present).
 
-    Args:
-        root: the Spider folder (``dev.json``, ``database/`` or ``databases/``).
-        split: ``dev`` (``dev.json``) or ``train`` (``train_spider.json`` and, if present, ``train_others.json``).
-        limit: keep a seeded subset of this many questions.
-        seed: the subset's seed.
-        skip_missing_db: drop questions whose database file is missing (logged with a count) instead of
-            raising.
-
-    Returns:
-        The dataset (:data:`BENCHMARK_COLUMNS`).
-
-    Raises:
-        UsageError: a missing or malformed JSON file, a question without its fields, or (without
-            ``skip_missing_db``) questions whose database file is missing.
+    ``difficulty`` is the official hardness of the gold; databases are read from ``database/`` (or
+    ``databases/``).
 
     Example:
 
@@ -246,28 +251,14 @@ def load_spider(
         path = base / filename
         if n > 0 and not path.exists():
             continue
-        for index, item in enumerate(_read_json_list(path)):
-            records.append(
-                {
-                    "question_id": f"spider-{split}-{len(records)}",
-                    "question": _field(item, "question", path, index),
-                    "evidence": "",
-                    "db_id": _field(item, "db_id", path, index),
-                    "gold_sql": _field(item, "query", path, index),
-                    "benchmark": "spider",
-                }
-            )
+        offset = len(records)
+        records += _questions(
+            path, "spider", lambda index, _, offset=offset: f"spider-{split}-{offset + index}", gold="query"
+        )
     db_dir = base / "database"
     if not db_dir.is_dir() and (base / "databases").is_dir():
         db_dir = base / "databases"  # the embedded world's folder name
-    return _finish(
-        records,
-        name="spider",
-        db_dir=db_dir,
-        limit=limit,
-        seed=seed,
-        skip_missing_db=skip_missing_db,
-    )
+    return _finish(records, "spider", db_dir, limit, seed, skip_missing_db)
 
 
 def load_bird(
@@ -278,21 +269,7 @@ def load_bird(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """BIRD (``<split>.json`` + ``<split>_databases/``) as a benchmark dataset, with its evidence and difficulty.
-
-    Args:
-        root: the BIRD folder: the release's (``train/``, ``dev/``) or one split's (``dev.json``, ...).
-        split: ``dev`` or ``train`` (any ``<split>.json`` with ``<split>_databases/`` beside it, in ``root`` or
-            in ``root/<split>``).
-        limit: keep a seeded subset of this many questions (the study: 149).
-        seed: the subset's seed.
-        skip_missing_db: drop questions whose database file is missing instead of raising.
-
-    Returns:
-        The dataset (:data:`BENCHMARK_COLUMNS`).
-
-    Raises:
-        UsageError: a missing or malformed JSON file, a question without its fields, or missing databases.
+    """BIRD ``<split>.json`` + ``<split>_databases/``, in ``root`` or ``root/<split>``, with evidence and difficulty.
 
     Example:
 
@@ -314,28 +291,15 @@ def load_bird(
     base = _root(root, "bird")
     if not (base / f"{split}.json").is_file() and (base / split / f"{split}.json").is_file():
         base = base / split  # the release's layout: <root>/train/train.json, <root>/dev/dev.json
-    path = base / f"{split}.json"
-    records = []
-    for index, item in enumerate(_read_json_list(path)):
-        records.append(
-            {
-                "question_id": f"bird-{split}-{item.get('question_id', index)}",
-                "question": _field(item, "question", path, index),
-                "evidence": str(item.get("evidence") or ""),
-                "db_id": _field(item, "db_id", path, index),
-                "gold_sql": _field(item, "SQL", path, index),
-                "difficulty": str(item.get("difficulty") or ""),
-                "benchmark": "bird",
-            }
-        )
-    return _finish(
-        records,
-        name="bird",
-        db_dir=base / f"{split}_databases",
-        limit=limit,
-        seed=seed,
-        skip_missing_db=skip_missing_db,
+    records = _questions(
+        base / f"{split}.json",
+        "bird",
+        lambda index, item: f"bird-{split}-{item.get('question_id', index)}",
+        gold="SQL",
+        evidence="evidence",
+        difficulty="difficulty",
     )
+    return _finish(records, "bird", base / f"{split}_databases", limit, seed, skip_missing_db)
 
 
 def load_synsql(
@@ -346,24 +310,10 @@ def load_synsql(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """SynSQL-2.5M (``data.json`` + ``databases/``) as a benchmark dataset.
+    """SynSQL-2.5M (``data.json`` + ``databases/``; one split, ``train``), read whole into memory.
 
-    ``evidence`` is the question's ``external_knowledge`` and ``difficulty`` its ``sql_complexity``. The
-    whole ``data.json`` is read into memory (the full release is several GB: point ``root`` at a shard for
-    quick runs).
-
-    Args:
-        root: the SynSQL folder.
-        split: only ``train`` (the release has one split).
-        limit: keep a seeded subset of this many questions.
-        seed: the subset's seed.
-        skip_missing_db: drop questions whose database file is missing instead of raising.
-
-    Returns:
-        The dataset (:data:`BENCHMARK_COLUMNS`).
-
-    Raises:
-        UsageError: a missing or malformed JSON file, a question without its fields, or missing databases.
+    ``evidence`` is the question's ``external_knowledge`` and ``difficulty`` its ``sql_complexity``. The full
+    release is several GB: point ``root`` at a shard for quick runs.
 
     Example:
 
@@ -385,28 +335,15 @@ def load_synsql(
     if split != "train":
         raise UsageError(f"SynSQL-2.5M has one split, 'train'; got {split!r}")
     base = _root(root, "synsql")
-    path = base / "data.json"
-    records = []
-    for index, item in enumerate(_read_json_list(path)):
-        records.append(
-            {
-                "question_id": f"synsql-{index}",
-                "question": _field(item, "question", path, index),
-                "evidence": str(item.get("external_knowledge") or ""),
-                "db_id": _field(item, "db_id", path, index),
-                "gold_sql": _field(item, "sql", path, index),
-                "difficulty": str(item.get("sql_complexity") or ""),
-                "benchmark": "synsql",
-            }
-        )
-    return _finish(
-        records,
-        name="synsql",
-        db_dir=base / "databases",
-        limit=limit,
-        seed=seed,
-        skip_missing_db=skip_missing_db,
+    records = _questions(
+        base / "data.json",
+        "synsql",
+        lambda index, _: f"synsql-{index}",
+        gold="sql",
+        evidence="external_knowledge",
+        difficulty="sql_complexity",
     )
+    return _finish(records, "synsql", base / "databases", limit, seed, skip_missing_db)
 
 
 def load_world(
@@ -417,22 +354,9 @@ def load_world(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """A split of an embedded world built by :func:`~slmsql_hub.data.world.build_world`.
-
-    ``db_path`` is re-pointed at ``<root>/databases``, so a world folder can be moved or copied.
-
-    Args:
-        root: the world folder (``world.json``, ``datasets/``, ``databases/``).
-        split: ``foundation``, ``grounding``, ``rl_pool``, ``dev`` or ``test``.
-        limit: keep a seeded subset of this many questions.
-        seed: the subset's seed.
-        skip_missing_db: drop questions whose database file is missing instead of raising.
-
-    Returns:
-        The dataset (:data:`BENCHMARK_COLUMNS`).
-
-    Raises:
-        UsageError: the folder is not a built world, or the split does not exist.
+    """A split (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``) of a world built by
+    :func:`~slmsql_hub.world.build_world`; ``db_path`` points into ``<root>/databases``, so the folder can move.
+    A folder without ``world.json`` or without the split is a ``UsageError``.
     """
     import datasets
 
@@ -447,14 +371,7 @@ def load_world(
         raise UsageError(f"world split {split!r} not found under {base / 'datasets'}; available: {available}")
     stored = datasets.load_from_disk(str(split_dir))
     records = [{column: row[column] for column in BENCHMARK_COLUMNS} for row in stored]
-    return _finish(
-        records,
-        name="world",
-        db_dir=base / "databases",
-        limit=limit,
-        seed=seed,
-        skip_missing_db=skip_missing_db,
-    )
+    return _finish(records, "world", base / "databases", limit, seed, skip_missing_db)
 
 
 _LOADERS = {"spider": load_spider, "bird": load_bird, "synsql": load_synsql, "world": load_world}
@@ -469,21 +386,7 @@ def load_benchmark(
     *,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """Load one benchmark split as a dataset with :data:`BENCHMARK_COLUMNS`.
-
-    Args:
-        name: ``spider``, ``bird``, ``synsql`` or ``world``.
-        root: the benchmark's folder.
-        split: the split (default: ``train`` for SynSQL, ``dev`` otherwise).
-        limit: keep a deterministic seeded subset of this many questions.
-        seed: the subset's seed.
-        skip_missing_db: drop questions whose database file is missing (logged) instead of raising.
-
-    Returns:
-        The dataset.
-
-    Raises:
-        UsageError: an unknown benchmark name or any loader error.
+    """Load split ``split`` of benchmark ``name`` (default split: ``train`` for SynSQL, ``dev`` otherwise).
 
     Example:
 

@@ -89,17 +89,11 @@ def _lines(text: str) -> list[str]:
 
 
 def read_spider_predictions(path: str | os.PathLike) -> list[str]:
-    """Read Spider-style predictions: one SQL per line, aligned with the gold file.
+    """Spider-style predictions, one SQL per line, in order.
 
     Text after a TAB is ignored (the official evaluator keeps the first TAB-separated field). A blank line
     inside the file is an empty prediction (judged ``no_sql``), so the alignment is never shifted; blank
     lines at the very end are ignored.
-
-    Args:
-        path: the predictions file.
-
-    Returns:
-        The predictions, in order.
 
     Example:
 
@@ -116,16 +110,8 @@ def read_spider_predictions(path: str | os.PathLike) -> list[str]:
 
 
 def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """Read a gold file with one ``SQL<TAB>db_id`` per line (Spider's ``dev_gold.sql``, BIRD's ``dev.sql``).
-
-    Args:
-        path: the gold file.
-
-    Returns:
-        ``(gold_sql, db_id)`` pairs, in order.
-
-    Raises:
-        UsageError: the file is missing, or a line is blank or has no TAB-separated db_id.
+    """``(gold_sql, db_id)`` pairs of a gold file with one ``SQL<TAB>db_id`` per line (Spider's ``dev_gold.sql``,
+    BIRD's ``dev.sql``); a blank line or one without a TAB-separated db_id is refused.
 
     Example:
 
@@ -148,17 +134,12 @@ def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None]]:
-    """Read BIRD-style predictions: a JSON object ``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``.
+    """``(sql, db_id or None)`` pairs, in index order, of BIRD-style predictions: a JSON object
+    ``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``.
 
     Keys must be the indices ``0 .. n-1`` (any order). A value without the ``----- bird -----`` separator is
     taken whole as the SQL; a value that is not a string (``null``) is an empty prediction, as BIRD's
     evaluator treats it.
-
-    Args:
-        path: the predictions JSON file.
-
-    Returns:
-        ``(sql, db_id or None)`` pairs, in index order.
 
     Example:
 
@@ -208,16 +189,10 @@ def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None
 
 
 def read_difficulties(path: str | os.PathLike) -> list[str | None]:
-    """Read per-question difficulty labels, in order.
+    """One difficulty label (lower case, or ``None``) per question, in order.
 
-    Accepts a JSON list of objects (BIRD's ``dev.json``) or JSONL with one object per line; each object's
+    Reads a JSON list of objects (BIRD's ``dev.json``) or JSONL with one object per line; each object's
     ``difficulty`` is used (``null`` or absent: no label).
-
-    Args:
-        path: the difficulty file.
-
-    Returns:
-        One label (or ``None``) per question.
 
     Example:
 
@@ -264,15 +239,8 @@ def read_difficulties(path: str | os.PathLike) -> list[str | None]:
 
 
 def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
-    """Read the JSONL format: one object per line with ``prediction``, ``gold_sql``, ``db_id`` or ``db_path``.
-
-    ``difficulty`` is optional. A ``null`` prediction is an empty one (judged ``no_sql``).
-
-    Args:
-        path: the JSONL file.
-
-    Returns:
-        The records, in line order.
+    """The records, in line order, of the JSONL format: one object per line with ``prediction``, ``gold_sql``,
+    ``db_id`` or ``db_path``, and optionally ``difficulty``. A ``null`` prediction is an empty one (``no_sql``).
 
     Example:
 
@@ -325,16 +293,10 @@ def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
 
 
 def detect_format(pred_path: str | os.PathLike) -> str:
-    """Guess the format of a predictions file from its extension, then its content.
+    """The format (``spider``, ``bird``, ``jsonl``) of a predictions file, from its extension, then its content.
 
     ``.jsonl`` -> ``jsonl``; ``.json`` -> ``bird``; otherwise a first line that is a JSON object with a
     ``prediction`` key -> ``jsonl``, a file that starts with ``{`` -> ``bird``, anything else -> ``spider``.
-
-    Args:
-        pred_path: the predictions file.
-
-    Returns:
-        ``"spider"``, ``"bird"`` or ``"jsonl"``.
 
     Example:
 
@@ -380,9 +342,6 @@ def load_prediction_records(
         difficulty_path: optional difficulty labels, one per question (see :func:`read_difficulties`);
             they override labels from a JSONL file.
 
-    Returns:
-        One record per question, in order.
-
     Raises:
         UsageError: a file is missing or malformed, or predictions, gold and difficulties differ in length.
 
@@ -410,25 +369,7 @@ def load_prediction_records(
             )
         records = read_jsonl_records(pred_path)
     else:
-        if gold_path is None:
-            raise UsageError(f"the {fmt} format needs a gold file (one 'SQL<TAB>db_id' per line)")
-        gold = read_gold_file(gold_path)
-        if fmt == "spider":
-            predictions = [(sql, None) for sql in read_spider_predictions(pred_path)]
-        else:
-            predictions = read_bird_predictions(pred_path)
-        _check_lengths(pred_path, len(predictions), gold_path, len(gold))
-        records = []
-        for index, ((pred_sql, pred_db), (gold_sql, db_id)) in enumerate(zip(predictions, gold)):
-            if pred_db is not None and pred_db != db_id:
-                logger.warning(
-                    "question %d: the prediction names database %r but the gold names %r; judging on %r",
-                    index,
-                    pred_db,
-                    db_id,
-                    db_id,
-                )
-            records.append(PredictionRecord(index=index, prediction=pred_sql, gold_sql=gold_sql, db_id=db_id))
+        records = _paired_records(pred_path, gold_path, fmt)
     if difficulty_path is not None:
         labels = read_difficulties(difficulty_path)
         _check_lengths(pred_path, len(records), difficulty_path, len(labels))
@@ -438,6 +379,32 @@ def load_prediction_records(
         ]
     if not records:
         raise UsageError(f"predictions file {pred_path} holds no predictions")
+    return records
+
+
+def _paired_records(
+    pred_path: str | os.PathLike, gold_path: str | os.PathLike | None, fmt: str
+) -> list[PredictionRecord]:
+    """Spider or BIRD predictions aligned with their gold file; the gold's database wins a disagreement."""
+    if gold_path is None:
+        raise UsageError(f"the {fmt} format needs a gold file (one 'SQL<TAB>db_id' per line)")
+    gold = read_gold_file(gold_path)
+    if fmt == "spider":
+        predictions = [(sql, None) for sql in read_spider_predictions(pred_path)]
+    else:
+        predictions = read_bird_predictions(pred_path)
+    _check_lengths(pred_path, len(predictions), gold_path, len(gold))
+    records = []
+    for index, ((pred_sql, pred_db), (gold_sql, db_id)) in enumerate(zip(predictions, gold)):
+        if pred_db is not None and pred_db != db_id:
+            logger.warning(
+                "question %d: the prediction names database %r but the gold names %r; judging on %r",
+                index,
+                pred_db,
+                db_id,
+                db_id,
+            )
+        records.append(PredictionRecord(index=index, prediction=pred_sql, gold_sql=gold_sql, db_id=db_id))
     return records
 
 
@@ -456,16 +423,7 @@ def resolve_db_paths(
     A ``db_id`` maps to ``<db_root>/<db_id>/<db_id>.sqlite``. A ``db_path`` is used as is when absolute,
     otherwise relative to the working directory, or else to ``db_root``.
 
-    Args:
-        records: the records, e.g. from :func:`load_prediction_records`.
-        db_root: the folder holding one sub-folder per database.
-
-    Returns:
-        One path per record.
-
-    Raises:
-        UsageError: a database is missing (naming the db_id and the path expected), or a ``db_id`` is used
-            without ``db_root``.
+    A missing database (named with the path expected), or a ``db_id`` without ``db_root``, is a ``UsageError``.
 
     Example:
 

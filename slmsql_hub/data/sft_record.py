@@ -174,17 +174,9 @@ def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
 def write_sft_record(
     output_dir: str | os.PathLike, keys: Iterable[str], *, stage: int, continued: str | None = None
 ) -> SFTRecord:
-    """Write the record of an SFT stage: its own questions plus those of the adapter it ``continued``.
-
-    Args:
-        output_dir: the stage's adapter folder.
-        keys: :func:`question_key` of each question the stage trained on.
-        stage: the stage number (recorded).
-        continued: the adapter the stage continued (stage 2: stage 1's); its record is carried forward, and
-            without one the new record is incomplete (logged as a warning).
-
-    Returns:
-        The record written to ``<output_dir>/sft_questions.json``.
+    """Write ``<output_dir>/sft_questions.json`` for SFT stage ``stage``: the :func:`question_key` ``keys`` it
+    trained on plus the record of the adapter it ``continued`` (without one, the record is incomplete: a
+    warning). Returns the record written.
 
     Example:
 

@@ -32,18 +32,9 @@ _SCHEMA = """\
 def score(
     metric, db_path: str | os.PathLike, prediction: str, gold: str, mode: str, keep_distinct: bool
 ) -> str:
-    """Judge one prediction with ``metric`` (the loaded ``slmsql/ex``) and return the result as JSON text.
-
-    Args:
-        metric: the loaded ``evaluate`` metric.
-        db_path: the database to run both queries on.
-        prediction: model output or SQL.
-        gold: the gold SQL.
-        mode: ``"bird"`` or ``"spider"``.
-        keep_distinct: spider mode only: keep DISTINCT.
-
-    Returns:
-        The metric's output with ``return_details=True``, or ``{"error": ...}`` for an unusable input.
+    """Judge one prediction (model output or SQL) against ``gold`` on ``db_path`` with ``metric`` (the loaded
+    ``slmsql/ex``); returns the metric's output with ``return_details=True`` as JSON text, or ``{"error": ...}``
+    for an unusable input.
 
     Example:
 
@@ -77,15 +68,8 @@ def score(
 
 
 def build_demo(metric=None, db_path: str | os.PathLike | None = None):
-    """Build the Space's Gradio app (not launched).
-
-    Args:
-        metric: the loaded ``slmsql/ex`` metric; loaded from the ``ex.py`` beside this file when ``None``.
-        db_path: the database to judge on; a fresh toy database when ``None``.
-
-    Returns:
-        A ``gradio.Blocks``.
-    """
+    """The Space's ``gradio.Blocks`` (not launched), judging with ``metric`` (default: the ``ex.py`` beside this
+    file) on ``db_path`` (default: a fresh toy database)."""
     import evaluate
     import gradio as gr
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InfrastructureError, UsageError
-from ..ex_report import count_verdicts
-from ..sql import CompareMode, Judge, Limits, Sandbox
+from ..ex_report import VerdictCounts, count_verdicts
+from ..sql import CompareMode, Judge, Judgement, Limits, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -42,29 +43,24 @@ def compute_execution_accuracy(
         mode: ``"bird"`` (set equality of rows, column order matters) or ``"spider"`` (test-suite rule:
             DISTINCT removed, columns may be permuted, multiset of rows, ordered when the gold has ORDER BY).
         keep_distinct: ``spider`` mode only: keep DISTINCT in both queries.
-        timeout_s: per-query deadline, used when this function creates its sandbox.
+        timeout_s, workers: the deadline per query and the worker processes of the sandbox this function
+            creates (ignored with ``sandbox``).
         max_ops: per-query SQLite instruction budget (deterministic: running out is the prediction's
             ``timeout``); keep it well inside ``timeout_s``, which only catches a loaded machine.
-        return_details: also return ``details``, one dict per example in input order.
-        workers: sandbox worker processes (default: the number of CPU cores), when this function creates
-            its sandbox.
-        sandbox: an open :class:`~slmsql_hub.sql.Sandbox` to reuse across calls (its limits apply and it is
-            left open); a fresh one is created and closed when ``None``.
+        return_details: also return ``details``, one :meth:`Judgement.to_dict
+            <slmsql_hub.sql.Judgement.to_dict>` per example in input order.
+        sandbox: an open :class:`~slmsql_hub.sql.Sandbox` to reuse (its limits apply; it is left open).
         progress: show a progress bar over the executions.
 
     Returns:
-        ``execution_accuracy`` (float in [0, 1]), ``num_examples``, ``num_scored``, ``num_correct``,
-        ``num_unscorable``, ``num_pred_errors`` (prediction did not run: SQLite error, refused by the
-        sandbox, too many rows, or no SQL found), ``num_timeouts`` (the instruction budget),
-        ``num_infra_failures`` (a wall-clock timeout or a dead worker: left out of EX, like unscorable
-        examples); with ``return_details`` also ``details``:
-        dicts with ``correct`` (1 / 0 / ``None`` when not scored), ``verdict``, ``pred_sql``, ``pred_status``,
-        ``gold_status`` and ``error``.
+        ``execution_accuracy`` (in [0, 1]) and the ``num_*`` counts of
+        :class:`~slmsql_hub.ex_report.VerdictCounts`, plus ``details`` with ``return_details``.
 
     Raises:
         UsageError: the inputs differ in length or are empty, ``mode`` is unknown, a database file is
             missing, or **no example could be scored** (every gold query failed: EX would be undefined, so
             there is no number to report rather than a misleading 0).
+        InfrastructureError: no example could be scored because of the machine (timeouts, dead workers).
 
     Example:
 
@@ -82,6 +78,29 @@ def compute_execution_accuracy(
 
     ```
     """
+    compare_mode = _check_inputs(predictions, references, db_path, mode, keep_distinct, timeout_s)
+    judge = Judge(
+        sandbox,
+        mode=compare_mode,
+        keep_distinct=keep_distinct,
+        limits=Limits(timeout_s=float(timeout_s), max_ops=max_ops),
+        workers=workers,
+    )
+    with judge:
+        judgements = judge.judge_many(list(predictions), list(references), list(db_path), progress=progress)
+
+    counts = _scorable_counts(judgements)
+    result = {"execution_accuracy": counts.execution_accuracy}
+    result.update(
+        (f.name, getattr(counts, f.name)) for f in dataclasses.fields(counts) if f.name.startswith("num_")
+    )
+    if return_details:
+        result["details"] = [j.to_dict() for j in judgements]
+    return result
+
+
+def _check_inputs(predictions, references, db_path, mode: str, keep_distinct: bool, timeout_s) -> CompareMode:
+    """The compare mode, after refusing (``UsageError``) inputs that cannot be scored."""
     n = len(predictions)
     if not (n == len(references) == len(db_path)):
         raise UsageError(
@@ -99,17 +118,12 @@ def compute_execution_accuracy(
     if not timeout_s or timeout_s <= 0:
         raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     _check_databases(db_path)
+    return compare_mode
 
-    judge = Judge(
-        sandbox,
-        mode=compare_mode,
-        keep_distinct=keep_distinct,
-        limits=Limits(timeout_s=float(timeout_s), max_ops=max_ops),
-        workers=workers,
-    )
-    with judge:
-        judgements = judge.judge_many(list(predictions), list(references), list(db_path), progress=progress)
 
+def _scorable_counts(judgements: list[Judgement]) -> VerdictCounts:
+    """The verdict counts; raises when no example was scored, logs the examples left out of EX."""
+    n = len(judgements)
     counts = count_verdicts(judgements)
     if counts.num_scored == 0:
         first = judgements[0].error
@@ -135,19 +149,7 @@ def compute_execution_accuracy(
             counts.num_unscorable,
             n,
         )
-    result = {
-        "execution_accuracy": counts.execution_accuracy,
-        "num_examples": counts.num_examples,
-        "num_scored": counts.num_scored,
-        "num_correct": counts.num_correct,
-        "num_unscorable": counts.num_unscorable,
-        "num_pred_errors": counts.num_pred_errors,
-        "num_timeouts": counts.num_timeouts,
-        "num_infra_failures": counts.num_infra_failures,
-    }
-    if return_details:
-        result["details"] = [j.to_dict() for j in judgements]
-    return result
+    return counts
 
 
 def _check_databases(db_paths: Sequence[str | os.PathLike]) -> None:

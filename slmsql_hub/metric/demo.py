@@ -31,13 +31,8 @@ _CONCERTS = [
 
 
 def make_demo_database(directory: str | os.PathLike | None = None) -> Path:
-    """Write the demo database ``concert_demo.sqlite`` and return its path.
-
-    Args:
-        directory: where to write it; a new temporary folder when ``None``. An existing file is replaced.
-
-    Returns:
-        The path of the ``.sqlite`` file.
+    """Write (or replace) ``concert_demo.sqlite`` in ``directory`` (default: a new temporary folder) and return
+    its path.
 
     Example:
 

@@ -34,9 +34,6 @@ def default_modules_cache() -> Path:
     to read that costs seconds (it imports transformers and torch), so it is only read from an ``evaluate``
     that is already imported.
 
-    Returns:
-        The modules cache folder.
-
     Example:
 
     ```python
@@ -55,16 +52,10 @@ def default_modules_cache() -> Path:
 
 
 def script_hash(path: str | os.PathLike) -> str:
-    """The folder name ``evaluate`` caches a script under: ``evaluate.loading.files_to_hash([path])``.
+    """The folder name (64 hex digits) ``evaluate`` caches a script under: ``evaluate.loading.files_to_hash([path])``.
 
     SHA-256 of the script's lines with ``#`` comments removed and empty lines dropped, joined by newlines
     (the lines keep their own line endings, as ``readlines`` returns them).
-
-    Args:
-        path: the script.
-
-    Returns:
-        64 hexadecimal characters.
 
     Example:
 
@@ -80,17 +71,11 @@ def script_hash(path: str | os.PathLike) -> str:
 
 
 def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Copy the metric script into ``evaluate``'s module cache so ``evaluate.load("slmsql/ex")`` works offline.
+    """Copy the metric script into the modules cache ``cache_dir`` (default: :func:`default_modules_cache`) so
+    ``evaluate.load("slmsql/ex")`` works offline; returns ``<cache>/evaluate_modules/metrics/slmsql--ex/<hash>/ex.py``.
 
     Idempotent: installing the same script again rewrites nothing but marks it the newest cached version
     (``evaluate`` picks the most recently modified one).
-
-    Args:
-        cache_dir: the modules cache to install into; by default ``evaluate``'s (``$HF_MODULES_CACHE``, else
-            ``$HF_HOME/modules``).
-
-    Returns:
-        The path of the installed script, ``<cache>/evaluate_modules/metrics/slmsql--ex/<hash>/ex.py``.
 
     Example:
 

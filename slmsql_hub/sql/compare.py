@@ -65,6 +65,7 @@ from itertools import chain
 from operator import itemgetter
 
 from ..errors import UsageError
+from .extract import skip_quoted_or_comment
 
 logger = logging.getLogger(__name__)
 
@@ -124,38 +125,22 @@ def _distinct_spans_with_tokenizer(sql: str) -> tuple[list[tuple[int, int]], int
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
-_CLOSING_QUOTE = {"'": "'", '"': '"', "`": "`", "[": "]"}
 
 
 def _distinct_spans_fallback(sql: str) -> tuple[list[tuple[int, int]], int | None]:
     """The same as :func:`_distinct_spans_with_tokenizer`, by a small quote-aware scanner.
 
     Used only when the tokenizer rejects the text (an unterminated string, a stray character). It skips
-    ``'...'`` / ``"..."`` / ```...``` / ``[...]`` (doubled quotes escape; an unterminated one runs to the
-    end), ``-- ...`` and ``/* ... */`` comments, and reports bare words equal to ``distinct`` and the first
-    ``;`` outside all of them.
+    quoted text and comments (:func:`~slmsql_hub.sql.extract.skip_quoted_or_comment`) and reports bare words
+    equal to ``distinct`` and the first ``;`` outside them.
     """
     spans: list[tuple[int, int]] = []
     index, length = 0, len(sql)
     while index < length:
         char = sql[index]
-        if char in _CLOSING_QUOTE:
-            close = _CLOSING_QUOTE[char]
-            index += 1
-            while index < length:
-                if sql[index] == close:
-                    if close != "]" and index + 1 < length and sql[index + 1] == close:
-                        index += 2
-                        continue
-                    break
-                index += 1
-            index += 1
-        elif sql.startswith("--", index):
-            newline = sql.find("\n", index)
-            index = length if newline < 0 else newline + 1
-        elif sql.startswith("/*", index):
-            close = sql.find("*/", index + 2)
-            index = length if close < 0 else close + 2
+        end = skip_quoted_or_comment(sql, index) if char in "'\"`[-/" else index
+        if end != index:
+            index = end
         elif char == ";":
             return spans, index + 1
         elif char in _WORD_CHARS:
@@ -188,18 +173,11 @@ def _remove_distinct(sql: str) -> str:
 
 
 def prepare_sql(sql: str, mode: CompareMode | str, keep_distinct: bool = False) -> str:
-    """Rewrite one SQL string the way the chosen official evaluator does before executing it.
+    """The SQL to execute for a prediction or gold, rewritten as the official evaluator of ``mode`` does.
 
-    Args:
-        sql: the prediction or gold SQL.
-        mode: ``"bird"`` (returns ``sql`` unchanged) or ``"spider"`` (see the module docstring: spaced
-            comparison operators joined, DISTINCT removed, first statement only, ``YEAR(CURDATE())`` ->
-            ``2020``).
-        keep_distinct: in ``spider`` mode, keep DISTINCT (the official ``--keep_distinct`` flag; the text
-            after a first ``;`` is then kept too, as the official code does).
-
-    Returns:
-        The SQL to execute.
+    ``bird`` returns ``sql`` unchanged; ``spider`` joins spaced operators, removes DISTINCT, keeps the first
+    statement and turns ``YEAR(CURDATE())`` into ``2020`` (module docstring). ``keep_distinct`` is the official
+    ``--keep_distinct`` flag (the text after a first ``;`` is then kept too, as the official code does).
 
     Example:
 
@@ -226,14 +204,8 @@ def prepare_sql(sql: str, mode: CompareMode | str, keep_distinct: bool = False) 
 
 
 def order_matters(prepared_gold_sql: str, mode: CompareMode | str) -> bool:
-    """Whether row order counts when comparing against this gold query.
-
-    Args:
-        prepared_gold_sql: the gold SQL *after* :func:`prepare_sql`.
-        mode: ``"bird"`` (never) or ``"spider"`` (when the text contains ``order by``, case-insensitive).
-
-    Returns:
-        ``True`` when rows must match in order.
+    """Whether rows must match in order against this gold (the SQL *after* :func:`prepare_sql`): never in
+    ``bird`` mode, in ``spider`` mode when the text contains ``order by`` (case-insensitive).
 
     Example:
 
@@ -281,11 +253,8 @@ def _quick_check_can_decide(value_sets: list[set], rows: tuple[list[tuple], ...]
     ``str(value) + str(type(value))``, two such rows differ only when equal values have different sort keys:
     an int and a float of the same value (``1`` and ``1.0``) or ``0.0`` and ``-0.0``. Without floats, or with
     floats but no other numbers and no zero, the quick reject cannot change the verdict and is skipped (it is
-    the slow part on large results: one ``str`` per value).
-
-    Args:
-        value_sets: the distinct values of every column of both results.
-        rows: both results (scanned only when a float zero is present).
+    the slow part on large results: one ``str`` per value). ``value_sets``: the distinct values of every column
+    of both results; ``rows``: both results (scanned only when a float zero is present).
     """
     types = set(map(type, chain.from_iterable(value_sets)))
     if float not in types:
@@ -357,10 +326,6 @@ def _some_permutation_matches(
 
     def rows_agree_so_far(g: int) -> bool:
         """Do gold columns 0..g and the chosen prediction columns agree as multisets of (partial) rows?"""
-        if g == width - 1:
-            if g not in gold_counts:
-                gold_counts[g] = Counter(zip(*gold_columns))
-            return dict.__eq__(gold_counts[g], Counter(zip(*(pred_columns[p] for p in chosen))))
         if g not in gold_counts:  # gold columns are placed in order, so the prefix depends on g only
             gold_counts[g] = Counter(zip(*gold_columns[: g + 1]))
         return dict.__eq__(gold_counts[g], Counter(zip(*(pred_columns[p] for p in chosen))))
@@ -390,18 +355,9 @@ def rows_match(
     *,
     order_matters: bool = False,
 ) -> bool:
-    """Decide whether a prediction's result rows match the gold rows under one official rule.
-
-    Args:
-        pred_rows: rows of the prediction's result (tuples or lists).
-        gold_rows: rows of the gold result.
-        mode: ``"bird"`` (``set(pred) == set(gold)``) or ``"spider"`` (test-suite rule, see the module
-            docstring).
-        order_matters: ``spider`` only: compare rows in order; pass
-            ``order_matters(prepare_sql(gold, "spider"), "spider")``. Ignored in ``bird`` mode.
-
-    Returns:
-        ``True`` when the results match.
+    """Whether a prediction's result rows (tuples or lists) match the gold rows under ``mode``'s rule:
+    ``bird``, ``set(pred) == set(gold)``; ``spider``, the test-suite rule of the module docstring, in order when
+    ``order_matters`` (pass ``order_matters(prepare_sql(gold, "spider"), "spider")``; ignored by ``bird``).
 
     Example:
 

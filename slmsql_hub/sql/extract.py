@@ -29,6 +29,7 @@ __all__ = ["extract_sql", "first_keyword", "has_sql_block"]
 _FENCE = re.compile(r"`{3,}")
 _TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#.-]+)?[ \t]*(\r?\n)?")
 _SQL_KEYWORDS = frozenset({"select", "with", "values"})  # what a query that returns rows starts with
+_QUOTES = {"'": "'", '"': '"', "`": "`", "[": "]"}  # opening -> closing quote
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,8 @@ def _last_sql_block(blocks: list[_Block]) -> str | None:
 
 
 def extract_sql(text: str | None) -> str | None:
-    """Return the SQL in a model's answer, or ``None`` when there is none.
-
-    Args:
-        text: the model's raw answer (or a plain SQL string).
-
-    Returns:
-        The SQL, stripped of surrounding whitespace, by the rule in the module docstring: the last
-        ```` ```sql ```` block, else the last untagged (or SQL-dialect-tagged) block, else the whole text when
-        it starts (after comments) with ``SELECT`` / ``WITH`` / ``VALUES``, else ``None``.
+    """The SQL in a model's answer (or plain SQL), stripped, by the rule of the module docstring; ``None`` when
+    there is none.
 
     Example:
 
@@ -110,6 +104,35 @@ def extract_sql(text: str | None) -> str | None:
     return None
 
 
+def skip_quoted_or_comment(sql: str, i: int) -> int:
+    """The index after the quoted text (``'…'``, ``"…"``, `` `…` ``, ``[…]``; doubled quotes escape) or comment
+    (``--`` to the line's end, ``/* */``) that starts at ``i``; ``i`` itself when none starts there. An
+    unterminated one runs to the end. The one rule of what is not code, for every SQL scanner here.
+
+    Example:
+
+    ```python
+    >>> skip_quoted_or_comment("SELECT 'it''s' FROM t", 7), skip_quoted_or_comment("a -- b", 2), skip_quoted_or_comment("a", 0)
+    (14, 6, 0)
+
+    ```
+    """
+    c = sql[i]
+    if c in _QUOTES:
+        close = _QUOTES[c]
+        j = sql.find(close, i + 1)
+        while j != -1 and close != "]" and j + 1 < len(sql) and sql[j + 1] == close:  # doubled quote escape
+            j = sql.find(close, j + 2)
+        return len(sql) if j == -1 else j + 1
+    if c == "-" and sql.startswith("--", i):
+        j = sql.find("\n", i)
+        return len(sql) if j == -1 else j + 1
+    if c == "/" and sql.startswith("/*", i):
+        j = sql.find("*/", i + 2)
+        return len(sql) if j == -1 else j + 2
+    return i
+
+
 def first_keyword(sql: str) -> str:
     """The first word of SQL text, lower-cased, after whitespace and comments (``""`` when there is none).
 
@@ -129,12 +152,8 @@ def first_keyword(sql: str) -> str:
     while i < n:
         if sql[i].isspace():
             i += 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j == -1 else j + 1
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j == -1 else j + 2
+        elif sql.startswith(("--", "/*"), i):
+            i = skip_quoted_or_comment(sql, i)
         else:
             break
     j = i
@@ -144,13 +163,8 @@ def first_keyword(sql: str) -> str:
 
 
 def has_sql_block(text: str | None) -> bool:
-    """Whether the answer holds a non-empty ```` ```sql ```` fenced block (closed, or cut off at the end).
-
-    Args:
-        text: the model's raw answer.
-
-    Returns:
-        ``True`` exactly when :func:`extract_sql` takes its SQL from a ```` ```sql ```` block.
+    """Whether the answer holds a non-empty ```` ```sql ```` fenced block (closed, or cut off at the end):
+    exactly when :func:`extract_sql` takes its SQL from such a block.
 
     Example:
 

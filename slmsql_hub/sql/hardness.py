@@ -240,16 +240,8 @@ def _parse(sql: str):
 
 
 def hardness_counts(sql: str) -> HardnessCounts:
-    """Count the official Spider hardness components of one SQL query.
-
-    Args:
-        sql: one SQLite ``SELECT`` query (set operations allowed).
-
-    Returns:
-        The :class:`HardnessCounts` (component 1, component 2, others) of the top-level query.
-
-    Raises:
-        ValueError: when the SQL cannot be parsed or is not a query.
+    """The official Spider hardness counts of one SQLite query's top level (set operations allowed);
+    ``ValueError`` when the SQL cannot be parsed or is not a query.
 
     Example:
 
@@ -300,16 +292,8 @@ def hardness_counts(sql: str) -> HardnessCounts:
 
 
 def spider_hardness(sql: str) -> str:
-    """Label one SQL query ``easy``, ``medium``, ``hard`` or ``extra`` by the official Spider rules.
-
-    Args:
-        sql: one SQLite ``SELECT`` query (normally the gold query of a Spider question).
-
-    Returns:
-        The hardness label, exactly as Spider's ``Evaluator.eval_hardness`` assigns it.
-
-    Raises:
-        ValueError: when the SQL cannot be parsed or is not a query (callers decide what to do).
+    """``easy``, ``medium``, ``hard`` or ``extra``: the label Spider's ``Evaluator.eval_hardness`` gives one SQLite
+    query; ``ValueError`` when the SQL cannot be parsed or is not a query (callers decide what to do).
 
     Example:
 

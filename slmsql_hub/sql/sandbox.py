@@ -79,7 +79,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InfrastructureError
 from . import _worker
-from .extract import first_keyword
+from .extract import first_keyword, skip_quoted_or_comment
 from .result import ExecResult, ExecStatus, Limits
 
 logger = logging.getLogger(__name__)
@@ -123,21 +123,10 @@ def split_statements(sql: str) -> list[str]:
     has_code = False
     while i < n:
         c = sql[i]
-        if c in "'\"`[":
-            close = "]" if c == "[" else c
-            j = sql.find(close, i + 1)
-            while j != -1 and close != "]" and j + 1 < n and sql[j + 1] == close:  # doubled quote escape
-                j = sql.find(close, j + 2)
-            i = n if j == -1 else j + 1
-            has_code = True
-            continue
-        if c == "-" and sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j == -1 else j + 1
-            continue
-        if c == "/" and sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j == -1 else j + 2
+        end = skip_quoted_or_comment(sql, i) if c in "'\"`[-/" else i
+        if end != i:
+            has_code = has_code or c in "'\"`["  # a quoted string is code, a comment is not
+            i = end
             continue
         if c == ";":
             if has_code:
@@ -498,10 +487,9 @@ class Sandbox:
     def _longest_first(
         self, items: list[tuple[str, str]], limits: Limits, threads: ThreadPoolExecutor
     ) -> list[int]:
-        """Indices of ``items`` in the order to run them: longest expected first, so that a long statement
-        does not start last and add all of its time to the batch's tail. Expected length is the number of
-        full-table scans in SQLite's query plan, then its steps (ties, and a database whose plan could not
-        be had, keep their order). Planning costs ~15 us per statement, one request per database."""
+        """Indices of ``items``, longest expected first (module docstring): by full-table scans in SQLite's
+        query plan, then plan steps; ties, and a database without a plan, keep their order. Planning costs
+        ~15 us per statement, one request per database."""
         by_db: dict[str, list[int]] = {}
         for i, (db_path, _) in enumerate(items):
             by_db.setdefault(db_path, []).append(i)

@@ -87,14 +87,8 @@ def _compact_create(sql: str) -> str:
 
 
 def format_value(value: object, max_value_chars: int = 40) -> str:
-    """Render one cell for a prompt: ``NULL`` for None, ``<blob>`` for bytes, text on one line, truncated.
-
-    Args:
-        value: the cell as SQLite returned it.
-        max_value_chars: longest rendering kept; longer ones are cut and end with ``...``.
-
-    Returns:
-        The value as prompt text.
+    """One cell as prompt text: ``NULL`` for None, ``<blob>`` for bytes, text on one line, cut after
+    ``max_value_chars`` characters with ``...``.
 
     Example:
 
@@ -155,21 +149,9 @@ def schema_text(
     each followed by up to ``sample_rows`` rows (``/* sample rows of T: ... */``, values cut at
     ``max_value_chars``).
 
-    Internal ``sqlite_*`` tables are left out. Everything is read through the sandbox; the text is
-    memoised per (path, modification time, size, options).
-
-    Args:
-        db_path: the SQLite file.
-        sandbox: the :class:`~slmsql_hub.sql.Sandbox` to read through; ``None`` starts a short-lived one
-            (slower: pass yours when building many prompts).
-        sample_rows: sample rows shown per table (0: none).
-        max_value_chars: longest value shown in a sample row.
-
-    Returns:
-        The schema text.
-
-    Raises:
-        UsageError: the file is missing, is not a readable SQLite database, or has no tables.
+    Internal ``sqlite_*`` tables are left out. ``sandbox=None`` starts a short-lived one (slower: pass yours
+    when building many prompts). A missing file, one that is not a readable SQLite database or one without
+    tables is a ``UsageError``.
 
     Example:
 

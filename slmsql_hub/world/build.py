@@ -313,17 +313,9 @@ def build_world(
     """Build (or reuse) the embedded world under ``out_dir``: deterministic in ``seed`` (byte-identical
     databases, the same questions in the same order), written to a temporary sibling folder and moved into place.
 
-    Args:
-        out_dir: the world folder.
-        seed: the world seed.
-        sizes: questions per split (default :class:`WorldSizes`).
-        overwrite: rebuild even when a complete world with the same seed and sizes is there.
-        databases: the database descriptions.
-        held_out_db: the database used only by ``dev`` and ``test``.
-        sandbox: the :class:`~slmsql_hub.sql.Sandbox` golds are checked in (default: a temporary one).
-
-    Returns:
-        The manifest (also written to ``<out_dir>/world.json``).
+    A complete world with the same seed and sizes is reused unless ``overwrite``. ``held_out_db`` is used only
+    by ``dev`` and ``test``; golds are checked in ``sandbox`` (default: a temporary one). Returns the manifest
+    (also written to ``<out_dir>/world.json``).
 
     Raises:
         UsageError: ``out_dir`` holds something else, a world built differently (without ``overwrite``),

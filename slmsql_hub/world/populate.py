@@ -104,14 +104,7 @@ def _table_rows(table: Table, rows: Rows, rng: random.Random) -> list[tuple]:
 
 
 def generate_rows(spec: DatabaseSpec, seed: int = 0) -> Rows:
-    """The rows of every table of one world database, deterministic in ``seed``.
-
-    Args:
-        spec: the database description.
-        seed: the world seed.
-
-    Returns:
-        ``{table name: [row tuple, ...]}`` with values in column order.
+    """``{table name: [row tuple, ...]}`` (values in column order) of one world database, deterministic in ``seed``.
 
     Example:
 
@@ -132,16 +125,8 @@ def generate_rows(spec: DatabaseSpec, seed: int = 0) -> Rows:
 
 
 def write_database(spec: DatabaseSpec, rows: Rows, path: str | Path) -> Path:
-    """Write one world database as a fresh SQLite file (replacing any file at ``path``).
-
-    Args:
-        spec: the database description.
-        rows: its rows, from :func:`generate_rows`.
-        path: the file to write.
-
-    Returns:
-        The path written.
-    """
+    """Write ``spec``'s database with ``rows`` (from :func:`generate_rows`) as a fresh SQLite file at ``path``
+    (replacing any file there); returns ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():

@@ -120,16 +120,8 @@ def commented_sql(question: str, sql: str) -> str:
 
 
 def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[str], dict[str, int]]:
-    """The pretraining documents drawn from the world's corpus splits, shuffled, and their counts.
-
-    Args:
-        script_args: the world, its corpus splits, the schema repeats and the prompt settings.
-        seed: the shuffle's seed.
-
-    Returns:
-        ``(documents, counts)``: text documents (ChatML special tokens inside prompt documents) and how many
-        there are of each kind.
-    """
+    """``(documents, counts)``: the pretraining text documents drawn from the world's corpus splits (ChatML
+    special tokens inside prompt documents), shuffled with ``seed``, and how many there are of each kind."""
     from ..prompts import PromptConfig, format_answer
 
     prompt_config = PromptConfig(
@@ -222,17 +214,11 @@ def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list
 
 
 def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> dict[str, Any]:
-    """Wire a copy circuit (see the module docstring) into a freshly initialised ``Qwen2ForCausalLM``; every
-    weight stays trainable.
-
-    Args:
-        model: a ``Qwen2ForCausalLM`` with tied embeddings, ``num_key_value_heads == num_attention_heads`` and at
-            least two layers.
-        max_distance: the farthest copy the matching heads should resolve, in tokens.
-        seed: seed of the random projection the matching heads compare through.
-
-    Returns:
-        What was wired: ``{"heads": n, "previous_token_frequencies": [...], "matching_dims": k}``.
+    """Wire a copy circuit (see the module docstring) into a freshly initialised ``Qwen2ForCausalLM`` with tied
+    embeddings, ``num_key_value_heads == num_attention_heads`` and at least two layers; every weight stays
+    trainable. The matching heads resolve copies up to ``max_distance`` tokens back and compare through a random
+    projection drawn with ``seed``. Returns ``{"heads": n, "previous_token_frequencies": [...],
+    "matching_dims": k}``.
 
     Example:
 
@@ -259,34 +245,11 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
 
     import torch
 
-    config = model.config
-    hidden, n_heads = config.hidden_size, config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or hidden // n_heads
+    hidden = model.config.hidden_size
+    head_dim, token_dims, n_circuit, inv_freq, previous_freqs, matching_dims = _copy_circuit_shape(
+        model.config, max_distance
+    )
     half_head = head_dim // 2
-    token_dims = hidden // 2
-    n_circuit = -(-token_dims // head_dim)
-    if (
-        config.num_hidden_layers < 2
-        or config.num_key_value_heads != n_heads
-        or n_circuit > n_heads
-        or not config.tie_word_embeddings
-    ):
-        raise UsageError(
-            "install_copy_circuit needs >= 2 layers, num_key_value_heads == num_attention_heads, tied embeddings "
-            f"and enough heads to carry {token_dims} dims; got {config.num_hidden_layers} layers, "
-            f"{n_heads}/{config.num_key_value_heads} heads"
-        )
-    theta = float(config.rope_parameters["rope_theta"])
-    inv_freq = [1.0 / theta ** (2 * f / head_dim) for f in range(half_head)]
-    previous_freqs = list(range(min(4, half_head)))
-    # Frequencies that turn less than 0.3 rad over max_distance tokens compare content, not position.
-    slow = [f for f in range(half_head) if inv_freq[f] * max_distance < 0.3 and f not in previous_freqs]
-    if len(slow) < 4:
-        raise UsageError(
-            f"rope_theta={theta:g} leaves {len(slow)} RoPE frequencies slow enough to match tokens "
-            f"{max_distance} apart; raise rope_theta (Qwen2.5 uses 1e6) or the head size"
-        )
-    matching_dims = slow + [f + half_head for f in slow]
     generator = torch.Generator().manual_seed(seed)
     peak = 12.0  # previous-token query/key amplitude: ~10 logits between distance 1 and its neighbours
     match_gain = 4.0  # sharpness of the token match
@@ -328,6 +291,39 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
         "previous_token_frequencies": previous_freqs,
         "matching_dims": len(matching_dims),
     }
+
+
+def _copy_circuit_shape(config: Any, max_distance: int) -> tuple:
+    """``(head_dim, token_dims, heads, inv_freq, previous_freqs, matching_dims)`` of the copy circuit for a
+    Qwen2 ``config``; ``UsageError`` when the model cannot carry it."""
+    hidden, n_heads = config.hidden_size, config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // n_heads
+    half_head = head_dim // 2
+    token_dims = hidden // 2
+    n_circuit = -(-token_dims // head_dim)
+    if (
+        config.num_hidden_layers < 2
+        or config.num_key_value_heads != n_heads
+        or n_circuit > n_heads
+        or not config.tie_word_embeddings
+    ):
+        raise UsageError(
+            "install_copy_circuit needs >= 2 layers, num_key_value_heads == num_attention_heads, tied embeddings "
+            f"and enough heads to carry {token_dims} dims; got {config.num_hidden_layers} layers, "
+            f"{n_heads}/{config.num_key_value_heads} heads"
+        )
+    theta = float(config.rope_parameters["rope_theta"])
+    inv_freq = [1.0 / theta ** (2 * f / head_dim) for f in range(half_head)]
+    previous_freqs = list(range(min(4, half_head)))
+    # Frequencies that turn less than 0.3 rad over max_distance tokens compare content, not position.
+    slow = [f for f in range(half_head) if inv_freq[f] * max_distance < 0.3 and f not in previous_freqs]
+    if len(slow) < 4:
+        raise UsageError(
+            f"rope_theta={theta:g} leaves {len(slow)} RoPE frequencies slow enough to match tokens "
+            f"{max_distance} apart; raise rope_theta (Qwen2.5 uses 1e6) or the head size"
+        )
+    matching_dims = slow + [f + half_head for f in slow]
+    return head_dim, token_dims, n_circuit, inv_freq, previous_freqs, matching_dims
 
 
 def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
@@ -390,15 +386,8 @@ def train_base(
     model_args: TinyModelArguments,
     training_args: BaseTrainingConfig,
 ) -> dict[str, Any]:
-    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus, and save both.
-
-    Args:
-        script_args: the world, the corpus and the tokenizer settings.
-        model_args: the tiny model's shape.
-        training_args: the ``Trainer``'s settings; ``max_length`` is the block length.
-
-    Returns:
-        The run summary (also written to ``<output_dir>/run_summary.json``).
+    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
+    is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
 
     Raises:
         UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is

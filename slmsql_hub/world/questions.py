@@ -78,19 +78,9 @@ def generate_candidates(
     """Up to ``n`` distinct questions for one database (distinct by normalized question and by normalized SQL).
 
     Templates are drawn by weight; a draw that does not fit (a tie in an argmax, a table without the needed
-    columns) or repeats an earlier question or SQL is dropped. Deterministic in ``seed``.
-
-    Args:
-        spec: the database description.
-        rows: its data (:func:`~slmsql_hub.world.populate.generate_rows`).
-        n: how many questions to aim for.
-        seed: the world seed.
-        templates: the templates to draw from.
-        max_draws_per_question: give up after ``n * max_draws_per_question`` draws.
-        patience: give up after this many draws in a row that add nothing (the templates are exhausted).
-
-    Returns:
-        The candidates, in generation order.
+    columns) or repeats an earlier question or SQL is dropped. Deterministic in ``seed``. Gives up after
+    ``n * max_draws_per_question`` draws, or after ``patience`` draws in a row that add nothing (the templates
+    are exhausted). Returns the candidates in generation order.
 
     Example:
 

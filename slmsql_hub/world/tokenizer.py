@@ -56,17 +56,11 @@ def train_tokenizer(
     min_frequency: int = 2,
     model_max_length: int = 1024,
 ):
-    """Learn a byte-level BPE tokenizer from ``texts`` and wrap it as a ``transformers`` fast tokenizer.
+    """A byte-level BPE tokenizer learnt from ``texts`` (read once), as a ``transformers.PreTrainedTokenizerFast``
+    with the ChatML special tokens (pad ``<|endoftext|>``, eos ``<|im_end|>``) and :data:`CHAT_TEMPLATE`.
 
-    Args:
-        texts: the training text (any iterable of strings; read once).
-        vocab_size: the vocabulary size, special tokens and the 256 byte symbols included.
-        min_frequency: the fewest occurrences a pair needs to be merged.
-        model_max_length: the longest sequence the tokenizer reports it accepts.
-
-    Returns:
-        A ``transformers.PreTrainedTokenizerFast`` with the ChatML special tokens (pad ``<|endoftext|>``,
-        eos ``<|im_end|>``) and :data:`CHAT_TEMPLATE`; save it with ``save_pretrained``.
+    ``vocab_size`` counts the special tokens and the 256 byte symbols; a pair is merged after ``min_frequency``
+    occurrences; ``model_max_length`` is the longest sequence the tokenizer reports it accepts.
 
     Raises:
         UsageError: ``vocab_size`` is too small to hold the bytes and special tokens, or ``texts`` is empty.
