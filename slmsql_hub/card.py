@@ -437,6 +437,8 @@ def _results(run: RunFiles) -> list[dict[str, Any]]:
                 "significant": bool(comparison["significant"]),
                 "verdict": comparison["verdict"],
                 "summary": comparison["summary"],
+                # the verdict sentence without its verdict words (the TL;DR's sentence around says them)
+                "finding": comparison["summary"].removeprefix(comparison["verdict"] + ": "),
                 "rule": comparison.get("rule"),
                 "resamples": comparison.get("bootstrap_resamples"),
                 "seed": comparison.get("bootstrap_seed"),
@@ -632,114 +634,78 @@ def _limits_context(run: RunFiles) -> dict[str, Any] | None:
     }
 
 
-def _tldr(outcome: str, rows: list[dict[str, Any]], mechanism: dict[str, Any]) -> dict[str, str]:
-    significant = [r for r in rows if r["significant"]]
-    others = [r for r in rows if not r["significant"]]
-
-    def listing(items: list[dict[str, Any]]) -> str:
-        # The verdict sentences of eval_results.json, without their verdict words (the sentence around says them).
-        return "; ".join(f"{r['key']}: {r['summary'].removeprefix(r['verdict'] + ': ')}" for r in items)
-
-    headline = {
-        "null": "No significant difference: GRPO did not change execution accuracy",
-        "improved": "GRPO improved execution accuracy significantly",
-        "regressed": "GRPO lowered execution accuracy significantly",
-        "mixed": "GRPO changed execution accuracy in both directions",
-    }[outcome]
-    if outcome == "null":
-        detail = f"On every benchmark the paired comparison with the SFT adapter finds no significant difference ({listing(rows)})."
-    else:
-        detail = f"Significant on {', '.join(r['key'] for r in significant)} ({listing(significant)})."
-        if others:
-            detail += (
-                f" No significant difference on {', '.join(r['key'] for r in others)} ({listing(others)})."
-            )
-    by_number = {a["number"]: a for a in mechanism["attempts"]}
-    shipped = next((a for a in mechanism["attempts"] if a["shipped"]), None)
-    parts = []
+def _tldr(rows: list[dict[str, Any]], mechanism: dict[str, Any]) -> dict[str, Any]:
+    """The TL;DR's numbers (the template writes its sentences): the comparisons split by significance and the
+    shipped attempt's zero-variance share (against attempt #1's), gradient norm and adapter change."""
     from .plots import METRIC_FALLBACKS
 
+    numbers: dict[str, Any] = {
+        "significant": [r for r in rows if r["significant"]],
+        "others": [r for r in rows if not r["significant"]],
+        "zero_pct": None,
+    }
+    shipped = next((a for a in mechanism["attempts"] if a["shipped"]), None)
+    if shipped is None:
+        return numbers
     zero = EXACT_ZERO_STD_METRIC
-    if shipped is not None and shipped["stats"][zero] is None:
+    if shipped["stats"][zero] is None:
         zero = METRIC_FALLBACKS[zero]  # a run from before the exact count: the plots' fallback, TRL's share
-    if shipped is not None and shipped["stats"][zero] is not None:
-        text = (
-            f"on {shipped['data_name']} {percent(shipped['stats'][zero]['mean'], 0)}% "
-            "of the groups per step had zero reward variance"
-        )
-        first = by_number.get(1)
-        if first is not None and not first["shipped"] and first["stats"][zero] is not None:
-            text += f", against {percent(first['stats'][zero]['mean'], 0)}% on attempt #1's {first['data_name']}"
-        parts.append(text)
-        if shipped["stats"]["grad_norm"] is not None:
-            parts.append(f"the mean gradient norm was {number(shipped['stats']['grad_norm']['mean'])}")
-        if shipped["adapter_changed"] is not None:
-            parts.append(
-                "the adapter's weights changed"
-                if shipped["adapter_changed"]
-                else "the adapter's weights did NOT change"
-            )
-            if shipped["adapter_changed"] and shipped["relative_update"] is not None:
-                parts[-1] += f" (by {scientific(shipped['relative_update'])} of their norm)"
-    mechanism_text = ", ".join(parts)
-    if outcome == "null" and mechanism_text:
-        closing = f"The training mechanism did its job — {mechanism_text} — and the accuracy did not move."
-    elif mechanism_text:
-        closing = f"Telemetry: {mechanism_text}."
-    else:
-        closing = ""
-    return {"headline": headline, "detail": detail, "mechanism": closing}
+    if shipped["stats"][zero] is None:
+        return numbers
+    first = next((a for a in mechanism["attempts"] if a["number"] == 1 and not a["shipped"]), None)
+    first_zero = first["stats"][zero] if first is not None else None
+    grad = shipped["stats"]["grad_norm"]
+    return {
+        **numbers,
+        "zero_pct": percent(shipped["stats"][zero]["mean"], 0),
+        "data_name": shipped["data_name"],
+        "first_pct": None if first_zero is None else percent(first_zero["mean"], 0),
+        "first_data_name": first["data_name"] if first is not None else None,
+        "grad_norm": None if grad is None else number(grad["mean"]),
+        "adapter_changed": shipped["adapter_changed"],
+        "relative_update": None if shipped["relative_update"] is None else scientific(shipped["relative_update"]),
+    }
 
 
-def _lineage(run: RunFiles, base: dict[str, Any]) -> list[str]:
-    items = []
-    if base["hub_id"]:
-        items.append(f"**Base model**: [`{base['hub_id']}`](https://huggingface.co/{base['hub_id']}).")
-    else:
-        text = f"**Base model**: `{base['recorded']}`"
-        details = []
-        if base.get("architecture"):
-            details.append(base["architecture"])
-        if base.get("parameters") is not None:
-            details.append(f"{base['parameters']:,} parameters")
-        if base.get("from_scratch"):
-            details.append(
-                f"trained from scratch by `slmsql train base` on the world at `{base.get('world_dir')}` "
-                f"({base.get('steps')} steps, final loss {number(base.get('final_loss'), 4)})"
-            )
-        if details:
-            text += f" ({'; '.join(details)})"
-        text += ". It is not on the Hub: " + (
-            "its weights ship in this repository's `base/` folder."
-            if base["ships"]
-            else "rebuild it with the commands below."
-        )
-        items.append(text)
+def _lineage(run: RunFiles, base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The adapter's lineage, one item per step (``kind``: base, sft, grpo); the template writes the sentences."""
+    items: list[dict[str, Any]] = [
+        {
+            **base,
+            "kind": "base",
+            "parameters": None if base.get("parameters") is None else f"{base['parameters']:,}",
+            "final_loss": number(base.get("final_loss"), 4),
+        }
+    ]
     for name, stage_number in (("sft_stage1", 1), ("sft_stage2", 2)):
         stage = run.stages.get(name)
         if stage is None:
             continue
         s = stage.summary
         lora = s.get("lora") or {}
-        data = s.get("data") or {}
-        sets = ", ".join(f"`{d}`" for d in s.get("datasets", []))
-        how = (
-            f"a fresh LoRA adapter (r = {lora.get('r')}, alpha = {lora.get('alpha')})"
-            if stage_number == 1
-            else f"the stage-1 adapter continued (`{s.get('adapter_path')}`)"
-        )
         items.append(
-            f"**SFT stage {stage_number}**: {how} on {sets} ({data.get('trained_on')} examples, {s.get('steps')} "
-            f"steps, final loss {number(s.get('final_loss'), 4)})."
+            {
+                "kind": "sft",
+                "stage": stage_number,
+                "r": lora.get("r"),
+                "alpha": lora.get("alpha"),
+                "adapter_path": s.get("adapter_path"),
+                "datasets": ", ".join(f"`{d}`" for d in s.get("datasets", [])),
+                "trained_on": (s.get("data") or {}).get("trained_on"),
+                "steps": s.get("steps"),
+                "final_loss": number(s.get("final_loss"), 4),
+            }
         )
     for attempt in run.attempts:
-        s = attempt.summary
-        start = "the SFT stage-2 adapter" if s.get("adapter_path") else "a fresh LoRA adapter"
-        where = f" (`{s.get('adapter_path')}`)" if s.get("adapter_path") else ""
-        ending = "**this adapter**" if attempt.shipped else "kept for its telemetry, not shipped"
         items.append(
-            f"**GRPO {attempt.label}**: {start}{where} continued with GRPO on {_describe_data(run, attempt)} for "
-            f"{s.get('steps')} steps — {ending}."
+            {
+                "kind": "grpo",
+                "label": attempt.label,
+                "adapter_path": attempt.summary.get("adapter_path"),
+                "data": _describe_data(run, attempt),
+                "steps": attempt.summary.get("steps"),
+                "shipped": attempt.shipped,
+            }
         )
     return items
 
@@ -1108,7 +1074,7 @@ def card_context(
         "repo_id": options.repo_id,
         "outcome": outcome,
         "is_null": outcome == "null",
-        "tldr": _tldr(outcome, rows, mechanism),
+        "tldr": _tldr(rows, mechanism),
         "results": rows,
         **_results_context(rows),
         "rule": first_row.get("rule"),
