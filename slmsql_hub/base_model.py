@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from . import card_templates
 from .errors import UsageError
+from .repo_ids import looks_like_hub_id, repo_id_problem
 from .run_files import read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,9 +40,6 @@ logger = logging.getLogger(__name__)
 
 BASE_DIR = "base"
 """Where ``slmsql card`` ships a local base model inside the card folder."""
-
-BASE_CARD_TEMPLATE = "base_model_card.md"
-"""The Jinja template of the base repository's card, in ``model_card/``."""
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -69,12 +68,9 @@ class BaseModel:
 
 
 def _hub_id(name: str, where: str) -> str:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError as err:
-        raise UsageError(f"{where}: {name!r} is not a Hub model id ({err})") from err
+    problem = repo_id_problem(name)
+    if problem is not None:
+        raise UsageError(f"{where}: {name!r} is not a Hub model id ({problem})")
     return name
 
 
@@ -113,8 +109,6 @@ def resolve_base(
 
     ```
     """
-    from .card import looks_like_hub_id
-
     config = read_adapter_config(card_dir)
     recorded = config.get("base_model_name_or_path")
     pinned = config.get("revision")
@@ -190,13 +184,6 @@ def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
     return str(card).encode("utf-8")
 
 
-def base_card_template() -> Path:
-    """``model_card/base_model_card.md`` of the clone, else the copy the wheel installs."""
-    from .resources import shipped_path
-
-    return shipped_path(f"model_card/{BASE_CARD_TEMPLATE}", f"model_card/{BASE_CARD_TEMPLATE}")
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     return read_json_object(path, "rerun `slmsql card`") if path.is_file() else {}
 
@@ -254,9 +241,5 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
         "has_record": (base.local_dir / "run_summary.json").is_file(),
         "slmsql_hub_version": __version__,
     }
-    path = base_card_template()
-    if not path.is_file():
-        raise UsageError(
-            f"base model card template not found: {path}; restore model_card/{BASE_CARD_TEMPLATE}"
-        )
-    return str(ModelCard.from_template(data, template_path=str(path), **context))
+    path = card_templates.template_path(card_templates.BASE_MODEL_CARD)
+    return str(card_templates.render(ModelCard, data, path, **context))

@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from . import card_templates
 from .errors import UsageError
+from .repo_ids import looks_like_hub_id
 from .run_files import Attempt, RunFiles, load_run, read_json_object
 from .sql.recipe_limits import LIMITS_KEY
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
@@ -54,9 +55,6 @@ logger = logging.getLogger(__name__)
 
 CARD_DIR = "card"
 """The card folder's name inside a run folder (``slmsql card`` writes ``RUN/card`` unless ``--out`` is given)."""
-
-TEMPLATE_FILE = "model_card.md"
-"""The Jinja template's file name in ``model_card/``."""
 
 PLOTS_DIR = "plots"
 EVAL_RESULTS_DIR = ".eval_results"
@@ -144,8 +142,6 @@ COMPARE_MODES: dict[str, str] = {
 }
 
 _DIFFICULTY_ORDER = ("easy", "simple", "medium", "moderate", "hard", "challenging", "extra")
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 FILE_DESCRIPTIONS: dict[str, str] = {
     "README.md": "this card",
@@ -323,26 +319,6 @@ class CardOptions:
     model_name: str | None = None
     datasets: Sequence[str] = ()
     card_path: str | None = None
-
-
-def looks_like_hub_id(name: str | None, run: RunFiles | None = None) -> bool:
-    """Whether ``name`` names a Hub model rather than a local folder.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card import looks_like_hub_id
-    >>> looks_like_hub_id("Qwen/Qwen2.5-Coder-1.5B-Instruct"), looks_like_hub_id("outputs/quickstart/base")
-    (True, False)
-
-    ```
-    """
-    if not name or name.startswith(("/", ".", "~")) or not _HUB_ID.match(name):
-        return False
-    if Path(name.split("/")[0]).is_dir():
-        return False
-    # A path under the run's own folder (``outputs/quickstart/base``) is the run's, never a Hub id.
-    return run is None or run.local(name) == Path(name)
 
 
 def project_license() -> str | None:
@@ -1116,21 +1092,8 @@ def card_context(
 
 
 def default_template_path() -> Path:
-    """The card template: ``model_card/model_card.md`` of the source tree when this package runs from a clone
-    (so edits to the template take effect), else the copy a wheel installs as ``slmsql_hub/model_card/``.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card import default_template_path
-    >>> default_template_path().name
-    'model_card.md'
-
-    ```
-    """
-    from .resources import shipped_path
-
-    return shipped_path(f"model_card/{TEMPLATE_FILE}", f"model_card/{TEMPLATE_FILE}")
+    """The card template: ``model_card/model_card.md`` of the clone, else the wheel's copy."""
+    return card_templates.template_path(card_templates.MODEL_CARD)
 
 
 def render_card(
@@ -1163,24 +1126,11 @@ def render_card(
 
     ```
     """
-    import jinja2
-    import jinja2.meta
     from huggingface_hub import ModelCard
 
     options = options or CardOptions()
-    path = Path(template_path) if template_path else default_template_path()
-    if not path.is_file():
-        raise UsageError(
-            f"model card template not found: {path}; pass --template or restore model_card/{TEMPLATE_FILE}"
-        )
-    data = card_data(run, options)
-    context = card_context(run, options, **context_args)
-    known = set(context) | set(data.to_dict()) | {"card_data"}
-    used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
-    missing = sorted(used - known)
-    if missing:
-        raise ValueError(f"the template {path} uses undefined variable(s) {', '.join(missing)}")
-    return ModelCard.from_template(data, template_path=str(path), **context)
+    path = template_path if template_path else default_template_path()
+    return card_templates.render(ModelCard, card_data(run, options), path, **card_context(run, options, **context_args))
 
 
 @dataclass

@@ -56,7 +56,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from . import card_templates
 from .errors import InfrastructureError, UsageError
+from .repo_ids import check_repo_id, looks_like_hub_id
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:
@@ -194,45 +196,6 @@ def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
             + (f"; unknown: {', '.join(unknown)}" if unknown else "")
         )
     return tuple(name for name in TARGETS if name in wanted)
-
-
-def check_repo_id(repo_id: str | None, option: str = "--repo-id") -> str:
-    """Check that ``repo_id`` reads ``namespace/name`` as the Hub accepts it.
-
-    Args:
-        repo_id: the id to check (``None`` or empty is missing).
-        option: the command-line option the id came from, named in the error.
-
-    Returns:
-        ``repo_id`` unchanged.
-
-    Raises:
-        UsageError: missing, or not ``namespace/name``.
-
-    Example:
-
-    ```python
-    >>> check_repo_id("alice/qwen-grpo")
-    'alice/qwen-grpo'
-
-    ```
-    """
-    if not repo_id:
-        raise UsageError(
-            f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)"
-        )
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-        if repo_id.count("/") != 1:
-            raise HFValidationError("a namespace is needed")
-    except HFValidationError as err:
-        raise UsageError(
-            f"{option} {repo_id!r} is not a Hub repository id: use NAMESPACE/NAME with letters, digits, '-', '_' "
-            f"or '.' (no '--' or '..'; {err})"
-        ) from err
-    return repo_id
 
 
 def default_repo_ids(repo_id: str) -> dict[str, str]:
@@ -555,16 +518,8 @@ def _fmt_rate(value: Any) -> str:
 def dataset_card(
     report: dict, repo_id: str, *, model_repo_id: str | None = None, endpoint: str | None = None
 ) -> str:
-    """The dataset card of the band: YAML metadata and a body whose numbers all come from ``filter_report.json``.
-
-    Args:
-        report: the filter report (``slmsql filter`` writes it as ``filter_report.json``).
-        repo_id: the dataset repository, for the loading snippet.
-        model_repo_id: the model trained on the band, linked when given.
-        endpoint: the Hub the link points to (``HF_ENDPOINT`` or huggingface.co).
-
-    Returns:
-        The README text (metadata block included).
+    """The band's dataset card (``model_card/dataset_card.md``): metadata and a body whose numbers all come from
+    ``filter_report.json``.
 
     Example:
 
@@ -579,106 +534,46 @@ def dataset_card(
 
     ```
     """
-    import yaml
+    from huggingface_hub import DatasetCard, DatasetCardData
 
     counts = report.get("counts", {})
-    source = report.get("dataset", {})
-    benchmark = source.get("benchmark") or "unknown"
+    benchmark = report.get("dataset", {}).get("benchmark") or "unknown"
     band = counts.get("band", 0)
-    metadata = {
-        "pretty_name": f"{repo_id.split('/')[-1]}: GRPO pass-rate band",
-        "license": _BENCHMARK_LICENSES.get(benchmark, "other"),
-        "task_categories": ["text-generation"],
-        "language": ["en"],
-        "tags": ["text-to-sql", "grpo", "dapo", "pass-rate-filter", "slmsql-hub"],
-        "size_categories": [_size_category(band)],
-        "configs": [
-            {"config_name": "default", "data_files": [{"split": BAND_SPLIT, "path": f"data/{BAND_SPLIT}-*"}]}
-        ],
-    }
-    low, high, k = report.get("pass_rate_low"), report.get("pass_rate_high"), report.get("num_samples")
-    rows = [
+    pretty_name = f"{repo_id.split('/')[-1]}: GRPO pass-rate band"
+    data = DatasetCardData(
+        pretty_name=pretty_name,
+        license=_BENCHMARK_LICENSES.get(benchmark, "other"),
+        task_categories=["text-generation"],
+        language=["en"],
+        tags=["text-to-sql", "grpo", "dapo", "pass-rate-filter", "slmsql-hub"],
+        size_categories=[_size_category(band)],
+        configs=[{"config_name": "default", "data_files": [{"split": BAND_SPLIT, "path": f"data/{BAND_SPLIT}-*"}]}],
+    )
+    classes = [
         ("band (kept)", band),
         ("all-fail", counts.get("all_fail", 0)),
         ("all-pass", counts.get("all_pass", 0)),
         ("unscorable", counts.get("unscorable", 0)),
         ("pool", report.get("pool", sum(counts.values()))),
     ]
-    lines = [
-        "---",
-        yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True).strip(),
-        "---",
-        "",
-        f"# {metadata['pretty_name']}",
-        "",
-        f"The questions of `{benchmark}` ({source.get('split', 'n/a')} split) that the SFT policy solves *sometimes*: "
-        f"out of K = {k} sampled answers per question, the pass rate p lies in {low} < p < {high}. GRPO's advantage "
-        "is relative to the group, so a question the policy always or never solves gives every sample the same "
-        "reward and no gradient; this band (DAPO's dynamic-sampling idea, applied offline) is what GRPO trains on.",
-        "",
-        f"Filter summary: **{report.get('summary', 'n/a')}** (mean pass rate {_fmt_rate(report.get('mean_pass_rate'))}).",
-        "",
-        "| class | questions |",
-        "|---|---:|",
-        *[f"| {name} | {value} |" for name, value in rows],
-        "",
-    ]
-    by_difficulty = report.get("by_difficulty") or {}
-    if by_difficulty:
-        lines += [
-            "By difficulty:",
-            "",
-            "| difficulty | band | all-fail | all-pass | unscorable |",
-            "|---|---:|---:|---:|---:|",
-            *[
-                f"| {name} | {c.get('band', 0)} | {c.get('all_fail', 0)} | {c.get('all_pass', 0)} | "
-                f"{c.get('unscorable', 0)} |"
-                for name, c in by_difficulty.items()
-            ],
-            "",
-        ]
-    generation, judging, policy = (
-        report.get("generation", {}),
-        report.get("judging", {}),
-        report.get("policy", {}),
-    )
-    lines += [
-        "## How it was made",
-        "",
-        f"- Policy: base `{policy.get('base', 'n/a')}`, SFT adapter `{policy.get('adapter') or 'none'}` "
-        f"(sha256 `{policy.get('adapter_sha256') or 'n/a'}`).",
-        f"- Sampling: temperature {generation.get('temperature', 'n/a')}, top_p {generation.get('top_p', 'n/a')}, "
-        f"top_k {generation.get('top_k', 'n/a')}, max_new_tokens {generation.get('max_new_tokens', 'n/a')}, "
-        f"seed {generation.get('seed', 'n/a')} ({generation.get('seeding', 'seeded per sample')}).",
-        f"- Judging: execution in slmsql-hub's read-only SQLite sandbox, `{judging.get('compare_mode', 'n/a')}` "
-        f"comparison rule, {judging.get('timeout_s', 'n/a')} s per query. A question whose gold SQL fails is "
-        "*unscorable*, never counted as failed.",
-        f"- Class rules: {report.get('class_rules', 'n/a')}.",
-        "",
-        "## Columns",
-        "",
-        "`question_id`, `question`, `evidence`, `db_id`, `db_path`, `gold_sql`, `difficulty`, `benchmark` (the "
-        "benchmark row), `pass_rate`, `n_correct`, `n_scorable` and, per sample, `samples` (the completions), "
-        "`sample_correct` (1/0) and `sample_verdicts`. `db_path` is relative to the folder holding the databases "
-        "(for the world: the folder `slmsql world build` writes, `databases/<db>/<db>.sqlite`); the databases "
-        "themselves are not part of this dataset.",
-        "",
-        "## Use",
-        "",
-        "```python",
-        "from datasets import load_dataset",
-        "",
-        f'band = load_dataset("{repo_id}", split="{BAND_SPLIT}")',
-        "```",
-        "",
-    ]
-    if model_repo_id:
-        lines += [
-            f"The GRPO adapter trained on this band: [{model_repo_id}]({repo_url('model', model_repo_id, endpoint)}).",
-            "",
-        ]
-    lines += [f"Published with slmsql-hub {__version__} (`slmsql push --what dataset`).", ""]
-    return "\n".join(lines)
+    context = {
+        "report": report,
+        "repo_id": repo_id,
+        "split": BAND_SPLIT,
+        "benchmark": benchmark,
+        "dataset": report.get("dataset", {}),
+        "mean_pass_rate": _fmt_rate(report.get("mean_pass_rate")),
+        "classes": classes,
+        "by_difficulty": report.get("by_difficulty") or {},
+        "policy": report.get("policy", {}),
+        "generation": report.get("generation", {}),
+        "judging": report.get("judging", {}),
+        "model_repo_id": model_repo_id,
+        "model_url": repo_url("model", model_repo_id, endpoint) if model_repo_id else None,
+        "slmsql_hub_version": __version__,
+    }
+    path = card_templates.template_path(card_templates.DATASET_CARD)
+    return str(card_templates.render(DatasetCard, data, path, **context))
 
 
 def _size_category(n: int) -> str:
@@ -1008,7 +903,7 @@ def _upload_files(
 
 def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: str | None, create_pr: bool):
     """Band as parquet through ``Dataset.push_to_hub``, then our card merged over the one ``datasets`` wrote."""
-    from huggingface_hub import DatasetCard, hf_hub_download
+    from huggingface_hub import DatasetCard, DatasetCardData, hf_hub_download
 
     band = load_band(target.dataset_path)
     info = band.push_to_hub(
@@ -1026,9 +921,10 @@ def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: st
             target.repo_id, "README.md", repo_type="dataset", revision=card_revision, token=api.token
         )
     )
-    ours = DatasetCard(target.card or "")
-    merged = {**pushed.data.to_dict(), **{k: v for k, v in ours.data.to_dict().items() if k != "configs"}}
-    card = DatasetCard(f"---\n{_yaml(merged)}---\n{ours.text}")
+    card = DatasetCard(target.card or "")
+    # our metadata over what `datasets` wrote (its dataset_info and configs stay)
+    ours = {k: v for k, v in card.data.to_dict().items() if k != "configs"}
+    card.data = DatasetCardData(**{**pushed.data.to_dict(), **ours})
     commit = api.upload_file(
         path_or_fileobj=str(card).encode("utf-8"),
         path_in_repo="README.md",
@@ -1039,12 +935,6 @@ def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: st
         commit_message="Dataset card: filter counts and how the band was made",
     )
     return commit, info
-
-
-def _yaml(data: dict) -> str:
-    import yaml
-
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def push(
@@ -1187,18 +1077,9 @@ TRAINING_RUN_FILES: tuple[str, ...] = ("run_summary.json", "config.yaml", "telem
 
 
 def training_card(summary: dict, repo_id: str) -> str:
-    """The card a repository gets at the end of training, from ``run_summary.json`` only.
-
-    It states the lineage (base model, SFT adapter continued), the run's status and steps, the guards and the
-    telemetry means, and points to the full card (``slmsql card`` after ``slmsql eval``), which replaces it on
-    ``slmsql push``.
-
-    Args:
-        summary: the run summary (``run_summary.json`` of the training output folder).
-        repo_id: the repository the card is for (its name is the title).
-
-    Returns:
-        The README text (metadata block included).
+    """The card a repository gets at the end of training (``model_card/training_card.md``), from
+    ``run_summary.json`` only: lineage, status, steps, guards and telemetry means; ``slmsql card`` makes the full
+    card that replaces it on ``slmsql push``.
 
     Example:
 
@@ -1210,63 +1091,40 @@ def training_card(summary: dict, repo_id: str) -> str:
 
     ```
     """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from .card import scientific
+
     base = summary.get("base_model") or "unknown"
     kind = str(summary.get("kind") or "grpo")
-    metadata: dict[str, Any] = {
-        "library_name": "peft",
-        "pipeline_tag": "text-generation",
-        "tags": ["text-to-sql", kind, "trl", "peft", "slmsql-hub"],
-    }
-    if base != "unknown" and not Path(base).is_absolute() and not base.startswith("."):
-        metadata = {"base_model": base, **metadata}
-    telemetry_mean = ((summary.get("telemetry") or {}).get("mean")) or {}
-    guards = summary.get("guards") or {}
-    checksum = summary.get("adapter_checksum") or {}
-    lines = [
-        "---",
-        _yaml(metadata).strip(),
-        "---",
-        "",
-        f"# {repo_id.split('/')[-1]}",
-        "",
-        f"A LoRA adapter trained with {kind.upper()} by slmsql-hub (TRL), on base model `{base}`"
-        + (
-            f", continuing the SFT adapter `{summary['adapter_path']}`."
-            if summary.get("adapter_path")
-            else "."
-        ),
-        "",
-        "**Not evaluated yet.** This card was written at the end of training from `run_summary.json`. The full "
-        "card (EX of SFT vs GRPO with a paired bootstrap CI and McNemar's test, telemetry plots, the band) is made "
-        "by `slmsql eval` then `slmsql card`, and replaces this one on `slmsql push`.",
-        "",
-        "| | |",
-        "|---|---|",
-        f"| status | {summary.get('status', 'n/a')} |",
-        f"| steps | {summary.get('steps', 'n/a')} steps of {summary.get('max_steps', 'n/a')} |",
-        f"| adapter changed | {checksum.get('changed', 'n/a')} |",
-    ]
+    data = ModelCardData(
+        base_model=base if looks_like_hub_id(base) else None,
+        library_name="peft",
+        pipeline_tag="text-generation",
+        tags=["text-to-sql", kind, "trl", "peft", "slmsql-hub"],
+    )
+    means = ((summary.get("telemetry") or {}).get("mean")) or {}
     relative = (summary.get("adapter_update") or {}).get("relative_norm")
-    if relative is not None:
-        from .card import scientific
-
-        lines.append(f"| adapter update ‖ΔW‖ / ‖W‖ | {scientific(relative)} |")
-    for name in (EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC, "reward", "reward_std", "grad_norm"):
-        if name in telemetry_mean:
-            lines.append(f"| mean {name} | {_fmt_rate(telemetry_mean[name])} |")
-    if isinstance(guards, dict) and guards:
-        lines += [
-            "",
-            "Guards: " + ", ".join(f"{name}: {_guard_state(value)}" for name, value in guards.items()) + ".",
-        ]
-    lines += ["", "Run files: " + ", ".join(f"`{name}`" for name in TRAINING_RUN_FILES) + ".", ""]
-    return "\n".join(lines)
-
-
-def _guard_state(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("status") or ("failed" if value.get("failed") else "passed"))
-    return str(value)
+    guards = summary.get("guards") or {}
+    context = {
+        "model_name": repo_id.split("/")[-1],
+        "kind": kind,
+        "base": base,
+        "summary": summary,
+        "checksum": summary.get("adapter_checksum") or {},
+        "relative_update": None if relative is None else scientific(relative),
+        "telemetry_means": [
+            (name, _fmt_rate(means[name]))
+            for name in (EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC, "reward", "reward_std", "grad_norm")
+            if name in means
+        ],
+        "guards": [(r.get("name"), r.get("status")) for r in guards.get("results", [])]
+        if isinstance(guards, dict)
+        else [],
+        "run_files": TRAINING_RUN_FILES,
+    }
+    path = card_templates.template_path(card_templates.TRAINING_CARD)
+    return str(card_templates.render(ModelCard, data, path, **context))
 
 
 def push_training_card(

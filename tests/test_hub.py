@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import HubServer
+from huggingface_hub import DatasetCard, ModelCard
 
 from slmsql_hub import hub
 from slmsql_hub.errors import UsageError
@@ -274,6 +275,30 @@ def test_dataset_card_numbers_are_the_filter_reports():
     assert REPORT["summary"] in card
     assert "0.2 < p < 0.8" in card and "K = 4" in card
     assert 'load_dataset("alice/tiny-grpo-band", split="train")' in card
+
+
+def test_training_card_names_a_hub_base_lists_guard_statuses_and_leaves_a_local_base_out_of_the_metadata():
+    summary = {
+        "kind": "grpo",
+        "status": "completed",
+        "steps": 3,
+        "max_steps": 3,
+        "base_model": "outputs/quickstart/base",
+        "guards": {"results": [{"name": "adapter_changed", "status": "ok"}, {"name": "clipping", "status": "warn"}]},
+        "telemetry": {"mean": {"grad_norm": 0.25}},
+    }
+    local = ModelCard(hub.training_card(summary, "alice/tiny-grpo"))
+    assert local.data.base_model is None and local.data.library_name == "peft"
+    assert "Guards: adapter_changed: ok, clipping: warn." in local.text
+    assert "| mean grad_norm | 0.250 |" in local.text and "3 steps of 3" in local.text
+    on_hub = ModelCard(hub.training_card({**summary, "base_model": "Qwen/Qwen2.5-0.5B"}, "alice/tiny-grpo"))
+    assert on_hub.data.base_model == "Qwen/Qwen2.5-0.5B"
+
+
+def test_dataset_card_metadata_parses_with_the_hubs_card_class():
+    card = DatasetCard(hub.dataset_card(REPORT, "alice/tiny-grpo-band"))
+    assert card.data.pretty_name == "tiny-grpo-band: GRPO pass-rate band"
+    assert card.data.configs[0]["data_files"][0]["split"] == "train" and card.data.size_categories == ["n<1K"]
 
 
 def test_published_band_paths_do_not_name_this_machine():
