@@ -99,8 +99,14 @@ BAND_SHARD = f"data/{BAND_SPLIT}-00000-of-00001.parquet"
 """Where ``Dataset.push_to_hub`` puts a one-shard split (``data/<split>-<i>-of-<n>.parquet``)."""
 
 # Never uploaded: caches, editor and OS droppings, Python bytecode, half-written files.
-_EXCLUDED_PARTS = {".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".DS_Store", ".pytest_cache"}
-_EXCLUDED_SUFFIXES = (".pyc", ".partial", ".tmp", ".lock")
+_CACHE_FOLDERS = (".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache")
+IGNORE_PATTERNS: tuple[str, ...] = (
+    *(pattern for name in _CACHE_FOLDERS for pattern in (f"{name}/*", f"*/{name}/*")),
+    ".DS_Store",
+    "*/.DS_Store",
+    *(f"*{suffix}" for suffix in (".pyc", ".partial", ".tmp", ".lock")),
+)
+"""Never uploaded (``upload_folder``'s ``ignore_patterns``; :func:`folder_files` lists with them too)."""
 _BENCHMARK_LICENSES = {"spider": "cc-by-sa-4.0", "bird": "cc-by-sa-4.0", "world": "apache-2.0"}
 
 
@@ -281,18 +287,11 @@ def folder_files(folder: str | os.PathLike) -> list[tuple[str, Path]]:
 
     ```
     """
+    from huggingface_hub.utils import filter_repo_objects
+
     root = Path(folder)
-    found = []
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if (
-            not path.is_file()
-            or _EXCLUDED_PARTS & set(relative.parts)
-            or path.name.endswith(_EXCLUDED_SUFFIXES)
-        ):
-            continue
-        found.append((relative.as_posix(), path))
-    return sorted(found)
+    files = {path.relative_to(root).as_posix(): path for path in root.rglob("*") if path.is_file()}
+    return sorted((name, files[name]) for name in filter_repo_objects(files, ignore_patterns=list(IGNORE_PATTERNS)))
 
 
 def _front_matter(readme: Path) -> dict:
@@ -663,6 +662,22 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def stage_files(files: Iterable[tuple[str, Path | bytes]], folder: Path, *, link: bool = False, desc: str = "") -> None:
+    """Write ``(path_in_repo, content)`` pairs under ``folder`` as they land in the repository: bytes written,
+    local files copied (``link=True``: symlinked, for a folder that is only uploaded)."""
+    from tqdm.auto import tqdm
+
+    for path_in_repo, local in tqdm(list(files), desc=desc or "staging", unit="file", leave=False):
+        destination = folder / path_in_repo
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(local, bytes):
+            destination.write_bytes(local)
+        elif link:
+            destination.symlink_to(Path(local).resolve())
+        else:
+            shutil.copyfile(local, destination)
+
+
 def _prepare_dry_run_dir(out_dir: Path) -> None:
     """Empty ``out_dir`` if an earlier dry run wrote it; refuse a non-empty folder that is not a dry run."""
     if out_dir.is_dir() and any(out_dir.iterdir()):
@@ -726,8 +741,7 @@ def write_dry_run(
 
     ```
     """
-    from tqdm.auto import tqdm
-
+    check_pull_request(revision, create_pr)
     out = Path(out_dir)
     _prepare_dry_run_dir(out)
     plan: dict[str, Any] = {
@@ -742,15 +756,7 @@ def write_dry_run(
     for target in targets:
         folder = out / target.what
         folder.mkdir(parents=True)
-        for path_in_repo, local in tqdm(
-            target.files, desc=f"dry run: {target.what}", unit="file", leave=False
-        ):
-            destination = folder / path_in_repo
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(local, bytes):
-                destination.write_bytes(local)
-            else:
-                shutil.copyfile(local, destination)
+        stage_files(target.files, folder, desc=f"dry run: {target.what}")
         if target.what == DATASET:
             shard = folder / BAND_SHARD
             shard.parent.mkdir(parents=True, exist_ok=True)
@@ -796,20 +802,6 @@ def write_dry_run(
 # ----------------------------------------------------------------------------------------------------------
 # push (network)
 # ----------------------------------------------------------------------------------------------------------
-def _network_errors() -> tuple[type[Exception], ...]:
-    """The transport failures (refused connection, timeout, DNS) of the HTTP library this huggingface_hub uses:
-    ``httpx2`` (2.x), ``httpx`` (1.x) or ``requests`` (0.x)."""
-    import importlib
-
-    found: list[type[Exception]] = []
-    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("requests", "ConnectionError")):
-        try:
-            found.append(getattr(importlib.import_module(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
-
-
 def _one_line(err: Exception, limit: int = 300) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -817,6 +809,7 @@ def _one_line(err: Exception, limit: int = 300) -> str:
 
 def _hub_api(token: str | None) -> tuple[HfApi, str]:
     """An ``HfApi`` with a token that the Hub accepts, and the user name; UsageErrors name the fix."""
+    import httpx2  # huggingface_hub 2.x's transport (pyproject's lower bound)
     from huggingface_hub import HfApi, constants, get_token
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -845,7 +838,7 @@ def _hub_api(token: str | None) -> tuple[HfApi, str]:
         raise InfrastructureError(
             f"the Hub at {api.endpoint} failed before anything was pushed ({_one_line(err)}); try again later"
         ) from err
-    except _network_errors() as err:
+    except httpx2.TransportError as err:
         raise InfrastructureError(
             f"cannot reach the Hub at {api.endpoint} ({_one_line(err)}); nothing was pushed: check the network "
             "and HF_ENDPOINT"
@@ -872,7 +865,16 @@ def _ensure_branch(api: HfApi, target: PushTarget, revision: str | None) -> None
         api.create_branch(target.repo_id, branch=revision, repo_type=target.repo_type, exist_ok=True)
 
 
-def _upload_files(
+def check_pull_request(revision: str | None, create_pr: bool) -> None:
+    """``upload_folder`` opens pull requests against ``main`` only: a UsageError for one against a branch."""
+    if create_pr and revision not in (None, "main"):
+        raise UsageError(
+            f"--create-pr opens a pull request against main; --revision {revision} cannot be combined with it: "
+            "drop one of them"
+        )
+
+
+def _upload(
     api: HfApi,
     target: PushTarget,
     files: Iterable[tuple[str, Path | bytes]],
@@ -880,25 +882,23 @@ def _upload_files(
     revision: str | None,
     create_pr: bool,
     message: str,
-    deletions: Sequence[str] = (),
 ):
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    """One ``upload_folder`` commit of ``files`` (staged as symlinks); TRL's draft card is deleted from a model
+    repository (``delete_patterns``)."""
+    import tempfile
 
-    operations: list = [
-        CommitOperationAdd(
-            path_in_repo=path, path_or_fileobj=local if isinstance(local, bytes) else str(local)
+    with tempfile.TemporaryDirectory(prefix="slmsql-push-") as folder:
+        stage_files(files, Path(folder), link=True, desc=f"staging {target.what}")
+        return api.upload_folder(
+            repo_id=target.repo_id,
+            folder_path=folder,
+            repo_type=target.repo_type,
+            revision=None if create_pr else revision,
+            create_pr=create_pr,
+            commit_message=message,
+            ignore_patterns=list(IGNORE_PATTERNS),
+            delete_patterns=list(STALE_MODEL_FILES) if target.what == MODEL else None,
         )
-        for path, local in files
-    ]
-    operations += [CommitOperationDelete(path_in_repo=path) for path in deletions]
-    return api.create_commit(
-        target.repo_id,
-        operations,
-        commit_message=message,
-        repo_type=target.repo_type,
-        revision=revision,
-        create_pr=create_pr,
-    )
 
 
 def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: str | None, create_pr: bool):
@@ -970,10 +970,12 @@ def push(
 
     ```
     """
+    import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
     if not targets:
         return []
+    check_pull_request(revision, create_pr)
     api, user = _hub_api(token)
     logger.info("pushing as %s to %s", user, api.endpoint)
     results = []
@@ -994,7 +996,7 @@ def push(
             if refused is not None:
                 raise refused from err
             raise InfrastructureError(_failed_midway(api, target, results, err)) from err
-        except _network_errors() as err:
+        except httpx2.TransportError as err:
             raise InfrastructureError(_failed_midway(api, target, results, err)) from err
     return results
 
@@ -1037,7 +1039,8 @@ def _push_one(
         commit, first = _push_dataset(api, target, private=private, revision=revision, create_pr=create_pr)
         pr_url = first.pr_url
     else:
-        _ensure_branch(api, target, revision)
+        if not create_pr:
+            _ensure_branch(api, target, revision)
         message = (
             commit_message
             or {
@@ -1047,20 +1050,8 @@ def _push_one(
                 DEMO_SPACE: "slmsql-hub demo Space",
             }[target.what]
         )
-        # Our card replaces TRL's: a repository that training pushed to may hold TRL's draft.
-        stale = [
-            name
-            for name in STALE_MODEL_FILES
-            if target.what == MODEL and api.file_exists(target.repo_id, name, revision=revision)
-        ]
-        commit = _upload_files(
-            api,
-            target,
-            target.files,
-            revision=revision,
-            create_pr=create_pr,
-            message=message,
-            deletions=stale,
+        commit = _upload(
+            api, target, target.files, revision=revision, create_pr=create_pr, message=message
         )
         pr_url = commit.pr_url
     logger.info("pushed %s to %s (commit %s)", target.what, url, commit.oid)
@@ -1172,32 +1163,16 @@ def push_training_card(
     api, _ = _hub_api(token)
     target = PushTarget(MODEL, "model", check_repo_id(repo_id, "hub_model_id"))
     if card_dir is not None:
-        files = folder_files(card_dir)
-        if not any(path == "README.md" for path, _ in files):
+        upload: list[tuple[str, Path | bytes]] = folder_files(card_dir)
+        if not any(path == "README.md" for path, _ in upload):
             raise UsageError(f"{card_dir} has no README.md: run `slmsql card` first")
-        upload: list[tuple[str, Any]] = files
     else:
         card = training_card(json.loads(summary_path.read_text(encoding="utf-8")), repo_id)
         upload = [("README.md", card.encode("utf-8"))]
         upload += [(name, output_dir / name) for name in TRAINING_RUN_FILES if (output_dir / name).is_file()]
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
-    operations: list = [
-        CommitOperationAdd(path_in_repo=path, path_or_fileobj=data if isinstance(data, bytes) else str(data))
-        for path, data in upload
-    ]
+    message = "Model card from slmsql-hub (replaces TRL's draft)"
     try:
-        operations += [
-            CommitOperationDelete(path_in_repo=name)
-            for name in STALE_MODEL_FILES
-            if api.file_exists(repo_id, name, revision=revision)
-        ]
-        commit = api.create_commit(
-            repo_id,
-            operations,
-            commit_message="Model card from slmsql-hub (replaces TRL's draft)",
-            revision=revision,
-        )
+        commit = _upload(api, target, upload, revision=revision, create_pr=False, message=message)
     except HfHubHTTPError as err:
         refused = _forbidden(err, target)
         if refused is not None:

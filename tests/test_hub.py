@@ -505,8 +505,13 @@ def test_a_failure_after_the_base_was_pushed_says_so_and_a_rerun_finishes(server
         (["--repo-id", "alice/x", "--what", "metric-space"], "hf_not_a_token", "rejected the token"),
         (["--what", "model"], TOKEN, "no repository id: pass --repo-id NAMESPACE/NAME"),
         (["--repo-id", "alice/x", "--what", "everything"], TOKEN, "--what 'everything': choose among"),
+        (
+            ["--repo-id", "alice/x", "--what", "metric-space", "--revision", "dev", "--create-pr"],
+            TOKEN,
+            "--create-pr opens a pull request against main",
+        ),
     ],
-    ids=["no-token", "bad-token", "no-repo-id", "bad-what"],
+    ids=["no-token", "bad-token", "no-repo-id", "bad-what", "pr-against-a-branch"],
 )
 def test_a_missing_token_or_repo_id_is_one_line_with_exit_code_2(
     server, run_dir, tmp_path, args, token, message
