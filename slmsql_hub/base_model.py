@@ -27,8 +27,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from . import card_templates
+from . import __version__, card_templates
 from .errors import UsageError
 from .repo_ids import looks_like_hub_id, repo_id_problem
 from .run_files import read_json_object

@@ -49,7 +49,9 @@ def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
 
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"card template not found: {path}; restore model_card/{path.name} (or pass --template)")
+        raise UsageError(
+            f"card template not found: {path}; restore model_card/{path.name} (or pass --template)"
+        )
     known = set(context) | set(data.to_dict()) | {"card_data"}
     used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
     missing = sorted(used - known)

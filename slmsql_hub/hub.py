@@ -55,8 +55,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from . import card_templates
+from . import __version__, card_templates
 from .errors import InfrastructureError, UsageError
 from .repo_ids import check_repo_id, looks_like_hub_id
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
@@ -1084,7 +1083,7 @@ def training_card(summary: dict, repo_id: str) -> str:
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    from .card import scientific
+    from .card_numbers import scientific
 
     base = summary.get("base_model") or "unknown"
     kind = str(summary.get("kind") or "grpo")

@@ -42,7 +42,9 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id", *, namespace: 
     ```
     """
     if not repo_id:
-        raise UsageError(f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)")
+        raise UsageError(
+            f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)"
+        )
     problem = repo_id_problem(repo_id)
     if problem is None and namespace and repo_id.count("/") != 1:
         problem = "a namespace is needed"
