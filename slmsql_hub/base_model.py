@@ -30,15 +30,12 @@ from typing import TYPE_CHECKING, Any
 from . import __version__, card_templates
 from .errors import UsageError
 from .repo_ids import looks_like_hub_id, repo_id_problem
-from .run_files import read_json_object
+from .run_files import CardLayout, StageFolder, read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard
 
 logger = logging.getLogger(__name__)
-
-BASE_DIR = "base"
-"""Where ``slmsql card`` ships a local base model inside the card folder."""
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -116,14 +113,14 @@ def resolve_base(
         if not isinstance(named, str):
             raise UsageError(f"{card_dir / 'README.md'}: base_model names several models; an adapter has one")
         return BaseModel(_hub_id(named, f"{card_dir / 'README.md'} base_model"), pinned)
-    local = card_dir / BASE_DIR
+    local = CardLayout(card_dir).lineage["base"].path
     if (local / "config.json").is_file():
         branch = revision if revision and revision != "main" and not revision.startswith("refs/") else None
         return BaseModel(base_repo_id, branch, local)
     if isinstance(recorded, str) and looks_like_hub_id(recorded):
         return BaseModel(_hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path"), pinned)
     raise UsageError(
-        f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {card_dir / BASE_DIR} does "
+        f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {local} does "
         "not ship: rerun `slmsql card` (it copies a local base there), or pass `slmsql card --base-model-id HUB_ID` "
         "when the base is on the Hub"
     )
@@ -217,7 +214,8 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
 
     if base.local_dir is None:
         raise ValueError(f"{base.repo_id} is on the Hub already: it gets no card from slmsql-hub")
-    summary = _read_json(base.local_dir / "run_summary.json")
+    record = StageFolder(base.local_dir)
+    summary = _read_json(record.summary)
     config = _read_json(base.local_dir / "config.json")
     architectures = config.get("architectures") or []
     data = ModelCardData(
@@ -237,7 +235,7 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
         "steps": summary.get("steps"),
         "final_loss": summary.get("final_loss"),
         "world_dir": summary.get("world_dir"),
-        "has_record": (base.local_dir / "run_summary.json").is_file(),
+        "has_record": record.summary.is_file(),
         "slmsql_hub_version": __version__,
     }
     path = card_templates.template_path(card_templates.BASE_MODEL_CARD)

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,27 @@ def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
         return False
     # A path under the run's own folder (``outputs/quickstart/base``) is the run's, never a Hub id.
     return run is None or run.local(name) == Path(name)
+
+
+def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
+    """The web address of a repository on the Hub (``HF_ENDPOINT`` when set).
+
+    Args:
+        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
+        repo_id: ``namespace/name``.
+        endpoint: the Hub; ``None`` reads ``HF_ENDPOINT``, else huggingface.co.
+
+    Returns:
+        The URL.
+
+    Example:
+
+    ```python
+    >>> repo_url("space", "alice/ex", endpoint="https://huggingface.co")
+    'https://huggingface.co/spaces/alice/ex'
+
+    ```
+    """
+    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
+    return f"{endpoint}/{prefix}{repo_id}"
