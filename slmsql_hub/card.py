@@ -332,15 +332,6 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     """The card's metadata: ``base_model`` (+ ``base_model_relation: adapter``), ``library_name: peft``,
     ``pipeline_tag``, tags (``negative-result`` when the outcome is null), datasets, license and the
     ``model-index`` with the GRPO adapter's EX per benchmark.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card import card_data
-    >>> callable(card_data)  # needs a run folder: see tests/test_card.py
-    True
-
-    ```
     """
     from huggingface_hub import EvalResult, ModelCardData
 
@@ -400,15 +391,6 @@ def card_context(
         plots: the plot file stems drawn (``plots/<stem>.png``).
         files: the card folder's top-level entries (for the files table).
         configs: stage name -> the shipped config file (``configs/<stage>.yaml``) the commands run.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card import card_context
-    >>> callable(card_context)  # needs a run folder: see tests/test_card.py
-    True
-
-    ```
     """
     options = options or CardOptions()
     rows = result_rows(run)
@@ -496,15 +478,6 @@ def render_card(
     Raises:
         UsageError: the template is missing.
         ValueError: the template uses a variable the context does not define (it would render empty).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card import render_card
-    >>> callable(render_card)  # needs a run folder: see tests/test_card.py
-    True
-
-    ```
     """
     from huggingface_hub import ModelCard
 

@@ -282,14 +282,6 @@ def push(
 
     Raises:
         UsageError: no token, a rejected token, a namespace the token cannot write to, or offline mode.
-
-    Example:
-
-    ```python
-    >>> callable(push)  # needs a Hub: see tests/test_hub.py, which runs it against a local Hub API server
-    True
-
-    ```
     """
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
@@ -459,14 +451,6 @@ def push_training_card(
 
     Returns:
         The ``CommitInfo`` of the commit.
-
-    Example:
-
-    ```python
-    >>> callable(push_training_card)  # needs a Hub: see tests/test_hub.py
-    True
-
-    ```
     """
     from huggingface_hub.errors import HfHubHTTPError
 
