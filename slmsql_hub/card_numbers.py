@@ -307,7 +307,7 @@ def _group_ex(group: Mapping[str, Any]) -> str:
 
 
 def mechanism_context(run: Run) -> dict[str, Any]:
-    """Per attempt: data, steps, telemetry stats, adapter change; plus the attempts table rows."""
+    """Per attempt: data, steps, telemetry stats and their table cells, adapter change, wall time."""
     attempts = []
     for attempt in run.attempts:
         stats = {key: telemetry_stats(attempt.records, key) for key, _, _ in MECHANISM_METRICS}
@@ -329,41 +329,22 @@ def mechanism_context(run: Run) -> dict[str, Any]:
                 "wall_seconds": attempt.summary.get("wall_seconds"),
             }
         )
-    header = [f"{a['label']}{' (this adapter)' if a['shipped'] else ''}" for a in attempts]
-    rows = [
-        ("prompts", [a["data"] for a in attempts]),
-        ("steps (logged)", [f"{a['steps']} ({a['steps_logged']})" for a in attempts]),
-    ]
+    metric_rows = []
     for key, label, decimals in MECHANISM_METRICS:
         if all(a["stats"][key] is None for a in attempts):
             continue
-        cells = []
+        metric_rows.append({"key": key, "label": label})
         for a in attempts:
             s = a["stats"][key]
-            cells.append(
+            a.setdefault("cells", {})[key] = (
                 "n/a"
                 if s is None
-                else f"{number(s['mean'], decimals)} "
-                f"({number(s['first'], decimals)} → {number(s['last'], decimals)})"
+                else f"{number(s['mean'], decimals)} ({number(s['first'], decimals)} → {number(s['last'], decimals)})"
             )
-        rows.append((f"{label}: mean (first → last step)", cells))
-    rows.append(
-        (
-            "adapter weights changed",
-            [
-                "yes" if a["adapter_changed"] else "n/a" if a["adapter_changed"] is None else "**no**"
-                for a in attempts
-            ],
-        )
-    )
-    if any(a["relative_update"] is not None for a in attempts):
-        rows.append(
-            (
-                "adapter update ‖ΔW‖ / ‖W‖",
-                [scientific(a["relative_update"]) for a in attempts],
-            )
-        )
-    rows.append(("wall time", [f"{number(a['wall_seconds'], 0)} s" for a in attempts]))
+    for a in attempts:
+        a["data_cell"] = _cell(a["data"])
+        a["update_text"] = scientific(a["relative_update"])
+        a["wall"] = number(a["wall_seconds"], 0)
     disagree = any(
         a["stats"][EXACT_ZERO_STD_METRIC] is not None
         and a["stats"][TRL_ZERO_STD_METRIC] is not None
@@ -373,10 +354,8 @@ def mechanism_context(run: Run) -> dict[str, Any]:
     return {
         "attempts": attempts,
         "zero_std_disagree": disagree,
-        "attempts_header": header,
-        "attempts_rows": [
-            {"label": _cell(label), "cells": [_cell(c) for c in cells]} for label, cells in rows
-        ],
+        "metric_rows": metric_rows,
+        "any_update": any(a["relative_update"] is not None for a in attempts),
     }
 
 
