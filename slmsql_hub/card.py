@@ -629,7 +629,7 @@ def _assemble(
 
     shipped = run.shipped
     _copy_files(shipped.folder, ADAPTER_FILES, card.root)
-    if not (card.root / "adapter_config.json").is_file():
+    if not (card.root / ADAPTER_FILES[0]).is_file():
         raise UsageError(
             f"{shipped.folder} has no adapter_config.json: the GRPO run did not save its adapter"
         )

@@ -74,7 +74,7 @@ from .hub_plan import (
     write_dry_run,
 )
 from .repo_ids import check_repo_id, looks_like_hub_id, repo_url
-from .run_files import RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder, read_json_object
+from .run_files import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder, read_json_object
 from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: st
     card_revision = info.pr_revision if create_pr else info.oid
     pushed = DatasetCard.load(
         hf_hub_download(
-            target.repo_id, "README.md", repo_type="dataset", revision=card_revision, token=api.token
+            target.repo_id, CARD_README, repo_type="dataset", revision=card_revision, token=api.token
         )
     )
     card = DatasetCard(target.card or "")
@@ -248,7 +248,7 @@ def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: st
     card.data = DatasetCardData(**{**pushed.data.to_dict(), **ours})
     commit = api.upload_file(
         path_or_fileobj=str(card).encode("utf-8"),
-        path_in_repo="README.md",
+        path_in_repo=CARD_README,
         repo_id=target.repo_id,
         repo_type="dataset",
         revision=info.pr_revision if create_pr else revision,
@@ -464,11 +464,11 @@ def push_training_card(
     target = PushTarget(MODEL, "model", check_repo_id(repo_id, "hub_model_id"))
     if card_dir is not None:
         upload: list[tuple[str, Path | bytes]] = folder_files(card_dir)
-        if not any(path == "README.md" for path, _ in upload):
+        if not any(path == CARD_README for path, _ in upload):
             raise UsageError(f"{card_dir} has no README.md: run `slmsql card` first")
     else:
         card = training_card(read_json_object(summary_path, "rerun training"), repo_id)
-        upload = [("README.md", card.encode("utf-8"))]
+        upload = [(CARD_README, card.encode("utf-8"))]
         upload += [(name, output_dir / name) for name in TRAINING_RUN_FILES if (output_dir / name).is_file()]
     message = "Model card from slmsql-hub (replaces TRL's draft)"
     try:

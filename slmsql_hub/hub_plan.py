@@ -10,7 +10,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from . import __version__
 from .errors import UsageError
 from .hub_band import BAND_SHARD, dataset_card, load_band
 from .repo_ids import check_repo_id, repo_url
-from .run_files import PLAN_FILE, RunLayout, read_run
+from .run_files import CARD_README, PLAN_FILE, RunLayout, read_run
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ REPO_TYPES = {
     DEMO_SPACE: "space",
 }
 
-METRIC_FILES: tuple[str, ...] = ("ex.py", "README.md", "app.py", "requirements.txt")
+METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
 """The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
 
 STALE_MODEL_FILES: tuple[str, ...] = ("trl_model_card.md",)
@@ -200,21 +199,15 @@ def folder_files(folder: str | os.PathLike) -> list[tuple[str, Path]]:
     )
 
 
-def _front_matter(readme: Path) -> dict:
-    """The YAML metadata of a card (``{}`` when it has none); a malformed block is a UsageError."""
+def _load_card(readme: Path, card_class: Any = None, fix: str = "fix the card") -> Any:
+    """``card_class.load(readme)`` (default ``RepoCard``); malformed YAML metadata is one UsageError."""
     import yaml
+    from huggingface_hub import RepoCard
 
-    text = readme.read_text(encoding="utf-8")
-    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, re.DOTALL)
-    if not match:
-        return {}
     try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as err:
-        raise UsageError(f"{readme}: the YAML metadata does not parse ({err}); fix the card") from err
-    if not isinstance(data, dict):
-        raise UsageError(f"{readme}: the YAML metadata is not a mapping; fix the card")
-    return data
+        return (card_class or RepoCard).load(readme)
+    except (ValueError, yaml.YAMLError) as err:
+        raise UsageError(f"{readme}: the YAML metadata does not parse into a mapping ({err}); {fix}") from err
 
 
 def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
@@ -222,36 +215,32 @@ def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str
     from . import base_model as bm
 
     card_dir = RunLayout(run_dir).card.root
-    readme = card_dir / "README.md"
+    readme = RunLayout(run_dir).card.readme
     if not readme.is_file():
         raise UsageError(
             f"no model card folder at {card_dir}: run `slmsql card --run-dir {run_dir}` first (it assembles the "
             "card, plots, .eval_results and adapter files that `slmsql push` uploads)"
         )
-    if not (card_dir / "adapter_config.json").is_file():
+    if not (card_dir / bm.ADAPTER_CONFIG).is_file():
         raise UsageError(
             f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir}` after "
             "GRPO training so the adapter files are copied in"
         )
     from huggingface_hub import ModelCard
 
-    try:
-        card = ModelCard.load(readme)
-    except ValueError as err:  # the card's own parser: malformed metadata
-        raise UsageError(f"{readme} is not a valid model card ({err}); rerun `slmsql card`") from err
-    _front_matter(readme)
+    card = _load_card(readme, ModelCard, "rerun `slmsql card`")
     base = bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
     files: dict[str, Path | bytes] = dict(folder_files(card_dir))
     # Rewritten in what is uploaded only; card_for_hub edits `card`, so it runs after resolve_base read it.
     rewritten = {
         bm.ADAPTER_CONFIG: bm.adapter_config_for_hub(card_dir, base),
-        "README.md": bm.card_for_hub(card, base),
+        CARD_README: bm.card_for_hub(card, base),
     }
     files.update({path: content for path, content in rewritten.items() if content is not None})
     targets = []
     if base.local_dir is not None:
         base_files: dict[str, Path | bytes] = dict(folder_files(base.local_dir))
-        base_files["README.md"] = bm.base_card(
+        base_files[CARD_README] = bm.base_card(
             base, repo_id, license=card.data.license, adapter_url=repo_url("model", repo_id)
         ).encode("utf-8")
         targets.append(PushTarget(BASE_MODEL, "model", base.repo_id, tuple(sorted(base_files.items()))))
@@ -277,7 +266,7 @@ def _metric_target(repo_id: str) -> PushTarget:
         raise UsageError(
             f"the installed slmsql_hub lacks metric files {missing} in {folder}; reinstall the package"
         )
-    sdk = _front_matter(folder / "README.md").get("sdk", "gradio")
+    sdk = _load_card(folder / CARD_README).data.get("sdk", "gradio")
     return PushTarget(
         METRIC_SPACE,
         "space",
@@ -313,12 +302,12 @@ def _demo_target(repo_id: str, demo_dir: Path | None) -> PushTarget:
     files = folder_files(folder) if folder.is_dir() else []
     if not files:
         raise UsageError(f"no demo Space files in {folder}: build the demo there first, or pass --demo-dir")
-    readme = folder / "README.md"
+    readme = folder / CARD_README
     if not readme.is_file():
         raise UsageError(
             f"{folder} has no README.md: a Space needs one with its metadata (sdk: gradio, app_file)"
         )
-    sdk = _front_matter(readme).get("sdk")
+    sdk = _load_card(readme).data.get("sdk")
     if sdk not in ("gradio", "streamlit", "docker", "static"):
         raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
     return PushTarget(DEMO_SPACE, "space", repo_id, tuple(files), space_sdk=sdk)
@@ -456,7 +445,9 @@ def _prepare_dry_run_dir(out_dir: Path) -> None:
 
 def _base_of(folder: Path) -> dict[str, Any]:
     """The base model the written adapter config names (``base_model_name_or_path``, ``revision``)."""
-    config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    from .base_model import read_adapter_config
+
+    config = read_adapter_config(folder)
     return {"repo_id": config.get("base_model_name_or_path"), "revision": config.get("revision")}
 
 
@@ -522,7 +513,7 @@ def write_dry_run(
             shard = folder / BAND_SHARD
             shard.parent.mkdir(parents=True, exist_ok=True)
             load_band(target.dataset_path).to_parquet(str(shard))
-            (folder / "README.md").write_text(target.card or "", encoding="utf-8")
+            (folder / CARD_README).write_text(target.card or "", encoding="utf-8")
         files = [
             {"path": path, "size": local.stat().st_size, "sha256": _sha256(local)}
             for path, local in folder_files(folder)

@@ -266,6 +266,9 @@ def test_missing_run_parts_name_the_command_that_makes_them(tmp_path, run_dir):
     (tmp_path / "demo" / "app.py").write_text("x = 1\n")
     with pytest.raises(UsageError, match="has no README.md"):
         hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "demo")
+    (tmp_path / "demo" / "README.md").write_text("---\n- not a mapping\n---\n# demo\n")
+    with pytest.raises(UsageError, match="the YAML metadata does not parse into a mapping"):
+        hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "demo")
 
 
 def test_dataset_card_numbers_are_the_filter_reports():
