@@ -2,10 +2,14 @@
 
 ``slmsql push RUN_DIR --repo-id NAMESPACE/NAME`` (see :mod:`slmsql_hub.commands.push`) runs two steps:
 
-1. :func:`plan_push` decides *what goes where* from the run folder alone, before any network call, and fails
-   with one clear :class:`~slmsql_hub.errors.UsageError` when an input is missing;
-2. :func:`push` uploads the plan with ``huggingface_hub`` (or :func:`write_dry_run` writes the exact folders
-   that would be uploaded, plus ``plan.json``, and touches no network: ``huggingface_hub`` has no dry run).
+1. :func:`plan_push` (:mod:`slmsql_hub.hub_plan`) decides *what goes where* from the run folder alone, before
+   any network call, and fails with one clear :class:`~slmsql_hub.errors.UsageError` when an input is missing;
+2. :func:`push` (this module) stages each target's files as they land in the repository and uploads them with
+   one ``HfApi.upload_folder`` commit per repository (the band through ``Dataset.push_to_hub``); or
+   :func:`write_dry_run` writes the exact same folders, plus ``plan.json``, and touches no network.
+
+This module re-exports the plan's API and the band's (:mod:`slmsql_hub.hub_band`), so ``slmsql_hub.hub`` is the
+one import for publishing.
 
 The targets (``--what``, comma-separated, or ``all``) and their default repository ids, all derived from
 ``--repo-id NAMESPACE/NAME``:
