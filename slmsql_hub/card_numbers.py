@@ -52,13 +52,6 @@ MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
 """Telemetry metrics of the attempts table: (key, label, decimals); a metric no attempt logs has no row."""
 
 
-COMPARE_MODES: dict[str, str] = {
-    "bird": "BIRD semantics: the result rows of prediction and gold are compared as sets; column order matters",
-    "spider": "Spider test-suite semantics: DISTINCT removed, columns may be permuted, rows compared as "
-    "multisets, order checked only when the gold has ORDER BY",
-}
-
-
 _DIFFICULTY_ORDER = ("easy", "simple", "medium", "moderate", "hard", "challenging", "extra")
 
 
@@ -217,7 +210,6 @@ def result_rows(run: Run) -> list[dict[str, Any]]:
                 "split": entry.get("split", ""),
                 "dataset_id": entry.get("dataset_id"),
                 "mode": entry.get("mode", ""),
-                "mode_text": COMPARE_MODES.get(entry.get("mode", ""), entry.get("mode", "")),
                 "n": comparison["n"],
                 "n_total": entry.get("n", comparison["n"]),
                 "n_unscorable": entry.get("n_unscorable", 0),
@@ -293,7 +285,7 @@ def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         entry = next((m for m in modes if m["mode"] == row["mode"]), None)
         if entry is None:
-            modes.append({"mode": row["mode"], "text": row["mode_text"], "benchmarks": [row["key"]]})
+            modes.append({"mode": row["mode"], "benchmarks": [row["key"]]})
         else:
             entry["benchmarks"].append(row["key"])
     return {"results_table": table, "difficulty_table": difficulty, "modes": modes}
@@ -521,9 +513,6 @@ def training_context(run: Run) -> dict[str, Any]:
         "fails": _yaml_scalar(execution.get("fails", config.get("reward_fails"))),
         "format": _yaml_scalar(rewards.get("format", config.get("format_reward_value"))),
         "mode": rewards.get("compare_mode", config.get("reward_compare_mode")),
-        "mode_text": COMPARE_MODES.get(
-            str(rewards.get("compare_mode", config.get("reward_compare_mode"))), ""
-        ),
         # runs from before `limits` was recorded; newer ones state their limits in their own row
         "timeout": _yaml_scalar(config["reward_timeout_s"])
         if config.get("reward_timeout_s") is not None
@@ -537,7 +526,7 @@ def training_context(run: Run) -> dict[str, Any]:
         "threads": shipped.summary.get("threads"),
         "train_seconds": number(shipped.summary.get("train_seconds"), 0),
         "wall_seconds": number(shipped.summary.get("wall_seconds"), 0),
-        "device": "CPU" if config.get("use_cpu") else "the default device (GPU when present)",
+        "use_cpu": bool(config.get("use_cpu")),
         "environment": ", ".join(f"{k} {v}" for k, v in environment.items()),
     }
     parameters = shipped.summary.get("parameters") or {}
