@@ -12,8 +12,8 @@ import argparse
 import logging
 from pathlib import Path
 
-# The Hub client's HTTP library logs every request at INFO; the push prints its own summary instead.
-_CHATTY_LOGGERS = ("httpx", "httpx2", "httpcore")
+# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
+_CHATTY_LOGGERS = ("httpx2", "httpcore2")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
