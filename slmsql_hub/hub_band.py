@@ -99,12 +99,6 @@ def portable_db_path(path: str) -> str:
     """A database path that means something off this machine: from the ``databases/`` folder on, else
     ``<db folder>/<file>``; relative paths stay as they are.
 
-    Args:
-        path: the ``db_path`` of a band row.
-
-    Returns:
-        The path to publish.
-
     Example:
 
     ```python
@@ -125,16 +119,8 @@ def portable_db_path(path: str) -> str:
 
 
 def load_band(path: str | os.PathLike):
-    """The saved band as it is published: ``db_path`` made portable (see :func:`portable_db_path`).
-
-    Args:
-        path: the ``save_to_disk`` folder ``slmsql filter`` writes (``RUN_DIR/filter/band``).
-
-    Returns:
-        A ``datasets.Dataset``.
-
-    Raises:
-        UsageError: the folder holds a ``DatasetDict``.
+    """The band ``slmsql filter`` saved (``RunLayout.band``) as a ``datasets.Dataset`` as it is published, with
+    portable ``db_path`` (:func:`portable_db_path`); a ``DatasetDict`` there is a UsageError.
 
     Example:
 

@@ -97,16 +97,8 @@ class PushTarget:
 
 
 def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
-    """The targets named by ``--what``: comma-separated names of :data:`TARGETS`, or ``all``.
-
-    Args:
-        text: e.g. ``"model,dataset"``, ``"all"``, or a list of names.
-
-    Returns:
-        The targets, de-duplicated, in push order.
-
-    Raises:
-        UsageError: an unknown or empty name.
+    """The targets named by ``--what`` (comma-separated names of :data:`TARGETS`, or ``all``), de-duplicated, in
+    push order; an unknown or empty name is a UsageError.
 
     Example:
 
@@ -132,17 +124,8 @@ def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def default_repo_ids(repo_id: str) -> dict[str, str]:
-    """The repository id of each target, derived from the model's ``NAMESPACE/NAME``.
-
-    A local base model is ``NAMESPACE/NAME-base``, the dataset ``NAMESPACE/NAME-band``, the metric Space
-    ``NAMESPACE/ex`` (one per namespace, as ``evaluate.load("NAMESPACE/ex")`` expects), the demo Space
-    ``NAMESPACE/NAME-demo``.
-
-    Args:
-        repo_id: the model repository.
-
-    Returns:
-        ``{target: repo_id}`` for every target of :data:`TARGETS` and :data:`BASE_MODEL`.
+    """``{target: repo_id}`` for every target and :data:`BASE_MODEL`, derived from the model's ``NAMESPACE/NAME``
+    (the metric Space is one per namespace, as ``evaluate.load("NAMESPACE/ex")`` expects).
 
     Example:
 
@@ -165,16 +148,8 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
 
 
 def folder_files(folder: str | os.PathLike) -> list[tuple[str, Path]]:
-    """Every file under ``folder`` as ``(path_in_repo, local_path)``, sorted; caches and bytecode left out.
-
-    Hidden folders the Hub uses (``.eval_results/``) are kept; ``.git``, ``.cache``, ``__pycache__`` and
-    half-written files (``*.partial``, ``*.tmp``, ``*.lock``) are not.
-
-    Args:
-        folder: the folder to list.
-
-    Returns:
-        ``(path_in_repo, local_path)`` pairs, ``path_in_repo`` with ``/`` separators.
+    """Every file under ``folder`` as sorted ``(path_in_repo, local_path)`` pairs, without what
+    :data:`IGNORE_PATTERNS` leaves out (hidden folders the Hub uses, like ``.eval_results/``, are kept).
 
     Example:
 
@@ -460,26 +435,13 @@ def write_dry_run(
     create_pr: bool = False,
     endpoint: str | None = None,
 ) -> dict:
-    """Write the exact folder each target would upload, and ``plan.json``, touching no network.
-
-    ``<out_dir>/<what>/`` holds the files as they would land in the repository: the model card folder (its
-    ``adapter_config.json`` and card naming the base on the Hub), a local base model's repository
-    (``base-model/``), the metric and demo Space files, and for the dataset the parquet shard
-    (``data/train-00000-of-00001.parquet``, the band with portable ``db_path``) and the dataset card. On push,
-    ``datasets`` also adds a ``dataset_info`` block (features and sizes) to that card's metadata. An earlier dry
-    run in ``out_dir`` is replaced.
-
-    Args:
-        targets: from :func:`plan_push`.
-        out_dir: the folder (``RUN_DIR/push_dry_run`` by default in the CLI).
-        private: the visibility new repositories would get.
-        revision: the branch that would be pushed to (``main`` when ``None``).
-        create_pr: whether a pull request would be opened instead.
-        endpoint: the Hub the URLs name (``HF_ENDPOINT`` or huggingface.co).
+    """Write the exact folder each target would upload (``<out_dir>/<what>/``, staged as :func:`push` stages
+    it; for the dataset the parquet shard and card, to which ``datasets`` adds ``dataset_info`` on push) and
+    ``plan.json``, touching no network; an earlier dry run in ``out_dir`` is replaced.
 
     Returns:
-        The plan (also written to ``<out_dir>/plan.json``): per target the repository, its URL, the folder
-        and every file with its size and sha256.
+        The plan, as in ``plan.json``: per target the repository, its URL, the folder and every file with its
+        size and sha256.
 
     Example:
 

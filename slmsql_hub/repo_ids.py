@@ -77,15 +77,8 @@ def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
 
 
 def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
-    """The web address of a repository on the Hub (``HF_ENDPOINT`` when set).
-
-    Args:
-        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
-        repo_id: ``namespace/name``.
-        endpoint: the Hub; ``None`` reads ``HF_ENDPOINT``, else huggingface.co.
-
-    Returns:
-        The URL.
+    """The web address of a ``model``, ``dataset`` or ``space`` repository on ``endpoint`` (default
+    ``HF_ENDPOINT``, else huggingface.co).
 
     Example:
 
