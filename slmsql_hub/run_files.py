@@ -549,7 +549,9 @@ def _read_attempt(stage: StageFolder, name: str, number: int) -> Attempt | None:
     telemetry = stage.path / str((summary or {}).get("telemetry_file") or TELEMETRY)
     if summary is None and not telemetry.is_file():
         return None
-    records = [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"] if telemetry.is_file() else []
+    records = (
+        [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"] if telemetry.is_file() else []
+    )
     return Attempt(
         name,
         number,
@@ -663,7 +665,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
             )
     if run.eval_results is None:
         read_json_object(
-            layout.eval_results, f"evaluate the policies first (`slmsql eval --config ...`) into {layout.eval}"
+            layout.eval_results,
+            f"evaluate the policies first (`slmsql eval --config ...`) into {layout.eval}",
         )
     benchmarks = run.eval_results.get("benchmarks")
     if not isinstance(benchmarks, dict) or not benchmarks:

@@ -79,7 +79,6 @@ _EXEC_STATUS = {
 }
 
 
-
 @dataclass(frozen=True)
 class Answer:
     """One policy's answer to the question, executed (and judged when there is a gold).
@@ -366,7 +365,8 @@ class ComparisonSpace:
             statuses = [_VERDICT_STATUS[j.verdict.value] for j in judgements]
         else:
             statuses = [
-                "no_sql" if r is None else "infra_failure" if r.infra else _EXEC_STATUS[r.status.value] for r in shown
+                "no_sql" if r is None else "infra_failure" if r.infra else _EXEC_STATUS[r.status.value]
+                for r in shown
             ]
         answers = {}
         for name, text, sql, result, status in zip(names, outputs, sqls, shown, statuses):
@@ -449,4 +449,3 @@ class ComparisonSpace:
                 }
             )
         return rows
-

@@ -125,7 +125,6 @@ class SpaceSettings:
         return any((self.base_model, self.sft_adapter, self.grpo_adapter))
 
 
-
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """:class:`SpaceSettings` fields from ``SLMSQL_*`` environment variables (only those that are set).
 
@@ -176,4 +175,3 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         except ValueError:
             raise UsageError(f"{variable}={raw!r} is not a valid {kind.__name__}") from None
     return values
-

@@ -187,4 +187,3 @@ def card_summary(card_text: str | None) -> str | None:
             section.append(line)
         parts.append("\n".join(section).strip())
     return "\n\n".join(parts) if parts else None
-
