@@ -18,7 +18,7 @@ from typing import Any
 from space_settings import SpaceSettings
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.run_files import WORLD_MANIFEST, Run, RunLayout, read_json_object, read_run
+from slmsql_hub.run_files import WORLD_MANIFEST, CardLayout, Run, RunLayout, read_json_object, read_run
 
 logger = logging.getLogger(__name__)
 
@@ -28,16 +28,22 @@ POLICY_NAMES: tuple[str, str] = ("sft", "grpo")
 POLICY_LABELS: dict[str, str] = {"sft": "SFT", "grpo": "GRPO"}
 
 # The card folder files the Space reads from a Hub adapter repo (slmsql card ships them with the GRPO adapter).
+_CARD = CardLayout("")
 _HUB_PATTERNS = [
     "adapter_config.json",
     "adapter_model.safetensors",
-    "run_summary.json",
-    "README.md",
-    "telemetry.jsonl",
-    "grpo_attempt1/telemetry.jsonl",
-    "grpo_attempt1/run_summary.json",
-    "eval/eval_results.json",
-    "eval/predictions/*.jsonl",
+    *(
+        path.as_posix()
+        for path in (
+            _CARD.grpo.summary,
+            _CARD.readme,
+            _CARD.grpo.telemetry,
+            _CARD.grpo_attempt1.telemetry,
+            _CARD.grpo_attempt1.summary,
+            _CARD.eval_results,
+            _CARD.predictions_file("*"),
+        )
+    ),
 ]
 _MISSING_RUN_HINT = (
     "run `make quickstart` (it writes outputs/quickstart), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
