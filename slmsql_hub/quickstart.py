@@ -184,7 +184,9 @@ def _eval(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, An
 def _card(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
     from .card import CardOptions, build_card
 
-    result = build_card(str(options["--run-dir"]), None, options=CardOptions(repo_id=str(options["--repo-id"])))
+    result = build_card(
+        str(options["--run-dir"]), None, options=CardOptions(repo_id=str(options["--repo-id"]))
+    )
     return {"card": str(result.readme), "outcome": result.outcome}
 
 

@@ -221,6 +221,11 @@ class RunLayout:
         return CardLayout(self.root / "card")
 
     @property
+    def card_readme(self) -> Path:
+        """``card/README.md``: the model card."""
+        return self.card.readme
+
+    @property
     def push_dry_run(self) -> Path:
         return self.root / "push_dry_run"
 
@@ -254,6 +259,11 @@ class CardLayout:
     @property
     def readme(self) -> Path:
         return self.root / CARD_README
+
+    @property
+    def card_readme(self) -> Path:
+        """The model card (``README.md``), named as :attr:`RunLayout.card_readme` names a run's."""
+        return self.readme
 
     @property
     def grpo(self) -> StageFolder:
@@ -539,7 +549,9 @@ def _read_attempt(stage: StageFolder, name: str, number: int) -> Attempt | None:
     telemetry = stage.path / str((summary or {}).get("telemetry_file") or TELEMETRY)
     if summary is None and not telemetry.is_file():
         return None
-    records = [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"] if telemetry.is_file() else []
+    records = (
+        [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"] if telemetry.is_file() else []
+    )
     return Attempt(
         name,
         number,
@@ -601,9 +613,8 @@ def read_run(folder: str | os.PathLike) -> Run:
         if stage.summary.is_file():
             summary = read_json_object(stage.summary, f"rerun the stage that wrote {stage.path}")
             run.stages[name] = Stage(name, stage.path, summary, read_yaml_mapping(stage.config))
-    card = layout.card.readme if isinstance(layout, RunLayout) else layout.readme
-    if card.is_file():
-        run.card_text = card.read_text(encoding="utf-8")
+    if layout.card_readme.is_file():
+        run.card_text = layout.card_readme.read_text(encoding="utf-8")
     if isinstance(layout, RunLayout) and layout.world_manifest.is_file():
         run.world = read_json_object(layout.world_manifest, "rebuild the world (`slmsql world build`)")
     return run
@@ -654,7 +665,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
             )
     if run.eval_results is None:
         read_json_object(
-            layout.eval_results, f"evaluate the policies first (`slmsql eval --config ...`) into {layout.eval}"
+            layout.eval_results,
+            f"evaluate the policies first (`slmsql eval --config ...`) into {layout.eval}",
         )
     benchmarks = run.eval_results.get("benchmarks")
     if not isinstance(benchmarks, dict) or not benchmarks:

@@ -72,7 +72,8 @@ def test_a_run_in_progress_reads_as_the_stages_it_has(tmp_path):
     layout = RunLayout(tmp_path)
     _touch(layout.world_manifest, json.dumps({"seed": 0}))
     _touch(layout.base.summary, json.dumps({"kind": "base"}))
-    _touch(layout.grpo.telemetry, '{"step": 1, "kind": "train"}\n{"step": 2, "kin')  # training, killed mid-line
+    # still training, and killed mid-line
+    _touch(layout.grpo.telemetry, '{"step": 1, "kind": "train"}\n{"step": 2, "kin')
     run = read_run(tmp_path)
     assert set(run.stages) == {"base"} and run.world == {"seed": 0}
     assert run.eval_results is None and run.eval_dir is None and run.filter_report is None
