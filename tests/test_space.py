@@ -40,6 +40,9 @@ from slmsql_hub.sql import ExecResult, ExecStatus
 
 sys.path.insert(0, str(DEMO_DIR))
 import space_backend  # noqa: E402
+import space_data  # noqa: E402
+import space_settings  # noqa: E402
+import space_views  # noqa: E402
 from space_backend import ComparisonSpace, SpaceSettings, load_space_data  # noqa: E402
 
 SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
@@ -70,7 +73,7 @@ def compare_fn(demo):
 
 
 def test_space_modules_doctests_pass():
-    for module in (space_backend, demo_app):
+    for module in (space_backend, space_data, space_settings, space_views, demo_app):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -98,7 +101,7 @@ def test_missing_run_dir_is_a_message_in_the_page_and_the_log_not_a_traceback(tm
     import gradio as gr
 
     missing = tmp_path / "no-run"
-    with caplog.at_level(logging.ERROR, logger="space_backend"):
+    with caplog.at_level(logging.ERROR, logger="space_data"):
         space = ComparisonSpace(SpaceSettings(run_dir=str(missing)))
     try:
         assert any(f"No run folder at {missing}" in record.getMessage() for record in caplog.records)

@@ -435,7 +435,7 @@ class TinyModelArguments:
         tie_word_embeddings: share the input embedding and the output head (as Qwen2.5-1.5B does).
         init_seed: seed of the random initialisation.
         copy_circuit: wire a copy circuit into the initial weights (see
-            :func:`~slmsql_hub.training.base.install_copy_circuit`): text-to-SQL copies values from the
+            :func:`~slmsql_hub.world.pretrain.install_copy_circuit`): text-to-SQL copies values from the
             question, and a model this small does not grow induction heads in the tokens two CPU cores afford.
             Needs ``num_key_value_heads == num_attention_heads``, two layers or more, tied embeddings.
 
