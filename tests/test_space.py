@@ -273,6 +273,19 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
         space_backend.disagreements(data.eval_results, data.eval_dir, "spider_dev")
 
 
+def test_a_malformed_run_file_is_a_problem_naming_it_and_the_card_folder_still_feeds_the_page(tmp_path):
+    from slmsql_hub.run_files import RunLayout
+
+    run = RunLayout(tmp_path / "run")
+    run.eval.mkdir(parents=True)
+    run.eval_results.write_text("{not json")
+    run.card.root.mkdir()
+    run.card.readme.write_text(f"# m\n\n> **TL;DR — {CARD_TLDR}.**\n")
+    data = load_space_data(SpaceSettings(run_dir=str(run.root)))
+    assert any(f"{run.eval_results} is not valid JSON" in p and "slmsql eval" in p for p in data.problems)
+    assert data.eval_results is None and CARD_TLDR in data.card_text
+
+
 def test_an_adapter_that_is_neither_folder_nor_hub_id_is_a_problem_not_a_crash(tmp_path):
     data = load_space_data(
         SpaceSettings(
