@@ -16,7 +16,6 @@ Nothing here reads datasets or models: a recipe for a model this machine cannot 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import json
@@ -391,11 +390,6 @@ def parse_recipe(
             f"{', '.join(c.__name__ for c in dataclass_types)}"
         )
     return tuple(instances)
-
-
-def describe_arguments(dataclass_types: Sequence[type]) -> argparse.ArgumentParser:
-    """An ``argparse`` parser listing every field of ``dataclass_types`` (for ``--help`` texts)."""
-    return _build_parser(dataclass_types)
 
 
 def _plain(value: Any) -> Any:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slmsql_hub.configs import RECIPE_KINDS, load_recipe, recipe_kind
 from slmsql_hub.errors import UsageError
-from slmsql_hub.training.configs import RECIPE_KINDS, load_recipe, recipe_kind
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 ACCELERATE_CONFIGS = RECIPES / "accelerate_configs"
@@ -59,7 +59,7 @@ def test_recipes_folder_holds_the_training_recipes():
 def test_every_recipe_is_of_a_registered_kind(path):
     assert recipe_kind(path) in RECIPE_KINDS, (
         f"{_id(path)}: name it <kind>_... with kind in {sorted(RECIPE_KINDS)}, or register its kind in "
-        "slmsql_hub.training.configs.RECIPE_KINDS"
+        "slmsql_hub.configs.RECIPE_KINDS"
     )
 
 
@@ -120,7 +120,7 @@ def test_world_stage2_adapter_is_what_grpo_filter_and_eval_start_from():
 @pytest.mark.parametrize("path", sorted(RECIPES.rglob("sft_*.yaml")), ids=_id)
 def test_every_sft_recipe_trains_the_studys_adapter(path, no_network):
     (_, model, training) = load_recipe(path)
-    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert (model.lora_r, model.lora_alpha, model.lora_target_modules) == (32, 64, "all-linear")
     assert training.completion_only_loss in (None, True)  # the answer only
 
 
@@ -151,7 +151,8 @@ def test_fixture_run_resolved_configs_still_parse_with_todays_arguments(path, no
 
     (Fix a failure with ``.venv/bin/python tests/fixtures/make_run.py``.)
     """
-    from slmsql_hub.training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+    from slmsql_hub.configs import parse_recipe
+    from slmsql_hub.training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS
 
     kind = path.relative_to(FIXTURE_RUN).parts[0]
     arguments = {

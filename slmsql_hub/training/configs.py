@@ -20,14 +20,13 @@ import os
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
-from trl import GRPOConfig, SFTConfig
+from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from ..configs import (  # noqa: F401  (re-exported for callers of the old location)
+    RECIPE_KINDS,
     BenchmarkArguments,
     PromptArguments,
-    RECIPE_KINDS,
     config_to_dict,
-    describe_arguments,
     load_recipe,
     parse_recipe,
     recipe_kind,
@@ -127,29 +126,23 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
         ]
 
 @dataclass
-class ModelArguments:
-    """The base model and the LoRA adapter trained on it.
+class ModelArguments(ModelConfig):
+    """``trl.ModelConfig`` (base model, dtype, LoRA) with the study's defaults and the fields TRL lacks.
 
-    Args:
-        model_name_or_path: a Hub id (``Qwen/Qwen2.5-Coder-1.5B-Instruct``) or a local folder (the world's
-            ``outputs/world/base``).
-        model_revision: the Hub revision (a commit sha, tag or branch) of ``model_name_or_path``; ``None``: the
-            default branch as it is on the day (the run records the commit it got).
-        adapter_revision: the Hub revision of the training config's ``adapter_path`` when that is a Hub id.
-        tokenizer_name_or_path: where the tokenizer comes from (``None``: the model's).
-        dtype: weights' dtype when loading: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
-        lora_r: LoRA rank (the study: 32).
-        lora_alpha: LoRA scaling numerator (the study: 64).
-        lora_dropout: dropout on the LoRA input.
-        lora_target_modules: modules to adapt; ``["all-linear"]`` (the study) adapts every linear layer but the
-            output head (q/k/v/o/gate/up/down on Qwen2).
+    Defaults: rank 32, alpha 64, ``lora_target_modules: [all-linear]`` (every linear layer but the output head),
+    ``use_peft: true`` (this project trains LoRA adapters only), ``model_revision: null`` (the default branch;
+    the run records the commit it got). Added: ``adapter_revision`` (Hub revision of the training config's
+    ``adapter_path``) and ``tokenizer_name_or_path`` (``None``: the adapter's saved tokenizer, else the model's).
+    :func:`trl.get_peft_config` turns these fields into the ``LoraConfig`` of a fresh adapter.
 
     Example:
 
     ```python
+    >>> from trl import get_peft_config
     >>> from slmsql_hub.training.configs import ModelArguments
-    >>> ModelArguments(model_name_or_path="Qwen/Qwen2.5-Coder-1.5B-Instruct").peft_target_modules()
-    'all-linear'
+    >>> config = get_peft_config(ModelArguments(model_name_or_path="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
+    >>> config.r, config.lora_alpha, config.target_modules
+    (32, 64, 'all-linear')
     >>> ModelArguments(model_name_or_path="m", lora_alpha=0)
     Traceback (most recent call last):
     ...
@@ -158,24 +151,20 @@ class ModelArguments:
     ```
     """
 
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Base model: a Hub id or a local folder (e.g. outputs/world/base)."}
-    )
     model_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    use_peft: bool = field(default=True, metadata={"help": "Train a LoRA adapter (the only mode here)."})
+    lora_r: int = field(default=32, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=64, metadata={"help": "LoRA alpha."})
+    lora_target_modules: list[str] | None = field(
+        default_factory=lambda: ["all-linear"], metadata={"help": "Modules to adapt ('all-linear' or names)."}
     )
     adapter_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of adapter_path; null: main."}
     )
     tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "Tokenizer location; null uses the model's."}
-    )
-    dtype: str = field(default="float32", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
-    lora_r: int = field(default=32, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=64, metadata={"help": "LoRA alpha."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: ["all-linear"], metadata={"help": "Modules to adapt ('all-linear' or names)."}
+        default=None, metadata={"help": "Tokenizer location; null: the adapter's, else the model's."}
     )
 
     def __post_init__(self) -> None:
@@ -186,33 +175,27 @@ class ModelArguments:
             )
         if self.dtype not in DTYPES:
             raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if not self.use_peft or self.load_in_4bit or self.load_in_8bit:
+            raise UsageError("this project trains LoRA adapters in full precision: keep use_peft: true and no load_in_*bit")
         if self.lora_r < 1:
             raise UsageError(f"lora_r must be >= 1 (the study uses 32); got {self.lora_r}")
         if self.lora_alpha <= 0:
-            raise UsageError(
-                f"lora_alpha must be > 0 (the study uses 64 with lora_r 32); got {self.lora_alpha}"
-            )
+            raise UsageError(f"lora_alpha must be > 0 (the study uses 64 with lora_r 32); got {self.lora_alpha}")
         if not 0.0 <= self.lora_dropout < 1.0:
             raise UsageError(f"lora_dropout must be in [0, 1); got {self.lora_dropout}")
-        if isinstance(self.lora_target_modules, str):
-            self.lora_target_modules = [self.lora_target_modules]
-        self.lora_target_modules = [str(m) for m in self.lora_target_modules if str(m).strip()]
-        if not self.lora_target_modules:
+        modules = [self.lora_target_modules] if isinstance(self.lora_target_modules, str) else self.lora_target_modules
+        modules = [str(m) for m in (modules or []) if str(m).strip()]
+        if not modules:
             raise UsageError("lora_target_modules is empty: use ['all-linear'] or name the modules to adapt")
-        if "all-linear" in self.lora_target_modules and len(self.lora_target_modules) > 1:
-            raise UsageError(
-                "lora_target_modules: 'all-linear' already covers every linear layer; list it alone"
-            )
-        if "lm_head" in self.lora_target_modules:
-            raise UsageError(
-                "lora_target_modules must not include lm_head (TRL cannot train an adapter on it)"
-            )
-
-    def peft_target_modules(self) -> str | list[str]:
-        """``target_modules`` as PEFT wants it: the string ``"all-linear"`` or a list of module names."""
-        if self.lora_target_modules == ["all-linear"]:
-            return "all-linear"
-        return list(self.lora_target_modules)
+        if "all-linear" in modules and len(modules) > 1:
+            raise UsageError("lora_target_modules: 'all-linear' already covers every linear layer; list it alone")
+        if "lm_head" in modules:
+            raise UsageError("lora_target_modules must not include lm_head (TRL cannot train an adapter on it)")
+        # PEFT reads a string as a regular expression: only 'all-linear' may be one; names stay a list.
+        self.lora_target_modules = "all-linear" if modules == ["all-linear"] else modules
+        super().__post_init__()
+        if isinstance(self.lora_target_modules, str) and self.lora_target_modules != "all-linear":
+            self.lora_target_modules = [self.lora_target_modules]  # TRL turns a one-item list into a string
 
     def torch_dtype(self):
         """The ``dtype`` argument for ``from_pretrained`` (``"auto"`` or a ``torch.dtype``)."""
@@ -667,11 +650,6 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
         if self.reward_workers is not None and self.reward_workers < 1:
             raise UsageError(
                 f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"
-            )
-        if self.num_generations is None or self.num_generations < 2:
-            raise UsageError(
-                f"num_generations must be >= 2 (GRPO compares the samples of one prompt; the study uses 8); "
-                f"got {self.num_generations}"
             )
         if self.temperature <= 0:
             raise UsageError(
