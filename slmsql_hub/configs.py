@@ -186,6 +186,12 @@ class BenchmarkEntry(NamedTuple):
         return f"{self.name}:{self.split}" + (f":{self.limit}" if self.limit is not None else "")
 
 
+DEPRECATED_FIELDS = frozenset(
+    {"benchmark_split", "benchmark_limit", "benchmark", "data_root", "split", "limit", "world_dir"}
+)
+"""The old benchmark spellings :class:`BenchmarkArguments` still reads (left out of saved configs when unset)."""
+
+
 def _deprecated(old: str, new: str) -> None:
     logger.warning("%s is deprecated and will be removed in the next release; write %s", old, new)
 
@@ -414,7 +420,8 @@ _SECRET_FIELDS = frozenset({"hub_token"})
 
 
 def config_to_dict(*instances: Any) -> dict[str, Any]:
-    """Flatten config dataclasses into one recipe-shaped mapping (later instances win; ``hub_token`` left out).
+    """Flatten config dataclasses into one recipe-shaped mapping (later instances win; ``hub_token`` and unset
+    deprecated spellings left out).
 
     Example:
 
@@ -428,8 +435,10 @@ def config_to_dict(*instances: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for instance in instances:
         for f in dataclasses.fields(instance):
-            if f.init and f.name not in _SECRET_FIELDS:
-                out[f.name] = _plain(getattr(instance, f.name))
+            value = getattr(instance, f.name)
+            if not f.init or f.name in _SECRET_FIELDS or (f.name in DEPRECATED_FIELDS and value is None):
+                continue
+            out[f.name] = _plain(value)
     return out
 
 

@@ -99,3 +99,12 @@ def test_an_old_run_config_with_only_the_default_benchmark_split_loads_silently(
     with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
         args = BenchmarkArguments(benchmarks=[], benchmark_split="train")
     assert args.benchmark_split is None and not _deprecations(caplog)
+
+
+def test_a_saved_config_keeps_the_new_spelling_only(tmp_path):
+    from slmsql_hub.configs import save_resolved_config
+
+    args = BenchmarkArguments(benchmarks=["bird=data/bird"], benchmark_split="train")
+    text = save_resolved_config(tmp_path / "config.yaml", args).read_text()
+    assert "bird_root: data/bird" in text and "- bird:train" in text
+    assert "benchmark_split" not in text and "data_root" not in text and "world_dir" not in text
