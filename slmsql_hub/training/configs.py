@@ -207,7 +207,18 @@ class ModelArguments(ModelConfig):
 
 
 @dataclass
-class SFTTrainingConfig(SFTConfig):
+class _CheckpointingAlias:
+    """TRL defaults the deprecated ``gradient_checkpointing`` alias to true, which would override a recipe's
+    ``activation_checkpointing``; unset, the recipe's ``activation_checkpointing`` decides."""
+
+    gradient_checkpointing: bool | None = field(
+        default=None,
+        metadata={"help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."},
+    )
+
+
+@dataclass
+class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
     """``trl.SFTConfig`` plus the two-stage setup of the study.
 
     Stage 1 attaches a fresh LoRA adapter to the base model; stage 2 continues the SAME adapter (loaded
@@ -232,12 +243,6 @@ class SFTTrainingConfig(SFTConfig):
     ```
     """
 
-    gradient_checkpointing: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
-        },
-    )
     stage: int = field(
         default=1, metadata={"help": "1: new LoRA adapter; 2: continue the adapter at adapter_path."}
     )
@@ -544,7 +549,7 @@ class GRPOScriptArguments(SFTScriptArguments):
 
 
 @dataclass
-class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
+class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     """``trl.GRPOConfig`` plus the study's setup: the SFT adapter to continue and the rewards to train on.
 
     With ``adapter_path`` set, the SFT adapter (a local folder or a Hub id such as
@@ -585,12 +590,6 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
     ```
     """
 
-    gradient_checkpointing: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Deprecated alias of activation_checkpointing (null: use activation_checkpointing)."
-        },
-    )
     adapter_path: str | None = field(
         default=None,
         metadata={
