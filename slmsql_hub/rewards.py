@@ -168,10 +168,8 @@ class ExecutionReward(_JudgedReward):
     gold is unscorable or the machine failed (a wall-clock timeout, a dead worker: never the model's fault).
 
     The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). Logs, once per batch through
-    TRL's ``log_metric``, the :func:`execution_metrics`, among them ``sql/frac_correct_zero_std`` — the fraction
-    of groups (completions of the same prompt) whose *correctness* has zero variance. TRL's
-    ``frac_reward_zero_std`` misses groups that are all wrong but differ only in the 0.1/0.2 shaping terms, which
-    still get full-size updates under group scaling.
+    TRL's ``log_metric``, the :func:`execution_metrics`, among them ``sql/frac_correct_zero_std``: the share of
+    groups whose *correctness* has zero variance (for the reward's own, see :mod:`slmsql_hub.training.zero_variance`).
 
     Args:
         correct, executes, fails: reward values.

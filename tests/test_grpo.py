@@ -22,10 +22,12 @@ import pytest
 import yaml
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
+from slmsql_hub.commands.train import grpo_cli
+from slmsql_hub.configs import parse_recipe
 from slmsql_hub.errors import UsageError
 from slmsql_hub.prompts import PromptConfig
 from slmsql_hub.training import grpo
-from slmsql_hub.training.configs import GRPO_ARGUMENTS, GRPOScriptArguments, GRPOTrainingConfig, parse_recipe
+from slmsql_hub.training.configs import GRPO_ARGUMENTS, GRPOScriptArguments, GRPOTrainingConfig
 from slmsql_hub.training.telemetry import read_telemetry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +145,7 @@ def test_every_grpo_recipe_parses_and_validates():
 @pytest.mark.parametrize("path", GRPO_RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_grpo_recipe_samples_without_dropout_in_its_resolved_config(path, tmp_path):
     # TRL samples in train mode and the filter in eval mode: LoRA dropout on would make them different policies
-    from slmsql_hub.training.configs import save_resolved_config
+    from slmsql_hub.configs import save_resolved_config
 
     resolved = save_resolved_config(tmp_path / "config.yaml", *_parse(path))
     assert yaml.safe_load(resolved.read_text())["disable_dropout"] is True
@@ -154,7 +156,7 @@ def test_qwen_recipes_carry_the_study_settings(name):
     script, model, training = _parse(RECIPES / "qwen2.5-coder-1.5b" / name)
     assert model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert training.adapter_path == "Anurich/slmsql-qwen2.5-coder-1.5b"
-    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert (model.lora_r, model.lora_alpha, model.lora_target_modules) == (32, 64, "all-linear")
     assert training.num_generations == 8
     assert training.beta == 0.0
     assert training.temperature == 0.8
@@ -180,7 +182,7 @@ def test_qwen_recipes_carry_the_study_settings(name):
 
 
 def test_world_attempts_differ_only_in_their_prompts():
-    from slmsql_hub.training.configs import config_to_dict
+    from slmsql_hub.configs import config_to_dict
 
     attempt1 = config_to_dict(*_parse(RECIPES / "world" / "grpo_attempt1.yaml"))
     band = config_to_dict(*_parse(RECIPES / "world" / "grpo_band.yaml"))
@@ -204,7 +206,7 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
 
 
 def _limits_of(recipe: Path):
-    from slmsql_hub.training.configs import load_recipe
+    from slmsql_hub.configs import load_recipe
 
     return load_recipe(recipe)[-1].sql_limits()
 
@@ -285,16 +287,18 @@ def test_trl_batch_inconsistency_becomes_a_usage_error():
 
 
 def test_a_single_generation_per_prompt_is_refused():
-    with pytest.raises(UsageError, match="num_generations must be >= 2"):
+    with pytest.raises(UsageError, match="at least 2 generations per prompt"):
         GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, num_generations=1)
 
 
 def test_script_arguments_need_prompts_from_a_training_split():
     with pytest.raises(UsageError, match="no training prompts"):
         GRPOScriptArguments()
-    with pytest.raises(UsageError, match="name=root"):
+    with pytest.raises(UsageError, match="NAME:SPLIT"):
         GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
+        GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="x")
+    with pytest.raises(UsageError, match="what EX is measured on"):  # the old spelling too
         GRPOScriptArguments(benchmarks=["spider=x"], benchmark_split="dev")
 
 
@@ -303,7 +307,7 @@ def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):
 
     world = tmp_path / "world"
     build_world(world, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=12, dev=10, test=10))
-    script = GRPOScriptArguments(benchmarks=[f"world={world}"], benchmark_split="rl_pool", benchmark_limit=5)
+    script = GRPOScriptArguments(benchmarks=["world:rl_pool:5"], world_root=str(world))
     rows = grpo.load_prompt_rows(script)
     dataset = grpo.build_prompt_dataset(rows, PromptConfig(sample_rows=1), progress=False)
     assert len(dataset) == 5
@@ -344,15 +348,13 @@ def test_prompt_dataset_keeps_gold_and_absolute_db_path_for_the_rewards(world):
 
 
 def test_prompt_settings_follow_the_sft_adapter_unless_the_recipe_sets_them(world):
-    from_adapter, source = grpo.resolve_prompt_config(
-        GRPOScriptArguments(dataset_paths=["d"]), str(world / "adapter")
-    )
+    from_adapter, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(str(world / "adapter"))
     assert (from_adapter.sample_rows, source) == (0, "adapter")
-    from_recipe, source = grpo.resolve_prompt_config(
-        GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2), str(world / "adapter")
+    from_recipe, source = GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2).resolve_prompt_config(
+        str(world / "adapter")
     )
     assert (from_recipe.sample_rows, source) == (2, "recipe")
-    default, source = grpo.resolve_prompt_config(GRPOScriptArguments(dataset_paths=["d"]), None)
+    default, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(None)
     assert (default.sample_rows, source) == (3, "default")
 
 
@@ -522,13 +524,13 @@ def test_fresh_lora_adapter_when_no_adapter_is_given(world, tmp_path):
 
 def test_frozen_adapter_fails_fast_before_training(world, tmp_path, monkeypatch):
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    def load_frozen(model_args, training_args):  # the trl#6700 mistake: no is_trainable=True
+    def load_frozen(model_args, adapter_path):  # the trl#6700 mistake: no is_trainable=True
         base = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path)
-        return PeftModel.from_pretrained(base, training_args.adapter_path), None
+        return PeftModel.from_pretrained(base, adapter_path), None, AutoTokenizer.from_pretrained(adapter_path)
 
-    monkeypatch.setattr(grpo, "load_policy_model", load_frozen)
+    monkeypatch.setattr(grpo, "load_model_and_tokenizer", load_frozen)
     out = tmp_path / "frozen"
     with pytest.raises(UsageError, match="0 trainable parameters"):
         grpo.train_grpo(*_parse(_recipe(world, out)))
@@ -549,7 +551,7 @@ def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, t
         per_device_train_batch_size=4,
         max_steps=1,
     )
-    assert grpo.main(["--config", str(path)]) == 1  # the run completes, the guard fails it
+    assert grpo_cli(["--config", str(path)]) == 1  # the run completes, the guard fails it
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["guards"]["failed"] == ["adapter_changed"]
     assert summary["adapter_checksum"]["changed"] is False
@@ -571,7 +573,7 @@ def test_a_prompt_whose_gold_fails_is_dropped_before_training_and_counted(world,
 
 def test_a_run_whose_every_gold_fails_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "out", dataset_paths=[str(world / "datasets" / "unscorable")])
-    assert grpo.main(["--config", str(path)]) == 2
+    assert grpo_cli(["--config", str(path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the progress bar
     assert len(err) == 1 and "gold queries fails" in err[0] and "sql_max_ops" in err[0]
     assert not (tmp_path / "out" / "run_summary.json").exists()
@@ -606,7 +608,7 @@ def test_slmsql_train_grpo_prints_the_headline(world, tmp_path, capsys):
 
 def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "bad")
-    assert grpo.main(["--config", str(path), "--reward_funcs", "bleu"]) == 2
+    assert grpo_cli(["--config", str(path), "--reward_funcs", "bleu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bleu" in err[0]
 
@@ -628,7 +630,7 @@ def test_an_empty_band_exits_2_with_one_line_naming_the_fix(world, tmp_path, cap
     load_from_disk(str(world / "datasets" / "prompts")).select([]).save_to_disk(str(empty))
     path = _recipe(world, tmp_path / "out", dataset_paths=[str(empty)])
     capsys.readouterr()  # save_to_disk's own progress bar
-    assert grpo.main(["--config", str(path)]) == 2
+    assert grpo_cli(["--config", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "band" in err[0] and "pass_rate_low" in err[0]
     assert not (tmp_path / "out" / "run_summary.json").exists()
@@ -760,3 +762,18 @@ def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapt
     assert summary["adapter_checksum"]["changed"] is False
     assert summary["guards"]["failed"] == ["adapter_changed"]
     assert summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]
+
+
+def test_every_reward_a_recipe_can_name_is_registered():
+    from slmsql_hub.training.configs import REWARD_FUNCS
+    from slmsql_hub.training.grpo_rewards import REWARD_REGISTRY
+
+    assert tuple(REWARD_REGISTRY) == REWARD_FUNCS
+
+
+def test_training_does_not_import_publishing():
+    import subprocess
+
+    code = "import sys, slmsql_hub.training.grpo; print('slmsql_hub.hub' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slmsql_hub.configs import RECIPE_KINDS, load_recipe, recipe_kind
 from slmsql_hub.errors import UsageError
-from slmsql_hub.training.configs import RECIPE_KINDS, load_recipe, recipe_kind
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 ACCELERATE_CONFIGS = RECIPES / "accelerate_configs"
@@ -59,7 +59,7 @@ def test_recipes_folder_holds_the_training_recipes():
 def test_every_recipe_is_of_a_registered_kind(path):
     assert recipe_kind(path) in RECIPE_KINDS, (
         f"{_id(path)}: name it <kind>_... with kind in {sorted(RECIPE_KINDS)}, or register its kind in "
-        "slmsql_hub.training.configs.RECIPE_KINDS"
+        "slmsql_hub.configs.RECIPE_KINDS"
     )
 
 
@@ -120,7 +120,7 @@ def test_world_stage2_adapter_is_what_grpo_filter_and_eval_start_from():
 @pytest.mark.parametrize("path", sorted(RECIPES.rglob("sft_*.yaml")), ids=_id)
 def test_every_sft_recipe_trains_the_studys_adapter(path, no_network):
     (_, model, training) = load_recipe(path)
-    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert (model.lora_r, model.lora_alpha, model.lora_target_modules) == (32, 64, "all-linear")
     assert training.completion_only_loss in (None, True)  # the answer only
 
 
@@ -128,8 +128,8 @@ def test_qwen_sft_recipes_reproduce_the_studys_two_stages(no_network):
     (s1_script, s1_model, s1_training) = load_recipe(QWEN / "sft_stage1_synsql.yaml")
     (s2_script, s2_model, s2_training) = load_recipe(QWEN / "sft_stage2_bird_spider.yaml")
     assert s1_model.model_name_or_path == s2_model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-    assert set(s1_script.benchmark_roots()) == {"synsql"}
-    assert set(s2_script.benchmark_roots()) == {"bird", "spider"}
+    assert [(e.name, e.split) for e in s1_script.benchmark_entries()] == [("synsql", "train")]
+    assert [(e.name, e.split) for e in s2_script.benchmark_entries()] == [("bird", "train"), ("spider", "train")]
     assert s2_training.stage == 2 and s2_training.adapter_path == s1_training.output_dir
     assert s1_script.prompt_sample_rows == s2_script.prompt_sample_rows
 
@@ -151,7 +151,8 @@ def test_fixture_run_resolved_configs_still_parse_with_todays_arguments(path, no
 
     (Fix a failure with ``.venv/bin/python tests/fixtures/make_run.py``.)
     """
-    from slmsql_hub.training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+    from slmsql_hub.configs import parse_recipe
+    from slmsql_hub.training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS
 
     kind = path.relative_to(FIXTURE_RUN).parts[0]
     arguments = {

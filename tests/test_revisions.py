@@ -30,7 +30,7 @@ LOADS = r"""
 import json, sys
 import torch
 from slmsql_hub.generation import load_policy
-from slmsql_hub.training import grpo, sft
+from slmsql_hub.training.models import load_model_and_tokenizer
 from slmsql_hub.training.configs import GRPOTrainingConfig, ModelArguments, SFTTrainingConfig
 from slmsql_hub.training.common import loaded_revisions
 from huggingface_hub import HfApi
@@ -58,14 +58,14 @@ out["load_policy_main"] = weights(model)
 args = ModelArguments(model_name_or_path="alice/tiny-base", model_revision=base_v1, adapter_revision=adapter_v1)
 training = GRPOTrainingConfig(output_dir="o", adapter_path="alice/tiny-adapter", report_to="none", use_cpu=True,
                               num_generations=2, per_device_train_batch_size=2)
-model, _ = grpo.load_policy_model(args, training)
+model, _, tokenizer = load_model_and_tokenizer(args, training.adapter_path)
 out["grpo_pinned"] = weights(model)
-out["grpo_tokenizer_size"] = len(grpo.load_tokenizer(args, training))
+out["grpo_tokenizer_size"] = len(tokenizer)
 out["grpo_recorded"] = loaded_revisions("alice/tiny-base", base_v1, "alice/tiny-adapter", adapter_v1)
 out["unpinned_recorded"] = loaded_revisions("alice/tiny-base", None, "alice/tiny-adapter", None)
 training = SFTTrainingConfig(output_dir="o", stage=2, adapter_path="alice/tiny-adapter", report_to="none",
                              use_cpu=True)
-model, _ = sft.load_model_for_stage(args, training)
+model, _, _ = load_model_and_tokenizer(args, training.adapter_path)
 out["sft_pinned"] = weights(model)
 print(json.dumps(out))
 """

@@ -386,7 +386,8 @@ def test_the_record_lists_only_the_examples_trained_on(trained, world, tmp_path)
 
 
 def test_resolved_config_of_a_run_reruns_it(trained):
-    from slmsql_hub.training.configs import SFT_ARGUMENTS, parse_recipe
+    from slmsql_hub.configs import parse_recipe
+    from slmsql_hub.training.configs import SFT_ARGUMENTS
 
     script, model, training = parse_recipe(SFT_ARGUMENTS, trained["out"] / "sft2" / "config.yaml")
     assert (training.stage, training.adapter_path, training.max_steps) == (2, str(trained["out"] / "sft1"), 3)

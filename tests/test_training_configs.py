@@ -7,6 +7,7 @@ import argparse
 import pytest
 import yaml
 
+from slmsql_hub.configs import parse_recipe, save_resolved_config
 from slmsql_hub.errors import UsageError
 from slmsql_hub.training.configs import (
     BASE_ARGUMENTS,
@@ -16,8 +17,6 @@ from slmsql_hub.training.configs import (
     SFTScriptArguments,
     SFTTrainingConfig,
     TinyModelArguments,
-    parse_recipe,
-    save_resolved_config,
 )
 
 
@@ -68,7 +67,7 @@ def test_yaml_exponent_without_a_dot_is_still_a_float(tmp_path):
 
 def test_defaults_are_the_studys_lora_adapter(tmp_path):
     _, model, training = parse_recipe(SFT_ARGUMENTS, _write(tmp_path, SFT_RECIPE))
-    assert (model.lora_r, model.lora_alpha, model.peft_target_modules()) == (32, 64, "all-linear")
+    assert (model.lora_r, model.lora_alpha, model.lora_target_modules) == (32, 64, "all-linear")
     assert training.stage == 1 and training.adapter_path is None
 
 
@@ -121,11 +120,23 @@ def test_bad_model_arguments_name_the_fix(kwargs, message):
 
 
 def test_target_modules_given_as_a_string_or_names_reach_peft_as_it_expects():
-    assert ModelArguments(model_name_or_path="m", lora_target_modules="all-linear").peft_target_modules() == (
+    from trl import get_peft_config
+
+    assert get_peft_config(ModelArguments(model_name_or_path="m", lora_target_modules="all-linear")).target_modules == (
         "all-linear"
     )
-    named = ModelArguments(model_name_or_path="m", lora_target_modules=["q_proj", "v_proj"])
-    assert named.peft_target_modules() == ["q_proj", "v_proj"]
+    # One name stays a list: PEFT would read a lone string as a regular expression.
+    single = ModelArguments(model_name_or_path="m", lora_target_modules=["q_proj"])
+    assert single.lora_target_modules == ["q_proj"]
+    named = get_peft_config(ModelArguments(model_name_or_path="m", lora_target_modules=["q_proj", "v_proj"]))
+    assert named.target_modules == {"q_proj", "v_proj"}
+
+
+def test_model_arguments_refuse_full_fine_tuning_and_quantized_loading():
+    with pytest.raises(UsageError, match="use_peft: true"):
+        ModelArguments(model_name_or_path="m", use_peft=False)
+    with pytest.raises(UsageError, match="load_in_"):
+        ModelArguments(model_name_or_path="m", load_in_4bit=True)
 
 
 def test_unknown_recipe_key_is_refused_by_name(tmp_path):
@@ -160,13 +171,15 @@ def test_missing_or_malformed_recipe_file_is_one_clear_error(tmp_path):
         parse_recipe(SFT_ARGUMENTS, _write(tmp_path, "- a\n- b\n"))
 
 
-def test_benchmarks_entries_must_be_name_equals_root():
-    with pytest.raises(UsageError, match="must be name=root"):
+def test_benchmarks_entries_must_be_name_split_with_a_root():
+    with pytest.raises(UsageError, match="NAME:SPLIT"):
         SFTScriptArguments(benchmarks=["bird"])
-    with pytest.raises(UsageError, match="must be name=root"):
-        SFTScriptArguments(benchmarks=["imdb=data/imdb"])
+    with pytest.raises(UsageError, match="unknown benchmark 'imdb'"):
+        SFTScriptArguments(benchmarks=["imdb:train"])
+    with pytest.raises(UsageError, match="bird_root is not set"):
+        SFTScriptArguments(benchmarks=["bird:train"])
     with pytest.raises(UsageError, match="listed twice"):
-        SFTScriptArguments(benchmarks=["bird=a", "bird=b"])
+        SFTScriptArguments(benchmarks=["bird:train", "bird:dev"], bird_root="a")
 
 
 def test_bf16_null_resolves_to_what_the_machine_supports():

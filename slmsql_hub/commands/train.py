@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, train, and print the run summary's headline."""
-    from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+    from ..configs import parse_recipe
+    from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS
 
     if args.kind == "grpo":
         return _run_grpo(args)
@@ -77,13 +78,52 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_grpo(args: argparse.Namespace) -> int:
-    """GRPO: print the headline (main process only); exit 1 when a guard failed after training."""
-    import os
+    return run_grpo(args.config, args.overrides)
 
-    from ..training.configs import GRPO_ARGUMENTS, parse_recipe
-    from ..training.grpo import headline, train_grpo
 
-    summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, args.config, args.overrides))
-    if int(os.environ.get("RANK", "0")) == 0:
+def run_grpo(config: str | None, overrides: list[str]) -> int:
+    """Train GRPO; on the main process print the headline and, with ``push_to_hub``, add the project's card and
+    run files to the repository TRL pushed to (one commit). Exit 1 when a guard failed after training."""
+    from ..configs import parse_recipe
+    from ..training.configs import GRPO_ARGUMENTS
+    from ..training.grpo import main
+    from ..training.grpo_summary import headline
+
+    script_args, model_args, training_args = parse_recipe(GRPO_ARGUMENTS, config, overrides)
+    summary = main(script_args, training_args, model_args)
+    if training_args.process_index == 0:
+        if training_args.push_to_hub:
+            from ..hub import push_training_card
+
+            push_training_card(
+                training_args.output_dir,
+                summary["hub_model_id"],
+                token=training_args.hub_token,
+                revision=training_args.hub_revision,
+            )
         print(json.dumps(headline(summary)))  # noqa: T201
     return 1 if summary["guards"]["failed"] else 0
+
+
+def grpo_cli(argv: list[str] | None = None) -> int:
+    """``python -m slmsql_hub.training.grpo --config RECIPE.yaml [--field value ...]`` (what ``accelerate launch``
+    starts on each process): as ``slmsql train grpo``; exit 2 with one line on bad input."""
+    import sys
+
+    from ..errors import UsageError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    config = None
+    if "--config" in args:
+        at = args.index("--config")
+        if at + 1 >= len(args):
+            print("slmsql train grpo: error: --config needs a YAML recipe", file=sys.stderr)  # noqa: T201
+            return 2
+        config = args[at + 1]
+        del args[at : at + 2]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return run_grpo(config, args)
+    except UsageError as err:
+        print(f"slmsql train grpo: error: {err}", file=sys.stderr)  # noqa: T201
+        return 2

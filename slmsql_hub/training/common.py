@@ -145,6 +145,12 @@ def _saved_without_data_files(path: Path) -> bool:
         return False
 
 
+def shuffle_and_cap(rows: Dataset, seed: int, max_samples: int | None) -> Dataset:
+    """``rows`` shuffled with ``seed``, then the first ``max_samples`` (``None``: all): a run's data order."""
+    rows = rows.shuffle(seed=seed)
+    return rows if max_samples is None else rows.select(range(min(max_samples, len(rows))))
+
+
 def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path:
     """Find the database a row names: absolute paths as is; relative ones against the row's dataset folder,
     then each parent folder (a world keeps its databases beside ``datasets/``), then the working directory.
@@ -176,6 +182,50 @@ def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path
         if candidate.is_file():
             return candidate
     raise UsageError(f"database {value!r} not found next to {source} or its parents, nor in {Path.cwd()}")
+
+
+def row_schemas(
+    rows: Dataset,
+    prompt_config: PromptConfig,
+    sandbox: Sandbox | None = None,
+    *,
+    db_paths: bool = False,
+    progress: bool = False,
+) -> tuple[list[str], list[str]]:
+    """Each row's schema text: its ``schema`` column, else read once per database through ``sandbox`` (``None``:
+    a short-lived one). With ``db_paths``, also every row's absolute ``db_path`` (resolved against ``_source``);
+    otherwise the second list is empty."""
+    from tqdm.auto import tqdm
+
+    from ..sql.sandbox import Sandbox
+
+    columns = rows.column_names
+    n = len(rows)
+    given = rows["schema"] if "schema" in columns else [None] * n
+    if all(given) and not db_paths:
+        return list(given), []
+    sources = rows["_source"] if "_source" in columns else [str(Path.cwd())] * n
+    own = sandbox is None
+    box = Sandbox(workers=1) if own else sandbox
+    cache: dict[str, str] = {}
+    schemas, paths = [], []
+    try:
+        for schema, db_value, source in tqdm(
+            zip(given, rows["db_path"], sources), total=n, desc="reading schemas", leave=False, disable=not progress
+        ):
+            db_path = str(resolve_db_path(db_value, source).resolve()) if db_paths or not schema else ""
+            if not schema:
+                if db_path not in cache:
+                    cache[db_path] = prompt_config.schema(db_path, box)
+                schema = cache[db_path]
+            schemas.append(schema)
+            if db_paths:
+                paths.append(db_path)
+    finally:
+        if own:
+            box.close()
+    logger.info("%d schema(s) for %d rows", len(set(schemas)), n)
+    return schemas, paths
 
 
 def to_prompt_completion(
@@ -213,40 +263,13 @@ def to_prompt_completion(
     ```
     """
     from datasets import Dataset as _Dataset
-    from tqdm.auto import tqdm
 
     from ..prompts import format_answer
-    from ..sql.sandbox import Sandbox
 
     columns = dataset.column_names
-    schemas: list[str]
-    if "schema" in columns and all(dataset["schema"]):
-        schemas = list(dataset["schema"])
-    else:
-        if "db_path" not in columns:
-            raise UsageError("rows without a schema need a db_path column to read the schema from")
-        sources = dataset["_source"] if "_source" in columns else [str(Path.cwd())] * len(dataset)
-        given = dataset["schema"] if "schema" in columns else [None] * len(dataset)
-        own = sandbox is None
-        box = Sandbox(workers=1) if own else sandbox
-        try:
-            by_db: dict[tuple[str, str], str] = {}
-            schemas = []
-            rows = zip(given, dataset["db_path"], sources)
-            for schema, db_path, source in tqdm(
-                rows, total=len(dataset), desc="reading schemas", leave=False
-            ):
-                if schema:
-                    schemas.append(schema)
-                    continue
-                key = (str(db_path), str(source))
-                if key not in by_db:
-                    by_db[key] = prompt_config.schema(resolve_db_path(db_path, source), box)
-                schemas.append(by_db[key])
-        finally:
-            if own:
-                box.close()
-        logger.info("read %d schema(s) for %d examples", len({s for s in schemas}), len(schemas))
+    if not ("schema" in columns and all(dataset["schema"])) and "db_path" not in columns:
+        raise UsageError("rows without a schema need a db_path column to read the schema from")
+    schemas, _ = row_schemas(dataset, prompt_config, sandbox)
     evidences = dataset["evidence"] if "evidence" in columns else [""] * len(dataset)
     prompts, completions = [], []
     for question, gold_sql, evidence, schema in zip(
@@ -258,30 +281,37 @@ def to_prompt_completion(
 
 
 def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> tuple[Dataset, int]:
-    """Drop prompt-completion examples whose full chat rendering exceeds ``max_length`` tokens.
+    """Drop rows whose chat rendering exceeds ``max_length`` tokens; return the kept dataset and how many went.
 
-    Truncating them instead would cut the answer (or its end-of-turn token) and teach the model to stop
-    mid-query. Returns the kept dataset and how many were dropped.
+    SFT examples (``prompt`` + ``completion``) are measured whole: truncating would cut the answer or its
+    end-of-turn token and teach the model to stop mid-query. GRPO prompts (``prompt`` only) are measured with
+    the generation prompt, against the room the completion leaves in the model's context.
     """
     if max_length is None or len(dataset) == 0:
         return dataset, 0
     from tqdm.auto import tqdm
 
-    pairs = zip(dataset["prompt"], dataset["completion"])
+    examples = "completion" in dataset.column_names
+    chats = [p + c for p, c in zip(dataset["prompt"], dataset["completion"])] if examples else dataset["prompt"]
     lengths = [
-        len(tokenizer.apply_chat_template(p + c, tokenize=True, return_dict=True)["input_ids"])
-        for p, c in tqdm(pairs, total=len(dataset), desc="measuring examples", leave=False)
+        len(tokenizer.apply_chat_template(chat, add_generation_prompt=not examples, tokenize=True, return_dict=True)[
+            "input_ids"
+        ])
+        for chat in tqdm(chats, desc="measuring examples", leave=False)
     ]
     keep = [i for i, n in enumerate(lengths) if n <= max_length]
     dropped = len(dataset) - len(keep)
     if dropped:
+        fix = "raise max_length or shorten" if examples else "leave no room for the completion; shorten"
         logger.warning(
-            "dropped %d of %d examples longer than max_length=%d tokens (longest: %d); raise max_length or "
-            "shorten the prompt (prompt_sample_rows) to keep them",
+            "dropped %d of %d %s longer than %d tokens (longest: %d); %s the prompt (prompt_sample_rows)%s",
             dropped,
             len(dataset),
+            "examples" if examples else "prompts",
             max_length,
             max(lengths),
+            fix,
+            "" if examples else " or max_completion_length",
         )
     return (dataset.select(keep) if dropped else dataset), dropped
 

@@ -102,9 +102,10 @@ def check_trainable_parameters(model: Any) -> GuardResult:
 
     ```
     """
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    details = {"trainable": int(trainable), "total": int(total)}
+    from .common import count_parameters
+
+    details = count_parameters(model)
+    trainable, total = details["trainable"], details["total"]
     if trainable == 0:
         return GuardResult(
             "trainable_parameters",

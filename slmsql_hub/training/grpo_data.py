@@ -1,0 +1,182 @@
+"""GRPO's data phase: question rows -> TRL's conversational prompt dataset, with what cannot train dropped.
+
+Rows come from saved datasets or benchmarks (read as SFT reads them); each becomes the project's chat prompt,
+keeping ``gold_sql`` and an absolute ``db_path`` for the rewards. Golds that fail under the run's limits and
+prompts that leave no room for the completion are dropped, and a run too small for one generation round is
+refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from .common import row_schemas
+from .configs import GRPOScriptArguments, GRPOTrainingConfig
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from ..prompts import PromptConfig
+
+logger = logging.getLogger(__name__)
+
+
+def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset:
+    """The question rows a run trains on: saved datasets and benchmarks, concatenated.
+
+    Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
+
+    Raises:
+        UsageError: a folder or benchmark is missing, there are no rows (e.g. an empty band), or the rows
+            have no ``db_path`` (the rewards execute against it).
+    """
+    from .sft import load_training_rows
+
+    rows = load_training_rows(script_args, seed=seed)
+    if len(rows) == 0:
+        sources = list(script_args.dataset_paths) + list(script_args.benchmarks)
+        raise UsageError(
+            f"no training rows in {', '.join(sources) or 'the configured sources'}: there is nothing to train on; "
+            "check the benchmarks entries (NAME:SPLIT[:LIMIT])"
+        )  # (an empty dataset folder, such as an empty band, is reported by load_datasets with its own fix)
+    if "db_path" not in rows.column_names:
+        raise UsageError(
+            "the training rows have no db_path column, so the execution reward has no database to run on; use a "
+            "world split, the filter's band, or a benchmark (benchmarks: [spider:train] with spider_root)"
+        )
+    return rows
+
+
+def build_prompt_dataset(
+    rows: Dataset,
+    prompt_config: PromptConfig,
+    sandbox: Any = None,
+    progress: bool = True,
+) -> Dataset:
+    """Rows -> TRL's conversational prompt dataset: ``prompt`` (chat messages), ``gold_sql``, ``db_path``.
+
+    The schema text of each database is read once through the sandbox (or taken from a ``schema`` column);
+    ``db_path`` becomes absolute, so the rewards find the database from any working directory or process.
+
+    Args:
+        rows: ``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``.
+        prompt_config: the prompt's sample rows, value length and templates.
+        sandbox: a :class:`~slmsql_hub.sql.Sandbox` to read schemas through (``None``: a short-lived one).
+        progress: show a progress bar.
+
+    Returns:
+        The dataset TRL's ``GRPOTrainer`` reads (its extra columns reach the reward functions).
+
+    Example:
+
+    ```python
+    >>> import os, sqlite3, tempfile
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.prompts import PromptConfig
+    >>> from slmsql_hub.training.grpo_data import build_prompt_dataset
+    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER, name TEXT)")
+    >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
+    ...                           "db_path": [db]})
+    >>> example = build_prompt_dataset(rows, PromptConfig(sample_rows=0), progress=False)[0]
+    >>> [m["role"] for m in example["prompt"]], example["gold_sql"], example["db_path"] == db
+    (['system', 'user'], 'SELECT count(*) FROM pet', True)
+
+    ```
+    """
+    from datasets import Dataset as _Dataset
+
+    schemas, db_paths = row_schemas(rows, prompt_config, sandbox, db_paths=True, progress=progress)
+    evidences = rows["evidence"] if "evidence" in rows.column_names else [""] * len(rows)
+    prompts = [
+        prompt_config.messages(question, schema, evidence or "")
+        for question, schema, evidence in zip(rows["question"], schemas, evidences)
+    ]
+    return _Dataset.from_dict({"prompt": prompts, "gold_sql": list(rows["gold_sql"]), "db_path": db_paths})
+
+
+def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
+    """Refuse fewer prompts than one generation round takes: TRL's sampler drops an incomplete round, so such a
+    run would train 0 steps (and the ``adapter_changed`` guard would then blame the rewards).
+
+    A round is ``generation_batch_size / num_generations`` prompts, ``generation_batch_size`` counting every
+    process: a band that trains on one GPU can be too small for eight.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
+    >>> from slmsql_hub.training.grpo_data import check_one_round
+    >>> args = GRPOTrainingConfig(output_dir="o", num_generations=4, per_device_train_batch_size=8,
+    ...                           gradient_accumulation_steps=4, report_to="none", use_cpu=True)
+    >>> check_one_round(3, args)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: 3 prompt(s), but one generation round takes 8 ...
+
+    ```
+    """
+    per_round = training_args.generation_batch_size // training_args.num_generations
+    if n_prompts < per_round:
+        raise UsageError(
+            f"{n_prompts} prompt(s), but one generation round takes {per_round} (generation_batch_size "
+            f"{training_args.generation_batch_size} over {training_args.world_size} process(es) / num_generations "
+            f"{training_args.num_generations}), so TRL would train 0 steps; use more prompts, fewer processes, or a "
+            "smaller per_device_train_batch_size or gradient_accumulation_steps"
+        )
+
+
+def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
+    """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
+    rows whose gold fails: their rewards would all be ``None`` at every step, so they cannot teach anything.
+
+    A gold that meets an infrastructure failure (a wall-clock timeout on a loaded machine) is kept: it is not the
+    gold's fault, and dropping it would make the data depend on the machine's load. At step time such a row gets
+    no reward and is counted in ``sql/infra_failure_rate``.
+
+    Returns:
+        The kept rows and ``{"unscorable_gold": dropped, "gold_infra_failures": kept despite a failure}``.
+
+    Example:
+
+    ```python
+    >>> import os, sqlite3, tempfile
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.sql import Judge
+    >>> from slmsql_hub.training.grpo_data import drop_unscorable_golds
+    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
+    >>> with sqlite3.connect(db) as conn:
+    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")
+    >>> rows = Dataset.from_dict({"gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
+    >>> with Judge(workers=1) as judge:
+    ...     kept, counts = drop_unscorable_golds(rows, judge)
+    >>> list(kept["gold_sql"]), counts
+    (['SELECT count(*) FROM pet'], {'unscorable_gold': 1, 'gold_infra_failures': 0})
+
+    ```
+    """
+    from ..sql import Verdict
+
+    judgements = judge.judge_many([None] * len(dataset), list(dataset["gold_sql"]), list(dataset["db_path"]))
+    keep = [i for i, j in enumerate(judgements) if j.verdict is not Verdict.UNSCORABLE]
+    counts = {
+        "unscorable_gold": len(dataset) - len(keep),
+        "gold_infra_failures": sum(j.verdict is Verdict.INFRA_FAILURE for j in judgements),
+    }
+    if counts["unscorable_gold"]:
+        first = next(j for j in judgements if j.verdict is Verdict.UNSCORABLE)
+        logger.warning(
+            "dropped %d of %d prompts whose gold SQL fails under the run's limits (first: %s)",
+            counts["unscorable_gold"],
+            len(dataset),
+            first.error,
+        )
+    if counts["gold_infra_failures"]:
+        logger.warning(
+            "%d gold queries met an infrastructure failure (kept; such rows get no reward)",
+            counts["gold_infra_failures"],
+        )
+    return (dataset.select(keep) if counts["unscorable_gold"] else dataset), counts
