@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .errors import UsageError
 from .model_refs import DTYPES
+from .prompts import build_prompts
 from .run_files import write_atomic
 from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
@@ -530,33 +531,6 @@ def resolve_prompt_config(
     return PromptConfig(sample_rows=sample_rows, max_value_chars=max_value_chars)
 
 
-def build_prompts(
-    rows: Sequence[Mapping[str, Any]],
-    prompt_config: PromptConfig,
-    sandbox: Sandbox,
-    schema_cache: dict[tuple[str, PromptConfig], str] | None = None,
-) -> list[list[dict[str, str]]]:
-    """The chat prompt of every row, as training built them (schema of its database + evidence + question).
-
-    Args:
-        rows: questions with ``question``, ``evidence`` and ``db_path``.
-        prompt_config: the prompt settings.
-        sandbox: reads each database's schema (once per database).
-        schema_cache: a dict to share schema texts across calls (keyed by database path and settings).
-
-    Returns:
-        One message list per row, in order.
-    """
-    cache = {} if schema_cache is None else schema_cache
-    prompts = []
-    for row in rows:
-        key = (str(row["db_path"]), prompt_config)
-        if key not in cache:
-            cache[key] = prompt_config.schema(row["db_path"], sandbox)
-        prompts.append(prompt_config.messages(row["question"], cache[key], row.get("evidence") or ""))
-    return prompts
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Generation, judging and scores
 # ----------------------------------------------------------------------------------------------------------
@@ -1000,13 +974,15 @@ def summary_lines(results: Mapping[str, Any]) -> list[str]:
 
     ```
     """
+    from .ex_report import format_percent
+
     lines = []
     for key, bench in results.get("benchmarks", {}).items():
         unscorable = f", {bench['n_unscorable']} unscorable" if bench.get("n_unscorable") else ""
         parts = []
         for name, scores in bench["policies"].items():
             ex = scores.get("ex")
-            shown = "n/a" if ex is None else f"{100 * ex:.1f}%"
+            shown = "n/a" if ex is None else f"{format_percent(ex, 1)}%"
             parts.append(f"{name} EX {shown} ({scores['correct']}/{scores['n_scorable']})")
         lines.append(f"{key} ({bench['n']} questions{unscorable}, {bench['mode']}): " + " | ".join(parts))
         lines.append(f"  {bench['comparison']['summary']}")

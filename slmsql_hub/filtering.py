@@ -54,7 +54,8 @@ from tqdm.auto import tqdm
 from .data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from .errors import UsageError
 from .model_refs import DTYPES
-from .run_files import write_atomic
+from .prompts import build_prompts
+from .run_files import read_jsonl, write_atomic
 from .sql.recipe_limits import LIMITS_KEY, SQLLimitsArguments, limits_record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -636,7 +637,7 @@ def read_results(path: str | os.PathLike) -> dict[str, dict]:
         ``{question_id: row}`` (a later row for the same id wins).
 
     Raises:
-        UsageError: a line other than the last is not a JSON object with a ``question_id``.
+        UsageError: a complete line is not a JSON object with a ``question_id``.
 
     Example:
 
@@ -664,21 +665,14 @@ def read_results(path: str | os.PathLike) -> dict[str, dict]:
             handle.truncate(end)
             handle.flush()
             os.fsync(handle.fileno())
-    rows: dict[str, dict] = {}
-    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            row = None
-        if not isinstance(row, dict) or "question_id" not in row:
-            raise UsageError(
-                f"{path} line {number} is not a result row; fix or delete the file, or set `overwrite: true` "
-                "to start over"
-            )
-        rows[str(row["question_id"])] = row
-    return rows
+    records = read_jsonl(path)  # the torn tail is cut: a line it skips is damage, not a kill
+    lines = sum(1 for raw in data[:end].split(b"\n") if raw.strip())
+    if len(records) != lines or any("question_id" not in row for row in records):
+        raise UsageError(
+            f"{path} has lines that are not result rows; fix or delete the file, or set `overwrite: true` "
+            "to start over"
+        )
+    return {str(row["question_id"]): row for row in records}
 
 
 def _append_rows(handle: Any, rows: Sequence[dict]) -> None:
@@ -996,16 +990,9 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
         gen_config = config.generation_config()
         with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
             judge = Judge(sandbox=sandbox, mode=config.compare_mode, keep_distinct=config.keep_distinct)
-            schemas = {}
-            for row in todo:
-                if row["db_id"] not in schemas:
-                    schemas[row["db_id"]] = prompt_config.schema(row["db_path"], sandbox)
-            prompts = {
-                row["question_id"]: prompt_config.messages(
-                    row["question"], schemas[row["db_id"]], row["evidence"]
-                )
-                for row in todo
-            }
+            prompts = dict(
+                zip([row["question_id"] for row in todo], build_prompts(todo, prompt_config, sandbox))
+            )
             lengths = _prompt_lengths(tokenizer, prompts)
             _warn_if_too_long(model, lengths, config.max_new_tokens)
             # Longest prompts first: little padding per batch, and an out-of-memory error shows at once.

@@ -459,7 +459,7 @@ def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_pat
     assert sorted(read_results(log)) == ["a", "b"]
     assert log.read_text() == '{"question_id": "a"}\n{"question_id": "b"}\n'
     log.write_text('{"question_id": "a"}\nnot json\n{"question_id": "c"}\n')
-    with pytest.raises(UsageError, match="line 2 is not a result row"):
+    with pytest.raises(UsageError, match="not result rows"):
         read_results(log)
 
 
