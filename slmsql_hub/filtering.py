@@ -481,8 +481,8 @@ def sample_seed(seed: int, question_id: str, index: int) -> int:
 class KeyedSampler:
     """A logits processor that samples each row with its OWN random generator (Gumbel-max).
 
-    ``model.generate`` runs greedy; this processor applies temperature, top-k and top-p, then adds Gumbel
-    noise drawn from the row's generator, so the arg-max is a sample from the filtered softmax. Row ``r``'s
+    ``model.generate`` runs greedy; this processor applies temperature and top-k (transformers' warpers) and
+    top-p, then adds Gumbel noise drawn from the row's generator, so the arg-max is a sample from the filtered softmax. Row ``r``'s
     ``t``-th token always uses the ``t``-th draw of generator ``r``, whatever the other rows are: a row's
     samples depend on its seed and its own logits only, not on the batch.
 
@@ -544,12 +544,15 @@ class KeyedSampler:
             raise ValueError(f"{scores.shape[0]} rows of logits for {len(self.row_seeds)} row seeds")
         if not self.generators:
             self._seed_generators(scores.device)
-        scores = scores.float() / self.temperature
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper
+
+        scores = TemperatureLogitsWarper(self.temperature)(input_ids, scores.float())
         vocab = scores.shape[-1]
-        if 0 < self.top_k < vocab:
-            kth = torch.topk(scores, self.top_k, dim=-1).values[..., -1:]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if self.top_k > 0:
+            scores = TopKLogitsWarper(self.top_k)(input_ids, scores)
         if self.top_p < 1.0:
+            # Our own nucleus rule, not TopPLogitsWarper's: that one keeps another set at the boundary
+            # (ascending cumsum <= 1 - top_p), so its samples would differ.
             sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
             probs = sorted_scores.softmax(dim=-1)
             # Drop a token when the more likely tokens already hold top_p of the mass (the first never is).

@@ -29,6 +29,7 @@ from slmsql_hub.filtering import (
     load_filter_config,
     read_results,
     run_filter,
+    sample_seed,
     summary_line,
 )
 from slmsql_hub.generation import GenerationConfig, generate
@@ -248,6 +249,38 @@ def test_keyed_sampler_top_k_and_top_p_restrict_the_choices():
     # softmax is about [0.24, 0.64, 0.09, 0.03]: top_p=0.8 keeps tokens 1 and 0 only.
     nucleus = KeyedSampler(range(500), top_p=0.8)(None, logits).argmax(-1)
     assert set(nucleus.tolist()) == {0, 1}
+
+
+def _hand_written_keyed_sample(seeds, scores, temperature, top_k, top_p):
+    """The sampler as it was before transformers' warpers took temperature and top-k (kept to compare)."""
+    scores = scores.float() / temperature
+    vocab = scores.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
+        probs = sorted_scores.softmax(dim=-1)
+        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
+        scores = scores.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), float("-inf"))
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    uniform = torch.stack([torch.rand(vocab, generator=g) for g in generators])
+    tiny = torch.finfo(uniform.dtype).tiny
+    return scores - torch.log(-torch.log(uniform.clamp(min=tiny, max=1.0 - 1e-7)))
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
+@pytest.mark.parametrize("top_k", [0, 1, 5, 50])
+@pytest.mark.parametrize("top_p", [1.0, 0.9, 0.3])
+def test_keyed_sampler_with_library_warpers_is_bit_identical_to_the_hand_written_one(temperature, top_k, top_p):
+    generator = torch.Generator().manual_seed(7)
+    for trial in range(20):
+        scores = torch.randn(6, 50, generator=generator) * 3
+        if trial % 2:
+            scores = scores.round()  # ties at the top-k and top-p boundaries
+        seeds = [sample_seed(trial, "q", j) for j in range(6)]
+        new = KeyedSampler(seeds, temperature=temperature, top_k=top_k, top_p=top_p)(None, scores)
+        assert torch.equal(new, _hand_written_keyed_sample(seeds, scores, temperature, top_k, top_p))
 
 
 def test_top_k_one_sampling_is_greedy_decoding(policy):
