@@ -19,6 +19,7 @@ import torch
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub import filtering
+from slmsql_hub.filtering import run as filter_run
 from slmsql_hub.cli import main as cli_main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.filtering import (
@@ -499,11 +500,11 @@ def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_pat
 def test_prompts_longer_than_the_models_context_are_warned_about(caplog):
     model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512))
     with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
-        filtering._warn_if_too_long(model, {"a": 300, "b": 450, "c": 500}, max_new_tokens=100)
+        filter_run._warn_if_too_long(model, {"a": 300, "b": 450, "c": 500}, max_new_tokens=100)
     assert "2 of 3 prompts plus max_new_tokens=100 exceed the model's 512 positions" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
-        filtering._warn_if_too_long(model, {"a": 300}, max_new_tokens=100)
+        filter_run._warn_if_too_long(model, {"a": 300}, max_new_tokens=100)
     assert caplog.text == ""
 
 
@@ -531,13 +532,13 @@ def write_recipe(path, spider_root, policy_dir, out, **extra):
 
 _SLOW_CHILD = """
 import sys, time
-from slmsql_hub import filtering
-real = filtering.generate_keyed_samples
+from slmsql_hub.filtering import run as filter_run
+real = filter_run.generate_keyed_samples
 def slow(*args, **kwargs):
     out = real(*args, **kwargs)
     time.sleep(0.4)
     return out
-filtering.generate_keyed_samples = slow
+filter_run.generate_keyed_samples = slow
 from slmsql_hub.cli import main
 sys.exit(main(["filter", "--config", sys.argv[1]]))
 """
@@ -574,20 +575,20 @@ def test_kill_9_then_resume_skips_finished_questions_and_matches_an_uninterrupte
         handle.write('{"question_id": "spider-dev-11", "samp')
 
     sampled: list[str] = []
-    real = filtering.generate_keyed_samples
+    real = filter_run.generate_keyed_samples
 
     def spy(model, tokenizer, prompts, keys, config):
         sampled.extend(keys)
         return real(model, tokenizer, prompts, keys, config)
 
-    monkeypatch.setattr(filtering, "generate_keyed_samples", spy)
+    monkeypatch.setattr(filter_run, "generate_keyed_samples", spy)
     assert cli_main(["filter", "--config", str(recipe)]) == 0
     assert sorted(sampled) == sorted(set(rows_of(out)) - set(before))  # finished questions were not redone
     printed = capsys.readouterr().out
     resumed = json.loads((out / "filter_report.json").read_text())
     assert resumed["summary"] in printed and resumed["time"]["questions_resumed"] == len(before)
 
-    monkeypatch.setattr(filtering, "generate_keyed_samples", real)
+    monkeypatch.setattr(filter_run, "generate_keyed_samples", real)
     fresh = run_filter(
         make_config(spider_root, tmp_path / "fresh", batch_size=4), policy=policy, progress=False
     )
