@@ -292,9 +292,11 @@ def test_a_single_generation_per_prompt_is_refused():
 def test_script_arguments_need_prompts_from_a_training_split():
     with pytest.raises(UsageError, match="no training prompts"):
         GRPOScriptArguments()
-    with pytest.raises(UsageError, match="name=root"):
+    with pytest.raises(UsageError, match="NAME:SPLIT"):
         GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
+        GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="x")
+    with pytest.raises(UsageError, match="what EX is measured on"):  # the old spelling too
         GRPOScriptArguments(benchmarks=["spider=x"], benchmark_split="dev")
 
 
@@ -303,7 +305,7 @@ def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):
 
     world = tmp_path / "world"
     build_world(world, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=12, dev=10, test=10))
-    script = GRPOScriptArguments(benchmarks=[f"world={world}"], benchmark_split="rl_pool", benchmark_limit=5)
+    script = GRPOScriptArguments(benchmarks=["world:rl_pool:5"], world_root=str(world))
     rows = grpo.load_prompt_rows(script)
     dataset = grpo.build_prompt_dataset(rows, PromptConfig(sample_rows=1), progress=False)
     assert len(dataset) == 5
@@ -344,15 +346,13 @@ def test_prompt_dataset_keeps_gold_and_absolute_db_path_for_the_rewards(world):
 
 
 def test_prompt_settings_follow_the_sft_adapter_unless_the_recipe_sets_them(world):
-    from_adapter, source = grpo.resolve_prompt_config(
-        GRPOScriptArguments(dataset_paths=["d"]), str(world / "adapter")
-    )
+    from_adapter, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(str(world / "adapter"))
     assert (from_adapter.sample_rows, source) == (0, "adapter")
-    from_recipe, source = grpo.resolve_prompt_config(
-        GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2), str(world / "adapter")
+    from_recipe, source = GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2).resolve_prompt_config(
+        str(world / "adapter")
     )
     assert (from_recipe.sample_rows, source) == (2, "recipe")
-    default, source = grpo.resolve_prompt_config(GRPOScriptArguments(dataset_paths=["d"]), None)
+    default, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(None)
     assert (default.sample_rows, source) == (3, "default")
 
 

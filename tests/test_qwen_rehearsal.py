@@ -14,7 +14,7 @@ recipes' own paths chain the stages, as they do for a GPU user. The overrides, b
   ignored for a local folder), and the chain's own SFT adapter instead of the Hub's (``adapter_path``,
   ``sft_adapter``), which the tiny model cannot load;
 - ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples);
-- ``data``: SFT stage 1 takes 8 of the fixture's 16 SynSQL questions (``benchmark_limit: 8`` instead of 100,000
+- ``data``: SFT stage 1 takes 8 of the fixture's 16 SynSQL questions (``benchmarks: [synsql:train:8]`` instead of 100,000
   of 2.5M), so the filter, which leaves out the adapter's SFT questions, has a held-out pool to draw from;
 - ``precision``: ``bf16: true`` with ``use_cpu: true`` for training (``bf16: null`` resolves to true on a GPU with
   bfloat16; on CPU ``use_cpu`` is what allows it) and ``dtype: bfloat16`` for sampling and evaluation (what
@@ -47,7 +47,7 @@ TRAIN = {"bf16": "true", "use_cpu": "true"}
 OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     "sft_stage1_synsql.yaml": {
         "model": {"model_name_or_path": "{tiny}"},
-        "data": {"benchmark_limit": "8"},
+        "data": {"benchmarks": "synsql:train:8"},
         "precision": TRAIN,
         "cores": {"num_threads": "1"},
     },

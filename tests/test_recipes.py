@@ -128,8 +128,8 @@ def test_qwen_sft_recipes_reproduce_the_studys_two_stages(no_network):
     (s1_script, s1_model, s1_training) = load_recipe(QWEN / "sft_stage1_synsql.yaml")
     (s2_script, s2_model, s2_training) = load_recipe(QWEN / "sft_stage2_bird_spider.yaml")
     assert s1_model.model_name_or_path == s2_model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-    assert set(s1_script.benchmark_roots()) == {"synsql"}
-    assert set(s2_script.benchmark_roots()) == {"bird", "spider"}
+    assert [(e.name, e.split) for e in s1_script.benchmark_entries()] == [("synsql", "train")]
+    assert [(e.name, e.split) for e in s2_script.benchmark_entries()] == [("bird", "train"), ("spider", "train")]
     assert s2_training.stage == 2 and s2_training.adapter_path == s1_training.output_dir
     assert s1_script.prompt_sample_rows == s2_script.prompt_sample_rows
 

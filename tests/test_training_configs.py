@@ -160,13 +160,15 @@ def test_missing_or_malformed_recipe_file_is_one_clear_error(tmp_path):
         parse_recipe(SFT_ARGUMENTS, _write(tmp_path, "- a\n- b\n"))
 
 
-def test_benchmarks_entries_must_be_name_equals_root():
-    with pytest.raises(UsageError, match="must be name=root"):
+def test_benchmarks_entries_must_be_name_split_with_a_root():
+    with pytest.raises(UsageError, match="NAME:SPLIT"):
         SFTScriptArguments(benchmarks=["bird"])
-    with pytest.raises(UsageError, match="must be name=root"):
-        SFTScriptArguments(benchmarks=["imdb=data/imdb"])
+    with pytest.raises(UsageError, match="unknown benchmark 'imdb'"):
+        SFTScriptArguments(benchmarks=["imdb:train"])
+    with pytest.raises(UsageError, match="bird_root is not set"):
+        SFTScriptArguments(benchmarks=["bird:train"])
     with pytest.raises(UsageError, match="listed twice"):
-        SFTScriptArguments(benchmarks=["bird=a", "bird=b"])
+        SFTScriptArguments(benchmarks=["bird:train", "bird:dev"], bird_root="a")
 
 
 def test_bf16_null_resolves_to_what_the_machine_supports():

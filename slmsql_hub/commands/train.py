@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, train, and print the run summary's headline."""
-    from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS, parse_recipe
+    from ..configs import parse_recipe
+    from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS
 
     if args.kind == "grpo":
         return _run_grpo(args)
@@ -80,7 +81,8 @@ def _run_grpo(args: argparse.Namespace) -> int:
     """GRPO: print the headline (main process only); exit 1 when a guard failed after training."""
     import os
 
-    from ..training.configs import GRPO_ARGUMENTS, parse_recipe
+    from ..configs import parse_recipe
+    from ..training.configs import GRPO_ARGUMENTS
     from ..training.grpo import headline, train_grpo
 
     summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, args.config, args.overrides))

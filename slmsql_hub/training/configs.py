@@ -1,51 +1,41 @@
-"""Configuration for ``slmsql train base``, ``slmsql train sft`` and ``slmsql train grpo``: dataclasses parsed
-from a YAML recipe plus command-line overrides.
+"""Configuration of ``slmsql train base``, ``slmsql train sft`` and ``slmsql train grpo``.
 
-As in open-r1, each run is described by three dataclasses, one flat YAML recipe fills all of them, and
-``--key value`` on the command line wins over the recipe:
+As in open-r1, each run is three dataclasses that one flat YAML recipe fills (read with
+:func:`slmsql_hub.configs.parse_recipe`; ``--field value`` overrides win):
 
 - ``sft``: :class:`SFTScriptArguments` (data and prompt), :class:`ModelArguments` (base model and LoRA) and
   :class:`SFTTrainingConfig` (a ``trl.SFTConfig`` that adds the stage and the adapter stage 2 continues);
 - ``base``: :class:`BaseScriptArguments` (the world and the tokenizer), :class:`TinyModelArguments` (the
-  tiny Qwen2's shape) and :class:`BaseTrainingConfig` (``transformers.TrainingArguments`` + block length).
-- ``grpo``: :class:`GRPOScriptArguments` (prompts and their source), :class:`ModelArguments` and
-  :class:`GRPOTrainingConfig` (a ``trl.GRPOConfig`` that adds the SFT adapter to continue and the rewards).
+  tiny Qwen2's shape) and :class:`BaseTrainingConfig` (``transformers.TrainingArguments`` + block length);
+- ``grpo``: :class:`GRPOScriptArguments` (the SFT ones; prompts default to the adapter's), :class:`ModelArguments`
+  and :class:`GRPOTrainingConfig` (a ``trl.GRPOConfig`` that adds the SFT adapter to continue and the rewards).
 
 Every dataclass checks itself in ``__post_init__`` and raises :class:`~slmsql_hub.errors.UsageError` naming
-the fix; nothing here reads datasets or models, or touches the network, so a recipe for a model that cannot
-run on this machine still validates. Paths are checked when a run starts.
+the fix; nothing here reads datasets or models, or touches the network. Paths are checked when a run starts.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import enum
-import logging
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
 
 from transformers import TrainingArguments
 from trl import GRPOConfig, SFTConfig
 
+from ..configs import (  # noqa: F401  (re-exported for callers of the old location)
+    BenchmarkArguments,
+    PromptArguments,
+    RECIPE_KINDS,
+    config_to_dict,
+    describe_arguments,
+    load_recipe,
+    parse_recipe,
+    recipe_kind,
+    save_resolved_config,
+)
 from ..errors import UsageError
 from ..model_refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
-
-logger = logging.getLogger(__name__)
-
-
-
-def _check_prompt_fields(owner: str, sample_rows: int, max_value_chars: int) -> None:
-    if sample_rows < 0:
-        raise UsageError(
-            f"{owner}.prompt_sample_rows must be >= 0 (0 shows no sample rows); got {sample_rows}"
-        )
-    if max_value_chars < 1:
-        raise UsageError(f"{owner}.prompt_max_value_chars must be >= 1; got {max_value_chars}")
 
 
 def _resolve_precision(config: TrainingArguments) -> None:
@@ -65,32 +55,24 @@ def _resolve_precision(config: TrainingArguments) -> None:
         )
 
 
-def _check_threads(owner: str, num_threads: int | None) -> None:
+def _check_threads(num_threads: int | None) -> None:
     if num_threads is not None and num_threads < 1:
-        raise UsageError(
-            f"{owner}.num_threads must be >= 1, or null to keep torch's default; got {num_threads}"
-        )
+        raise UsageError(f"num_threads must be >= 1, or null to keep torch's default; got {num_threads}")
 
 
 @dataclass
-class SFTScriptArguments:
-    """What an SFT run trains on, and how prompts are built.
+class SFTScriptArguments(BenchmarkArguments, PromptArguments):
+    """What an SFT run trains on: saved datasets and/or benchmarks, and how prompts are built.
 
     Args:
-        dataset_paths: one or more datasets written with ``save_to_disk`` (for the world:
-            ``<world>/datasets/foundation`` for stage 1, ``.../grounding`` for stage 2), concatenated. Columns:
-            ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` (prompt text) or ``db_path`` (the
-            schema is then read from the database through the sandbox; relative paths resolve against the
-            dataset folder, then its parents).
-        benchmarks: benchmarks loaded from their release files and added to ``dataset_paths``, each as
-            ``name=root`` (``spider``, ``bird``, ``synsql`` or ``world``; e.g. ``bird=data/bird``); see
-            :func:`~slmsql_hub.data.benchmarks.load_benchmark`.
-        benchmark_split: the split read from each benchmark (``train``).
-        benchmark_limit: a seeded subset of this many questions per benchmark (``None``: all).
+        dataset_paths: datasets written with ``save_to_disk`` (the world's ``<world>/datasets/foundation`` for
+            stage 1, ``.../grounding`` for stage 2), concatenated. Columns: ``question``, ``gold_sql``, optional
+            ``evidence``, and ``schema`` or ``db_path`` (relative paths resolve against the dataset folder).
+        benchmarks: ``NAME:SPLIT[:LIMIT]`` entries read from their release files (``<name>_root``), added after
+            ``dataset_paths``; see :class:`~slmsql_hub.configs.BenchmarkArguments`.
         max_train_samples: keep only the first N examples after shuffling (``None``: all).
-        prompt_sample_rows: sample rows per table in the schema text (see
-            :class:`~slmsql_hub.prompts.PromptConfig`); evaluation must use the same value.
-        prompt_max_value_chars: longest value shown in a sample row.
+        prompt_sample_rows, prompt_max_value_chars: see :class:`~slmsql_hub.configs.PromptArguments`; SFT starts
+            from a base model, so unset means the defaults (3, 40). Evaluation must use the same values.
         num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
 
     Example:
@@ -103,71 +85,46 @@ class SFTScriptArguments:
     Traceback (most recent call last):
     ...
     slmsql_hub.errors.UsageError: nothing to train on: set dataset_paths to the dataset folder(s)...
-    >>> SFTScriptArguments(benchmarks=["bird=data/bird", "spider=data/spider"]).benchmark_roots()
-    {'bird': 'data/bird', 'spider': 'data/spider'}
 
     ```
     """
 
     dataset_paths: list[str] = field(
         default_factory=list,
-        metadata={
-            "help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."
-        },
-    )
-    benchmarks: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Benchmarks read from their release files, as name=root (e.g. bird=data/bird)."},
-    )
-    benchmark_split: str = field(default="train", metadata={"help": "The split read from each benchmark."})
-    benchmark_limit: int | None = field(
-        default=None, metadata={"help": "A seeded subset of this many questions per benchmark; null: all."}
+        metadata={"help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."},
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
     )
-    prompt_sample_rows: int = field(default=3, metadata={"help": "Sample rows per table in the schema text."})
-    prompt_max_value_chars: int = field(default=40, metadata={"help": "Longest value shown in a sample row."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
 
     def __post_init__(self) -> None:
+        BenchmarkArguments.__post_init__(self)
+        PromptArguments.__post_init__(self)
         if isinstance(self.dataset_paths, (str, os.PathLike)):
             self.dataset_paths = [str(self.dataset_paths)]
         self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
-        if isinstance(self.benchmarks, str):
-            self.benchmarks = [self.benchmarks]
-        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
         if not self.dataset_paths and not self.benchmarks:
-            raise UsageError(
-                "nothing to train on: set dataset_paths to the dataset folder(s), e.g. "
-                "`dataset_paths: [outputs/world/datasets/foundation]` (build the world with `slmsql world build`), "
-                "or benchmarks, e.g. `benchmarks: [bird=data/bird, spider=data/spider]`"
-            )
-        self.benchmark_roots()  # validates the entries
-        if self.benchmark_limit is not None and self.benchmark_limit < 1:
-            raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
+            raise UsageError(self._nothing_to_train_on)
         if self.max_train_samples is not None and self.max_train_samples < 1:
             raise UsageError(f"max_train_samples must be >= 1, or null for all; got {self.max_train_samples}")
-        _check_prompt_fields("SFTScriptArguments", self.prompt_sample_rows, self.prompt_max_value_chars)
-        _check_threads("SFTScriptArguments", self.num_threads)
+        _check_threads(self.num_threads)
+        self._check_stage_fields()
 
-    def benchmark_roots(self) -> dict[str, str]:
-        """``{name: root}`` from :attr:`benchmarks` (``name=root`` entries), checked."""
-        known = ("spider", "bird", "synsql", "world")
-        roots: dict[str, str] = {}
-        for entry in self.benchmarks:
-            name, sep, root = entry.partition("=")
-            name, root = name.strip(), root.strip()
-            if not sep or not root or name not in known:
-                raise UsageError(
-                    f"benchmarks entry {entry!r} must be name=root with name one of {', '.join(known)}, "
-                    "e.g. bird=data/bird"
-                )
-            if name in roots:
-                raise UsageError(f"benchmark {name!r} is listed twice in benchmarks; keep one entry")
-            roots[name] = root
-        return roots
+    _nothing_to_train_on = (
+        "nothing to train on: set dataset_paths to the dataset folder(s), e.g. "
+        "`dataset_paths: [outputs/world/datasets/foundation]` (build the world with `slmsql world build`), "
+        "or benchmarks, e.g. `benchmarks: [bird:train, spider:train]` with bird_root and spider_root"
+    )
 
+    def _check_stage_fields(self) -> None:
+        self.fill_prompt_defaults()
+
+    def sources(self) -> list[str]:
+        """The run's sources as the summary records them: dataset folders, then ``name=root:split`` entries."""
+        return list(self.dataset_paths) + [
+            f"{entry.name}={self.root(entry.name)}:{entry.split}" for entry in self.benchmark_entries()
+        ]
 
 @dataclass
 class ModelArguments:
@@ -331,7 +288,7 @@ class SFTTrainingConfig(SFTConfig):
 
 
 @dataclass
-class BaseScriptArguments:
+class BaseScriptArguments(PromptArguments):
     """The world the tiny base model and its tokenizer learn from.
 
     Args:
@@ -377,8 +334,6 @@ class BaseScriptArguments:
     corpus_repeats: int = field(default=4, metadata={"help": "Copies of each schema text in the corpus."})
     vocab_size: int = field(default=3072, metadata={"help": "Tokenizer vocabulary size."})
     tokenizer_min_frequency: int = field(default=2, metadata={"help": "Fewest occurrences for a BPE merge."})
-    prompt_sample_rows: int = field(default=3, metadata={"help": "Sample rows per table in schema texts."})
-    prompt_max_value_chars: int = field(default=40, metadata={"help": "Longest value shown in a sample row."})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
 
     def __post_init__(self) -> None:
@@ -415,8 +370,9 @@ class BaseScriptArguments:
             )
         if self.tokenizer_min_frequency < 1:
             raise UsageError(f"tokenizer_min_frequency must be >= 1; got {self.tokenizer_min_frequency}")
-        _check_prompt_fields("BaseScriptArguments", self.prompt_sample_rows, self.prompt_max_value_chars)
-        _check_threads("BaseScriptArguments", self.num_threads)
+        PromptArguments.__post_init__(self)
+        self.fill_prompt_defaults()
+        _check_threads(self.num_threads)
 
 
 @dataclass
@@ -560,200 +516,6 @@ SFT_ARGUMENTS = (SFTScriptArguments, ModelArguments, SFTTrainingConfig)
 """The dataclasses of ``slmsql train sft``, in the order :func:`parse_recipe` returns them."""
 
 BASE_ARGUMENTS = (BaseScriptArguments, TinyModelArguments, BaseTrainingConfig)
-"""The dataclasses of ``slmsql train base``, in the order :func:`parse_recipe` returns them."""
-
-
-def _field_names(dataclass_types: Sequence[type]) -> set[str]:
-    return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
-
-
-def _build_parser(dataclass_types: Sequence[type]):
-    from trl import TrlParser
-
-    # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate (and a
-    # field added later must not silently change what an existing abbreviation means).
-    parser = TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
-
-    def refuse(message: str) -> NoReturn:
-        # argparse would print its usage block and exit; the caller wants one line it can report.
-        raise UsageError(f"invalid value in the recipe or an override: {message}")
-
-    parser.error = refuse
-    return parser
-
-
-def parse_recipe(
-    dataclass_types: Sequence[type],
-    config: str | os.PathLike | None = None,
-    overrides: Sequence[str] = (),
-) -> tuple:
-    """Fill ``dataclass_types`` from a flat YAML recipe, then from ``--key value`` overrides (which win).
-
-    Args:
-        dataclass_types: :data:`SFT_ARGUMENTS`, :data:`BASE_ARGUMENTS` or your own dataclasses.
-        config: the YAML recipe (``None``: defaults and overrides only).
-        overrides: command-line style arguments, e.g. ``["--learning_rate", "1e-4"]``.
-
-    Returns:
-        One instance per dataclass, in the order given, each validated by its ``__post_init__``.
-
-    Raises:
-        UsageError: the recipe is missing or not a mapping, a key is unknown (in the recipe or the
-            overrides), or a value fails validation.
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.configs import SFT_ARGUMENTS, parse_recipe
-    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
-    >>> _ = recipe.write_text(
-    ...     "model_name_or_path: outputs/world/base\\n"
-    ...     "dataset_paths: [outputs/world/datasets/foundation]\\n"
-    ...     "output_dir: outputs/world/sft_stage1\\n"
-    ...     "learning_rate: 5.0e-4\\n"
-    ...     "report_to: none\\n"
-    ... )
-    >>> script, model, training = parse_recipe(SFT_ARGUMENTS, recipe, ["--learning_rate", "1e-4"])
-    >>> training.learning_rate, model.lora_r, model.lora_alpha, script.dataset_paths
-    (0.0001, 32, 64, ['outputs/world/datasets/foundation'])
-
-    ```
-    """
-    import yaml
-
-    argv: list[str] = []
-    if config is not None:
-        path = Path(config)
-        if not path.is_file():
-            raise UsageError(f"recipe not found: {path}; pass an existing YAML file to --config")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise UsageError(f"recipe {path} is not valid YAML: {err}") from err
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise UsageError(f"recipe {path} must be a YAML mapping of field: value")
-        known = _field_names(dataclass_types) | {"env"}
-        unknown = sorted(set(loaded) - known)
-        if unknown:
-            raise UsageError(
-                f"unknown key(s) in {path}: {', '.join(unknown)}; remove them or check the spelling "
-                f"(known fields are those of {', '.join(c.__name__ for c in dataclass_types)})"
-            )
-        argv = ["--config", str(path)]
-    parser = _build_parser(dataclass_types)
-    # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0.
-    parsed = parser.parse_args_and_config(
-        [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
-    )
-    *instances, config_rest, cli_rest = parsed
-    if config_rest or cli_rest:
-        raise UsageError(
-            f"unknown argument(s) {' '.join(config_rest + cli_rest)}; overrides are --field value with fields of "
-            f"{', '.join(c.__name__ for c in dataclass_types)}"
-        )
-    return tuple(instances)
-
-
-def _plain(value: Any) -> Any:
-    """A YAML-safe rendering of a config value."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Path):
-        return str(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return _plain(to_dict())
-    return str(value)
-
-
-_SECRET_FIELDS = frozenset({"hub_token"})
-
-
-def config_to_dict(*instances: Any) -> dict[str, Any]:
-    """Flatten config dataclasses into one recipe-shaped mapping (later instances win on shared names).
-
-    Secrets (``hub_token``) are left out, so the result can be written next to the model and read back with
-    :func:`parse_recipe`.
-
-    Args:
-        *instances: dataclass instances, e.g. what :func:`parse_recipe` returned.
-
-    Returns:
-        ``{field: value}`` with YAML-safe values.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.configs import ModelArguments, config_to_dict
-    >>> config_to_dict(ModelArguments(model_name_or_path="m"))["lora_target_modules"]
-    ['all-linear']
-
-    ```
-    """
-    out: dict[str, Any] = {}
-    for instance in instances:
-        for f in dataclasses.fields(instance):
-            if not f.init or f.name in _SECRET_FIELDS:
-                continue
-            out[f.name] = _plain(getattr(instance, f.name))
-    return out
-
-
-def save_resolved_config(path: str | os.PathLike, *instances: Any) -> Path:
-    """Write the resolved configuration as a YAML recipe that :func:`parse_recipe` reads back.
-
-    Args:
-        path: the YAML file to write (its folder is created).
-        *instances: the run's config dataclasses.
-
-    Returns:
-        The path written.
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.configs import ModelArguments, save_resolved_config
-    >>> out = save_resolved_config(pathlib.Path(tempfile.mkdtemp()) / "config.yaml", ModelArguments("m"))
-    >>> "lora_alpha: 64" in out.read_text()
-    True
-
-    ```
-    """
-    import yaml
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = config_to_dict(*instances)
-    header = "# Resolved configuration (recipe + overrides + defaults); rerun with --config on this file.\n"
-    path.write_text(header + yaml.safe_dump(payload, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return path
-
-
-def describe_arguments(dataclass_types: Sequence[type]) -> argparse.ArgumentParser:
-    """An ``argparse`` parser listing every field of ``dataclass_types`` (for ``--help`` texts).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.configs import SFT_ARGUMENTS, describe_arguments
-    >>> "--adapter_path" in describe_arguments(SFT_ARGUMENTS).format_help()
-    True
-
-    ```
-    """
-    return _build_parser(dataclass_types)
-
-
 # ----------------------------------------------------------------------------------------------------------
 # slmsql train grpo
 # ----------------------------------------------------------------------------------------------------------
@@ -763,25 +525,12 @@ REWARD_FUNCS = ("execution", "format", "result_f1")
 
 
 @dataclass
-class GRPOScriptArguments:
-    """What a GRPO run trains on, and how its prompts are built.
+class GRPOScriptArguments(SFTScriptArguments):
+    """What a GRPO run trains on: :class:`SFTScriptArguments`, with two differences.
 
-    The prompts come from ``dataset_paths`` (datasets written with ``save_to_disk``: a world split such as
-    ``<world>/datasets/grounding``, or the band the pass-rate filter saved) and/or ``benchmarks`` read from
-    their release files (as in :class:`SFTScriptArguments`: ``name=root`` entries, ``benchmark_split``,
-    ``benchmark_limit``; Spider train for the study's attempt #1). Rows need ``question``, ``gold_sql`` and
-    ``db_path``: the rewards execute against that database.
-
-    Args:
-        dataset_paths: dataset folder(s), concatenated.
-        benchmarks: benchmarks read from their files, each as ``name=root`` (e.g. ``spider=data/spider``).
-        benchmark_split: the split read from each benchmark (``train``; never ``dev`` or ``test``).
-        benchmark_limit: a seeded subset of this many questions per benchmark (``None``: all).
-        max_train_samples: keep only the first N examples after shuffling (``None``: all).
-        prompt_sample_rows: sample rows per table in the schema text; ``None`` uses the value the SFT adapter
-            was trained with (its ``run_summary.json``), else 3. Evaluation must use the same value.
-        prompt_max_value_chars: longest value shown in a sample row (``None``: as the adapter, else 40).
-        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+    Rows need ``db_path`` (the rewards execute against it), benchmarks must name a training split, and unset
+    prompt fields take the values the SFT adapter was trained with (see
+    :func:`~slmsql_hub.configs.resolve_prompt_config`).
 
     Example:
 
@@ -789,75 +538,26 @@ class GRPOScriptArguments:
     >>> from slmsql_hub.training.configs import GRPOScriptArguments
     >>> GRPOScriptArguments(dataset_paths="outputs/world/band").dataset_paths
     ['outputs/world/band']
-    >>> GRPOScriptArguments(benchmarks=["spider=data/spider"]).benchmark_roots()
-    {'spider': 'data/spider'}
-    >>> GRPOScriptArguments(benchmarks=["spider=data/spider"], benchmark_split="dev")
+    >>> GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="data/spider")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: benchmark_split 'dev' is what EX is measured on; train on a training split...
+    slmsql_hub.errors.UsageError: benchmarks entry spider:dev names dev, what EX is measured on; train on a training split...
 
     ```
     """
 
-    dataset_paths: list[str] = field(
-        default_factory=list,
-        metadata={
-            "help": "Dataset folder(s) written with save_to_disk (a world split, or the filter's band)."
-        },
+    _nothing_to_train_on = (
+        "no training prompts: set dataset_paths (e.g. `dataset_paths: [outputs/world/datasets/grounding]` "
+        "or the filter's band folder) or benchmarks (e.g. `benchmarks: [spider:train]` with spider_root)"
     )
-    benchmarks: list[str] = field(
-        default_factory=list,
-        metadata={
-            "help": "Benchmarks read from their release files, as name=root (e.g. spider=data/spider)."
-        },
-    )
-    benchmark_split: str = field(default="train", metadata={"help": "The split read from each benchmark."})
-    benchmark_limit: int | None = field(
-        default=None, metadata={"help": "A seeded subset of this many questions per benchmark; null: all."}
-    )
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
-    )
-    prompt_sample_rows: int | None = field(
-        default=None,
-        metadata={"help": "Sample rows per table in the schema text; null: as the SFT adapter was trained."},
-    )
-    prompt_max_value_chars: int | None = field(
-        default=None, metadata={"help": "Longest value shown in a sample row; null: as the SFT adapter."}
-    )
-    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
 
-    # The same name=root parsing and checks as SFT's benchmarks.
-    benchmark_roots = SFTScriptArguments.benchmark_roots
-
-    def __post_init__(self) -> None:
-        if isinstance(self.dataset_paths, (str, os.PathLike)):
-            self.dataset_paths = [str(self.dataset_paths)]
-        self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
-        if isinstance(self.benchmarks, str):
-            self.benchmarks = [self.benchmarks]
-        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
-        if not self.dataset_paths and not self.benchmarks:
-            raise UsageError(
-                "no training prompts: set dataset_paths (e.g. `dataset_paths: [outputs/world/datasets/grounding]` "
-                "or the filter's band folder) or benchmarks (e.g. `benchmarks: [spider=data/spider]`)"
-            )
-        self.benchmark_roots()  # validates the entries
-        if self.benchmarks and self.benchmark_split in ("dev", "test"):
-            raise UsageError(
-                f"benchmark_split {self.benchmark_split!r} is what EX is measured on; train on a training split "
-                "(Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
-            )
-        if self.benchmark_limit is not None and self.benchmark_limit < 1:
-            raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
-        if self.max_train_samples is not None and self.max_train_samples < 1:
-            raise UsageError(f"max_train_samples must be >= 1, or null for all; got {self.max_train_samples}")
-        _check_prompt_fields(
-            "GRPOScriptArguments",
-            0 if self.prompt_sample_rows is None else self.prompt_sample_rows,
-            1 if self.prompt_max_value_chars is None else self.prompt_max_value_chars,
-        )
-        _check_threads("GRPOScriptArguments", self.num_threads)
+    def _check_stage_fields(self) -> None:
+        for entry in self.benchmark_entries():
+            if entry.split in ("dev", "test"):
+                raise UsageError(
+                    f"benchmarks entry {entry} names {entry.split}, what EX is measured on; train on a training "
+                    "split (Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
+                )
 
 
 @dataclass
@@ -1007,65 +707,5 @@ class GRPOTrainingConfig(GRPOConfig, SQLLimitsArguments):
 GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
 """The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""
 
-
-RECIPE_KINDS: dict[str, str] = {
-    "base": "slmsql_hub.training.configs:BASE_ARGUMENTS",
-    "sft": "slmsql_hub.training.configs:SFT_ARGUMENTS",
-    "grpo": "slmsql_hub.training.configs:GRPO_ARGUMENTS",
-    "filter": "slmsql_hub.filtering:load_filter_config",
-    "eval": "slmsql_hub.evaluation:load_eval_config",
-}
-"""How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
-``sft`` recipe): ``"module:NAME"`` of a tuple of dataclasses (read with :func:`parse_recipe`) or of a loader
-``(config, overrides) -> config``. Register a new kind of recipe here and ``tests/test_recipes.py`` checks it."""
-
-
-def recipe_kind(path: str | os.PathLike) -> str:
-    """The kind of a recipe: the first ``_``-separated word of its file name.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.configs import recipe_kind
-    >>> recipe_kind("recipes/qwen2.5-coder-1.5b/sft_stage2_bird_spider.yaml")
-    'sft'
-
-    ```
-    """
-    return Path(path).stem.split("_", 1)[0]
-
-
-def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple:
-    """Read and validate any registered recipe (see :data:`RECIPE_KINDS`); nothing is downloaded or loaded.
-
-    Returns:
-        The validated config objects, as a tuple.
-
-    Raises:
-        UsageError: the kind is not registered, or the recipe is invalid.
-
-    Example:
-
-    ```python
-    >>> import pathlib, slmsql_hub
-    >>> from slmsql_hub.training.configs import load_recipe
-    >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
-    >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
-    >>> training.stage, training.adapter_path
-    (2, 'outputs/world/sft_stage1')
-
-    ```
-    """
-    import importlib
-
-    kind = recipe_kind(path)
-    if kind not in RECIPE_KINDS:
-        raise UsageError(
-            f"cannot tell what {path} configures: its name starts with {kind!r}, not one of "
-            f"{', '.join(sorted(RECIPE_KINDS))}; rename it or register the kind in RECIPE_KINDS"
-        )
-    module_name, _, attribute = RECIPE_KINDS[kind].partition(":")
-    target = getattr(importlib.import_module(module_name), attribute)
-    if isinstance(target, tuple):
-        return parse_recipe(target, path, overrides)
-    return (target(path, overrides),)
+GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
+"""The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""

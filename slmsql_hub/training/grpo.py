@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..configs import config_to_dict, parse_recipe, save_resolved_config
 from ..errors import UsageError
 from ..model_refs import looks_local
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
@@ -51,9 +52,6 @@ from .configs import (
     GRPOScriptArguments,
     GRPOTrainingConfig,
     ModelArguments,
-    config_to_dict,
-    parse_recipe,
-    save_resolved_config,
 )
 from .guards import (
     GuardResult,
@@ -81,67 +79,13 @@ logger = logging.getLogger(__name__)
 TRL_MODEL_CARD = "trl_model_card.md"
 """Where TRL's draft model card goes (``README.md`` is left for the project's card)."""
 
-_DEFAULT_SAMPLE_ROWS = 3
-_DEFAULT_MAX_VALUE_CHARS = 40
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Phase 1: data
 # ----------------------------------------------------------------------------------------------------------
 
 
-def resolve_prompt_config(
-    script_args: GRPOScriptArguments, adapter_path: str | None
-) -> tuple[PromptConfig, str]:
-    """The prompt settings of the run and where they came from.
-
-    A value set in the recipe wins; otherwise the SFT adapter's ``run_summary.json`` (its ``prompt`` section)
-    gives the values the adapter was trained with, so GRPO prompts look like SFT prompts; otherwise the
-    defaults (3 sample rows, 40 characters).
-
-    Returns:
-        ``(PromptConfig, source)`` with ``source`` one of ``recipe``, ``adapter``, ``default``.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.configs import GRPOScriptArguments
-    >>> from slmsql_hub.training.grpo import resolve_prompt_config
-    >>> config, source = resolve_prompt_config(GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=0), None)
-    >>> config.sample_rows, config.max_value_chars, source
-    (0, 40, 'recipe')
-
-    ```
-    """
-    import json
-
-    from ..prompts import PromptConfig
-
-    sample_rows, max_chars = script_args.prompt_sample_rows, script_args.prompt_max_value_chars
-    source = "recipe" if sample_rows is not None else "default"
-    summary_file = Path(adapter_path).expanduser() / "run_summary.json" if adapter_path else None
-    if (sample_rows is None or max_chars is None) and summary_file is not None and summary_file.is_file():
-        try:
-            trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
-        except json.JSONDecodeError as err:
-            raise UsageError(
-                f"{summary_file} is not valid JSON ({err}); fix it or set prompt_sample_rows"
-            ) from err
-        if sample_rows is None and "sample_rows" in trained:
-            sample_rows, source = int(trained["sample_rows"]), "adapter"
-        if max_chars is None and "max_value_chars" in trained:
-            max_chars = int(trained["max_value_chars"])
-    return (
-        PromptConfig(
-            sample_rows=_DEFAULT_SAMPLE_ROWS if sample_rows is None else sample_rows,
-            max_value_chars=_DEFAULT_MAX_VALUE_CHARS if max_chars is None else max_chars,
-        ),
-        source,
-    )
-
-
 def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset:
-    """The question rows a run trains on: saved datasets and benchmarks (``name=root``), concatenated.
+    """The question rows a run trains on: saved datasets and benchmarks, concatenated.
 
     Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
 
@@ -156,12 +100,12 @@ def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset
         sources = list(script_args.dataset_paths) + list(script_args.benchmarks)
         raise UsageError(
             f"no training rows in {', '.join(sources) or 'the configured sources'}: there is nothing to train on; "
-            "check benchmark_split and benchmark_limit"
+            "check the benchmarks entries (NAME:SPLIT[:LIMIT])"
         )  # (an empty dataset folder, such as an empty band, is reported by load_datasets with its own fix)
     if "db_path" not in rows.column_names:
         raise UsageError(
             "the training rows have no db_path column, so the execution reward has no database to run on; use a "
-            "world split, the filter's band, or a benchmark (benchmarks: [name=root])"
+            "world split, the filter's band, or a benchmark (benchmarks: [spider:train] with spider_root)"
         )
     return rows
 
@@ -729,7 +673,7 @@ def train_grpo(
     check_model_inputs(model_args, training_args)
 
     # 1. data
-    prompt_config, prompt_source = resolve_prompt_config(script_args, training_args.adapter_path)
+    prompt_config, prompt_source = script_args.resolve_prompt_config(training_args.adapter_path)
     rows = load_prompt_rows(script_args, seed=training_args.seed)
     n_rows = len(rows)
     rows = rows.shuffle(seed=training_args.seed)
@@ -764,8 +708,7 @@ def train_grpo(
         )
     check_one_round(len(dataset), training_args)
     data_counts = {
-        "source": list(script_args.dataset_paths)
-        + [f"{entry}:{script_args.benchmark_split}" for entry in script_args.benchmarks],
+        "source": script_args.sources(),
         "rows": n_rows,
         "used": len(rows),
         **gold_counts,

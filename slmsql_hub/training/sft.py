@@ -34,7 +34,8 @@ from .common import (
     to_prompt_completion,
     write_run_summary,
 )
-from .configs import ModelArguments, SFTScriptArguments, SFTTrainingConfig, save_resolved_config
+from ..configs import save_resolved_config
+from .configs import ModelArguments, SFTScriptArguments, SFTTrainingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -60,20 +61,19 @@ def _check_local_inputs(model_args: ModelArguments, training_args: SFTTrainingCo
 def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
     """The run's rows: every ``dataset_paths`` folder and every benchmark of ``benchmarks``, concatenated.
 
-    Benchmarks are read with :func:`~slmsql_hub.data.benchmarks.load_benchmark` (``benchmark_split``, a seeded
-    ``benchmark_limit`` subset), so BIRD, Spider and SynSQL train straight from their release files.
+    Benchmarks (``NAME:SPLIT[:LIMIT]``, a seeded subset) are read with
+    :func:`~slmsql_hub.data.benchmarks.load_benchmark`, so BIRD, Spider and SynSQL train from their release files.
     """
     from datasets import concatenate_datasets
 
     parts = []
     if script_args.dataset_paths:
         parts.append(load_datasets(script_args.dataset_paths))
-    for name, root in script_args.benchmark_roots().items():
+    for entry in script_args.benchmark_entries():
         from ..data.benchmarks import load_benchmark
 
-        loaded = load_benchmark(
-            name, root, script_args.benchmark_split, limit=script_args.benchmark_limit, seed=seed
-        )
+        root = script_args.root(entry.name)
+        loaded = load_benchmark(entry.name, root, entry.split, limit=entry.limit, seed=seed)
         loaded = loaded.select_columns(["question", "gold_sql", "evidence", "db_path", "db_id"])
         parts.append(loaded.add_column("_source", [str(Path(root).expanduser().resolve())] * len(loaded)))
     if len(parts) == 1:
