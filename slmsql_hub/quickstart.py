@@ -78,7 +78,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("filter", "pass-rate filter: K samples per rl_pool question from the SFT policy",
           "filter/filter_report.json",
           f"filter --config {{recipes}}/filter.yaml {_BASE} --adapter_path {{out}}/sft/stage2"
-          " --data_root {out}/world --output_dir {out}/filter"),
+          " --world_root {out}/world --output_dir {out}/filter"),
     Stage("grpo", "GRPO attempt #2 on the filtered band (continues the SFT adapter)", "grpo/run_summary.json",
           f"train grpo --config {{recipes}}/grpo_band.yaml {_BASE} --adapter_path {{out}}/sft/stage2"
           " --dataset_paths {out}/filter/band --output_dir {out}/grpo"),
@@ -90,7 +90,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("eval", "evaluate SFT vs GRPO on world dev + test (paired bootstrap CI, McNemar)",
           "eval/eval_results.json",
           f"eval --config {{recipes}}/eval.yaml {_BASE} --sft_adapter {{out}}/sft/stage2"
-          " --grpo_adapter {out}/grpo --world_dir {out}/world --output_dir {out}/eval"),
+          " --grpo_adapter {out}/grpo --world_root {out}/world --output_dir {out}/eval"),
     Stage("card", "render the model card, plots and .eval_results", "card/README.md",
           "card --run-dir {out} --repo-id {repo}"),
     Stage("push_dry_run", "write the exact folders a push would upload (no network)", "push_dry_run/plan.json",

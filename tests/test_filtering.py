@@ -19,7 +19,6 @@ import torch
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub import filtering
-from slmsql_hub.filtering import run as filter_run
 from slmsql_hub.cli import main as cli_main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.filtering import (
@@ -33,6 +32,7 @@ from slmsql_hub.filtering import (
     sample_seed,
     summary_line,
 )
+from slmsql_hub.filtering import run as filter_run
 from slmsql_hub.generation import GenerationConfig, generate
 from slmsql_hub.prompts import PromptConfig
 from slmsql_hub.sql import Sandbox
@@ -103,12 +103,11 @@ def policy_dir(policy, tmp_path_factory):
     return folder
 
 
-def make_config(spider_root, out, **overrides):
+def make_config(spider_root, out, limit=None, **overrides):
     values = dict(
         model_name_or_path="unused-when-a-policy-is-passed",
-        benchmark="spider",
-        data_root=str(spider_root),
-        split="dev",
+        benchmarks=["spider:dev" + (f":{limit}" if limit else "")],
+        spider_root=str(spider_root),
         num_samples=8,
         temperature=1.0,
         max_new_tokens=24,
@@ -144,16 +143,19 @@ def rows_of(out):
         ({"num_samples": 3, "pass_rate_low": 0.4, "pass_rate_high": 0.6}, "the band would always be empty"),
         ({"temperature": 0.0}, "temperature must be > 0"),
         ({"keep_distinct": True}, "keep_distinct only applies to compare_mode: spider"),
-        ({"benchmark": "world", "split": "dev"}, "held out for evaluation"),
-        ({"benchmark": "world", "split": None}, "held out for evaluation"),
+        ({"benchmarks": ["world:dev"]}, "held out for evaluation"),
+        ({"benchmarks": ["world:test:20"]}, "held out for evaluation"),
         ({"output_dir": None}, "output_dir is not set"),
-        ({"data_root": ""}, "data_root is not set"),
-        ({"benchmark": "wikisql"}, "benchmark must be one of"),
+        ({"world_root": None}, "world_root is not set"),
+        ({"benchmarks": []}, "must name ONE pool"),
+        ({"benchmarks": ["world:rl_pool", "synsql:train"], "synsql_root": "s"}, "must name ONE pool"),
+        ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"backend": "onnx"}, "backend must be 'transformers' or 'vllm'"),
     ],
 )
 def test_invalid_config_is_one_usage_error_naming_the_fix(tmp_path, overrides, message):
-    values = dict(model_name_or_path="m", data_root="w", split="rl_pool", output_dir=str(tmp_path))
+    values = dict(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir=str(tmp_path))
     values.update(overrides)
     with pytest.raises(UsageError) as err:
         FilterConfig(**values)
@@ -172,15 +174,15 @@ def test_filter_recipes_parse_and_validate_offline(recipe):
     config = load_filter_config(REPO / recipe)
     assert (config.pass_rate_low, config.pass_rate_high) == (0.2, 0.8)
     assert config.temperature > 0 and config.num_samples >= 4
-    if config.benchmark == "world":
-        assert config.split == "rl_pool"
+    if config.pool.name == "world":
+        assert config.pool.split == "rl_pool"
 
 
 def test_synsql_recipe_is_the_studys_setup():
     config = load_filter_config(REPO / "recipes/qwen2.5-coder-1.5b/filter_synsql.yaml")
     assert config.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert config.adapter_path == "Anurich/slmsql-qwen2.5-coder-1.5b"
-    assert (config.benchmark, config.num_samples, config.limit) == ("synsql", 8, 1367)
+    assert (config.pool.name, config.num_samples, config.pool.limit) == ("synsql", 8, 1367)
 
 
 def test_command_line_overrides_win_over_the_recipe():
@@ -188,6 +190,26 @@ def test_command_line_overrides_win_over_the_recipe():
         REPO / "recipes/world/filter.yaml", ["--num_samples", "4", "--pass_rate_low", "0.1"]
     )
     assert (config.num_samples, config.pass_rate_low, config.pass_rate_high) == (4, 0.1, 0.8)
+
+
+def test_the_old_pool_spelling_still_loads_with_one_deprecation_line(tmp_path, caplog):
+    recipe = tmp_path / "filter.yaml"
+    recipe.write_text(
+        "model_name_or_path: m\nbenchmark: world\ndata_root: w\nsplit: rl_pool\nlimit: 24\noutput_dir: o\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+        config = load_filter_config(recipe)
+    assert (config.benchmarks, config.world_root, config.pool_root) == (["world:rl_pool:24"], "w", "w")
+    assert [r.getMessage() for r in caplog.records] == [
+        "benchmark/data_root/split/limit is deprecated and will be removed in the next release; write "
+        "benchmarks: [world:rl_pool:24] and world_root: w"
+    ]
+
+
+def test_backend_is_part_of_the_config_and_reaches_the_generation_settings():
+    values = dict(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir="o")
+    assert FilterConfig(**values).generation_config().backend == "transformers"
+    assert FilterConfig(**values, backend="vllm").backend == "vllm"
 
 
 def test_unknown_override_is_a_usage_error():
@@ -511,9 +533,8 @@ def test_prompts_longer_than_the_models_context_are_warned_about(caplog):
 def write_recipe(path, spider_root, policy_dir, out, **extra):
     lines = {
         "model_name_or_path": str(policy_dir),
-        "benchmark": "spider",
-        "data_root": str(spider_root),
-        "split": "dev",
+        "benchmarks": ["spider:dev"],
+        "spider_root": str(spider_root),
         "num_samples": 8,
         "temperature": 1.0,
         "max_new_tokens": 24,

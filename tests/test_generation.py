@@ -8,12 +8,12 @@ import pytest
 import torch
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
-from slmsql_hub.generation import hf
 from slmsql_hub.errors import UsageError
 from slmsql_hub.generation import (
     GenerationConfig,
     generate,
     generate_completions,
+    hf,
     load_policy,
     render_prompts,
     stop_token_ids,

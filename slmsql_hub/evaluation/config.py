@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..configs import BenchmarkArguments, BenchmarkEntry, PromptArguments
 from ..errors import UsageError
 from ..model_refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
@@ -22,10 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 POLICIES: tuple[str, str] = ("sft", "grpo")
 """The two policies compared, in order: ``a`` (the reference) and ``b``; ΔEX is ``grpo - sft``."""
 
-
 RESULTS_FILE = "eval_results.json"
 """The results file in ``output_dir``."""
-
 
 PREDICTIONS_DIR = "predictions"
 """Where the per-question predictions go (``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
@@ -51,21 +50,12 @@ DEFAULT_DATASET_IDS: dict[str, str] = {
 """The Hub dataset ids written into the results (and the model card's ``model-index``). BIRD's dev set has no
 official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
 
-
 _EVAL_SPLITS = {"world": ("dev", "test"), "spider": ("dev",), "bird": ("dev",)}
 
 
-_ROOT_FIELDS = {"world": "world_dir", "spider": "spider_root", "bird": "bird_root"}
 
-
-@dataclass(frozen=True)
-class BenchmarkSpec:
-    """One benchmark slice to evaluate: ``name:split`` or ``name:split:limit`` in a recipe.
-
-    Args:
-        name (`str`): ``world``, ``spider`` or ``bird``.
-        split (`str`): ``dev`` (or the world's ``test``).
-        limit (`int`, *optional*): a seeded subset of this many questions (``None``: the whole split).
+class BenchmarkSpec(BenchmarkEntry):
+    """One benchmark slice to evaluate: a ``benchmarks`` entry (``NAME:SPLIT[:LIMIT]``) that is a held-out split.
 
     Example:
 
@@ -74,48 +64,29 @@ class BenchmarkSpec:
     >>> spec = BenchmarkSpec.parse("spider:dev:200")
     >>> spec.key, spec.limit, spec.mode
     ('spider_dev', 200, 'spider')
-    >>> BenchmarkSpec.parse("spider")
+    >>> BenchmarkSpec.parse("world:rl_pool")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: benchmark 'spider' must be name:split or name:split:limit, e.g. world:dev or spider:dev:200
+    slmsql_hub.errors.UsageError: benchmark 'world:rl_pool': evaluate world on dev or test, not 'rl_pool' (training splits say nothing about held-out accuracy)
 
     ```
     """
 
-    name: str
-    split: str
-    limit: int | None = None
-
     @classmethod
     def parse(cls, text: str) -> BenchmarkSpec:
-        """Read ``name:split[:limit]``."""
-        parts = [part.strip() for part in str(text).split(":")]
-        if len(parts) not in (2, 3) or not all(parts):
+        """Read ``NAME:SPLIT[:LIMIT]`` (:meth:`BenchmarkEntry.parse`) and check it is an evaluation slice."""
+        entry = BenchmarkEntry.parse(text)
+        if entry.name not in EVAL_BENCHMARKS:
+            hint = " (SynSQL is a training pool)" if entry.name == "synsql" else ""
             raise UsageError(
-                f"benchmark {text!r} must be name:split or name:split:limit, e.g. world:dev or spider:dev:200"
+                f"benchmark {text!r}: cannot evaluate on {entry.name!r}{hint}; choose one of {', '.join(EVAL_BENCHMARKS)}"
             )
-        name, split = parts[0].lower(), parts[1]
-        if name not in EVAL_BENCHMARKS:
-            hint = " (SynSQL is a training pool)" if name == "synsql" else ""
+        if entry.split not in _EVAL_SPLITS[entry.name]:
             raise UsageError(
-                f"benchmark {text!r}: unknown benchmark {name!r}{hint}; choose one of {', '.join(EVAL_BENCHMARKS)}"
+                f"benchmark {text!r}: evaluate {entry.name} on {' or '.join(_EVAL_SPLITS[entry.name])}, not "
+                f"{entry.split!r} (training splits say nothing about held-out accuracy)"
             )
-        if split not in _EVAL_SPLITS[name]:
-            raise UsageError(
-                f"benchmark {text!r}: evaluate {name} on {' or '.join(_EVAL_SPLITS[name])}, not {split!r} "
-                "(training splits say nothing about held-out accuracy)"
-            )
-        limit = None
-        if len(parts) == 3:
-            try:
-                limit = int(parts[2])
-            except ValueError:
-                limit = 0
-            if limit < 1:
-                raise UsageError(
-                    f"benchmark {text!r}: the limit must be a positive integer, got {parts[2]!r}"
-                )
-        return cls(name=name, split=split, limit=limit)
+        return cls(*entry)
 
     @property
     def key(self) -> str:
@@ -129,7 +100,7 @@ class BenchmarkSpec:
 
 
 @dataclass
-class EvalConfig(SQLLimitsArguments):
+class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     """Everything ``slmsql eval`` needs: the base and the two adapters, the slices, decoding, judging, stats.
 
     Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_eval_config`. Validation
@@ -158,8 +129,9 @@ class EvalConfig(SQLLimitsArguments):
         benchmarks (`list[str]`, defaults to `["world:dev", "world:test"]`):
             The slices, each ``name:split`` or ``name:split:limit`` (a seeded subset): ``world:dev``,
             ``world:test``, ``spider:dev:200``, ``bird:dev:149``.
-        world_dir (`str`, *optional*):
-            The world folder (``slmsql world build --out``); needed by ``world:*`` slices.
+        world_root (`str`, *optional*):
+            The world folder (``slmsql world build --out``); needed by ``world:*`` slices (``world_dir``: its
+            deprecated name).
         spider_root (`str`, *optional*):
             A Spider folder (``dev.json``, ``database/``); needed by ``spider:*`` slices.
         bird_root (`str`, *optional*):
@@ -182,11 +154,8 @@ class EvalConfig(SQLLimitsArguments):
             Sandbox worker processes (``None``: one per CPU core).
         keep_distinct (`bool`, defaults to `False`):
             Spider slices only: keep DISTINCT instead of removing it (the official evaluator removes it).
-        prompt_sample_rows (`int`, *optional*):
-            Sample rows per table in the schema; ``None`` reads each adapter's ``run_summary.json`` (what it
-            was trained with), else 3.
-        prompt_max_value_chars (`int`, *optional*):
-            Longest sample value shown; ``None`` reads each adapter's ``run_summary.json``, else 40.
+        prompt_sample_rows, prompt_max_value_chars:
+            The schema text (:class:`~slmsql_hub.configs.PromptArguments`); unset: as each adapter was trained.
         bootstrap_resamples (`int`, defaults to `10000`):
             Paired bootstrap resamples for the CI of ΔEX (at least 10,000).
         bootstrap_seed (`int`, defaults to `0`):
@@ -199,7 +168,7 @@ class EvalConfig(SQLLimitsArguments):
     ```python
     >>> from slmsql_hub.evaluation import EvalConfig
     >>> config = EvalConfig(model_name_or_path="outputs/quickstart/base", sft_adapter="outputs/quickstart/sft/stage2",
-    ...                     grpo_adapter="outputs/quickstart/grpo", world_dir="outputs/quickstart/world",
+    ...                     grpo_adapter="outputs/quickstart/grpo", world_root="outputs/quickstart/world",
     ...                     output_dir="outputs/quickstart/eval")
     >>> [spec.key for spec in config.benchmark_specs()]
     ['world_dev', 'world_test']
@@ -240,9 +209,6 @@ class EvalConfig(SQLLimitsArguments):
         default_factory=lambda: ["world:dev", "world:test"],
         metadata={"help": "Slices: name:split[:limit], e.g. world:dev spider:dev:200 bird:dev:149."},
     )
-    world_dir: str | None = field(default=None, metadata={"help": "The world folder (slmsql world build)."})
-    spider_root: str | None = field(default=None, metadata={"help": "Spider folder (dev.json, database/)."})
-    bird_root: str | None = field(default=None, metadata={"help": "BIRD folder (dev.json, dev_databases/)."})
     seed: int = field(default=0, metadata={"help": "Seed of the limit subsets."})
     skip_missing_db: bool = field(
         default=False, metadata={"help": "Drop questions whose database is missing."}
@@ -255,12 +221,6 @@ class EvalConfig(SQLLimitsArguments):
     timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
     keep_distinct: bool = field(default=False, metadata={"help": "Spider slices: keep DISTINCT."})
-    prompt_sample_rows: int | None = field(
-        default=None, metadata={"help": "Sample rows per table (null: each adapter's run_summary.json)."}
-    )
-    prompt_max_value_chars: int | None = field(
-        default=None, metadata={"help": "Longest sample value (null: each adapter's run_summary.json)."}
-    )
     bootstrap_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples (>= 10000)."})
     bootstrap_seed: int = field(default=0, metadata={"help": "Bootstrap seed."})
     output_dir: str | None = field(default=None, metadata={"help": "Where eval_results.json goes."})
@@ -287,12 +247,7 @@ class EvalConfig(SQLLimitsArguments):
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be >= 1, or null for the default; got {value}")
         self.resolve_sql_limits(deprecated_timeout="timeout_s")
-        if self.prompt_sample_rows is not None and self.prompt_sample_rows < 0:
-            raise UsageError(f"prompt_sample_rows must be >= 0, or null; got {self.prompt_sample_rows}")
-        if self.prompt_max_value_chars is not None and self.prompt_max_value_chars < 1:
-            raise UsageError(
-                f"prompt_max_value_chars must be >= 1, or null; got {self.prompt_max_value_chars}"
-            )
+        PromptArguments.__post_init__(self)
         if self.bootstrap_resamples < 10_000:
             raise UsageError(
                 f"bootstrap_resamples must be >= 10000 for a stable 95% CI (it costs milliseconds); "
@@ -301,6 +256,9 @@ class EvalConfig(SQLLimitsArguments):
         if isinstance(self.benchmarks, str):
             self.benchmarks = [self.benchmarks]
         self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
+        # Not BenchmarkArguments.__post_init__: it allows one entry per benchmark, and eval takes world:dev AND
+        # world:test; the slices are checked by benchmark_specs below (one per name and split).
+        self._upgrade_old_spellings()
         if isinstance(self.dataset_ids, str):
             self.dataset_ids = [self.dataset_ids]
         self.dataset_ids = [str(d).strip() for d in (self.dataset_ids or []) if str(d).strip()]
@@ -319,8 +277,8 @@ class EvalConfig(SQLLimitsArguments):
                     f"benchmarks {seen[spec.key]!r} and {text!r} are both {spec.key}: evaluate each split once"
                 )
             seen[spec.key] = text
-            root_field = _ROOT_FIELDS[spec.name]
-            if not getattr(self, root_field):
+            root_field = f"{spec.name}_root"
+            if not self.root(spec.name):
                 raise UsageError(
                     f"benchmark {text} needs {root_field}: set it to the {spec.name} folder "
                     f"(e.g. `{root_field}: {'outputs/quickstart/world' if spec.name == 'world' else 'data/' + spec.name}`)"
@@ -365,7 +323,7 @@ class EvalConfig(SQLLimitsArguments):
 def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
     """Read an :class:`EvalConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
 
-    The same parser as the training recipes (:func:`~slmsql_hub.training.configs.parse_recipe`): an unknown
+    The same parser as the training recipes (:func:`~slmsql_hub.configs.parse_recipe`): an unknown
     key or a bad value is one :class:`~slmsql_hub.errors.UsageError` naming the fix.
 
     Args:
@@ -382,13 +340,13 @@ def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequenc
     >>> from slmsql_hub.evaluation import load_eval_config
     >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "eval.yaml"
     >>> _ = recipe.write_text("model_name_or_path: out/base\\nsft_adapter: out/sft/stage2\\ngrpo_adapter: out/grpo\\n"
-    ...                       "world_dir: out/world\\noutput_dir: out/eval\\n")
+    ...                       "world_root: out/world\\noutput_dir: out/eval\\n")
     >>> load_eval_config(recipe, ["--benchmarks", "world:dev:20"]).benchmarks
     ['world:dev:20']
 
     ```
     """
-    from ..training.configs import parse_recipe
+    from ..configs import parse_recipe
 
     (parsed,) = parse_recipe((EvalConfig,), config, overrides)
     return parsed

@@ -1,5 +1,4 @@
-"""The evaluation run: load the slices, build the prompts, generate, judge, compare, write the results.
-"""
+"""The evaluation run: load the slices, build the prompts, generate, judge, compare, write the results."""
 
 from __future__ import annotations
 
@@ -15,13 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from .. import __version__
+from .. import __version__, configs
 from ..errors import UsageError
 from ..prompts import build_prompts
 from ..run_files import write_atomic
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
-    _ROOT_FIELDS,
     BREAKDOWNS,
     POLICIES,
     PREDICTIONS_DIR,
@@ -36,7 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -71,7 +68,7 @@ def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
     """
     from ..data.benchmarks import load_benchmark
 
-    root = getattr(config, _ROOT_FIELDS[spec.name])
+    root = config.root(spec.name)
     dataset = load_benchmark(
         spec.name,
         root,
@@ -98,45 +95,19 @@ def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
 def resolve_prompt_config(
     adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
 ) -> PromptConfig:
-    """The prompt settings a policy is evaluated with: the given values, else its training's, else defaults.
-
-    The adapter's ``run_summary.json`` (its ``prompt`` section, written by ``slmsql train sft`` and ``slmsql
-    train grpo``) says how it was trained; a Hub adapter has none, and the defaults (3 rows, 40 chars) apply.
-
-    Args:
-        adapter: the adapter folder (or Hub id).
-        sample_rows: overrides the sample rows per table.
-        max_value_chars: overrides the longest sample value.
-
-    Returns:
-        `PromptConfig`: the settings.
+    """:func:`slmsql_hub.configs.resolve_prompt_config` without its ``source`` (the Space and
+    ``benchmarks/measure_world_ex.py`` call it this way).
 
     Example:
 
     ```python
     >>> from slmsql_hub.evaluation import resolve_prompt_config
-    >>> config = resolve_prompt_config("org/hub-adapter", sample_rows=0)
-    >>> config.sample_rows, config.max_value_chars
-    (0, 40)
+    >>> resolve_prompt_config("org/hub-adapter", sample_rows=0).max_value_chars
+    40
 
     ```
     """
-    from ..prompts import PromptConfig
-
-    trained: dict = {}
-    summary_file = Path(adapter).expanduser() / "run_summary.json" if adapter else None
-    if summary_file is not None and summary_file.is_file():
-        try:
-            trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
-        except json.JSONDecodeError as err:
-            raise UsageError(
-                f"{summary_file} is not valid JSON ({err}); fix it or set prompt_sample_rows"
-            ) from err
-    if sample_rows is None:
-        sample_rows = int(trained.get("sample_rows", 3))
-    if max_value_chars is None:
-        max_value_chars = int(trained.get("max_value_chars", 40))
-    return PromptConfig(sample_rows=sample_rows, max_value_chars=max_value_chars)
+    return configs.resolve_prompt_config(adapter, sample_rows, max_value_chars)[0]
 
 
 def _config_record(config: EvalConfig) -> dict:
@@ -182,19 +153,17 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     ```python
     >>> from slmsql_hub.evaluation import EvalConfig, run_eval
     >>> run_eval(EvalConfig(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o",
-    ...                     world_dir="/nowhere"))
+    ...                     world_root="/nowhere"))
     Traceback (most recent call last):
     ...
     slmsql_hub.errors.UsageError: world root is not a directory: /nowhere
 
     ```
     """
-    from ..sql import Judge, Sandbox
-    from ..stats import SIGNIFICANCE_RULE, paired_comparison
+    from ..sql import Sandbox
+    from ..stats import SIGNIFICANCE_RULE
 
     started = time.perf_counter()
-    from ..training.common import loaded_revisions
-
     created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     slices = [load_slice(spec, config) for spec in config.benchmark_specs()]
     adapters = config.adapters()
@@ -208,113 +177,145 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             {name: (c.sample_rows, c.max_value_chars) for name, c in prompt_configs.items()},
         )
     generation_config = config.generation_config()
-    if config.num_threads is not None:
-        import torch
-
-        torch.set_num_threads(config.num_threads)
-    if policy is None:
-        from ..generation import load_policy
-
-        loaded = load_policy(
-            config.model_name_or_path,
-            adapters=adapters,
-            tokenizer=config.tokenizer_name_or_path,
-            dtype=config.dtype,
-            device=config.device,
-            backend=config.backend,
-            revision=config.model_revision,
-            adapter_revisions=config.adapter_revisions(),
-        )
-        # the vLLM backend returns one VLLMPolicy that tokenizes for itself
-        policy = (loaded, None) if config.backend == "vllm" else loaded
-    model, tokenizer = policy
+    model, tokenizer = policy if policy is not None else _load_eval_policy(config)
     out = Path(str(config.output_dir)).expanduser()
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
-    a_name, b_name = POLICIES
     benchmarks: dict[str, dict] = {}
-    limits = config.sql_limits()
-    with Sandbox(limits, workers=config.sandbox_workers) as sandbox:
+    with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
         schema_cache: dict = {}
         for piece in tqdm(slices, desc="eval slices", unit="slice", disable=not progress or len(slices) < 2):
-            spec, rows = piece.spec, piece.rows
-            logger.info("%s: %d questions, %s mode", spec.key, len(rows), spec.mode)
-            judge = Judge(
-                sandbox=sandbox, mode=spec.mode, keep_distinct=config.keep_distinct and spec.mode == "spider"
-            )
             prompts = {
-                name: build_prompts(rows, prompt_configs[name], sandbox, schema_cache) for name in POLICIES
+                name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
+                for name in POLICIES
             }
             outputs = generate_and_judge(
-                model, tokenizer, rows, prompts, judge, generation_config, progress=progress
+                model,
+                tokenizer,
+                piece.rows,
+                prompts,
+                _judge(piece.spec, config, sandbox),
+                generation_config,
+                progress=progress,
             )
-            correct = {name: [o.judgement.correct for o in outputs[name]] for name in POLICIES}
-            n_unscorable = sum(1 for value in correct[a_name] if value is None)
-            if n_unscorable == len(rows):
-                raise UsageError(
-                    f"{spec.key}: none of the {len(rows)} gold queries ran (every example is unscorable); "
-                    f"check the databases under {getattr(config, _ROOT_FIELDS[spec.name])}"
-                )
-            if n_unscorable:
-                logger.warning(
-                    "%s: %d of %d questions are unscorable (their gold SQL failed); left out of EX and the "
-                    "paired statistics",
-                    spec.key,
-                    n_unscorable,
-                    len(rows),
-                )
-            comparison = paired_comparison(
-                correct[a_name],
-                correct[b_name],
-                a_name=a_name,
-                b_name=b_name,
-                resamples=config.bootstrap_resamples,
-                seed=config.bootstrap_seed,
-            )
-            predictions_file = f"{PREDICTIONS_DIR}/{spec.key}.jsonl"
-            records = prediction_records(rows, outputs)
-            write_atomic(
-                out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-            )
-            benchmarks[spec.key] = {
-                "benchmark": spec.name,
-                "split": spec.split,
-                "limit": spec.limit,
-                "seed": config.seed,
-                "dataset_id": piece.dataset_id,
-                "mode": spec.mode,
-                "keep_distinct": config.keep_distinct if spec.mode == "spider" else None,
-                "breakdown_by": BREAKDOWNS[spec.name],
-                "held_out_db": piece.held_out_db,
-                "n": len(rows),
-                "n_scorable": len(rows) - n_unscorable,
-                "n_unscorable": n_unscorable,
-                "policies": {
-                    name: policy_scores(
-                        rows,
-                        outputs[name],
-                        breakdown_by=BREAKDOWNS[spec.name],
-                        held_out_db=piece.held_out_db,
-                        mode=spec.mode,
-                    )
-                    for name in POLICIES
-                },
-                "comparison": comparison.to_dict(),
-                "predictions_file": predictions_file,
-            }
-            logger.info("%s: %s", spec.key, comparison.summary)
+            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out)
     results = {
         "created_at": created_at,
         "slmsql_hub_version": __version__,
         "config": _config_record(config),
+        **_policy_records(config, prompt_configs),
+        LIMITS_KEY: limits_record(config.sql_limits()),
+        "significance_rule": SIGNIFICANCE_RULE,
+        "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
+        "benchmarks": benchmarks,
+    }
+    write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    _remove_stale_predictions(out, benchmarks)
+    logger.info("wrote %s", out / RESULTS_FILE)
+    return results
+
+
+def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:
+    """The base loaded once with both adapters (``(VLLMPolicy, None)`` on the vLLM backend, which tokenizes
+    for itself)."""
+    from ..generation import load_policy
+
+    if config.num_threads is not None:
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+    loaded = load_policy(
+        config.model_name_or_path,
+        adapters=config.adapters(),
+        tokenizer=config.tokenizer_name_or_path,
+        dtype=config.dtype,
+        device=config.device,
+        backend=config.backend,
+        revision=config.model_revision,
+        adapter_revisions=config.adapter_revisions(),
+    )
+    return (loaded, None) if config.backend == "vllm" else loaded
+
+
+def _judge(spec: BenchmarkSpec, config: EvalConfig, sandbox: Any) -> Any:
+    """The slice's judge: its benchmark's own comparison mode (DISTINCT kept only where Spider's rule asks)."""
+    from ..sql import Judge
+
+    logger.info("%s: %s mode", spec.key, spec.mode)
+    return Judge(
+        sandbox=sandbox, mode=spec.mode, keep_distinct=config.keep_distinct and spec.mode == "spider"
+    )
+
+
+def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Path) -> dict:
+    """One slice's entry of ``eval_results.json`` (scores, paired comparison); writes its predictions file."""
+    from ..stats import paired_comparison
+
+    spec, rows = piece.spec, piece.rows
+    a_name, b_name = POLICIES
+    correct = {name: [o.judgement.correct for o in outputs[name]] for name in POLICIES}
+    n_unscorable = sum(1 for value in correct[a_name] if value is None)
+    if n_unscorable == len(rows):
+        raise UsageError(
+            f"{spec.key}: none of the {len(rows)} gold queries ran (every example is unscorable); "
+            f"check the databases under {config.root(spec.name)}"
+        )
+    if n_unscorable:
+        logger.warning(
+            "%s: %d of %d questions are unscorable (their gold SQL failed); left out of EX and the "
+            "paired statistics",
+            spec.key,
+            n_unscorable,
+            len(rows),
+        )
+    comparison = paired_comparison(
+        correct[a_name],
+        correct[b_name],
+        a_name=a_name,
+        b_name=b_name,
+        resamples=config.bootstrap_resamples,
+        seed=config.bootstrap_seed,
+    )
+    predictions_file = f"{PREDICTIONS_DIR}/{spec.key}.jsonl"
+    records = prediction_records(rows, outputs)
+    write_atomic(out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    logger.info("%s: %s", spec.key, comparison.summary)
+    breakdown_by = BREAKDOWNS[spec.name]
+    return {
+        "benchmark": spec.name,
+        "split": spec.split,
+        "limit": spec.limit,
+        "seed": config.seed,
+        "dataset_id": piece.dataset_id,
+        "mode": spec.mode,
+        "keep_distinct": config.keep_distinct if spec.mode == "spider" else None,
+        "breakdown_by": breakdown_by,
+        "held_out_db": piece.held_out_db,
+        "n": len(rows),
+        "n_scorable": len(rows) - n_unscorable,
+        "n_unscorable": n_unscorable,
+        "policies": {
+            name: policy_scores(
+                rows, outputs[name], breakdown_by=breakdown_by, held_out_db=piece.held_out_db, mode=spec.mode
+            )
+            for name in POLICIES
+        },
+        "comparison": comparison.to_dict(),
+        "predictions_file": predictions_file,
+    }
+
+
+def _policy_records(config: EvalConfig, prompt_configs: dict[str, PromptConfig]) -> dict:
+    """The ``policies`` (base, adapter, resolved revisions) and ``prompt`` sections of ``eval_results.json``."""
+    from ..training.common import loaded_revisions
+
+    adapters, revisions = config.adapters(), config.adapter_revisions()
+    return {
         "policies": {
             name: {
                 "base_model": str(config.model_name_or_path),
                 "adapter": adapters[name],
                 **loaded_revisions(
-                    config.model_name_or_path,
-                    config.model_revision,
-                    adapters[name],
-                    config.adapter_revisions()[name],
+                    config.model_name_or_path, config.model_revision, adapters[name], revisions[name]
                 ),
             }
             for name in POLICIES
@@ -323,17 +324,14 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             name: {"sample_rows": c.sample_rows, "max_value_chars": c.max_value_chars}
             for name, c in prompt_configs.items()
         },
-        LIMITS_KEY: limits_record(limits),
-        "significance_rule": SIGNIFICANCE_RULE,
-        "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
-        "benchmarks": benchmarks,
     }
-    write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+
+
+def _remove_stale_predictions(out: Path, benchmarks: dict[str, dict]) -> None:
+    """Remove an earlier run's predictions of slices this run did not evaluate, so that the folder (shipped
+    with the model) matches ``eval_results.json``."""
     current = {bench["predictions_file"] for bench in benchmarks.values()}
     for stale in sorted((out / PREDICTIONS_DIR).glob("*.jsonl")):
         if f"{PREDICTIONS_DIR}/{stale.name}" not in current:
-            # an earlier run's slice: removed so the folder (shipped with the model) matches the results
             logger.warning("removing %s: not a slice of this evaluation", stale)
             stale.unlink()
-    logger.info("wrote %s", out / RESULTS_FILE)
-    return results

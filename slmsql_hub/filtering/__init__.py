@@ -41,7 +41,6 @@ from .config import (
     STATE_FILE,
     FilterConfig,
     load_filter_config,
-    resolve_prompt_config,
 )
 from .report import ALL_FAIL, ALL_PASS, BAND, CLASS_RULES, CLASSES, UNSCORABLE, classify, summary_line
 from .resume import read_results
@@ -65,7 +64,6 @@ __all__ = [
     "generate_keyed_samples",
     "load_filter_config",
     "read_results",
-    "resolve_prompt_config",
     "run_filter",
     "sample_seed",
     "summary_line",

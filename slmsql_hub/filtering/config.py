@@ -4,46 +4,34 @@ run folder's file names.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..configs import BenchmarkArguments, BenchmarkEntry, PromptArguments
 from ..errors import UsageError
 from ..model_refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from ..generation import GenerationConfig
-    from ..prompts import PromptConfig
-
-
-
 
 RESULTS_FILE = "results.jsonl"
 """Per-question results, appended as they are computed (the resume log), rewritten in pool order at the end."""
 
-
 STATE_FILE = "filter_config.json"
 """The configuration a run's results were produced with; a resume must match it."""
-
 
 REPORT_FILE = "filter_report.json"
 """Counts per class, thresholds, policy, dataset, time and the pass-rate histogram."""
 
-
 BAND_DIR = "band"
 """The band, saved with ``datasets.Dataset.save_to_disk``."""
 
-
 _COMPARE_MODES = ("bird", "spider")
 
-
-_BENCHMARKS = ("spider", "bird", "synsql", "world")
-
+_BACKENDS = ("transformers", "vllm")
 
 _HELD_OUT_WORLD_SPLITS = ("dev", "test")
 
@@ -57,7 +45,7 @@ def _is_number(value: Any) -> bool:
 
 
 @dataclass
-class FilterConfig(SQLLimitsArguments):
+class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     """Everything ``slmsql filter`` needs: the policy, the pool, K, the thresholds, decoding and judging.
 
     Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_filter_config`. Validation
@@ -81,17 +69,15 @@ class FilterConfig(SQLLimitsArguments):
             ``bfloat16`` or ``float16``.
         device (`str`, *optional*):
             ``cuda``, ``cpu``...; defaults to CUDA when available.
-        benchmark (`str`, defaults to `"world"`):
-            The pool's loader: ``world``, ``spider``, ``bird`` or ``synsql`` (see
-            :func:`~slmsql_hub.data.benchmarks.load_benchmark`).
-        data_root (`str`):
+        benchmarks (`list[str]`):
+            The pool, ONE ``NAME:SPLIT[:LIMIT]`` entry (:class:`~slmsql_hub.configs.BenchmarkArguments`):
+            ``world:rl_pool``, ``synsql:train:1367``. The world's ``dev`` and ``test`` are refused: they are what
+            EX is measured on. ``LIMIT`` filters a seeded subset, drawn after the adapter's SFT questions are
+            left out.
+        world_root, spider_root, bird_root, synsql_root (`str`):
             The benchmark's folder (for the world: the folder ``slmsql world build --out`` wrote).
-        split (`str`, *optional*):
-            The split to filter (the world's: ``rl_pool``); ``None`` takes the loader's default. The world's
-            ``dev`` and ``test`` are refused: they are what EX is measured on.
-        limit (`int`, *optional*):
-            Filter a seeded subset of this many questions (``None``: the whole split), drawn after the adapter's
-            SFT questions are left out.
+        benchmark, data_root, split, limit:
+            Deprecated spellings of ``benchmarks`` + ``<name>_root`` (one release).
         seed (`int`, defaults to `0`):
             Seeds the subset and every question's sampling (with its ``question_id``).
         skip_missing_db (`bool`, defaults to `False`):
@@ -123,11 +109,11 @@ class FilterConfig(SQLLimitsArguments):
             Deprecated name of ``sql_timeout_s`` (removed in the next release).
         sandbox_workers (`int`, *optional*):
             Sandbox worker processes (``None``: one per CPU core).
-        prompt_sample_rows (`int`, *optional*):
-            Sample rows per table in the schema; ``None`` reads the adapter's ``run_summary.json`` (what it was
-            trained with), else 3.
-        prompt_max_value_chars (`int`, *optional*):
-            Longest sample value shown; ``None`` reads the adapter's ``run_summary.json``, else 40.
+        prompt_sample_rows, prompt_max_value_chars:
+            The schema text (:class:`~slmsql_hub.configs.PromptArguments`); unset: as the adapter was trained.
+        backend (`str`, defaults to `"transformers"`):
+            ``transformers`` or ``vllm`` (needs ``pip install 'slmsql-hub[vllm]'``); both draw sample ``j`` of
+            a question from its own seed, so a resumed run draws the same samples.
         num_threads (`int`, *optional*):
             ``torch.set_num_threads`` for the run (``None``: torch's default).
         output_dir (`str`):
@@ -139,11 +125,11 @@ class FilterConfig(SQLLimitsArguments):
 
     ```python
     >>> from slmsql_hub.filtering import FilterConfig
-    >>> config = FilterConfig(model_name_or_path="outputs/world/base", data_root="outputs/world",
-    ...                       split="rl_pool", output_dir="outputs/world/filter")
+    >>> config = FilterConfig(model_name_or_path="outputs/world/base", benchmarks=["world:rl_pool"],
+    ...                       world_root="outputs/world", output_dir="outputs/world/filter")
     >>> config.num_samples, config.pass_rate_low, config.pass_rate_high
     (8, 0.2, 0.8)
-    >>> FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o",
+    >>> FilterConfig(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir="o",
     ...              pass_rate_low=0.8, pass_rate_high=0.2)
     Traceback (most recent call last):
     ...
@@ -169,10 +155,6 @@ class FilterConfig(SQLLimitsArguments):
     )
     dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
     device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
-    benchmark: str = field(default="world", metadata={"help": "Pool loader.", "choices": list(_BENCHMARKS)})
-    data_root: str | None = field(default=None, metadata={"help": "The benchmark's folder."})
-    split: str | None = field(default=None, metadata={"help": "Split to filter (the world's: rl_pool)."})
-    limit: int | None = field(default=None, metadata={"help": "Filter a seeded subset of N questions."})
     seed: int = field(default=0, metadata={"help": "Seeds the subset and each question's sampling."})
     skip_missing_db: bool = field(
         default=False, metadata={"help": "Drop questions whose database is missing."}
@@ -191,16 +173,14 @@ class FilterConfig(SQLLimitsArguments):
     keep_distinct: bool = field(default=False, metadata={"help": "Spider mode: keep DISTINCT."})
     timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
-    prompt_sample_rows: int | None = field(
-        default=None, metadata={"help": "Sample rows per table (null: the adapter's run_summary.json)."}
-    )
-    prompt_max_value_chars: int | None = field(
-        default=None, metadata={"help": "Longest sample value (null: the adapter's run_summary.json)."}
-    )
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
     output_dir: str | None = field(default=None, metadata={"help": "Where results, band and report go."})
     overwrite: bool = field(
         default=False, metadata={"help": "Start over instead of resuming from results in output_dir."}
+    )
+    backend: str = field(
+        default="transformers",
+        metadata={"help": "Generation backend: transformers or vllm.", "choices": list(_BACKENDS)},
     )
 
     def __post_init__(self) -> None:
@@ -209,23 +189,26 @@ class FilterConfig(SQLLimitsArguments):
                 "model_name_or_path is not set: name the base model, e.g. `model_name_or_path: outputs/world/base` "
                 "or `Qwen/Qwen2.5-Coder-1.5B-Instruct`"
             )
-        if not self.data_root:
-            raise UsageError(
-                "data_root is not set: point it at the benchmark folder, e.g. `data_root: outputs/world` "
-                "(built with `slmsql world build --out outputs/world`)"
-            )
         if not self.output_dir:
             raise UsageError(
                 "output_dir is not set: name the folder for the results, e.g. outputs/world/filter"
             )
-        if self.benchmark not in _BENCHMARKS:
-            raise UsageError(f"benchmark must be one of {', '.join(_BENCHMARKS)}; got {self.benchmark!r}")
-        split = self.split or "dev"
-        if self.benchmark == "world" and split in _HELD_OUT_WORLD_SPLITS:
+        PromptArguments.__post_init__(self)
+        BenchmarkArguments.__post_init__(self)
+        entries = self.benchmark_entries()
+        if len(entries) != 1:
             raise UsageError(
-                f"the world's {split} split is held out for evaluation; filter the GRPO pool instead "
-                "(`split: rl_pool`)"
+                f"benchmarks must name ONE pool to filter, e.g. `benchmarks: [world:rl_pool]` and "
+                f"`world_root: outputs/world`; got {self.benchmarks or 'none'}"
             )
+        (pool,) = entries
+        if pool.name == "world" and pool.split in _HELD_OUT_WORLD_SPLITS:
+            raise UsageError(
+                f"the world's {pool.split} split is held out for evaluation; filter the GRPO pool instead "
+                "(`benchmarks: [world:rl_pool]`)"
+            )
+        if self.backend not in _BACKENDS:
+            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
         if self.dtype not in DTYPES:
             raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.compare_mode not in _COMPARE_MODES:
@@ -272,19 +255,6 @@ class FilterConfig(SQLLimitsArguments):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 raise UsageError(f"{name} must be a positive integer, or null; got {value!r}")
-        if self.prompt_sample_rows is not None and (
-            not _is_int(self.prompt_sample_rows) or self.prompt_sample_rows < 0
-        ):
-            raise UsageError(
-                f"prompt_sample_rows must be >= 0, or null to use the adapter's; got {self.prompt_sample_rows!r}"
-            )
-        if self.prompt_max_value_chars is not None and (
-            not _is_int(self.prompt_max_value_chars) or self.prompt_max_value_chars < 1
-        ):
-            raise UsageError(
-                f"prompt_max_value_chars must be >= 1, or null to use the adapter's; "
-                f"got {self.prompt_max_value_chars!r}"
-            )
 
     def generation_config(self) -> GenerationConfig:
         """The decoding settings as a :class:`~slmsql_hub.generation.GenerationConfig` (K samples, seeded)."""
@@ -299,7 +269,18 @@ class FilterConfig(SQLLimitsArguments):
             num_samples=self.num_samples,
             batch_size=self.batch_size,
             seed=self.seed,
+            backend=self.backend,
         )
+
+    @property
+    def pool(self) -> BenchmarkEntry:
+        """The one ``benchmarks`` entry: the pool's benchmark, split and ``limit``."""
+        return self.benchmark_entries()[0]
+
+    @property
+    def pool_root(self) -> str:
+        """The pool's benchmark folder (its ``<name>_root``)."""
+        return str(self.root(self.pool.name))
 
 
 def load_filter_config(
@@ -307,7 +288,7 @@ def load_filter_config(
 ) -> FilterConfig:
     """Read a :class:`FilterConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
 
-    The same parser as the training recipes (:func:`~slmsql_hub.training.configs.parse_recipe`): unknown keys
+    The same parser as the training recipes (:func:`~slmsql_hub.configs.parse_recipe`): unknown keys
     and bad values are one :class:`~slmsql_hub.errors.UsageError` naming the fix.
 
     Args:
@@ -323,44 +304,14 @@ def load_filter_config(
     >>> import pathlib, tempfile
     >>> from slmsql_hub.filtering import load_filter_config
     >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "filter.yaml"
-    >>> _ = recipe.write_text("model_name_or_path: outputs/world/base\\ndata_root: outputs/world\\n"
-    ...                       "split: rl_pool\\noutput_dir: outputs/world/filter\\n")
+    >>> _ = recipe.write_text("model_name_or_path: outputs/world/base\\nbenchmarks: [world:rl_pool]\\n"
+    ...                       "world_root: outputs/world\\noutput_dir: outputs/world/filter\\n")
     >>> load_filter_config(recipe, ["--num_samples", "4", "--temperature", "0.8"]).num_samples
     4
 
     ```
     """
-    from ..training.configs import parse_recipe
+    from ..configs import parse_recipe
 
     (parsed,) = parse_recipe((FilterConfig,), config, overrides)
     return parsed
-
-
-def resolve_prompt_config(config: FilterConfig) -> PromptConfig:
-    """The prompt settings: the config's, else what the adapter was trained with (its ``run_summary.json``).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.filtering import FilterConfig, resolve_prompt_config
-    >>> config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o",
-    ...                       prompt_sample_rows=0)
-    >>> resolve_prompt_config(config).sample_rows, resolve_prompt_config(config).max_value_chars
-    (0, 40)
-
-    ```
-    """
-    from ..prompts import PromptConfig
-
-    trained: dict = {}
-    if config.adapter_path:
-        summary_file = Path(config.adapter_path).expanduser() / "run_summary.json"
-        if summary_file.is_file():
-            trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
-    sample_rows = config.prompt_sample_rows
-    if sample_rows is None:
-        sample_rows = int(trained.get("sample_rows", 3))
-    max_value_chars = config.prompt_max_value_chars
-    if max_value_chars is None:
-        max_value_chars = int(trained.get("max_value_chars", 40))
-    return PromptConfig(sample_rows=sample_rows, max_value_chars=max_value_chars)

@@ -147,10 +147,36 @@ def _finish(
 ) -> dict:
     """Classify the pool, write results.jsonl in pool order, the band dataset and filter_report.json (``sft``:
     :func:`~slmsql_hub.data.sft_record.report_fields`)."""
-    import shutil
+    ordered = _write_results(config, out, pool, done)
+    counts = {name: 0 for name in CLASSES}
+    counts.update(Counter(row["class"] for row in ordered))
+    band_dir = _write_band(out, [row for row in ordered if row["class"] == BAND])
+    report = _report(config, ordered, counts, prompt_config, fingerprint, sft)
+    report["time"] = {
+        "started_at": started_at,
+        "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "wall_seconds": round(time.perf_counter() - started, 2),
+        "questions_sampled": generated,
+        "questions_resumed": reused,
+    }
+    report["outputs"] = {
+        "band": str(band_dir),
+        "results": str(out / RESULTS_FILE),
+        "report": str(out / REPORT_FILE),
+    }
+    write_atomic(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
+    logger.info(
+        "pass-rate filter: %s (K=%d, band %s < p < %s)",
+        report["summary"],
+        config.num_samples,
+        config.pass_rate_low,
+        config.pass_rate_high,
+    )
+    return report
 
-    from ..training.common import loaded_revisions
 
+def _write_results(config: FilterConfig, out: Path, pool: list[dict], done: dict[str, dict]) -> list[dict]:
+    """The pool's results in pool order, each with its ``class``; rewrites results.jsonl with them first."""
     ordered = []
     for row in pool:
         result = dict(done[row["question_id"]])
@@ -164,9 +190,13 @@ def _finish(
         out / RESULTS_FILE,
         "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in [*ordered, *others]),
     )
-    counts = {name: 0 for name in CLASSES}
-    counts.update(Counter(row["class"] for row in ordered))
-    band_rows = [row for row in ordered if row["class"] == BAND]
+    return ordered
+
+
+def _write_band(out: Path, band_rows: list[dict]) -> Path:
+    """Save the band with ``datasets.save_to_disk`` (replacing an earlier one); returns its folder."""
+    import shutil
+
     band_dir = out / BAND_DIR
     if band_dir.exists():
         shutil.rmtree(band_dir)
@@ -177,6 +207,20 @@ def _finish(
             "the band is empty: GRPO on it has nothing to learn from; check the policy, the temperature or the "
             "thresholds"
         )
+    return band_dir
+
+
+def _report(
+    config: FilterConfig,
+    ordered: list[dict],
+    counts: dict[str, int],
+    prompt_config: PromptConfig,
+    fingerprint: dict,
+    sft: dict | None,
+) -> dict:
+    """``filter_report.json`` but its ``time`` and ``outputs`` sections."""
+    from ..training.common import loaded_revisions
+
     by_difficulty: dict[str, Counter] = {}
     for row in ordered:
         by_difficulty.setdefault(row["difficulty"], Counter())[row["class"]] += 1
@@ -185,7 +229,7 @@ def _finish(
     report = {
         "summary": line,
         "counts": counts,
-        "pool": len(pool),
+        "pool": len(ordered),
         "num_samples": config.num_samples,
         "pass_rate_low": config.pass_rate_low,
         "pass_rate_high": config.pass_rate_high,
@@ -204,12 +248,12 @@ def _finish(
             "adapter_sha256": fingerprint["adapter_sha256"],
         },
         "dataset": {
-            "benchmark": config.benchmark,
-            "data_root": str(config.data_root),
-            "split": config.split,
-            "limit": config.limit,
+            "benchmark": config.pool.name,
+            "data_root": config.pool_root,
+            "split": config.pool.split,
+            "limit": config.pool.limit,
             "seed": config.seed,
-            "questions": len(pool),
+            "questions": len(ordered),
         },
         "generation": {
             "temperature": config.temperature,
@@ -218,6 +262,7 @@ def _finish(
             "max_new_tokens": config.max_new_tokens,
             "seed": config.seed,
             "seeding": "per question and sample: sha256(seed, question_id, j)",
+            **({"backend": config.backend} if config.backend != "transformers" else {}),
         },
         "judging": {"compare_mode": config.compare_mode, "keep_distinct": config.keep_distinct},
         LIMITS_KEY: limits_record(config.sql_limits()),
@@ -229,25 +274,5 @@ def _finish(
             d: {name: c.get(name, 0) for name in CLASSES} for d, c in sorted(by_difficulty.items())
         },
         "histogram": _histogram(ordered, config.num_samples),
-        "time": {
-            "started_at": started_at,
-            "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "wall_seconds": round(time.perf_counter() - started, 2),
-            "questions_sampled": generated,
-            "questions_resumed": reused,
-        },
-        "outputs": {
-            "band": str(band_dir),
-            "results": str(out / RESULTS_FILE),
-            "report": str(out / REPORT_FILE),
-        },
     }
-    write_atomic(out / REPORT_FILE, json.dumps(report, indent=2) + "\n")
-    logger.info(
-        "pass-rate filter: %s (K=%d, band %s < p < %s)",
-        line,
-        config.num_samples,
-        config.pass_rate_low,
-        config.pass_rate_high,
-    )
     return report

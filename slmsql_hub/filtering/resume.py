@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..configs import BenchmarkArguments
 from ..errors import UsageError
 from ..run_files import read_jsonl, write_atomic
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
@@ -34,7 +35,6 @@ _FREE_FIELDS = frozenset(
         "pass_rate_low",
         "pass_rate_high",
         "batch_size",
-        "limit",
         "skip_missing_db",
         "output_dir",
         "overwrite",
@@ -125,10 +125,18 @@ def _fingerprint(
 ) -> dict:
     """The settings that decide a question's samples and verdicts, and which questions the pool may hold (the SFT
     record left out of it): a resume must match them all, so it never mixes pools."""
+    shared = {f.name for f in dataclasses.fields(BenchmarkArguments)}
     values = {
-        f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in _FREE_FIELDS
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name not in _FREE_FIELDS and f.name not in shared
     }
-    values["data_root"] = str(Path(str(config.data_root)).expanduser().resolve())
+    if values.get("backend") == "transformers":
+        del values["backend"]  # runs from before the vLLM backend have no such key, and sampled with transformers
+    # The pool under the names earlier runs recorded, so they still resume (its limit stays free).
+    values["benchmark"] = config.pool.name
+    values["data_root"] = str(Path(config.pool_root).expanduser().resolve())
+    values["split"] = config.pool.split
     values["adapter_sha256"] = adapter_sha256
     values["sft_record_sha256"] = sft_record_sha256
     values["prompt_sample_rows"] = prompt_config.sample_rows

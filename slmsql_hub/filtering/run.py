@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from ..data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from ..errors import UsageError
 from ..prompts import build_prompts
-from .config import RESULTS_FILE, FilterConfig, resolve_prompt_config
+from .config import RESULTS_FILE, FilterConfig
 from .report import ALL_FAIL, ALL_PASS, BAND, _finish, classify
 from .resume import (
     _adapter_digest,
@@ -42,9 +42,9 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
     from ..data.benchmarks import load_benchmark, seeded_subset
 
     dataset = load_benchmark(
-        config.benchmark,
-        config.data_root,
-        config.split,
+        config.pool.name,
+        config.pool_root,
+        config.pool.split,
         seed=config.seed,
         skip_missing_db=config.skip_missing_db,
     )
@@ -54,7 +54,7 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
     excluded = len(dataset) - len(kept)
     pool = [
         dict(row)
-        for row in dataset.select([kept[i] for i in seeded_subset(len(kept), config.limit, config.seed)])
+        for row in dataset.select([kept[i] for i in seeded_subset(len(kept), config.pool.limit, config.seed)])
     ]
     duplicates = [qid for qid, n in Counter(row["question_id"] for row in pool).items() if n > 1]
     if duplicates:
@@ -64,7 +64,7 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
     if not pool:
         why = f" (all {excluded} are in the adapter's SFT question record)" if excluded else ""
         raise UsageError(
-            f"the pool is empty: {config.benchmark} {config.split or ''} under {config.data_root}{why}"
+            f"the pool is empty: {config.pool} under {config.pool_root}{why}"
         )
     if excluded:
         logger.info("left %d SFT training questions out of the pool (%s)", excluded, record.path)
@@ -159,21 +159,20 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
 
     ```python
     >>> from slmsql_hub.filtering import FilterConfig, run_filter
-    >>> run_filter(FilterConfig(model_name_or_path="m", data_root="/nowhere", split="rl_pool", output_dir="o"))
+    >>> run_filter(FilterConfig(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="/nowhere",
+    ...                       output_dir="o"))
     Traceback (most recent call last):
     ...
     slmsql_hub.errors.UsageError: world root is not a directory: /nowhere
 
     ```
     """
-    from ..sql import Judge, Sandbox
-
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     record = read_sft_record(config.adapter_path)
     pool, excluded = _load_pool(config, record)
     sft = report_fields(record, config.adapter_path, pool, excluded)
-    prompt_config = resolve_prompt_config(config)
+    prompt_config, _ = config.resolve_prompt_config(config.adapter_path)
     out = Path(str(config.output_dir)).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     if config.overwrite:
@@ -189,67 +188,81 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
     if reused:
         logger.info("resuming: %d of %d questions already done in %s", reused, len(pool), log_path)
     if todo:
-        if config.num_threads is not None:
-            import torch
-
-            torch.set_num_threads(config.num_threads)
-        if policy is None:
-            from ..generation import load_policy
-
-            policy = load_policy(
-                config.model_name_or_path,
-                config.adapter_path,
-                tokenizer=config.tokenizer_name_or_path,
-                dtype=config.dtype,
-                device=config.device,
-                revision=config.model_revision,
-                adapter_revisions={"default": config.adapter_revision},
-            )
-        model, tokenizer = policy
-        gen_config = config.generation_config()
-        with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
-            judge = Judge(sandbox=sandbox, mode=config.compare_mode, keep_distinct=config.keep_distinct)
-            prompts = dict(
-                zip([row["question_id"] for row in todo], build_prompts(todo, prompt_config, sandbox))
-            )
-            lengths = _prompt_lengths(tokenizer, prompts)
-            _warn_if_too_long(model, lengths, config.max_new_tokens)
-            # Longest prompts first: little padding per batch, and an out-of-memory error shows at once.
-            todo.sort(key=lambda row: -lengths[row["question_id"]])
-            batches = [todo[i : i + config.batch_size] for i in range(0, len(todo), config.batch_size)]
-            in_pool = {row["question_id"] for row in pool}
-            classes = Counter(
-                classify(r["n_correct"], r["n_scorable"], config.pass_rate_low, config.pass_rate_high)
-                for qid, r in done.items()
-                if qid in in_pool
-            )
-            with (
-                log_path.open("a", encoding="utf-8") as handle,
-                tqdm(
-                    total=len(pool),
-                    initial=reused,
-                    desc=f"filter (K={config.num_samples})",
-                    unit="q",
-                    disable=not progress,
-                ) as bar,
-            ):
-                for batch in batches:
-                    rows = _score_batch(
-                        batch, [prompts[r["question_id"]] for r in batch], model, tokenizer, judge, gen_config
-                    )
-                    _append_rows(handle, rows)
-                    for row in rows:
-                        done[row["question_id"]] = row
-                        classes[
-                            classify(
-                                row["n_correct"],
-                                row["n_scorable"],
-                                config.pass_rate_low,
-                                config.pass_rate_high,
-                            )
-                        ] += 1
-                    bar.update(len(rows))
-                    bar.set_postfix({name: classes[name] for name in (BAND, ALL_FAIL, ALL_PASS)})
+        _sample_and_judge(config, todo, pool, done, prompt_config, policy, log_path, progress=progress)
     return _finish(
         config, out, pool, done, prompt_config, fingerprint, started, started_at, len(todo), reused, sft=sft
     )
+
+
+def _load_filter_policy(config: FilterConfig) -> tuple[Any, Any]:
+    """The SFT policy: ``(model, tokenizer)``, or ``(VLLMPolicy, its tokenizer)`` on the vLLM backend."""
+    from ..generation import load_policy
+
+    loaded = load_policy(
+        config.model_name_or_path,
+        config.adapter_path,
+        tokenizer=config.tokenizer_name_or_path,
+        dtype=config.dtype,
+        device=config.device,
+        backend=config.backend,
+        revision=config.model_revision,
+        adapter_revisions={"default": config.adapter_revision},
+    )
+    return (loaded, loaded.llm.get_tokenizer()) if config.backend == "vllm" else loaded
+
+
+def _sample_and_judge(
+    config: FilterConfig,
+    todo: list[dict],
+    pool: list[dict],
+    done: dict[str, dict],
+    prompt_config: Any,
+    policy: tuple[Any, Any] | None,
+    log_path: Path,
+    *,
+    progress: bool,
+) -> None:
+    """Sample and judge the questions left to do, longest prompt first, appending each batch to the log (and
+    to ``done``) as soon as it is judged."""
+    from ..sql import Judge, Sandbox
+
+    if config.num_threads is not None:
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+    model, tokenizer = policy if policy is not None else _load_filter_policy(config)
+    gen_config = config.generation_config()
+    with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
+        judge = Judge(sandbox=sandbox, mode=config.compare_mode, keep_distinct=config.keep_distinct)
+        prompts = dict(zip([row["question_id"] for row in todo], build_prompts(todo, prompt_config, sandbox)))
+        lengths = _prompt_lengths(tokenizer, prompts)
+        _warn_if_too_long(model, lengths, config.max_new_tokens)
+        # Longest prompts first: little padding per batch, and an out-of-memory error shows at once.
+        todo.sort(key=lambda row: -lengths[row["question_id"]])
+        batches = [todo[i : i + config.batch_size] for i in range(0, len(todo), config.batch_size)]
+        in_pool = {row["question_id"] for row in pool}
+        classes = Counter(_class_of(config, r) for qid, r in done.items() if qid in in_pool)
+        with (
+            log_path.open("a", encoding="utf-8") as handle,
+            tqdm(
+                total=len(pool),
+                initial=len(pool) - len(todo),
+                desc=f"filter (K={config.num_samples})",
+                unit="q",
+                disable=not progress,
+            ) as bar,
+        ):
+            for batch in batches:
+                rows = _score_batch(
+                    batch, [prompts[r["question_id"]] for r in batch], model, tokenizer, judge, gen_config
+                )
+                _append_rows(handle, rows)
+                for row in rows:
+                    done[row["question_id"]] = row
+                    classes[_class_of(config, row)] += 1
+                bar.update(len(rows))
+                bar.set_postfix({name: classes[name] for name in (BAND, ALL_FAIL, ALL_PASS)})
+
+
+def _class_of(config: FilterConfig, row: dict) -> str:
+    return classify(row["n_correct"], row["n_scorable"], config.pass_rate_low, config.pass_rate_high)

@@ -133,7 +133,8 @@ def generate_keyed_samples(
     """Sample ``config.num_samples`` completions per prompt in ONE ``generate`` call, seeded per (prompt, sample).
 
     Sample ``j`` of prompt ``i`` is drawn with :func:`sample_seed` ``(config.seed, keys[i], j)`` through
-    :class:`KeyedSampler`, so it does not depend on the other prompts of the call. Chats are rendered with
+    :class:`KeyedSampler` (on vLLM: as the request's ``SamplingParams(seed=...)``), so it does not depend on
+    the other prompts of the call. Chats are rendered with
     the chat template, prompts LEFT padded, and completions cut at ``<|im_end|>`` or eos, as in
     :func:`~slmsql_hub.generation.generate_completions`.
 
@@ -161,19 +162,25 @@ def generate_keyed_samples(
         raise ValueError(f"{len(prompts)} prompts but {len(keys)} keys")
     if not config.do_sample or config.seed is None:
         raise UsageError("keyed sampling needs do_sample=True and an integer seed")
-    if config.backend != "transformers":
-        raise UsageError(
-            "the pass-rate filter samples with the transformers backend; set backend='transformers'"
-        )
     if not prompts:
         return []
+    k = config.num_samples
+    seeds = [[sample_seed(config.seed, key, j) for j in range(k)] for key in keys]
+    from ..generation import VLLMPolicy
+
+    if isinstance(model, VLLMPolicy) != (config.backend == "vllm"):
+        raise UsageError(
+            f"backend={config.backend!r} does not match the policy ({type(model).__name__}); load it with "
+            "load_policy(..., backend=config.backend)"
+        )
+    if config.backend == "vllm":  # one request per sample, seeded with SamplingParams(seed=...)
+        return model.generate_seeded(prompts, seeds, config)
     # The same rendering, padding, stop tokens and completion splitting as every other caller of generation;
     # greedy decoding over the sampler's perturbed logits IS sampling, one generator per row.
     from ..generation import generate_with_processor
 
-    k = config.num_samples
     sampler = KeyedSampler(
-        [sample_seed(config.seed, key, j) for key in keys for j in range(k)],
+        [seed for row in seeds for seed in row],
         temperature=config.temperature,
         top_k=config.top_k,
         top_p=config.top_p,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,25 +66,21 @@ class VLLMPolicy:
             self.active_adapter, names.index(self.active_adapter) + 1, self.lora_paths[self.active_adapter]
         )
 
-    def generate(
-        self, prompts: list[Prompt], config: GenerationConfig, progress: bool = True
-    ) -> list[list[Completion]]:
-        """Generate ``config.num_samples`` completions per prompt with ``SamplingParams(n=K)``."""
+    def _params(self, config: GenerationConfig, *, n: int, seed: int | None) -> Any:
         from vllm import SamplingParams
 
-        tokenizer = self.llm.get_tokenizer()
-        stops = stop_token_ids(tokenizer)
-        params = SamplingParams(
-            n=config.num_samples,
+        return SamplingParams(
+            n=n,
             temperature=float(config.temperature) if config.do_sample else 0.0,
             top_p=float(config.top_p) if config.do_sample else 1.0,
             top_k=config.top_k if config.do_sample else 0,
             max_tokens=config.max_new_tokens,
-            seed=config.seed,
-            stop_token_ids=stops,
+            seed=seed,
+            stop_token_ids=stop_token_ids(self.llm.get_tokenizer()),
             skip_special_tokens=True,
         )
-        texts = render_prompts(tokenizer, prompts)
+
+    def _run(self, texts: list[str], params: Any, progress: bool) -> list[list[Completion]]:
         outputs = self.llm.generate(texts, params, lora_request=self._lora_request(), use_tqdm=progress)
         return [
             [
@@ -93,6 +89,34 @@ class VLLMPolicy:
             ]
             for request in outputs
         ]
+
+    def generate(
+        self, prompts: list[Prompt], config: GenerationConfig, progress: bool = True
+    ) -> list[list[Completion]]:
+        """Generate ``config.num_samples`` completions per prompt with ``SamplingParams(n=K)``."""
+        texts = render_prompts(self.llm.get_tokenizer(), prompts)
+        return self._run(texts, self._params(config, n=config.num_samples, seed=config.seed), progress)
+
+    def generate_seeded(
+        self,
+        prompts: Sequence[Prompt],
+        seeds: Sequence[Sequence[int]],
+        config: GenerationConfig,
+        progress: bool = False,
+    ) -> list[list[Completion]]:
+        """One completion per seed of each prompt, each its own request with ``SamplingParams(seed=...)``.
+
+        A sample then depends on its prompt and its seed only, not on what else is in the call: the pass-rate
+        filter's per-(question, sample) seeds draw the same samples when a run resumes.
+
+        Returns:
+            `list[list[Completion]]`: ``len(seeds[i])`` completions for prompt ``i``, in input order.
+        """
+        texts = render_prompts(self.llm.get_tokenizer(), list(prompts))
+        flat_texts = [text for text, row in zip(texts, seeds) for _ in row]
+        params = [self._params(config, n=1, seed=int(seed)) for row in seeds for seed in row]
+        flat = iter(group[0] for group in self._run(flat_texts, params, progress))
+        return [[next(flat) for _ in row] for row in seeds]
 
 
 def _load_vllm_policy(
