@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
@@ -623,3 +624,81 @@ def test_cli_bad_recipe_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert cli_main(["filter", "--config", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("slmsql filter: error: recipe not found") and "\n" not in err
+
+
+# ------------------------------------------------------------------------------------------------------
+# The vLLM backend
+# ------------------------------------------------------------------------------------------------------
+
+
+def _fake_vllm(monkeypatch, tokenizer):
+    """A stand-in for the vllm package that records each request and answers with its seed."""
+    import types
+
+    from slmsql_hub.generation import VLLMPolicy
+
+    calls = []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class LoRARequest:
+        def __init__(self, name, int_id, path):
+            self.name, self.int_id, self.path = name, int_id, path
+
+    class LLM:
+        def get_tokenizer(self):
+            return tokenizer
+
+        def generate(self, texts, params, lora_request=None, use_tqdm=False):
+            calls.append((list(texts), list(params), lora_request))
+            out = types.SimpleNamespace
+            return [
+                out(outputs=[out(text=f"seed {p.seed}", token_ids=[1, 2], finish_reason="stop")]) for p in params
+            ]
+
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = SamplingParams
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.lora", lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
+    return VLLMPolicy(llm=LLM(), lora_paths={"default": "sft/stage2"}, active_adapter="default"), calls
+
+
+def test_vllm_filter_sends_one_request_per_sample_seeded_with_its_own_seed_and_the_adapter_by_name(
+    policy, monkeypatch
+):
+    _, tokenizer = policy
+    model, calls = _fake_vllm(monkeypatch, tokenizer)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(  # "vllm is installed"
+        importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real_find_spec(name, *a)
+    )
+    config = GenerationConfig(do_sample=True, num_samples=3, temperature=0.5, seed=4, backend="vllm")
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:2]]
+    groups = generate_keyed_samples(model, None, prompts, ["q1", "q2"], config)
+    assert [[c.text for c in g] for g in groups] == [
+        [f"seed {sample_seed(4, key, j)}" for j in range(3)] for key in ("q1", "q2")
+    ]
+    (texts, params, lora), = calls
+    assert len(texts) == 6 and texts[0] == texts[2] != texts[3]
+    assert {p.n for p in params} == {1} and {p.temperature for p in params} == {0.5}
+    assert (lora.name, lora.int_id, lora.path) == ("default", 1, "sft/stage2")
+    with pytest.raises(UsageError, match="does not match the policy"):
+        generate_keyed_samples(policy[0], tokenizer, prompts, ["q1", "q2"], config)
+
+
+def test_vllm_filter_draws_the_same_samples_whatever_else_is_in_the_call(policy_dir):
+    pytest.importorskip("vllm")
+    from slmsql_hub.generation import load_policy
+
+    model = load_policy(policy_dir, backend="vllm", dtype="float32")
+    config = GenerationConfig(do_sample=True, num_samples=3, max_new_tokens=8, seed=0, backend="vllm")
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:3]]
+    together = generate_keyed_samples(model, None, prompts, ["a", "b", "c"], config)
+    alone = generate_keyed_samples(model, None, prompts[1:2], ["b"], config)
+    assert [c.text for c in together[1]] == [c.text for c in alone[0]]
