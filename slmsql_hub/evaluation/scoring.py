@@ -4,7 +4,6 @@ and reading ``eval_results.json`` back.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -223,20 +222,17 @@ def read_eval_results(path: str | os.PathLike) -> dict:
     >>> read_eval_results("/nowhere/eval")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: no eval_results.json at /nowhere/eval/eval_results.json; run `slmsql eval --config ...` first
+    slmsql_hub.errors.UsageError: /nowhere/eval/eval_results.json not found; run `slmsql eval --config ...` first
 
     ```
     """
+    from ..run_files import read_json_object
+
     target = Path(path).expanduser()
     if target.is_dir() or target.suffix != ".json":
         target = target / RESULTS_FILE
-    if not target.is_file():
-        raise UsageError(f"no {RESULTS_FILE} at {target}; run `slmsql eval --config ...` first")
-    try:
-        results = json.loads(target.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{target} is not valid JSON ({err}); rerun `slmsql eval`") from err
-    if not isinstance(results, dict) or "benchmarks" not in results:
+    results = read_json_object(target, "run `slmsql eval --config ...` first")
+    if "benchmarks" not in results:
         raise UsageError(f"{target} has no 'benchmarks' section: it is not an slmsql eval results file")
     return results
 
