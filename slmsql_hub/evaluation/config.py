@@ -17,9 +17,6 @@ from ..sql.recipe_limits import SQLLimitsArguments
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
 
-
-
-
 POLICIES: tuple[str, str] = ("sft", "grpo")
 """The two policies compared, in order: ``a`` (the reference) and ``b``; ΔEX is ``grpo - sft``."""
 
@@ -29,18 +26,14 @@ RESULTS_FILE = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
 """Where the per-question predictions go (``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
 
-
 EVAL_BENCHMARKS: tuple[str, ...] = ("world", "spider", "bird")
 """The benchmarks :class:`EvalConfig` can evaluate on."""
-
 
 MODES: dict[str, str] = {"world": "bird", "spider": "spider", "bird": "bird"}
 """Each benchmark's own comparison semantics (Spider's test-suite rule; BIRD's set equality)."""
 
-
 BREAKDOWNS: dict[str, str] = {"world": "hardness", "spider": "hardness", "bird": "difficulty"}
 """What each benchmark's ``difficulty`` column holds (Spider hardness or BIRD's labels)."""
-
 
 DEFAULT_DATASET_IDS: dict[str, str] = {
     "world": "slmsql/world",
@@ -51,7 +44,6 @@ DEFAULT_DATASET_IDS: dict[str, str] = {
 official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
 
 _EVAL_SPLITS = {"world": ("dev", "test"), "spider": ("dev",), "bird": ("dev",)}
-
 
 
 class BenchmarkSpec(BenchmarkEntry):

@@ -32,7 +32,6 @@ from .scoring import generate_and_judge, policy_scores, prediction_records
 if TYPE_CHECKING:  # pragma: no cover
     from ..prompts import PromptConfig
 
-
 logger = logging.getLogger(__name__)
 
 

@@ -18,9 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..generation import Completion, GenerationConfig
     from ..sql import Judge, Judgement
 
-
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)

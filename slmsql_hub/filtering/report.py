@@ -1,5 +1,4 @@
-"""The four classes, the band dataset and ``filter_report.json``.
-"""
+"""The four classes, the band dataset and ``filter_report.json``."""
 
 from __future__ import annotations
 
@@ -16,29 +15,20 @@ from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from ..prompts import PromptConfig
-
 
 logger = logging.getLogger(__name__)
 
-
-
 BAND = "band"
-
 
 ALL_FAIL = "all_fail"
 
-
 ALL_PASS = "all_pass"
-
 
 UNSCORABLE = "unscorable"
 
-
 CLASSES: tuple[str, ...] = (BAND, ALL_FAIL, ALL_PASS, UNSCORABLE)
 """The four classes a question falls into, in the order the summary line shows them."""
-
 
 CLASS_RULES = (
     "unscorable: no scorable sample (the gold SQL failed); otherwise p = n_correct / n_scorable and "

@@ -1,5 +1,4 @@
-"""The resume log (``results.jsonl``) and the settings fingerprint a resumed run must match.
-"""
+"""The resume log (``results.jsonl``) and the settings fingerprint a resumed run must match."""
 
 from __future__ import annotations
 
@@ -18,13 +17,9 @@ from ..run_files import read_jsonl, write_atomic
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from ..prompts import PromptConfig
 
-
 logger = logging.getLogger(__name__)
-
-
 
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
@@ -132,7 +127,9 @@ def _fingerprint(
         if f.name not in _FREE_FIELDS and f.name not in shared
     }
     if values.get("backend") == "transformers":
-        del values["backend"]  # runs from before the vLLM backend have no such key, and sampled with transformers
+        del values[
+            "backend"
+        ]  # runs from before the vLLM backend have no such key, and sampled with transformers
     # The pool under the names earlier runs recorded, so they still resume (its limit stays free).
     values["benchmark"] = config.pool.name
     values["data_root"] = str(Path(config.pool_root).expanduser().resolve())

@@ -1,5 +1,4 @@
-"""The filter loop: load the pool, sample K completions per question, judge them, log each batch.
-"""
+"""The filter loop: load the pool, sample K completions per question, judge them, log each batch."""
 
 from __future__ import annotations
 
@@ -28,12 +27,9 @@ from .resume import (
 from .sampling import generate_keyed_samples
 
 if TYPE_CHECKING:  # pragma: no cover
-
     pass
 
-
 logger = logging.getLogger(__name__)
-
 
 
 def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dict], int]:
@@ -63,9 +59,7 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
         )
     if not pool:
         why = f" (all {excluded} are in the adapter's SFT question record)" if excluded else ""
-        raise UsageError(
-            f"the pool is empty: {config.pool} under {config.pool_root}{why}"
-        )
+        raise UsageError(f"the pool is empty: {config.pool} under {config.pool_root}{why}")
     if excluded:
         logger.info("left %d SFT training questions out of the pool (%s)", excluded, record.path)
     return pool, excluded

@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..generation import Completion, GenerationConfig, Prompt
 
 
-
-
 def sample_seed(seed: int, question_id: str, index: int) -> int:
     """The seed of sample ``index`` of question ``question_id``: a stable 63-bit hash of all three.
 

@@ -1,5 +1,4 @@
-"""What both backends share: :class:`GenerationConfig`, :class:`Completion`, prompt rendering and stop tokens.
-"""
+"""What both backends share: :class:`GenerationConfig`, :class:`Completion`, prompt rendering and stop tokens."""
 
 from __future__ import annotations
 
@@ -14,17 +13,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
 
 
-
-
 #: The end-of-turn token of Qwen-style chat templates; generation always stops there when the vocabulary has it.
 END_OF_TURN = "<|im_end|>"
 
-
 _VLLM_HINT = "the vLLM backend needs vLLM: install it with `pip install 'slmsql-hub[vllm]'` (or use backend='transformers')"
 
-
 Backend = Literal["transformers", "vllm"]
-
 
 Message = dict[str, str]
 

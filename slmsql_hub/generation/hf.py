@@ -1,5 +1,4 @@
-"""The ``transformers`` backend: left padding, batched ``generate`` with a shared prefill, stopping and splitting.
-"""
+"""The ``transformers`` backend: left padding, batched ``generate`` with a shared prefill, stopping and splitting."""
 
 from __future__ import annotations
 
@@ -20,9 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from transformers import PreTrainedTokenizerBase
 
-
 logger = logging.getLogger(__name__)
-
 
 
 def _pad_token_id(tokenizer: PreTrainedTokenizerBase, stops: list[int]) -> int:

@@ -1,5 +1,4 @@
-"""Loading a policy (a base model with PEFT adapters by name) and switching adapters.
-"""
+"""Loading a policy (a base model with PEFT adapters by name) and switching adapters."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from transformers import PreTrainedTokenizerBase
 
-
 logger = logging.getLogger(__name__)
-
 
 
 def _check_model_ref(ref: str | Path, what: str) -> None:
@@ -146,7 +143,9 @@ def load_policy(
         if pins:  # vLLM reads LoRA adapters from folders: fetch the pinned ones first
             from huggingface_hub import snapshot_download
 
-            named = {n: snapshot_download(str(r), revision=pins[n]) if n in pins else r for n, r in named.items()}
+            named = {
+                n: snapshot_download(str(r), revision=pins[n]) if n in pins else r for n, r in named.items()
+            }
         return _load_vllm_policy(base_model, named, tokenizer=tokenizer, dtype=dtype, revision=revision)
     if backend != "transformers":
         raise UsageError(f"backend must be 'transformers' or 'vllm', got {backend!r}")

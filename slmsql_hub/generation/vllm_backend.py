@@ -1,5 +1,4 @@
-"""The optional vLLM backend (``pip install 'slmsql-hub[vllm]'``): one engine, LoRA adapters served by name.
-"""
+"""The optional vLLM backend (``pip install 'slmsql-hub[vllm]'``): one engine, LoRA adapters served by name."""
 
 from __future__ import annotations
 
@@ -17,9 +16,7 @@ from .config import Completion, GenerationConfig, Prompt, render_prompts, stop_t
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-
 logger = logging.getLogger(__name__)
-
 
 
 @dataclass
