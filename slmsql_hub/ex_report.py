@@ -118,6 +118,21 @@ class VerdictCounts:
         return self.num_correct / self.num_scored if self.num_scored else None
 
 
+def format_percent(fraction: float | None, digits: int = 2) -> str:
+    """A fraction as a percentage number with ``digits`` decimals, ``"n/a"`` for ``None`` (EX of nothing scorable).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ex_report import format_percent
+    >>> format_percent(0.5), format_percent(2 / 3, 1), format_percent(None)
+    ('50.00', '66.7', 'n/a')
+
+    ```
+    """
+    return "n/a" if fraction is None else f"{100 * fraction:.{digits}f}"
+
+
 def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
     """Count verdicts the way every EX number in slmsql-hub is counted.
 
@@ -262,7 +277,7 @@ class ExReport:
             head = f"EX n/a: none of the {counts.num_examples} examples could be scored (every gold query failed)"
         else:
             head = (
-                f"EX {100 * ex:.2f}% ({counts.num_correct} of {counts.num_scored} scorable; "
+                f"EX {format_percent(ex)}% ({counts.num_correct} of {counts.num_scored} scorable; "
                 f"{counts.num_examples} examples, {counts.num_unscorable} unscorable"
                 + (f", {counts.num_infra_failures} infrastructure failures)" if counts.num_infra_failures else ")")
             )
@@ -274,10 +289,7 @@ class ExReport:
             "": [level.level for level in self.levels],
             "count": [str(level.count) for level in self.levels],
             "scored": [str(level.scored) for level in self.levels],
-            "EX (%)": [
-                "n/a" if level.execution_accuracy is None else f"{100 * level.execution_accuracy:.2f}"
-                for level in self.levels
-            ],
+            "EX (%)": [format_percent(level.execution_accuracy) for level in self.levels],
         }
         for name, cells in rows.items():
             lines.append(f"{name:<8}" + "".join(f"{cell:>{width}}" for cell in cells))

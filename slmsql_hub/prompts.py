@@ -11,8 +11,9 @@ The wording is deliberately short: the world's tiny models train on it on two CP
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 
@@ -168,3 +169,46 @@ class PromptConfig:
             template=self.template,
             evidence_template=self.evidence_template,
         )
+
+
+def build_prompts(
+    rows: Iterable[Mapping[str, Any]],
+    prompt_config: PromptConfig,
+    sandbox: Sandbox | None = None,
+    schema_cache: dict[tuple[str, PromptConfig], str] | None = None,
+) -> list[list[dict[str, str]]]:
+    """The chat prompt of every row: its database's schema, its evidence and its question (rows -> prompts).
+
+    Each database's schema is read once (through ``sandbox``) and kept in ``schema_cache``, keyed by
+    ``(db_path, prompt_config)``; a row's own non-empty ``schema`` value is used as is.
+
+    Args:
+        rows: mappings with ``question`` and ``db_path``, optionally ``evidence`` and ``schema``.
+        prompt_config: the prompt settings.
+        sandbox: reads the schemas (``None``: read in this process).
+        schema_cache: a dict to share schema texts across calls (e.g. over slices or policies).
+
+    Returns:
+        One message list per row, in order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.prompts import PromptConfig, build_prompts
+    >>> rows = [{"question": "How many pets?", "db_path": "unused.sqlite", "schema": "CREATE TABLE pet (id INT);"}]
+    >>> build_prompts(rows, PromptConfig())[0][1]["content"].splitlines()[0]
+    'CREATE TABLE pet (id INT);'
+
+    ```
+    """
+    cache = {} if schema_cache is None else schema_cache
+    prompts = []
+    for row in rows:
+        schema = row.get("schema")
+        if not schema:
+            key = (str(row["db_path"]), prompt_config)
+            if key not in cache:
+                cache[key] = prompt_config.schema(row["db_path"], sandbox)
+            schema = cache[key]
+        prompts.append(prompt_config.messages(row["question"], schema, row.get("evidence") or ""))
+    return prompts

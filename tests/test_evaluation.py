@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def spider_run(trained_policy, spider_root, tmp_path_factory):
 # Config and recipes
 # ------------------------------------------------------------------------------------------------------
 
-BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o", world_dir="w")
+BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o", world_root="w")
 
 
 @pytest.mark.parametrize(
@@ -186,11 +187,11 @@ BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_di
         ({"grpo_adapter": ""}, "grpo_adapter is not set"),
         ({"output_dir": None}, "output_dir is not set"),
         ({"benchmarks": []}, "benchmarks is empty"),
-        ({"benchmarks": ["world"]}, "must be name:split or name:split:limit"),
+        ({"benchmarks": ["world"]}, "must be NAME:SPLIT or NAME:SPLIT:LIMIT"),
         ({"benchmarks": ["synsql:train"]}, "SynSQL is a training pool"),
         ({"benchmarks": ["world:rl_pool"]}, "evaluate world on dev or test"),
-        ({"benchmarks": ["spider:dev:0"], "spider_root": "s"}, "limit must be a positive integer"),
-        ({"benchmarks": ["spider:dev:ten"], "spider_root": "s"}, "limit must be a positive integer"),
+        ({"benchmarks": ["spider:dev:0"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),
+        ({"benchmarks": ["spider:dev:ten"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),
         ({"benchmarks": ["world:dev", "world:dev:20"]}, "are both world_dev"),
         ({"benchmarks": ["bird:dev:149"]}, "needs bird_root"),
         ({"bootstrap_resamples": 1000}, "bootstrap_resamples must be >= 10000"),
@@ -244,6 +245,16 @@ def test_command_line_overrides_win_over_the_recipe():
     )
     assert config.benchmarks == ["world:dev:5"]
     assert config.max_new_tokens == 32
+
+
+def test_the_old_world_dir_spelling_still_loads_with_one_deprecation_line(caplog):
+    values = {key: value for key, value in BASE.items() if key != "world_root"}
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+        config = EvalConfig(**values, world_dir="w")
+    assert (config.world_root, config.world_dir) == ("w", None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "world_dir is deprecated and will be removed in the next release; write world_root: w"
+    ]
 
 
 def test_dataset_ids_override_the_defaults():
@@ -426,7 +437,7 @@ def write_recipe(path, world_dir, random_policy, out):
                 "dtype: float32",
                 "device: cpu",
                 "benchmarks: [world:dev, world:test]",
-                f"world_dir: {world_dir}",
+                f"world_root: {world_dir}",
                 "max_new_tokens: 8",
                 "batch_size: 10",
                 "sandbox_workers: 1",
@@ -486,7 +497,7 @@ def test_cli_bad_recipe_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert cli_main(["eval", "--config", str(recipe)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert err.startswith("slmsql eval: error: benchmark world:dev needs world_dir")
+    assert err.startswith("slmsql eval: error: benchmark world:dev needs world_root")
 
 
 def test_missing_adapter_folder_is_one_usage_error(world_dir, random_policy, tmp_path):
@@ -494,7 +505,7 @@ def test_missing_adapter_folder_is_one_usage_error(world_dir, random_policy, tmp
         model_name_or_path=str(random_policy / "base"),
         sft_adapter=str(random_policy / "sft"),
         grpo_adapter=str(tmp_path / "no-grpo-here"),
-        world_dir=str(world_dir),
+        world_root=str(world_dir),
         output_dir=str(tmp_path / "out"),
     )
     with pytest.raises(UsageError, match="adapter 'grpo'.*does not exist"):
@@ -510,7 +521,7 @@ def test_vllm_backend_without_vllm_names_the_extra_to_install(world_dir, random_
         model_name_or_path=str(random_policy / "base"),
         sft_adapter=str(random_policy / "sft"),
         grpo_adapter=str(random_policy / "grpo"),
-        world_dir=str(world_dir),
+        world_root=str(world_dir),
         backend="vllm",
         output_dir=str(tmp_path / "out"),
     )

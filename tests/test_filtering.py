@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
@@ -29,8 +30,10 @@ from slmsql_hub.filtering import (
     load_filter_config,
     read_results,
     run_filter,
+    sample_seed,
     summary_line,
 )
+from slmsql_hub.filtering import run as filter_run
 from slmsql_hub.generation import GenerationConfig, generate
 from slmsql_hub.prompts import PromptConfig
 from slmsql_hub.sql import Sandbox
@@ -101,12 +104,11 @@ def policy_dir(policy, tmp_path_factory):
     return folder
 
 
-def make_config(spider_root, out, **overrides):
+def make_config(spider_root, out, limit=None, **overrides):
     values = dict(
         model_name_or_path="unused-when-a-policy-is-passed",
-        benchmark="spider",
-        data_root=str(spider_root),
-        split="dev",
+        benchmarks=["spider:dev" + (f":{limit}" if limit else "")],
+        spider_root=str(spider_root),
         num_samples=8,
         temperature=1.0,
         max_new_tokens=24,
@@ -142,16 +144,19 @@ def rows_of(out):
         ({"num_samples": 3, "pass_rate_low": 0.4, "pass_rate_high": 0.6}, "the band would always be empty"),
         ({"temperature": 0.0}, "temperature must be > 0"),
         ({"keep_distinct": True}, "keep_distinct only applies to compare_mode: spider"),
-        ({"benchmark": "world", "split": "dev"}, "held out for evaluation"),
-        ({"benchmark": "world", "split": None}, "held out for evaluation"),
+        ({"benchmarks": ["world:dev"]}, "held out for evaluation"),
+        ({"benchmarks": ["world:test:20"]}, "held out for evaluation"),
         ({"output_dir": None}, "output_dir is not set"),
-        ({"data_root": ""}, "data_root is not set"),
-        ({"benchmark": "wikisql"}, "benchmark must be one of"),
+        ({"world_root": None}, "world_root is not set"),
+        ({"benchmarks": []}, "must name ONE pool"),
+        ({"benchmarks": ["world:rl_pool", "synsql:train"], "synsql_root": "s"}, "must name ONE pool"),
+        ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"backend": "onnx"}, "backend must be 'transformers' or 'vllm'"),
     ],
 )
 def test_invalid_config_is_one_usage_error_naming_the_fix(tmp_path, overrides, message):
-    values = dict(model_name_or_path="m", data_root="w", split="rl_pool", output_dir=str(tmp_path))
+    values = dict(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir=str(tmp_path))
     values.update(overrides)
     with pytest.raises(UsageError) as err:
         FilterConfig(**values)
@@ -170,15 +175,15 @@ def test_filter_recipes_parse_and_validate_offline(recipe):
     config = load_filter_config(REPO / recipe)
     assert (config.pass_rate_low, config.pass_rate_high) == (0.2, 0.8)
     assert config.temperature > 0 and config.num_samples >= 4
-    if config.benchmark == "world":
-        assert config.split == "rl_pool"
+    if config.pool.name == "world":
+        assert config.pool.split == "rl_pool"
 
 
 def test_synsql_recipe_is_the_studys_setup():
     config = load_filter_config(REPO / "recipes/qwen2.5-coder-1.5b/filter_synsql.yaml")
     assert config.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert config.adapter_path == "Anurich/slmsql-qwen2.5-coder-1.5b"
-    assert (config.benchmark, config.num_samples, config.limit) == ("synsql", 8, 1367)
+    assert (config.pool.name, config.num_samples, config.pool.limit) == ("synsql", 8, 1367)
 
 
 def test_command_line_overrides_win_over_the_recipe():
@@ -186,6 +191,26 @@ def test_command_line_overrides_win_over_the_recipe():
         REPO / "recipes/world/filter.yaml", ["--num_samples", "4", "--pass_rate_low", "0.1"]
     )
     assert (config.num_samples, config.pass_rate_low, config.pass_rate_high) == (4, 0.1, 0.8)
+
+
+def test_the_old_pool_spelling_still_loads_with_one_deprecation_line(tmp_path, caplog):
+    recipe = tmp_path / "filter.yaml"
+    recipe.write_text(
+        "model_name_or_path: m\nbenchmark: world\ndata_root: w\nsplit: rl_pool\nlimit: 24\noutput_dir: o\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+        config = load_filter_config(recipe)
+    assert (config.benchmarks, config.world_root, config.pool_root) == (["world:rl_pool:24"], "w", "w")
+    assert [r.getMessage() for r in caplog.records] == [
+        "benchmark/data_root/split/limit is deprecated and will be removed in the next release; write "
+        "benchmarks: [world:rl_pool:24] and world_root: w"
+    ]
+
+
+def test_backend_is_part_of_the_config_and_reaches_the_generation_settings():
+    values = dict(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir="o")
+    assert FilterConfig(**values).generation_config().backend == "transformers"
+    assert FilterConfig(**values, backend="vllm").backend == "vllm"
 
 
 def test_unknown_override_is_a_usage_error():
@@ -248,6 +273,38 @@ def test_keyed_sampler_top_k_and_top_p_restrict_the_choices():
     # softmax is about [0.24, 0.64, 0.09, 0.03]: top_p=0.8 keeps tokens 1 and 0 only.
     nucleus = KeyedSampler(range(500), top_p=0.8)(None, logits).argmax(-1)
     assert set(nucleus.tolist()) == {0, 1}
+
+
+def _hand_written_keyed_sample(seeds, scores, temperature, top_k, top_p):
+    """The sampler as it was before transformers' warpers took temperature and top-k (kept to compare)."""
+    scores = scores.float() / temperature
+    vocab = scores.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
+        probs = sorted_scores.softmax(dim=-1)
+        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
+        scores = scores.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted), float("-inf"))
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    uniform = torch.stack([torch.rand(vocab, generator=g) for g in generators])
+    tiny = torch.finfo(uniform.dtype).tiny
+    return scores - torch.log(-torch.log(uniform.clamp(min=tiny, max=1.0 - 1e-7)))
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
+@pytest.mark.parametrize("top_k", [0, 1, 5, 50])
+@pytest.mark.parametrize("top_p", [1.0, 0.9, 0.3])
+def test_keyed_sampler_with_library_warpers_is_bit_identical_to_the_hand_written_one(temperature, top_k, top_p):
+    generator = torch.Generator().manual_seed(7)
+    for trial in range(20):
+        scores = torch.randn(6, 50, generator=generator) * 3
+        if trial % 2:
+            scores = scores.round()  # ties at the top-k and top-p boundaries
+        seeds = [sample_seed(trial, "q", j) for j in range(6)]
+        new = KeyedSampler(seeds, temperature=temperature, top_k=top_k, top_p=top_p)(None, scores)
+        assert torch.equal(new, _hand_written_keyed_sample(seeds, scores, temperature, top_k, top_p))
 
 
 def test_top_k_one_sampling_is_greedy_decoding(policy):
@@ -459,27 +516,26 @@ def test_torn_last_line_is_dropped_and_a_corrupt_middle_line_is_an_error(tmp_pat
     assert sorted(read_results(log)) == ["a", "b"]
     assert log.read_text() == '{"question_id": "a"}\n{"question_id": "b"}\n'
     log.write_text('{"question_id": "a"}\nnot json\n{"question_id": "c"}\n')
-    with pytest.raises(UsageError, match="line 2 is not a result row"):
+    with pytest.raises(UsageError, match="not result rows"):
         read_results(log)
 
 
 def test_prompts_longer_than_the_models_context_are_warned_about(caplog):
     model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512))
     with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
-        filtering._warn_if_too_long(model, {"a": 300, "b": 450, "c": 500}, max_new_tokens=100)
+        filter_run._warn_if_too_long(model, {"a": 300, "b": 450, "c": 500}, max_new_tokens=100)
     assert "2 of 3 prompts plus max_new_tokens=100 exceed the model's 512 positions" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
-        filtering._warn_if_too_long(model, {"a": 300}, max_new_tokens=100)
+        filter_run._warn_if_too_long(model, {"a": 300}, max_new_tokens=100)
     assert caplog.text == ""
 
 
 def write_recipe(path, spider_root, policy_dir, out, **extra):
     lines = {
         "model_name_or_path": str(policy_dir),
-        "benchmark": "spider",
-        "data_root": str(spider_root),
-        "split": "dev",
+        "benchmarks": ["spider:dev"],
+        "spider_root": str(spider_root),
         "num_samples": 8,
         "temperature": 1.0,
         "max_new_tokens": 24,
@@ -498,13 +554,13 @@ def write_recipe(path, spider_root, policy_dir, out, **extra):
 
 _SLOW_CHILD = """
 import sys, time
-from slmsql_hub import filtering
-real = filtering.generate_keyed_samples
+from slmsql_hub.filtering import run as filter_run
+real = filter_run.generate_keyed_samples
 def slow(*args, **kwargs):
     out = real(*args, **kwargs)
     time.sleep(0.4)
     return out
-filtering.generate_keyed_samples = slow
+filter_run.generate_keyed_samples = slow
 from slmsql_hub.cli import main
 sys.exit(main(["filter", "--config", sys.argv[1]]))
 """
@@ -541,20 +597,20 @@ def test_kill_9_then_resume_skips_finished_questions_and_matches_an_uninterrupte
         handle.write('{"question_id": "spider-dev-11", "samp')
 
     sampled: list[str] = []
-    real = filtering.generate_keyed_samples
+    real = filter_run.generate_keyed_samples
 
     def spy(model, tokenizer, prompts, keys, config):
         sampled.extend(keys)
         return real(model, tokenizer, prompts, keys, config)
 
-    monkeypatch.setattr(filtering, "generate_keyed_samples", spy)
+    monkeypatch.setattr(filter_run, "generate_keyed_samples", spy)
     assert cli_main(["filter", "--config", str(recipe)]) == 0
     assert sorted(sampled) == sorted(set(rows_of(out)) - set(before))  # finished questions were not redone
     printed = capsys.readouterr().out
     resumed = json.loads((out / "filter_report.json").read_text())
     assert resumed["summary"] in printed and resumed["time"]["questions_resumed"] == len(before)
 
-    monkeypatch.setattr(filtering, "generate_keyed_samples", real)
+    monkeypatch.setattr(filter_run, "generate_keyed_samples", real)
     fresh = run_filter(
         make_config(spider_root, tmp_path / "fresh", batch_size=4), policy=policy, progress=False
     )
@@ -568,3 +624,81 @@ def test_cli_bad_recipe_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert cli_main(["filter", "--config", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("slmsql filter: error: recipe not found") and "\n" not in err
+
+
+# ------------------------------------------------------------------------------------------------------
+# The vLLM backend
+# ------------------------------------------------------------------------------------------------------
+
+
+def _fake_vllm(monkeypatch, tokenizer):
+    """A stand-in for the vllm package that records each request and answers with its seed."""
+    import types
+
+    from slmsql_hub.generation import VLLMPolicy
+
+    calls = []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class LoRARequest:
+        def __init__(self, name, int_id, path):
+            self.name, self.int_id, self.path = name, int_id, path
+
+    class LLM:
+        def get_tokenizer(self):
+            return tokenizer
+
+        def generate(self, texts, params, lora_request=None, use_tqdm=False):
+            calls.append((list(texts), list(params), lora_request))
+            out = types.SimpleNamespace
+            return [
+                out(outputs=[out(text=f"seed {p.seed}", token_ids=[1, 2], finish_reason="stop")]) for p in params
+            ]
+
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = SamplingParams
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.lora", lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", request)
+    return VLLMPolicy(llm=LLM(), lora_paths={"default": "sft/stage2"}, active_adapter="default"), calls
+
+
+def test_vllm_filter_sends_one_request_per_sample_seeded_with_its_own_seed_and_the_adapter_by_name(
+    policy, monkeypatch
+):
+    _, tokenizer = policy
+    model, calls = _fake_vllm(monkeypatch, tokenizer)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(  # "vllm is installed"
+        importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real_find_spec(name, *a)
+    )
+    config = GenerationConfig(do_sample=True, num_samples=3, temperature=0.5, seed=4, backend="vllm")
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:2]]
+    groups = generate_keyed_samples(model, None, prompts, ["q1", "q2"], config)
+    assert [[c.text for c in g] for g in groups] == [
+        [f"seed {sample_seed(4, key, j)}" for j in range(3)] for key in ("q1", "q2")
+    ]
+    (texts, params, lora), = calls
+    assert len(texts) == 6 and texts[0] == texts[2] != texts[3]
+    assert {p.n for p in params} == {1} and {p.temperature for p in params} == {0.5}
+    assert (lora.name, lora.int_id, lora.path) == ("default", 1, "sft/stage2")
+    with pytest.raises(UsageError, match="does not match the policy"):
+        generate_keyed_samples(policy[0], tokenizer, prompts, ["q1", "q2"], config)
+
+
+def test_vllm_filter_draws_the_same_samples_whatever_else_is_in_the_call(policy_dir):
+    pytest.importorskip("vllm")
+    from slmsql_hub.generation import load_policy
+
+    model = load_policy(policy_dir, backend="vllm", dtype="float32")
+    config = GenerationConfig(do_sample=True, num_samples=3, max_new_tokens=8, seed=0, backend="vllm")
+    prompts = [PROMPT.messages(q, "CREATE TABLE singer (name TEXT)") for q, _, _ in QUESTIONS[:3]]
+    together = generate_keyed_samples(model, None, prompts, ["a", "b", "c"], config)
+    alone = generate_keyed_samples(model, None, prompts[1:2], ["b"], config)
+    assert [c.text for c in together[1]] == [c.text for c in alone[0]]

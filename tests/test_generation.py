@@ -8,12 +8,12 @@ import pytest
 import torch
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
-from slmsql_hub import generation
 from slmsql_hub.errors import UsageError
 from slmsql_hub.generation import (
     GenerationConfig,
     generate,
     generate_completions,
+    hf,
     load_policy,
     render_prompts,
     stop_token_ids,
@@ -102,11 +102,28 @@ def sampling(seed=0, k=3, batch_size=2, temperature=1.0, max_new_tokens=10):
 # ---------------------------------------------------------------- padding, determinism, seeding
 
 
+def test_left_pad_equals_the_tokenizers_left_padding_and_also_pads_without_a_pad_token(tiny):
+    """_left_pad is kept: it gives tokenizer.pad(padding_side="left")'s tensors exactly, and also pads for a
+    tokenizer with no pad token (with the stop token), where tokenizer.pad refuses."""
+    _, tokenizer = tiny
+    encoded = [[5, 6, 7], [8], [9, 10, 11, 12, 13], [14, 15]]
+    input_ids, mask = hf._left_pad(encoded, tokenizer.pad_token_id, "cpu")
+    library = tokenizer.pad({"input_ids": encoded}, padding=True, padding_side="left", return_tensors="pt")
+    assert torch.equal(input_ids, library["input_ids"]) and torch.equal(mask, library["attention_mask"])
+    no_pad = build_tokenizer()
+    no_pad.pad_token = None
+    with pytest.raises(ValueError):
+        no_pad.pad({"input_ids": encoded}, padding=True, padding_side="left", return_tensors="pt")
+    stops = hf.stop_token_ids(no_pad)
+    padded, _ = hf._left_pad(encoded, hf._pad_token_id(no_pad, stops), "cpu")
+    assert padded[1, :4].tolist() == [stops[-1]] * 4
+
+
 def test_prompts_are_left_padded_so_every_row_ends_with_its_prompt(tiny):
     _, tokenizer = tiny
     texts = render_prompts(tokenizer, CHATS)
-    encoded = generation._tokenize_prompts(tokenizer, texts)
-    input_ids, mask = generation._left_pad(encoded, tokenizer.pad_token_id, "cpu")
+    encoded = hf._tokenize_prompts(tokenizer, texts)
+    input_ids, mask = hf._left_pad(encoded, tokenizer.pad_token_id, "cpu")
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     assert len(set(lengths)) > 1
     assert mask[:, -1].tolist() == [1] * len(texts)

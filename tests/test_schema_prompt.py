@@ -13,6 +13,7 @@ from slmsql_hub.prompts import (
     SYSTEM_PROMPT,
     PromptConfig,
     build_messages,
+    build_prompts,
     format_answer,
 )
 from slmsql_hub.sql import Limits, Sandbox
@@ -159,3 +160,24 @@ def test_prompt_config_applies_its_template_and_schema_options(tmp_path, sandbox
     assert "sample rows" not in messages[0]["content"]
     with pytest.raises(UsageError, match="sample_rows"):
         PromptConfig(sample_rows=-1)
+
+
+def test_build_prompts_reads_each_database_schema_once_and_keeps_a_given_schema(tmp_path, sandbox, monkeypatch):
+    db = _make_db(tmp_path / "zoo.sqlite")
+    config = PromptConfig(sample_rows=1)
+    reads = []
+    real = PromptConfig.schema
+    monkeypatch.setattr(PromptConfig, "schema", lambda self, path, box=None: reads.append(path) or real(self, path, box))
+    rows = [
+        {"question": "How many zoos?", "db_path": str(db), "evidence": None},
+        {"question": "How many lions?", "db_path": str(db), "evidence": "lion is a species"},
+        {"question": "Given?", "db_path": str(db), "schema": "CREATE TABLE given (x INT);"},
+    ]
+    cache: dict = {}
+    prompts = build_prompts(rows, config, sandbox, cache)
+    assert reads == [str(db)]
+    assert prompts[0] == config.messages("How many zoos?", config.schema(db, sandbox))
+    assert "Evidence: lion is a species" in prompts[1][-1]["content"]
+    assert prompts[2][-1]["content"].startswith("CREATE TABLE given (x INT);")
+    build_prompts(rows[:1], config, sandbox, cache)  # the cache is shared across calls
+    assert len(reads) == 2  # only the direct config.schema call above read again

@@ -1,0 +1,344 @@
+"""The evaluation's settings: the slices (:class:`BenchmarkSpec`) and :class:`EvalConfig`, read from a recipe
+by :func:`load_eval_config`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..configs import BenchmarkArguments, BenchmarkEntry, PromptArguments
+from ..errors import UsageError
+from ..model_refs import DTYPES
+from ..sql.recipe_limits import SQLLimitsArguments
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..generation import GenerationConfig
+
+POLICIES: tuple[str, str] = ("sft", "grpo")
+"""The two policies compared, in order: ``a`` (the reference) and ``b``; ΔEX is ``grpo - sft``."""
+
+RESULTS_FILE = "eval_results.json"
+"""The results file in ``output_dir``."""
+
+PREDICTIONS_DIR = "predictions"
+"""Where the per-question predictions go (``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
+
+EVAL_BENCHMARKS: tuple[str, ...] = ("world", "spider", "bird")
+"""The benchmarks :class:`EvalConfig` can evaluate on."""
+
+MODES: dict[str, str] = {"world": "bird", "spider": "spider", "bird": "bird"}
+"""Each benchmark's own comparison semantics (Spider's test-suite rule; BIRD's set equality)."""
+
+BREAKDOWNS: dict[str, str] = {"world": "hardness", "spider": "hardness", "bird": "difficulty"}
+"""What each benchmark's ``difficulty`` column holds (Spider hardness or BIRD's labels)."""
+
+DEFAULT_DATASET_IDS: dict[str, str] = {
+    "world": "slmsql/world",
+    "spider": "xlangai/spider",
+    "bird": "birdsql/bird-dev",
+}
+"""The Hub dataset ids written into the results (and the model card's ``model-index``). BIRD's dev set has no
+official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
+
+_EVAL_SPLITS = {"world": ("dev", "test"), "spider": ("dev",), "bird": ("dev",)}
+
+
+class BenchmarkSpec(BenchmarkEntry):
+    """One benchmark slice to evaluate: a ``benchmarks`` entry (``NAME:SPLIT[:LIMIT]``) that is a held-out split.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation import BenchmarkSpec
+    >>> spec = BenchmarkSpec.parse("spider:dev:200")
+    >>> spec.key, spec.limit, spec.mode
+    ('spider_dev', 200, 'spider')
+    >>> BenchmarkSpec.parse("world:rl_pool")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: benchmark 'world:rl_pool': evaluate world on dev or test, not 'rl_pool' (training splits say nothing about held-out accuracy)
+
+    ```
+    """
+
+    @classmethod
+    def parse(cls, text: str) -> BenchmarkSpec:
+        """Read ``NAME:SPLIT[:LIMIT]`` (:meth:`BenchmarkEntry.parse`) and check it is an evaluation slice."""
+        entry = BenchmarkEntry.parse(text)
+        if entry.name not in EVAL_BENCHMARKS:
+            hint = " (SynSQL is a training pool)" if entry.name == "synsql" else ""
+            raise UsageError(
+                f"benchmark {text!r}: cannot evaluate on {entry.name!r}{hint}; choose one of {', '.join(EVAL_BENCHMARKS)}"
+            )
+        if entry.split not in _EVAL_SPLITS[entry.name]:
+            raise UsageError(
+                f"benchmark {text!r}: evaluate {entry.name} on {' or '.join(_EVAL_SPLITS[entry.name])}, not "
+                f"{entry.split!r} (training splits say nothing about held-out accuracy)"
+            )
+        return cls(*entry)
+
+    @property
+    def key(self) -> str:
+        """The slice's key in ``eval_results.json`` and its predictions file name: ``<name>_<split>``."""
+        return f"{self.name}_{self.split}"
+
+    @property
+    def mode(self) -> str:
+        """The benchmark's comparison semantics: ``spider`` for Spider, ``bird`` otherwise."""
+        return MODES[self.name]
+
+
+@dataclass
+class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
+    """Everything ``slmsql eval`` needs: the base and the two adapters, the slices, decoding, judging, stats.
+
+    Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_eval_config`. Validation
+    here reads no file and touches no network, so a recipe for a model this machine cannot run still
+    validates; paths are checked when the run starts.
+
+    Args:
+        model_name_or_path (`str`):
+            The base model both adapters were trained on: a folder (``outputs/quickstart/base``) or a Hub id.
+        sft_adapter (`str`):
+            The SFT LoRA adapter (policy ``a``): a folder (``outputs/quickstart/sft/stage2``) or a Hub id.
+        grpo_adapter (`str`):
+            The GRPO LoRA adapter (policy ``b``): a folder (``outputs/quickstart/grpo``) or a Hub id.
+        model_revision, sft_adapter_revision, grpo_adapter_revision (`str`, *optional*):
+            Hub revisions (commit sha, tag or branch) of the base and of each adapter; ``None``: the main branch.
+        tokenizer_name_or_path (`str`, *optional*):
+            Where the tokenizer comes from; defaults to ``model_name_or_path``.
+        dtype (`str`, defaults to `"auto"`):
+            ``auto`` (bfloat16 on a GPU that has it, float32 otherwise), ``float32``, ``bfloat16``, ``float16``.
+        device (`str`, *optional*):
+            ``cuda``, ``cpu``...; defaults to CUDA when available.
+        num_threads (`int`, *optional*):
+            ``torch.set_num_threads`` for the run (``None``: torch's default).
+        backend (`str`, defaults to `"transformers"`):
+            ``transformers`` or ``vllm`` (needs ``pip install 'slmsql-hub[vllm]'``; checked when the run starts).
+        benchmarks (`list[str]`, defaults to `["world:dev", "world:test"]`):
+            The slices, each ``name:split`` or ``name:split:limit`` (a seeded subset): ``world:dev``,
+            ``world:test``, ``spider:dev:200``, ``bird:dev:149``.
+        world_root (`str`, *optional*):
+            The world folder (``slmsql world build --out``); needed by ``world:*`` slices (``world_dir``: its
+            deprecated name).
+        spider_root (`str`, *optional*):
+            A Spider folder (``dev.json``, ``database/``); needed by ``spider:*`` slices.
+        bird_root (`str`, *optional*):
+            A BIRD folder (``dev.json``, ``dev_databases/``); needed by ``bird:*`` slices.
+        seed (`int`, defaults to `0`):
+            The seed of the ``limit`` subsets (the same seed always picks the same questions).
+        skip_missing_db (`bool`, defaults to `False`):
+            Drop questions whose database file is missing (logged with a count) instead of failing.
+        dataset_ids (`list[str]`, defaults to `[]`):
+            ``benchmark=hub_id`` overrides of :data:`DEFAULT_DATASET_IDS` (recorded for the model card).
+        max_new_tokens (`int`, defaults to `256`):
+            Most tokens per answer (greedy decoding).
+        batch_size (`int`, defaults to `8`):
+            Prompts per ``generate`` call.
+        sql_timeout_s, sql_max_ops, sql_max_rows:
+            The sandbox limits (:mod:`slmsql_hub.sql.recipe_limits`); set them as in the filter and GRPO recipes.
+        timeout_s (`float`, *optional*):
+            Deprecated name of ``sql_timeout_s`` (removed in the next release).
+        sandbox_workers (`int`, *optional*):
+            Sandbox worker processes (``None``: one per CPU core).
+        keep_distinct (`bool`, defaults to `False`):
+            Spider slices only: keep DISTINCT instead of removing it (the official evaluator removes it).
+        prompt_sample_rows, prompt_max_value_chars:
+            The schema text (:class:`~slmsql_hub.configs.PromptArguments`); unset: as each adapter was trained.
+        bootstrap_resamples (`int`, defaults to `10000`):
+            Paired bootstrap resamples for the CI of ΔEX (at least 10,000).
+        bootstrap_seed (`int`, defaults to `0`):
+            The bootstrap's seed.
+        output_dir (`str`):
+            Where ``eval_results.json`` and ``predictions/`` go.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation import EvalConfig
+    >>> config = EvalConfig(model_name_or_path="outputs/quickstart/base", sft_adapter="outputs/quickstart/sft/stage2",
+    ...                     grpo_adapter="outputs/quickstart/grpo", world_root="outputs/quickstart/world",
+    ...                     output_dir="outputs/quickstart/eval")
+    >>> [spec.key for spec in config.benchmark_specs()]
+    ['world_dev', 'world_test']
+    >>> EvalConfig(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o",
+    ...            benchmarks=["spider:dev:200"])
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: benchmark spider:dev:200 needs spider_root: set it to the spider folder (e.g. `spider_root: data/spider`)
+
+    ```
+    """
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Base model both adapters were trained on (folder or Hub id)."}
+    )
+    sft_adapter: str | None = field(default=None, metadata={"help": "The SFT LoRA adapter (policy a)."})
+    grpo_adapter: str | None = field(default=None, metadata={"help": "The GRPO LoRA adapter (policy b)."})
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    sft_adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of sft_adapter; null: main."}
+    )
+    grpo_adapter_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of grpo_adapter; null: main."}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
+    )
+    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
+    device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+    backend: str = field(
+        default="transformers",
+        metadata={"help": "Generation backend: transformers or vllm.", "choices": ["transformers", "vllm"]},
+    )
+    benchmarks: list[str] = field(
+        default_factory=lambda: ["world:dev", "world:test"],
+        metadata={"help": "Slices: name:split[:limit], e.g. world:dev spider:dev:200 bird:dev:149."},
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the limit subsets."})
+    skip_missing_db: bool = field(
+        default=False, metadata={"help": "Drop questions whose database is missing."}
+    )
+    dataset_ids: list[str] = field(
+        default_factory=list, metadata={"help": "benchmark=hub_id overrides of the recorded dataset ids."}
+    )
+    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per answer (greedy)."})
+    batch_size: int = field(default=8, metadata={"help": "Prompts per generate call."})
+    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
+    sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
+    keep_distinct: bool = field(default=False, metadata={"help": "Spider slices: keep DISTINCT."})
+    bootstrap_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples (>= 10000)."})
+    bootstrap_seed: int = field(default=0, metadata={"help": "Bootstrap seed."})
+    output_dir: str | None = field(default=None, metadata={"help": "Where eval_results.json goes."})
+
+    def __post_init__(self) -> None:
+        for name, example in (
+            ("model_name_or_path", "outputs/quickstart/base"),
+            ("sft_adapter", "outputs/quickstart/sft/stage2"),
+            ("grpo_adapter", "outputs/quickstart/grpo"),
+            ("output_dir", "outputs/quickstart/eval"),
+        ):
+            if not getattr(self, name):
+                raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if self.backend not in ("transformers", "vllm"):
+            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
+        for name in ("max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("num_threads", "sandbox_workers"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UsageError(f"{name} must be >= 1, or null for the default; got {value}")
+        self.resolve_sql_limits(deprecated_timeout="timeout_s")
+        PromptArguments.__post_init__(self)
+        if self.bootstrap_resamples < 10_000:
+            raise UsageError(
+                f"bootstrap_resamples must be >= 10000 for a stable 95% CI (it costs milliseconds); "
+                f"got {self.bootstrap_resamples}"
+            )
+        if isinstance(self.benchmarks, str):
+            self.benchmarks = [self.benchmarks]
+        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
+        # Not BenchmarkArguments.__post_init__: it allows one entry per benchmark, and eval takes world:dev AND
+        # world:test; the slices are checked by benchmark_specs below (one per name and split).
+        self._upgrade_old_spellings()
+        if isinstance(self.dataset_ids, str):
+            self.dataset_ids = [self.dataset_ids]
+        self.dataset_ids = [str(d).strip() for d in (self.dataset_ids or []) if str(d).strip()]
+        self.benchmark_specs()  # validates every slice and its root
+        self.dataset_id_map()
+
+    def benchmark_specs(self) -> list[BenchmarkSpec]:
+        """The slices, parsed and checked: known benchmarks and splits, a root for each, no key twice."""
+        if not self.benchmarks:
+            raise UsageError("benchmarks is empty: list slices such as `benchmarks: [world:dev, world:test]`")
+        specs = [BenchmarkSpec.parse(text) for text in self.benchmarks]
+        seen: dict[str, str] = {}
+        for text, spec in zip(self.benchmarks, specs):
+            if spec.key in seen:
+                raise UsageError(
+                    f"benchmarks {seen[spec.key]!r} and {text!r} are both {spec.key}: evaluate each split once"
+                )
+            seen[spec.key] = text
+            root_field = f"{spec.name}_root"
+            if not self.root(spec.name):
+                raise UsageError(
+                    f"benchmark {text} needs {root_field}: set it to the {spec.name} folder "
+                    f"(e.g. `{root_field}: {'outputs/quickstart/world' if spec.name == 'world' else 'data/' + spec.name}`)"
+                )
+        return specs
+
+    def dataset_id_map(self) -> dict[str, str]:
+        """:data:`DEFAULT_DATASET_IDS` with the ``dataset_ids`` overrides applied."""
+        ids = dict(DEFAULT_DATASET_IDS)
+        for item in self.dataset_ids:
+            name, sep, repo_id = item.partition("=")
+            name, repo_id = name.strip().lower(), repo_id.strip()
+            if not sep or name not in EVAL_BENCHMARKS or not repo_id:
+                raise UsageError(
+                    f"dataset_ids entry {item!r} must be benchmark=hub_id with benchmark one of "
+                    f"{', '.join(EVAL_BENCHMARKS)}, e.g. bird=my-org/bird-dev"
+                )
+            ids[name] = repo_id
+        return ids
+
+    def adapters(self) -> dict[str, str]:
+        """``{"sft": sft_adapter, "grpo": grpo_adapter}``, the names the base loads them under."""
+        return {"sft": str(self.sft_adapter), "grpo": str(self.grpo_adapter)}
+
+    def adapter_revisions(self) -> dict[str, str | None]:
+        """``{"sft": sft_adapter_revision, "grpo": grpo_adapter_revision}``, keyed like :meth:`adapters`."""
+        return {"sft": self.sft_adapter_revision, "grpo": self.grpo_adapter_revision}
+
+    def generation_config(self) -> GenerationConfig:
+        """Greedy decoding with this config's token budget and batch size."""
+        from ..generation import GenerationConfig
+
+        return GenerationConfig(
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+            do_sample=False,
+            seed=None,
+            backend=self.backend,
+        )
+
+
+def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
+    """Read an :class:`EvalConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
+
+    The same parser as the training recipes (:func:`~slmsql_hub.configs.parse_recipe`): an unknown
+    key or a bad value is one :class:`~slmsql_hub.errors.UsageError` naming the fix.
+
+    Args:
+        config: the YAML recipe (``None``: defaults and overrides only).
+        overrides: command-line style arguments, e.g. ``["--max_new_tokens", "128"]``.
+
+    Returns:
+        `EvalConfig`: the validated config.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.evaluation import load_eval_config
+    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "eval.yaml"
+    >>> _ = recipe.write_text("model_name_or_path: out/base\\nsft_adapter: out/sft/stage2\\ngrpo_adapter: out/grpo\\n"
+    ...                       "world_root: out/world\\noutput_dir: out/eval\\n")
+    >>> load_eval_config(recipe, ["--benchmarks", "world:dev:20"]).benchmarks
+    ['world:dev:20']
+
+    ```
+    """
+    from ..configs import parse_recipe
+
+    (parsed,) = parse_recipe((EvalConfig,), config, overrides)
+    return parsed

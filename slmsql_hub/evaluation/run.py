@@ -1,0 +1,336 @@
+"""The evaluation run: load the slices, build the prompts, generate, judge, compare, write the results."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from .. import __version__, configs
+from ..errors import UsageError
+from ..prompts import build_prompts
+from ..run_files import write_atomic
+from ..sql.recipe_limits import LIMITS_KEY, limits_record
+from .config import (
+    BREAKDOWNS,
+    POLICIES,
+    PREDICTIONS_DIR,
+    RESULTS_FILE,
+    BenchmarkSpec,
+    EvalConfig,
+)
+from .scoring import generate_and_judge, policy_scores, prediction_records
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..prompts import PromptConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalSlice:
+    """One loaded benchmark slice.
+
+    Args:
+        spec (`BenchmarkSpec`): what was asked for.
+        rows (`list[dict]`): the questions (:data:`~slmsql_hub.data.benchmarks.BENCHMARK_COLUMNS`).
+        dataset_id (`str`): the Hub dataset id recorded for it.
+        held_out_db (`str`, *optional*): the world's held-out database (``None`` elsewhere).
+    """
+
+    spec: BenchmarkSpec
+    rows: list[dict]
+    dataset_id: str
+    held_out_db: str | None = None
+
+
+def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
+    """Load one slice through :func:`~slmsql_hub.data.benchmarks.load_benchmark` (seeded ``limit`` subset).
+
+    Args:
+        spec: the slice.
+        config: for the benchmark's root, the subset seed, ``skip_missing_db`` and the dataset ids.
+
+    Returns:
+        `EvalSlice`: the rows, plus the world's held-out database (from its ``world.json``).
+
+    Raises:
+        UsageError: a missing root, split or database, an empty slice, or repeated question ids.
+    """
+    from ..data.benchmarks import load_benchmark
+
+    root = config.root(spec.name)
+    dataset = load_benchmark(
+        spec.name,
+        root,
+        spec.split,
+        limit=spec.limit,
+        seed=config.seed,
+        skip_missing_db=config.skip_missing_db,
+    )
+    rows = [dict(row) for row in dataset]
+    if not rows:
+        raise UsageError(f"benchmark {spec.key} under {root} has no questions to evaluate")
+    ids = [row["question_id"] for row in rows]
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"benchmark {spec.key} under {root} repeats question ids; they must be unique")
+    held_out = None
+    if spec.name == "world":
+        manifest = Path(root).expanduser() / "world.json"
+        held_out = json.loads(manifest.read_text(encoding="utf-8")).get("held_out_db")
+    return EvalSlice(
+        spec=spec, rows=rows, dataset_id=config.dataset_id_map()[spec.name], held_out_db=held_out
+    )
+
+
+def resolve_prompt_config(
+    adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
+) -> PromptConfig:
+    """:func:`slmsql_hub.configs.resolve_prompt_config` without its ``source`` (the Space and
+    ``benchmarks/measure_world_ex.py`` call it this way).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation import resolve_prompt_config
+    >>> resolve_prompt_config("org/hub-adapter", sample_rows=0).max_value_chars
+    40
+
+    ```
+    """
+    return configs.resolve_prompt_config(adapter, sample_rows, max_value_chars)[0]
+
+
+def _config_record(config: EvalConfig) -> dict:
+    """The resolved config as a recipe-shaped mapping (every value is already YAML/JSON-safe)."""
+    return dataclasses.asdict(config)
+
+
+def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progress: bool = True) -> dict:
+    """Evaluate the SFT and GRPO adapters on every slice and write ``eval_results.json`` and the predictions.
+
+    ``eval_results.json`` (the shared run-folder contract)::
+
+        {"created_at", "slmsql_hub_version", "config": {...resolved...},
+         "policies": {"sft": {"base_model", "adapter"}, "grpo": {...}},
+         "prompt": {"sft": {"sample_rows", "max_value_chars"}, "grpo": {...}},
+         "limits": {"timeout_s", "max_ops", "max_rows", ...},
+         "significance_rule": "...", "time": {"wall_seconds"},
+         "benchmarks": {"<name>_<split>": {
+             "benchmark", "split", "limit", "seed", "dataset_id", "mode", "breakdown_by", "held_out_db",
+             "n", "n_scorable", "n_unscorable",
+             "policies": {"sft": {"ex", "correct", "n_scorable", "verdicts", "by_difficulty", "by_db",
+                                  ["held_out_db", "seen_dbs"], "mean_completion_tokens", "finished_share"},
+                          "grpo": {...}},
+             "comparison": {"a", "b", "ex_a", "ex_b", "delta_ex", "ci95", "bootstrap_resamples",
+                            "bootstrap_seed", "mcnemar_p", "discordant": {"a_only", "b_only"}, "n",
+                            "significant", "rule", "verdict", "summary"},
+             "predictions_file": "predictions/<name>_<split>.jsonl"}}}
+
+    Args:
+        config (`EvalConfig`): the run's settings.
+        policy (`tuple`, *optional*): an already loaded ``(model, tokenizer)`` whose PEFT adapters are named
+            ``sft`` and ``grpo``; ``None`` loads ``config.model_name_or_path`` with both adapters once.
+        progress (`bool`, defaults to `True`): show tqdm bars.
+
+    Returns:
+        `dict`: what was written to ``eval_results.json``.
+
+    Raises:
+        UsageError: missing data, model or adapters, or a slice with no scorable question.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation import EvalConfig, run_eval
+    >>> run_eval(EvalConfig(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o",
+    ...                     world_root="/nowhere"))
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: world root is not a directory: /nowhere
+
+    ```
+    """
+    from ..sql import Sandbox
+    from ..stats import SIGNIFICANCE_RULE
+
+    started = time.perf_counter()
+    created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    slices = [load_slice(spec, config) for spec in config.benchmark_specs()]
+    adapters = config.adapters()
+    prompt_configs = {
+        name: resolve_prompt_config(path, config.prompt_sample_rows, config.prompt_max_value_chars)
+        for name, path in adapters.items()
+    }
+    if len(set(prompt_configs.values())) > 1:
+        logger.warning(
+            "the adapters were trained with different prompt settings (%s); each is evaluated with its own",
+            {name: (c.sample_rows, c.max_value_chars) for name, c in prompt_configs.items()},
+        )
+    generation_config = config.generation_config()
+    model, tokenizer = policy if policy is not None else _load_eval_policy(config)
+    out = Path(str(config.output_dir)).expanduser()
+    (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
+    benchmarks: dict[str, dict] = {}
+    with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
+        schema_cache: dict = {}
+        for piece in tqdm(slices, desc="eval slices", unit="slice", disable=not progress or len(slices) < 2):
+            prompts = {
+                name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
+                for name in POLICIES
+            }
+            outputs = generate_and_judge(
+                model,
+                tokenizer,
+                piece.rows,
+                prompts,
+                _judge(piece.spec, config, sandbox),
+                generation_config,
+                progress=progress,
+            )
+            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out)
+    results = {
+        "created_at": created_at,
+        "slmsql_hub_version": __version__,
+        "config": _config_record(config),
+        **_policy_records(config, prompt_configs),
+        LIMITS_KEY: limits_record(config.sql_limits()),
+        "significance_rule": SIGNIFICANCE_RULE,
+        "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
+        "benchmarks": benchmarks,
+    }
+    write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    _remove_stale_predictions(out, benchmarks)
+    logger.info("wrote %s", out / RESULTS_FILE)
+    return results
+
+
+def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:
+    """The base loaded once with both adapters (``(VLLMPolicy, None)`` on the vLLM backend, which tokenizes
+    for itself)."""
+    from ..generation import load_policy
+
+    if config.num_threads is not None:
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+    loaded = load_policy(
+        config.model_name_or_path,
+        adapters=config.adapters(),
+        tokenizer=config.tokenizer_name_or_path,
+        dtype=config.dtype,
+        device=config.device,
+        backend=config.backend,
+        revision=config.model_revision,
+        adapter_revisions=config.adapter_revisions(),
+    )
+    return (loaded, None) if config.backend == "vllm" else loaded
+
+
+def _judge(spec: BenchmarkSpec, config: EvalConfig, sandbox: Any) -> Any:
+    """The slice's judge: its benchmark's own comparison mode (DISTINCT kept only where Spider's rule asks)."""
+    from ..sql import Judge
+
+    logger.info("%s: %s mode", spec.key, spec.mode)
+    return Judge(
+        sandbox=sandbox, mode=spec.mode, keep_distinct=config.keep_distinct and spec.mode == "spider"
+    )
+
+
+def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Path) -> dict:
+    """One slice's entry of ``eval_results.json`` (scores, paired comparison); writes its predictions file."""
+    from ..stats import paired_comparison
+
+    spec, rows = piece.spec, piece.rows
+    a_name, b_name = POLICIES
+    correct = {name: [o.judgement.correct for o in outputs[name]] for name in POLICIES}
+    n_unscorable = sum(1 for value in correct[a_name] if value is None)
+    if n_unscorable == len(rows):
+        raise UsageError(
+            f"{spec.key}: none of the {len(rows)} gold queries ran (every example is unscorable); "
+            f"check the databases under {config.root(spec.name)}"
+        )
+    if n_unscorable:
+        logger.warning(
+            "%s: %d of %d questions are unscorable (their gold SQL failed); left out of EX and the "
+            "paired statistics",
+            spec.key,
+            n_unscorable,
+            len(rows),
+        )
+    comparison = paired_comparison(
+        correct[a_name],
+        correct[b_name],
+        a_name=a_name,
+        b_name=b_name,
+        resamples=config.bootstrap_resamples,
+        seed=config.bootstrap_seed,
+    )
+    predictions_file = f"{PREDICTIONS_DIR}/{spec.key}.jsonl"
+    records = prediction_records(rows, outputs)
+    write_atomic(out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    logger.info("%s: %s", spec.key, comparison.summary)
+    breakdown_by = BREAKDOWNS[spec.name]
+    return {
+        "benchmark": spec.name,
+        "split": spec.split,
+        "limit": spec.limit,
+        "seed": config.seed,
+        "dataset_id": piece.dataset_id,
+        "mode": spec.mode,
+        "keep_distinct": config.keep_distinct if spec.mode == "spider" else None,
+        "breakdown_by": breakdown_by,
+        "held_out_db": piece.held_out_db,
+        "n": len(rows),
+        "n_scorable": len(rows) - n_unscorable,
+        "n_unscorable": n_unscorable,
+        "policies": {
+            name: policy_scores(
+                rows, outputs[name], breakdown_by=breakdown_by, held_out_db=piece.held_out_db, mode=spec.mode
+            )
+            for name in POLICIES
+        },
+        "comparison": comparison.to_dict(),
+        "predictions_file": predictions_file,
+    }
+
+
+def _policy_records(config: EvalConfig, prompt_configs: dict[str, PromptConfig]) -> dict:
+    """The ``policies`` (base, adapter, resolved revisions) and ``prompt`` sections of ``eval_results.json``."""
+    from ..training.common import loaded_revisions
+
+    adapters, revisions = config.adapters(), config.adapter_revisions()
+    return {
+        "policies": {
+            name: {
+                "base_model": str(config.model_name_or_path),
+                "adapter": adapters[name],
+                **loaded_revisions(
+                    config.model_name_or_path, config.model_revision, adapters[name], revisions[name]
+                ),
+            }
+            for name in POLICIES
+        },
+        "prompt": {
+            name: {"sample_rows": c.sample_rows, "max_value_chars": c.max_value_chars}
+            for name, c in prompt_configs.items()
+        },
+    }
+
+
+def _remove_stale_predictions(out: Path, benchmarks: dict[str, dict]) -> None:
+    """Remove an earlier run's predictions of slices this run did not evaluate, so that the folder (shipped
+    with the model) matches ``eval_results.json``."""
+    current = {bench["predictions_file"] for bench in benchmarks.values()}
+    for stale in sorted((out / PREDICTIONS_DIR).glob("*.jsonl")):
+        if f"{PREDICTIONS_DIR}/{stale.name}" not in current:
+            logger.warning("removing %s: not a slice of this evaluation", stale)
+            stale.unlink()

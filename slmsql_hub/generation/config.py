@@ -1,0 +1,230 @@
+"""What both backends share: :class:`GenerationConfig`, :class:`Completion`, prompt rendering and stop tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedTokenizerBase
+
+
+#: The end-of-turn token of Qwen-style chat templates; generation always stops there when the vocabulary has it.
+END_OF_TURN = "<|im_end|>"
+
+_VLLM_HINT = "the vLLM backend needs vLLM: install it with `pip install 'slmsql-hub[vllm]'` (or use backend='transformers')"
+
+Backend = Literal["transformers", "vllm"]
+
+Message = dict[str, str]
+
+
+#: One prompt: a chat (list of ``{"role", "content"}`` messages, templated here) or an already templated string.
+Prompt = Sequence[Message] | str
+
+
+@dataclass
+class GenerationConfig:
+    """How to decode: greedy or sampled, how many samples per prompt, in batches of how many prompts.
+
+    Args:
+        max_new_tokens (`int`, defaults to `256`):
+            Most tokens generated per completion (the end-of-turn token included).
+        temperature (`float`, defaults to `1.0`):
+            Softmax temperature for sampling; must be > 0. Ignored when ``do_sample=False``.
+        top_p (`float`, defaults to `1.0`):
+            Nucleus sampling mass in ``(0, 1]``; ``1.0`` keeps every token.
+        top_k (`int`, defaults to `0`):
+            Sample among the ``top_k`` most likely tokens; ``0`` turns the filter off.
+        do_sample (`bool`, defaults to `False`):
+            ``False``: greedy decoding (deterministic). ``True``: sample with the settings above.
+        num_samples (`int`, defaults to `1`):
+            Completions per prompt (the K of pass@K and of GRPO's group). ``K > 1`` needs ``do_sample=True``.
+        batch_size (`int`, defaults to `8`):
+            Prompts per ``generate`` call; each call decodes ``batch_size * num_samples`` sequences.
+        seed (`int` or `None`, defaults to `0`):
+            Seeds sampling: the same seed, prompts and ``batch_size`` give the same samples (prompts are
+            batched longest first; batch ``i`` is seeded with ``seed + i``). ``None`` leaves the RNG alone.
+        backend (`str`, defaults to `"transformers"`):
+            ``"transformers"`` (always available) or ``"vllm"`` (needs ``pip install 'slmsql-hub[vllm]'``).
+        share_prefill (`bool`, defaults to `True`):
+            With ``num_samples > 1`` on the transformers backend, run each prompt through the model ONCE and
+            repeat its KV cache K times, instead of letting ``num_return_sequences=K`` prefill K copies of
+            the prompt. Same rows, same samples, K-1 fewer prefills (schema prompts are long, SQL answers
+            short). ``False`` uses ``num_return_sequences=K`` as is.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import GenerationConfig
+    >>> config = GenerationConfig(do_sample=True, temperature=0.8, num_samples=8, batch_size=4)
+    >>> config.num_samples, config.greedy
+    (8, False)
+    >>> GenerationConfig(num_samples=4)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: num_samples=4 with do_sample=False would return 4 identical greedy completions; set do_sample=True to sample K completions per prompt
+
+    ```
+    """
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    do_sample: bool = False
+    num_samples: int = 1
+    batch_size: int = 8
+    seed: int | None = 0
+    backend: Backend = "transformers"
+    share_prefill: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "num_samples", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise UsageError(f"top_k must be an integer >= 0 (0 turns it off), got {self.top_k!r}")
+        if not isinstance(self.temperature, (int, float)) or not self.temperature > 0:
+            raise UsageError(
+                f"temperature must be > 0 (use do_sample=False for greedy), got {self.temperature!r}"
+            )
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise UsageError(f"seed must be an integer or None, got {self.seed!r}")
+        if self.num_samples > 1 and not self.do_sample:
+            raise UsageError(
+                f"num_samples={self.num_samples} with do_sample=False would return {self.num_samples} identical "
+                "greedy completions; set do_sample=True to sample K completions per prompt"
+            )
+        if not isinstance(self.share_prefill, bool) or not isinstance(self.do_sample, bool):
+            raise UsageError("do_sample and share_prefill must be True or False")
+        if self.backend not in ("transformers", "vllm"):
+            raise UsageError(f"backend must be 'transformers' or 'vllm', got {self.backend!r}")
+        if self.backend == "vllm":
+            _require_vllm()
+
+    @property
+    def greedy(self) -> bool:
+        """``True`` when decoding is greedy (deterministic, one completion per prompt)."""
+        return not self.do_sample
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion.
+
+    Args:
+        text (`str`):
+            The decoded completion, special tokens stripped, cut at the end-of-turn token.
+        num_tokens (`int`):
+            Tokens the model generated for it, the stop token included when it was reached.
+        finished (`bool`):
+            ``True`` when the model ended its turn; ``False`` when ``max_new_tokens`` cut it off.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import Completion
+    >>> Completion(text="SELECT 1", num_tokens=4, finished=True).text
+    'SELECT 1'
+
+    ```
+    """
+
+    text: str
+    num_tokens: int
+    finished: bool
+
+
+def _require_vllm() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        raise UsageError(_VLLM_HINT)
+
+
+def render_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]) -> list[str]:
+    """Turn chats into prompt strings with the tokenizer's chat template and ``add_generation_prompt``.
+
+    Strings pass through unchanged (they are taken as already templated).
+
+    Args:
+        tokenizer: A tokenizer with a chat template.
+        prompts: Chats (lists of ``{"role", "content"}`` dicts) and/or strings.
+
+    Returns:
+        `list[str]`: One prompt string per input, ending where the assistant's answer starts.
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> from slmsql_hub.generation import render_prompts
+    >>> fake = SimpleNamespace(chat_template="...", apply_chat_template=lambda m, **kw: m[-1]["content"] + "|A:")
+    >>> render_prompts(fake, [[{"role": "user", "content": "Q"}], "raw prompt"])
+    ['Q|A:', 'raw prompt']
+
+    ```
+    """
+    rendered: list[str] = []
+    for index, prompt in enumerate(prompts):
+        if isinstance(prompt, str):
+            rendered.append(prompt)
+            continue
+        if not isinstance(prompt, Sequence) or not all(isinstance(m, dict) for m in prompt):
+            raise UsageError(
+                f"prompt {index} is neither a string nor a list of {{'role', 'content'}} messages: {prompt!r:.80}"
+            )
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise UsageError(
+                "the tokenizer has no chat template; pass already templated prompt strings or a chat tokenizer"
+            )
+        rendered.append(
+            tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
+        )
+    return rendered
+
+
+def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: Any = None) -> list[int]:
+    """Token ids that end a completion: ``<|im_end|>`` when known, the tokenizer's eos, the model's eos.
+
+    Args:
+        tokenizer: The policy's tokenizer.
+        model (*optional*): The policy; its ``generation_config.eos_token_id`` (int or list) is added.
+
+    Returns:
+        `list[int]`: Distinct ids, ``<|im_end|>`` first.
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> from slmsql_hub.generation import stop_token_ids
+    >>> tok = SimpleNamespace(get_vocab=lambda: {"<|im_end|>": 7, "<|endoftext|>": 3}, eos_token_id=3)
+    >>> stop_token_ids(tok)
+    [7, 3]
+
+    ```
+    """
+    ids: list[int] = []
+    vocab = tokenizer.get_vocab()
+    if END_OF_TURN in vocab:
+        ids.append(int(vocab[END_OF_TURN]))
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    model_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(model_eos, int):
+        ids.append(model_eos)
+    elif isinstance(model_eos, (list, tuple)):
+        ids.extend(int(i) for i in model_eos)
+    distinct = list(dict.fromkeys(ids))
+    if not distinct:
+        raise UsageError(
+            "the tokenizer has neither <|im_end|> nor an eos token, so generation could never stop"
+        )
+    return distinct

@@ -1,0 +1,370 @@
+"""The ``transformers`` backend: left padding, batched ``generate`` with a shared prefill, stopping and splitting."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import logging
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from ..errors import UsageError
+from .config import Completion, GenerationConfig, Prompt, render_prompts, stop_token_ids
+from .vllm_backend import VLLMPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+
+def _pad_token_id(tokenizer: PreTrainedTokenizerBase, stops: list[int]) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return int(pad) if pad is not None else stops[-1]
+
+
+def _tokenize_prompts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each prompt string (the chat template already holds any special tokens)."""
+    encoded = [list(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    empty = [i for i, ids in enumerate(encoded) if not ids]
+    if empty:
+        raise UsageError(f"prompt {empty[0]} encodes to zero tokens; every prompt needs some text")
+    return encoded
+
+
+def _left_pad(
+    encoded: Sequence[Sequence[int]], pad_id: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LEFT-pad token id lists into ``(input_ids, attention_mask)``: every row ends with its prompt's last token."""
+    import torch
+
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, ids in enumerate(encoded):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[row, width - len(ids) :] = 1
+    return input_ids.to(device), attention_mask.to(device)
+
+
+def _hf_generation_config(config: GenerationConfig, stops: list[int], pad_id: int) -> Any:
+    from transformers import GenerationConfig as HFGenerationConfig
+
+    # Every decoding knob is set explicitly so a checkpoint's generation_config.json (Qwen ships
+    # repetition_penalty, temperature, top_p, top_k) cannot silently change what we measure.
+    common = dict(
+        max_new_tokens=config.max_new_tokens,
+        num_return_sequences=config.num_samples,
+        num_beams=1,
+        repetition_penalty=1.0,
+        eos_token_id=stops,
+        pad_token_id=pad_id,
+        bos_token_id=None,
+    )
+    if config.do_sample:
+        return HFGenerationConfig(
+            do_sample=True,
+            temperature=float(config.temperature),
+            top_p=float(config.top_p),
+            top_k=config.top_k,
+            **common,
+        )
+    # Greedy: the sampling knobs at their neutral defaults (no warnings, nothing inherited).
+    return HFGenerationConfig(do_sample=False, temperature=1.0, top_p=1.0, top_k=50, **common)
+
+
+def _model_device(model: Any) -> Any:
+    device = getattr(model, "device", None)
+    if device is not None:
+        return device
+    return next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """Run a block with the model in eval mode, then put it back in train mode if it was (GRPO's policy is)."""
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: Any) -> Iterator[None]:
+    """Seed torch for one block and restore the caller's RNG state afterwards."""
+    import torch
+
+    if seed is None:
+        yield
+        return
+    devices = [device] if getattr(device, "type", str(device)).startswith("cuda") else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def _split_completions(
+    tokenizer: PreTrainedTokenizerBase, new_tokens: torch.Tensor, stops: list[int]
+) -> list[Completion]:
+    stop_set = set(stops)
+    completions: list[Completion] = []
+    for row in new_tokens.tolist():
+        length = len(row)
+        finished = False
+        for position, token in enumerate(row):
+            if token in stop_set:
+                length, finished = position + 1, True
+                break
+        text = tokenizer.decode(row[:length], skip_special_tokens=True)
+        completions.append(Completion(text=text, num_tokens=length, finished=finished))
+    return completions
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The keyword a model's forward (and generate) take a KV cache by: ``cache`` (transformers >= 5.x)
+    or ``past_key_values`` (older releases)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+
+
+def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
+    """Run the prompts (all but their last token) through the model once; return the KV cache repeated K
+    times, prompt-major like ``num_return_sequences`` expands inputs, or ``None`` when the cache can't be.
+
+    Positions follow the left padding exactly as ``generate`` derives them from the attention mask, so the
+    continuation is the one a full prefill would give.
+    """
+    if input_ids.shape[1] < 2:
+        return None
+    name = _cache_kwarg(model)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    extra = (
+        {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
+    )
+    output = model(
+        input_ids=input_ids[:, :-1],
+        attention_mask=attention_mask[:, :-1],
+        position_ids=position_ids[:, :-1],
+        use_cache=True,
+        **extra,
+    )
+    cache = output.get(name)
+    if cache is None:
+        cache = output.get("past_key_values")
+    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    cache.batch_repeat_interleave(k)
+    return cache
+
+
+def _generate_batch(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    hf_config: Any,
+    config: GenerationConfig,
+) -> torch.Tensor:
+    """One ``generate`` call for a batch: ``batch * K`` rows, prompt-major."""
+    k = config.num_samples
+    if k > 1 and config.share_prefill:
+        cache = _prefill_once(model, input_ids, attention_mask, k)
+        if cache is not None:
+            one_each = copy.deepcopy(hf_config)
+            one_each.num_return_sequences = 1
+            return model.generate(
+                input_ids=input_ids.repeat_interleave(k, dim=0),
+                attention_mask=attention_mask.repeat_interleave(k, dim=0),
+                generation_config=one_each,
+                **{_cache_kwarg(model): cache},
+            )
+        logger.debug("the model's cache cannot be repeated; prefilling K copies via num_return_sequences")
+    return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config)
+
+
+def _generate_transformers(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[str],
+    config: GenerationConfig,
+    progress: bool,
+) -> list[list[Completion]]:
+    import torch
+
+    stops = stop_token_ids(tokenizer, model)
+    pad_id = _pad_token_id(tokenizer, stops)
+    hf_config = _hf_generation_config(config, stops, pad_id)
+    device = _model_device(model)
+    k = config.num_samples
+    encoded = _tokenize_prompts(tokenizer, texts)
+    # Longest prompts first, batched with prompts of similar length: little padding (schemas dominate the
+    # prompt, so a batch mostly holds one database's questions) and an out-of-memory error shows at once.
+    order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+    batches = [order[start : start + config.batch_size] for start in range(0, len(order), config.batch_size)]
+    results: list[list[Completion]] = [[] for _ in texts]
+    with _eval_mode(model):
+        for batch_index, batch in enumerate(
+            tqdm(batches, desc=f"generate (K={k})", unit="batch", disable=not progress)
+        ):
+            input_ids, attention_mask = _left_pad([encoded[i] for i in batch], pad_id, device)
+            seed = None if config.seed is None else config.seed + batch_index
+            with _seeded(seed, device), torch.inference_mode():
+                output = _generate_batch(model, input_ids, attention_mask, hf_config, config)
+            # Rows come back prompt-major: the batch's first prompt's K samples, then the next prompt's, ...
+            completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
+            for row, index in enumerate(batch):
+                results[index] = completions[row * k : (row + 1) * k]
+    return results
+
+
+def generate_completions(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Prompt],
+    config: GenerationConfig | None = None,
+    progress: bool = True,
+) -> list[list[Completion]]:
+    """Generate ``config.num_samples`` completions per prompt, in batches, with their token counts.
+
+    Chats are rendered with the tokenizer's chat template (``add_generation_prompt=True``); prompts are
+    LEFT padded and batched longest first (results come back in input order); generation stops at
+    ``<|im_end|>`` or the eos token; with ``do_sample=True`` each prompt is encoded once and sampled K times
+    as K rows of one batch (``num_return_sequences=K``; with ``share_prefill`` the prompt's KV cache is
+    computed once and repeated K times). The active adapter of a PEFT model is used (choose it with
+    :func:`use_adapter`).
+
+    Args:
+        model: The policy from :func:`load_policy` (any ``transformers`` causal LM, PEFT-wrapped or not, or
+            a :class:`VLLMPolicy` with ``backend="vllm"``).
+        tokenizer: Its tokenizer.
+        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
+        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
+        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
+
+    Returns:
+        `list[list[Completion]]`: ``len(prompts)`` lists of ``num_samples`` completions, in input order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import GenerationConfig, generate_completions
+    >>> generate_completions(None, None, [], GenerationConfig())
+    []
+
+    ```
+    """
+    config = config or GenerationConfig()
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    if config.backend == "vllm":
+        if not isinstance(model, VLLMPolicy):
+            raise UsageError("backend='vllm' needs the policy from load_policy(..., backend='vllm')")
+        return model.generate(prompts, config, progress=progress)
+    if isinstance(model, VLLMPolicy):
+        raise UsageError("this policy was loaded with backend='vllm'; pass GenerationConfig(backend='vllm')")
+    texts = render_prompts(tokenizer, prompts)
+    return _generate_transformers(model, tokenizer, texts, config, progress)
+
+
+def generate(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Prompt],
+    config: GenerationConfig | None = None,
+    progress: bool = True,
+) -> list[list[str]]:
+    """Generate completions as text: ``len(prompts)`` lists of ``config.num_samples`` strings, in order.
+
+    Same as :func:`generate_completions` without the token counts.
+
+    Args:
+        model: The policy from :func:`load_policy`.
+        tokenizer: Its tokenizer.
+        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
+        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
+        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
+
+    Returns:
+        `list[list[str]]`: Decoded completions (special tokens stripped), grouped per prompt.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import GenerationConfig, generate
+    >>> generate(None, None, [], GenerationConfig(do_sample=True, num_samples=8))
+    []
+
+    ```
+    """
+    grouped = generate_completions(model, tokenizer, prompts, config, progress=progress)
+    return [[completion.text for completion in group] for group in grouped]
+
+
+def generate_with_processor(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Prompt],
+    logits_processor: Any,
+    *,
+    num_samples: int = 1,
+    max_new_tokens: int = 256,
+) -> list[list[Completion]]:
+    """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), choosing each
+    token greedily over the scores that ``logits_processor(input_ids, scores)`` returns.
+
+    A processor that adds each row's own seeded Gumbel noise makes this per-row sampling whose draws do not
+    depend on the rest of the batch (:class:`~slmsql_hub.filtering.KeyedSampler`, the pass-rate filter's
+    sampler). Prompts are rendered, LEFT padded, stopped and split into completions exactly as in
+    :func:`generate_completions`; the model's train/eval mode is restored afterwards.
+
+    Args:
+        model: a ``transformers`` causal LM, PEFT-wrapped or not (its active adapter is used).
+        tokenizer: its tokenizer.
+        prompts: chats or templated strings; all of them go into one call (batch them yourself).
+        logits_processor: a ``transformers`` logits processor (``(input_ids, scores) -> scores``) that sees
+            ``len(prompts) * num_samples`` rows.
+        num_samples (`int`, defaults to `1`): rows per prompt.
+        max_new_tokens (`int`, defaults to `256`): the completion length cap.
+
+    Returns:
+        `list[list[Completion]]`: ``num_samples`` completions per prompt, in input order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import generate_with_processor
+    >>> generate_with_processor(None, None, [], None, num_samples=4)
+    []
+
+    ```
+    """
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    import torch
+    from transformers import LogitsProcessorList
+
+    stops = stop_token_ids(tokenizer, model)
+    pad_id = _pad_token_id(tokenizer, stops)
+    encoded = _tokenize_prompts(tokenizer, render_prompts(tokenizer, prompts))
+    rows = [ids for ids in encoded for _ in range(num_samples)]
+    input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
+    # Rows are already expanded, so generate() decodes one sequence per row, greedily over the processed scores.
+    hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
+    with _eval_mode(model), torch.inference_mode():
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=hf_config,
+            logits_processor=LogitsProcessorList([logits_processor]),
+        )
+    completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
+    return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]

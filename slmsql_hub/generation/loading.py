@@ -1,0 +1,250 @@
+"""Loading a policy (a base model with PEFT adapters by name) and switching adapters."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..model_refs import looks_local
+from .config import Backend, _require_vllm
+from .vllm_backend import VLLMPolicy, _load_vllm_policy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+
+def _check_model_ref(ref: str | Path, what: str) -> None:
+    if Path(ref).expanduser().exists():
+        return
+    if looks_local(ref):
+        raise UsageError(f"{what} {str(ref)!r} does not exist; pass an existing folder or a Hub repo id")
+
+
+def _check_adapter_ref(ref: str | Path, name: str) -> None:
+    _check_model_ref(ref, f"adapter {name!r}")
+    path = Path(ref).expanduser()
+    if path.is_dir() and not (path / "adapter_config.json").is_file():
+        raise UsageError(
+            f"adapter {name!r} at {str(ref)!r} has no adapter_config.json; pass the folder a PEFT adapter was "
+            "saved to (model.save_pretrained), e.g. outputs/<run>/sft/stage2"
+        )
+
+
+def _collect_adapters(
+    adapter: str | Path | None, adapters: dict[str, str | Path] | None
+) -> dict[str, str | Path]:
+    named: dict[str, str | Path] = {}
+    if adapter is not None:
+        named["default"] = adapter
+    for name, ref in (adapters or {}).items():
+        if not name or not isinstance(name, str):
+            raise UsageError(f"adapter names must be non-empty strings, got {name!r}")
+        if name in named:
+            raise UsageError(
+                f"adapter name {name!r} given twice; `adapter=` is loaded under the name 'default'"
+            )
+        named[name] = ref
+    for name, ref in named.items():
+        _check_adapter_ref(ref, name)
+    return named
+
+
+def _resolve_device(device: str | None) -> str:
+    import torch
+
+    if device is not None:
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    import torch
+
+    if dtype is None or dtype == "auto":
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if isinstance(dtype, str):
+        resolved = getattr(torch, dtype, None)
+        if not isinstance(resolved, torch.dtype):
+            raise UsageError(f"dtype {dtype!r} is not a torch dtype; use 'float32', 'bfloat16' or 'float16'")
+        return resolved
+    return dtype
+
+
+def load_policy(
+    base_model: str | Path,
+    adapter: str | Path | None = None,
+    *,
+    adapters: dict[str, str | Path] | None = None,
+    tokenizer: str | Path | None = None,
+    dtype: str | torch.dtype | None = None,
+    device: str | None = None,
+    backend: Backend = "transformers",
+    revision: str | None = None,
+    adapter_revisions: dict[str, str | None] | None = None,
+) -> tuple[Any, PreTrainedTokenizerBase]:
+    """Load a base model ONCE with any number of PEFT (LoRA) adapters, each under its own name.
+
+    With adapters the model is a ``peft.PeftModel``: switch with ``model.set_adapter(name)`` or, better, the
+    :func:`use_adapter` context manager, which also runs the base alone (``use_adapter(model, None)``).
+    Without adapters it is the plain ``transformers`` model. The model is returned in eval mode, frozen.
+
+    Args:
+        base_model (`str` or `Path`):
+            Folder or Hub id of the base causal LM (e.g. ``Qwen/Qwen2.5-Coder-1.5B-Instruct``).
+        adapter (`str` or `Path`, *optional*):
+            One PEFT adapter folder, loaded under the name ``"default"``.
+        adapters (`dict[str, str | Path]`, *optional*):
+            More adapters by name, e.g. ``{"sft": ".../sft/stage2", "grpo": ".../grpo"}``. The first one
+            loaded (``adapter`` if given) is active on return.
+        tokenizer (`str` or `Path`, *optional*):
+            Where to load the tokenizer from; defaults to ``base_model``.
+        dtype (`str` or `torch.dtype`, *optional*):
+            Weights dtype; defaults to bfloat16 on a GPU that supports it, float32 otherwise.
+        device (`str`, *optional*):
+            ``"cuda"``, ``"cpu"``...; defaults to CUDA when available.
+        backend (`str`, defaults to `"transformers"`):
+            ``"vllm"`` returns a :class:`VLLMPolicy` instead (needs ``pip install 'slmsql-hub[vllm]'``).
+        revision (`str`, *optional*):
+            Hub revision (commit sha, tag, branch) of ``base_model``, and of the tokenizer when it comes from it.
+        adapter_revisions (`dict[str, str | None]`, *optional*):
+            Hub revision per adapter name (``"default"`` for ``adapter``); adapters not named use the main branch.
+
+    Returns:
+        `tuple`: ``(model, tokenizer)``, ready for :func:`generate`.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.generation import load_policy
+    >>> load_policy("outputs/nowhere/base")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: base model 'outputs/nowhere/base' does not exist; pass an existing folder or a Hub repo id
+
+    ```
+    """
+    _check_model_ref(base_model, "base model")
+    named = _collect_adapters(adapter, adapters)
+    pins = {name: rev for name, rev in (adapter_revisions or {}).items() if rev}
+    unknown = sorted(set(pins) - set(named))
+    if unknown:
+        raise UsageError(f"adapter_revisions names adapter(s) {', '.join(unknown)} that are not loaded")
+    if backend == "vllm":
+        _require_vllm()
+        if pins:  # vLLM reads LoRA adapters from folders: fetch the pinned ones first
+            from huggingface_hub import snapshot_download
+
+            named = {
+                n: snapshot_download(str(r), revision=pins[n]) if n in pins else r for n, r in named.items()
+            }
+        return _load_vllm_policy(base_model, named, tokenizer=tokenizer, dtype=dtype, revision=revision)
+    if backend != "transformers":
+        raise UsageError(f"backend must be 'transformers' or 'vllm', got {backend!r}")
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    resolved_device = _resolve_device(device)
+    resolved_dtype = _resolve_dtype(dtype, resolved_device)
+    logger.info("loading base model %s (%s on %s)", base_model, resolved_dtype, resolved_device)
+    model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=resolved_dtype, revision=revision)
+    model.to(resolved_device)
+    tok = AutoTokenizer.from_pretrained(
+        str(tokenizer if tokenizer is not None else base_model), revision=None if tokenizer else revision
+    )
+
+    if named:
+        from peft import PeftModel
+
+        items = list(named.items())
+        first_name, first_ref = items[0]
+        logger.info("loading adapter %r from %s", first_name, first_ref)
+        model = PeftModel.from_pretrained(
+            model, str(first_ref), adapter_name=first_name, is_trainable=False, revision=pins.get(first_name)
+        )
+        for name, ref in items[1:]:
+            logger.info("loading adapter %r from %s", name, ref)
+            model.load_adapter(str(ref), adapter_name=name, is_trainable=False, revision=pins.get(name))
+        model.set_adapter(first_name)
+        model.to(resolved_device)
+    model.eval()
+    model.requires_grad_(False)
+    return model, tok
+
+
+@contextlib.contextmanager
+def use_adapter(model: Any, name: str | None) -> Iterator[Any]:
+    """Run a block with adapter ``name`` active, or with every adapter disabled when ``name`` is ``None``.
+
+    The previously active adapter and every parameter's ``requires_grad`` are restored on exit, so this is
+    safe in the middle of training. Works on a ``peft.PeftModel``, a :class:`VLLMPolicy`, and (for
+    ``name=None`` only) a plain model.
+
+    Args:
+        model: The policy from :func:`load_policy`.
+        name (`str` or `None`): Adapter to activate; ``None`` runs the base model alone.
+
+    Returns:
+        A context manager yielding ``model``.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> from slmsql_hub.generation import use_adapter
+    >>> plain = torch.nn.Linear(2, 2)
+    >>> with use_adapter(plain, None) as m:   # no adapters: base only is the model itself
+    ...     m is plain
+    True
+
+    ```
+    """
+    if isinstance(model, VLLMPolicy):
+        previous = model.active_adapter
+        model.set_adapter(name)
+        try:
+            yield model
+        finally:
+            model.set_adapter(previous)
+        return
+
+    peft_config = getattr(model, "peft_config", None)
+    if not peft_config:
+        if name is not None:
+            raise UsageError(
+                f"adapter {name!r} requested but the model has no adapters; load it with load_policy"
+            )
+        yield model
+        return
+    if name is not None and name not in peft_config:
+        raise UsageError(f"unknown adapter {name!r}; loaded adapters: {sorted(peft_config)}")
+    # PEFT marks an adapter trainable when it (re)activates it, also on leaving disable_adapter():
+    # remember every flag and put it back, so generating never unfreezes (or freezes) anything.
+    grads = {key: param.requires_grad for key, param in model.named_parameters()}
+
+    def restore_grads() -> None:
+        for key, param in model.named_parameters():
+            if key in grads:
+                param.requires_grad_(grads[key])
+
+    previous = model.active_adapter
+    try:
+        if name is None:
+            with model.disable_adapter():
+                yield model
+        else:
+            model.set_adapter(name)
+            restore_grads()
+            yield model
+    finally:
+        if name is not None:
+            model.set_adapter(previous)
+        restore_grads()
