@@ -1,5 +1,5 @@
-"""Helpers shared by ``slmsql train base`` and ``slmsql train sft``: loading text-to-SQL datasets, turning
-them into TRL's conversational prompt-completion format, and writing a run's summary."""
+"""Helpers shared by ``slmsql train base|sft|grpo``: loading text-to-SQL datasets, turning them into TRL's
+conversational prompt-completion format, training and saving, and writing a run's summary."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..configs import save_resolved_config
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -52,18 +53,11 @@ def set_num_threads(num_threads: int | None) -> int:
 
 
 def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
-    """Load and concatenate datasets written with ``save_to_disk``, remembering where each row came from.
+    """Load and concatenate ``save_to_disk`` folders, with a ``_source`` column (each row's folder, which relative
+    ``db_path`` values resolve against).
 
-    Args:
-        paths: dataset folders (e.g. ``<world>/datasets/foundation``).
-
-    Returns:
-        One ``datasets.Dataset`` with an extra ``_source`` column (the folder of each row, used to resolve
-        relative ``db_path`` values).
-
-    Raises:
-        UsageError: a folder is missing or is not a saved ``Dataset``, or lacks a required column, or every
-            folder is empty (an empty folder beside non-empty ones is skipped with a warning).
+    Raises :class:`UsageError` when a folder is missing, not a saved ``Dataset`` or lacks a required column, or
+    every folder is empty (an empty one beside others is skipped with a warning).
 
     Example:
 
@@ -134,8 +128,7 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
 
 
 def _saved_without_data_files(path: Path) -> bool:
-    """True for a ``save_to_disk`` folder whose ``state.json`` lists no data file (an empty dataset saved without
-    ``num_shards=1``), which ``load_from_disk`` fails on with an ``IndexError``."""
+    """True for a ``save_to_disk`` folder whose ``state.json`` lists no data file (``load_from_disk`` fails on it)."""
     state = path / "state.json"
     if not state.is_file():
         return False
@@ -152,11 +145,9 @@ def shuffle_and_cap(rows: Dataset, seed: int, max_samples: int | None) -> Datase
 
 
 def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path:
-    """Find the database a row names: absolute paths as is; relative ones against the row's dataset folder,
-    then each parent folder (a world keeps its databases beside ``datasets/``), then the working directory.
-
-    Raises:
-        UsageError: no candidate exists.
+    """The database a row names: absolute paths as is; relative ones against the row's dataset folder, then each
+    parent folder (a world keeps its databases beside ``datasets/``), then the working directory; else
+    :class:`UsageError`.
 
     Example:
 
@@ -233,20 +224,9 @@ def to_prompt_completion(
     prompt_config: PromptConfig,
     sandbox: Sandbox | None = None,
 ) -> Dataset:
-    """Turn text-to-SQL rows into TRL's conversational prompt-completion format.
-
-    ``prompt`` is :func:`~slmsql_hub.prompts.build_messages` (system + user turns, with the schema read
-    through the sandbox unless the row carries a ``schema``); ``completion`` is one assistant turn holding
-    :func:`~slmsql_hub.prompts.format_answer` of the gold SQL. TRL then trains on the completion only.
-
-    Args:
-        dataset: rows with ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` or ``db_path``
-            (plus ``_source`` from :func:`load_datasets` to resolve relative paths).
-        prompt_config: sample rows, value length and templates of the prompt.
-        sandbox: the sandbox schemas are read through (``None``: a short-lived one).
-
-    Returns:
-        A dataset with ``prompt`` and ``completion`` columns.
+    """Text-to-SQL rows (``question``, ``gold_sql``, optional ``evidence``, ``schema`` or ``db_path``) -> TRL's
+    conversational prompt-completion format: ``prompt`` is the system + user turns (schemas read through
+    ``sandbox`` unless given), ``completion`` one assistant turn with the gold SQL in a ``sql`` block.
 
     Example:
 
@@ -317,7 +297,7 @@ def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> t
 
 
 def final_loss(log_history: Sequence[dict[str, Any]]) -> float | None:
-    """The last training loss the Trainer logged (``None`` when it logged none).
+    """The last training loss the Trainer logged (``None``: none).
 
     Example:
 
@@ -363,9 +343,8 @@ def environment() -> dict[str, str]:
 
 
 def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
-    """The commit sha a Hub id at ``revision`` (``None``: the main branch) was loaded from, read from the local
-    Hugging Face cache that loading it filled (``huggingface_hub.resolve_revision``, no network); ``None`` for a
-    local folder, no ``ref``, or a ref the cache does not know (nothing was downloaded for it).
+    """The commit sha a Hub id at ``revision`` (``None``: main) was loaded from, read from the local cache
+    (``huggingface_hub.resolve_revision``, no network); ``None`` for a local folder, no ``ref``, or an uncached one.
 
     Example:
 
@@ -391,9 +370,8 @@ def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> st
 def loaded_revisions(
     model: str | None, model_revision: str | None, adapter: str | None, adapter_revision: str | None
 ) -> dict[str, str | None]:
-    """What a run records of the Hub revisions: those asked for (``None`` is the main branch) and the commits they
-    resolved to (:func:`hub_commit`; ``None`` for local folders), so even an unpinned run says which weights it
-    loaded. Call it after loading, which fills the cache it reads.
+    """The Hub revisions a run asked for (``None``: main) and the commits they resolved to (:func:`hub_commit`), so
+    even an unpinned run says which weights it loaded. Call it after loading, which fills the cache it reads.
 
     Example:
 
@@ -410,6 +388,19 @@ def loaded_revisions(
         "adapter_revision": adapter_revision,
         "adapter_commit": hub_commit(adapter, adapter_revision),
     }
+
+
+def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
+    """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
+    ``output_dir``; return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
+    train_clock = Stopwatch()
+    result = trainer.train()
+    train_seconds = train_clock.seconds()
+    output_dir = Path(output_dir)
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    save_resolved_config(output_dir / RESOLVED_CONFIG, *configs)
+    return result, train_seconds
 
 
 def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) -> Path:

@@ -44,7 +44,6 @@ from typing import Any
 
 from ..errors import UsageError
 from ..training.common import (
-    RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
     environment,
@@ -52,13 +51,13 @@ from ..training.common import (
     load_datasets,
     set_num_threads,
     to_prompt_completion,
+    train_and_save,
     write_run_summary,
 )
 from ..training.configs import (
     BaseScriptArguments,
     BaseTrainingConfig,
     TinyModelArguments,
-    save_resolved_config,
 )
 from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
 
@@ -71,10 +70,8 @@ def _render_turns(messages: list[dict[str, str]]) -> str:
 
 
 def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
-    """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``).
-
-    Raises:
-        UsageError: the world or one of its splits is missing.
+    """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``); :class:`UsageError` when the
+    world or a split is missing.
 
     Example:
 
@@ -188,9 +185,8 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
 
 
 def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list[list[int]]:
-    """Tokenize ``documents``, end each with ``<|endoftext|>``, concatenate and cut into full blocks.
-
-    The last partial block is dropped, so every block is exactly ``block_length`` tokens (no padding).
+    """Tokenize ``documents``, end each with ``<|endoftext|>``, concatenate and cut into blocks of exactly
+    ``block_length`` tokens (the last partial block is dropped).
 
     Example:
 
@@ -327,10 +323,8 @@ def _copy_circuit_shape(config: Any, max_distance: int) -> tuple:
 
 
 def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
-    """A randomly initialised ``Qwen2ForCausalLM`` of ``model_args``' shape, sized to ``tokenizer``.
-
-    Its config and generation config carry Qwen's conventions: eos ``<|im_end|>`` (generation also stops at
-    ``<|endoftext|>``), pad ``<|endoftext|>``, no BOS.
+    """A randomly initialised ``Qwen2ForCausalLM`` of ``model_args``' shape, sized to ``tokenizer``, with Qwen's
+    conventions: eos ``<|im_end|>`` (generation also stops at ``<|endoftext|>``), pad ``<|endoftext|>``, no BOS.
 
     Example:
 
@@ -389,11 +383,8 @@ def train_base(
     """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
     is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
 
-    Raises:
-        UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is
-            too small for one block per batch.
-
-    End to end it needs a world: ``slmsql train base --config recipes/world/base.yaml`` (tests/test_sft.py).
+    :class:`UsageError` when the world is missing, the blocks are longer than the model's positions, or the corpus
+    fills less than one batch. End to end it needs a world (tests/test_sft.py).
     """
     from datasets import Dataset
     from transformers import Trainer, default_data_collator
@@ -436,14 +427,8 @@ def train_base(
         data_collator=default_data_collator,
         processing_class=tokenizer,
     )
-    train_clock = Stopwatch()
-    result = trainer.train()
-    train_seconds = train_clock.seconds()
-
     output_dir = Path(training_args.output_dir)
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, training_args)
+    result, train_seconds = train_and_save(trainer, tokenizer, output_dir, script_args, model_args, training_args)
     summary = {
         "kind": "base",
         "world_dir": str(script_args.world_dir),
@@ -474,13 +459,7 @@ def train_base(
     return summary
 
 
-_SHAPE = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-)
+_SHAPE = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
 """The model shape fields a base run summary records."""
 
 
