@@ -39,25 +39,12 @@ DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
 """Longest value shown in a sample row when neither the recipe nor the adapter says."""
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Prompt settings
-# ----------------------------------------------------------------------------------------------------------
-
-
 def resolve_prompt_config(
     adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
 ) -> tuple[PromptConfig, str]:
-    """The prompt settings: the given values, else the adapter's training values, else the defaults.
-
-    The adapter's ``run_summary.json`` (its ``prompt`` section, written by ``slmsql train sft|grpo``) is read
-    only when a value is unset; a Hub id has no such file and the defaults apply.
-
-    Returns:
-        ``(PromptConfig, source)``; ``source`` says where ``sample_rows`` came from: ``recipe``, ``adapter`` or
-        ``default``.
-
-    Raises:
-        UsageError: the adapter's ``run_summary.json`` is not valid JSON.
+    """``(PromptConfig, source)``: the given values, else the ``prompt`` section of a local adapter's
+    ``run_summary.json``, else the defaults; ``source`` (``recipe``, ``adapter`` or ``default``) says where
+    ``sample_rows`` came from. :class:`UsageError` when that file is not valid JSON.
 
     Example:
 
@@ -135,10 +122,6 @@ class PromptArguments:
         """:func:`resolve_prompt_config` with this recipe's values."""
         return resolve_prompt_config(adapter, self.prompt_sample_rows, self.prompt_max_value_chars)
 
-
-# ----------------------------------------------------------------------------------------------------------
-# Benchmarks
-# ----------------------------------------------------------------------------------------------------------
 
 BENCHMARK_NAMES = ("world", "spider", "bird", "synsql")
 """The benchmarks a recipe can name; each has a ``<name>_root`` field."""
@@ -307,11 +290,6 @@ class BenchmarkArguments:
         setattr(self, f"{name}_root", root)
         limit = f":{self.benchmark_limit}" if self.benchmark_limit is not None else ""
         return f"{name}:{self.benchmark_split or 'train'}{limit}"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Recipes
-# ----------------------------------------------------------------------------------------------------------
 
 
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:

@@ -24,13 +24,9 @@ logger = logging.getLogger(__name__)
 
 
 def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset:
-    """The question rows a run trains on: saved datasets and benchmarks, concatenated.
+    """The question rows a run trains on, read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
 
-    Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
-
-    Raises:
-        UsageError: a folder or benchmark is missing, there are no rows (e.g. an empty band), or the rows
-            have no ``db_path`` (the rewards execute against it).
+    Raises :class:`UsageError` when a source is missing, there are no rows, or they have no ``db_path``.
     """
     from .sft import load_training_rows
 
@@ -55,19 +51,9 @@ def build_prompt_dataset(
     sandbox: Any = None,
     progress: bool = True,
 ) -> Dataset:
-    """Rows -> TRL's conversational prompt dataset: ``prompt`` (chat messages), ``gold_sql``, ``db_path``.
-
-    The schema text of each database is read once through the sandbox (or taken from a ``schema`` column);
-    ``db_path`` becomes absolute, so the rewards find the database from any working directory or process.
-
-    Args:
-        rows: ``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``.
-        prompt_config: the prompt's sample rows, value length and templates.
-        sandbox: a :class:`~slmsql_hub.sql.Sandbox` to read schemas through (``None``: a short-lived one).
-        progress: show a progress bar.
-
-    Returns:
-        The dataset TRL's ``GRPOTrainer`` reads (its extra columns reach the reward functions).
+    """Rows (``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``) -> TRL's
+    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (found from any working
+    directory or process). Each database's schema is read once through ``sandbox`` (``None``: a short-lived one).
 
     Example:
 
@@ -99,11 +85,8 @@ def build_prompt_dataset(
 
 
 def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
-    """Refuse fewer prompts than one generation round takes: TRL's sampler drops an incomplete round, so such a
-    run would train 0 steps (and the ``adapter_changed`` guard would then blame the rewards).
-
-    A round is ``generation_batch_size / num_generations`` prompts, ``generation_batch_size`` counting every
-    process: a band that trains on one GPU can be too small for eight.
+    """Refuse fewer prompts than one generation round (``generation_batch_size / num_generations``, over every
+    process) takes: TRL's sampler drops an incomplete round, so such a run would train 0 steps.
 
     Example:
 
@@ -131,14 +114,9 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 
 def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
     """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
-    rows whose gold fails: their rewards would all be ``None`` at every step, so they cannot teach anything.
+    rows whose gold fails (their rewards would always be ``None``); return the kept rows and the counts.
 
-    A gold that meets an infrastructure failure (a wall-clock timeout on a loaded machine) is kept: it is not the
-    gold's fault, and dropping it would make the data depend on the machine's load. At step time such a row gets
-    no reward and is counted in ``sql/infra_failure_rate``.
-
-    Returns:
-        The kept rows and ``{"unscorable_gold": dropped, "gold_infra_failures": kept despite a failure}``.
+    A gold that meets an infrastructure failure is kept, so the data does not depend on the machine's load.
 
     Example:
 

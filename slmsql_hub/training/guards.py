@@ -5,17 +5,17 @@ Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that th
 
 - :func:`check_trainable_parameters` — **fail fast** when the model has no trainable parameter: a frozen
   adapter (loaded without ``is_trainable=True``) trains nothing, and TRL raises no error (trl#6700);
-- :func:`adapter_checksum` + :func:`check_adapter_changed` — a checksum of the adapter's weights before and
-  after training; an unchanged adapter means the run learnt nothing (e.g. every group had zero reward
-  variance, or the learning rate was 0);
+- :func:`adapter_checksum` + :func:`check_adapter_changed` — an adapter bit-identical after training learnt
+  nothing (e.g. every group had zero reward variance, or the learning rate was 0);
 - :func:`lora_snapshot` + :func:`adapter_update` + :func:`check_adapter_update` — how far the adapter's
-  effective update moved, relative to the weights it adapts (``adapter_update`` in ``run_summary.json``);
-  **warns** below the recipe's ``min_relative_update``: a 1-ulp change passes the checksum but not this;
-- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the clipped ratio can never differ from 1:
-  with ``num_iterations == 1`` and the default generation steps, each batch is used once, by the policy that
-  sampled it, so the ratio is exactly 1 and ``clip_ratio/*`` stays 0;
-- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6;
-  TRL's LoRA guidance uses about 1e-5).
+  effective update moved, relative to the weights it adapts; **warns** below ``min_relative_update`` (a 1-ulp
+  change passes the checksum but not this);
+- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the ratio is exactly 1 at every step. TRL
+  computes the "old" log-probabilities only when a generation batch outlives one optimizer step
+  (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``); otherwise each batch is scored
+  by the policy that sampled it and ``clip_ratio/*`` stays 0 (the study's setting);
+- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6): LoRA's
+  low-rank update needs a larger step (TRL's LoRA guidance uses about 1e-5).
 """
 
 from __future__ import annotations
@@ -40,13 +40,8 @@ LORA_MIN_LEARNING_RATE = 1e-6
 
 @dataclass
 class GuardResult:
-    """The outcome of one guard.
-
-    Args:
-        name: the guard's name (``trainable_parameters``, ``adapter_changed``, ``clipping``, ``lora_learning_rate``).
-        status: ``ok``, ``warn`` or ``fail``.
-        message: one line saying what was found and, when not ``ok``, what to change.
-        details: numbers behind the verdict (counts, checksums, settings).
+    """The outcome of one guard: ``status`` (``ok``/``warn``/``fail``), a one-line ``message`` (with the fix when
+    not ok) and the numbers behind it in ``details``.
 
     Example:
 
@@ -66,27 +61,19 @@ class GuardResult:
 
     @property
     def failed(self) -> bool:
-        """Whether the guard failed."""
         return self.status == FAIL
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping (for ``run_summary.json``)."""
         return asdict(self)
 
     def log(self) -> None:
-        """Log the result: INFO when ok, WARNING when it warns, ERROR when it fails."""
+        """Log at INFO (ok), WARNING (warn) or ERROR (fail)."""
         level = {OK: logging.INFO, WARN: logging.WARNING}.get(self.status, logging.ERROR)
         logger.log(level, "guard %s: %s — %s", self.name, self.status.upper(), self.message)
 
 
 def check_trainable_parameters(model: Any) -> GuardResult:
-    """Fail when ``model`` has no trainable parameter (a frozen adapter would train nothing, silently).
-
-    Args:
-        model: a torch module (the policy, PEFT-wrapped or not).
-
-    Returns:
-        ``fail`` with the fix when nothing requires gradients, else ``ok`` with the counts.
+    """Fail when ``model`` (PEFT-wrapped or not) has no parameter that requires gradients.
 
     Example:
 
@@ -133,14 +120,8 @@ def _trainable_state(model: Any) -> dict[str, Any]:
 
 
 def adapter_checksum(model_or_state: Any) -> str:
-    """SHA-256 of an adapter's weights (names, shapes, dtypes and bytes, in name order).
-
-    Args:
-        model_or_state: a PEFT model (its active adapter is hashed), any torch module (its trainable
-            parameters are hashed) or a ``{name: tensor}`` state dict.
-
-    Returns:
-        The hex digest; equal digests mean bit-identical weights.
+    """SHA-256 hex digest of an adapter's weights (names, shapes, dtypes and bytes, in name order): a PEFT
+    model's active adapter, a module's trainable parameters, or a ``{name: tensor}`` state dict.
 
     Example:
 
@@ -172,11 +153,7 @@ def adapter_checksum(model_or_state: Any) -> str:
 
 
 def check_adapter_changed(before: str, after: str) -> GuardResult:
-    """Fail when the adapter's checksum is the same before and after training.
-
-    Args:
-        before: :func:`adapter_checksum` before training.
-        after: :func:`adapter_checksum` after training.
+    """Fail when the adapter's :func:`adapter_checksum` is the same before and after training.
 
     Example:
 
@@ -211,10 +188,7 @@ def _lora_layers(model: Any) -> Iterator[tuple[str, Any, str]]:
 
 
 def lora_snapshot(model: Any) -> dict[str, tuple[Any, Any]]:
-    """CPU copies of every LoRA layer's ``(A, B)`` (the active adapter's), for :func:`adapter_update` later.
-
-    Example: see :func:`adapter_update`.
-    """
+    """CPU copies of every LoRA layer's ``(A, B)`` (the active adapter's), for :func:`adapter_update` later."""
     return {
         name: (
             layer.lora_A[adapter].weight.detach().to("cpu", copy=True),
@@ -331,15 +305,8 @@ def _setting(args: Any, name: str, default: Any = None) -> Any:
 
 
 def check_clipping_can_fire(args: Any) -> GuardResult:
-    """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step.
-
-    TRL computes the "old" log-probabilities only when a generation batch outlives one optimizer step, i.e. when
-    ``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``. Otherwise each batch is
-    scored by the very policy that sampled it: the ratio is 1, clipping never fires and ``clip_ratio/*`` stays 0
-    (the study's setting). To make clipping matter, raise ``num_iterations`` or ``steps_per_generation``.
-
-    Args:
-        args: a ``GRPOConfig`` (or anything with its fields).
+    """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step (``args``: a
+    ``GRPOConfig`` or anything with its fields).
 
     Example:
 
@@ -390,14 +357,7 @@ def check_clipping_can_fire(args: Any) -> GuardResult:
 
 
 def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
-    """Warn when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6).
-
-    LoRA's low-rank update needs a larger step than full fine-tuning; TRL's LoRA guidance uses about 1e-5.
-    At 1e-6 an adapter barely moves in a few hundred steps (the study's learning-rate hypothesis).
-
-    Args:
-        args: a ``GRPOConfig`` (anything with ``learning_rate``).
-        is_lora: whether the trained parameters are a LoRA adapter.
+    """Warn when a LoRA run (``is_lora``) uses a full-fine-tuning ``args.learning_rate`` (≤ 1e-6).
 
     Example:
 

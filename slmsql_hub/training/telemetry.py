@@ -66,13 +66,8 @@ def _clean(value: Any) -> Any:
 
 
 def read_telemetry(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a ``telemetry.jsonl`` file, skipping a last line cut short by a killed run.
-
-    Args:
-        path: the file (a missing file reads as no records).
-
-    Returns:
-        One dict per line, in file order.
+    """The records of a ``telemetry.jsonl`` file in order (none for a missing file), skipping a line cut short by
+    a killed run.
 
     Example:
 
@@ -108,11 +103,7 @@ def read_telemetry(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 class TelemetryCallback(TrainerCallback):
-    """Write every logged step's metrics to ``<output_dir>/telemetry.jsonl`` (main process only).
-
-    Args:
-        output_dir: the run's output folder (created if needed).
-        filename: the file name inside it.
+    """Write every logged step's metrics to ``<output_dir>/<filename>`` (main process only).
 
     Example:
 
@@ -189,14 +180,8 @@ class TelemetryCallback(TrainerCallback):
 
 
 class TimedReward:
-    """Wrap a reward function to log the seconds it takes per call as ``timing/reward/<name>_s``.
-
-    The wrapper keeps the reward's ``__name__`` (so TRL's ``rewards/<name>/*`` metrics are unchanged), passes
-    every argument through, and reports its time through TRL's ``log_metric`` hook, so the time lands in
-    ``telemetry.jsonl`` next to TRL's ``step_time``.
-
-    Args:
-        func: the reward function (TRL's contract).
+    """Wrap a reward function to log its seconds per call as ``timing/reward/<name>_s`` through TRL's
+    ``log_metric`` hook; the reward's ``__name__`` (hence TRL's ``rewards/<name>/*``) is kept.
 
     Example:
 
@@ -225,7 +210,7 @@ class TimedReward:
         return rewards
 
     def close(self) -> None:
-        """Close the wrapped reward (its sandbox workers) when it can be closed."""
+        """Close the wrapped reward (its sandbox workers), if it has ``close``."""
         close = getattr(self.func, "close", None)
         if callable(close):
             close()
@@ -237,12 +222,9 @@ def _mean(values: Iterable[Any]) -> float | None:
 
 
 def summarize_telemetry(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Headline numbers of a run's telemetry (training records only).
-
-    Returns the number of logged steps, the first and last step, the mean over logged steps of each of
-    :data:`SUMMARY_METRICS` present, the first and last ``reward``, and ``reward_time_share``: the seconds
-    spent in reward functions (``timing/reward/*_s``) over TRL's ``step_time``, summed over the steps that
-    log both (exact with ``logging_steps: 1`` and one generation per step).
+    """Headline numbers of a run's training records: steps logged, first/last step and ``reward``, the mean of each
+    of :data:`SUMMARY_METRICS` present, and ``reward_time_share`` (``timing/reward/*_s`` over TRL's ``step_time``,
+    summed over the steps that log both).
 
     Example:
 
