@@ -34,17 +34,7 @@ RESOLVED_CONFIG = "config.yaml"
 
 
 def set_num_threads(num_threads: int | None) -> int:
-    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.common import set_num_threads
-    >>> set_num_threads(None) >= 1
-    True
-
-    ```
-    """
+    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
     import torch
 
     if num_threads is not None:
@@ -424,17 +414,7 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
 
 
 class Stopwatch:
-    """Wall-clock seconds since creation.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.common import Stopwatch
-    >>> Stopwatch().seconds() >= 0
-    True
-
-    ```
-    """
+    """Wall-clock seconds since creation."""
 
     def __init__(self) -> None:
         self._start = time.perf_counter()

@@ -1,10 +1,5 @@
-"""GRPO's data phase: question rows -> TRL's conversational prompt dataset, with what cannot train dropped.
-
-Rows come from saved datasets or benchmarks (read as SFT reads them); each becomes the project's chat prompt,
-keeping ``gold_sql`` and an absolute ``db_path`` for the rewards. Golds that fail under the run's limits and
-prompts that leave no room for the completion are dropped, and a run too small for one generation round is
-refused.
-"""
+"""GRPO's data phase: question rows -> TRL's conversational prompt dataset (keeping ``gold_sql`` and ``db_path``
+for the rewards), with unscorable golds dropped and a run too small for one generation round refused."""
 
 from __future__ import annotations
 

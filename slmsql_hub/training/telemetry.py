@@ -1,12 +1,9 @@
 """Telemetry of a GRPO run: ``telemetry.jsonl``, one JSON line per logged step, and its summary.
 
 :class:`TelemetryCallback` is a ``transformers`` callback: at every log event of the trainer it appends one
-line holding the step, the epoch, the wall time and **every** metric the trainer logged — TRL's
-(``reward``, ``reward_std``, ``frac_reward_zero_std``, ``grad_norm``, ``loss``, ``learning_rate``,
-``completions/mean_length``, ``rewards/<name>/mean|std``, ``clip_ratio/*``, ``entropy``, ``step_time``...) and
-ours (``sql/*`` from :class:`~slmsql_hub.rewards.ExecutionReward`, ``timing/reward/<name>_s`` from
-:class:`TimedReward`, ``frac_reward_zero_std_exact`` from :mod:`~slmsql_hub.training.grpo`, the zero-variance
-share to quote: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
+line holding the step, the epoch, the wall time and **every** metric the trainer logged: TRL's and ours
+(``sql/*`` from the rewards' judge, ``timing/reward/<name>_s`` from :class:`TimedReward`,
+``frac_reward_zero_std_exact``: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
 
 Resuming is exact: when training (re)starts at step ``s``, lines of steps after ``s`` (written after the
 checkpoint a killed run resumes from) are dropped, as is a line cut short by the kill; a step already recorded is
