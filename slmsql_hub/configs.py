@@ -49,7 +49,6 @@ def resolve_prompt_config(
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import resolve_prompt_config
     >>> config, source = resolve_prompt_config("org/hub-adapter", sample_rows=0)
     >>> config.sample_rows, config.max_value_chars, source
     (0, 40, 'recipe')
@@ -85,7 +84,6 @@ class PromptArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import PromptArguments
     >>> PromptArguments(prompt_sample_rows=0).resolve_prompt_config(None)[0].max_value_chars
     40
     >>> PromptArguments(prompt_sample_rows=-1)
@@ -133,7 +131,6 @@ class BenchmarkEntry(NamedTuple):
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import BenchmarkEntry
     >>> BenchmarkEntry.parse("spider:dev:200")
     BenchmarkEntry(name='spider', split='dev', limit=200)
     >>> BenchmarkEntry.parse("spider")
@@ -186,7 +183,6 @@ class BenchmarkArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import BenchmarkArguments
     >>> args = BenchmarkArguments(benchmarks=["bird:train", "spider:train:500"], bird_root="data/bird",
     ...                           spider_root="data/spider")
     >>> [(entry.name, args.root(entry.name), entry.limit) for entry in args.benchmark_entries()]
@@ -324,7 +320,6 @@ def parse_recipe(
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.configs import parse_recipe
     >>> from slmsql_hub.training.configs import SFT_ARGUMENTS
     >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
     >>> _ = recipe.write_text(
@@ -404,7 +399,6 @@ def config_to_dict(*instances: Any) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import PromptArguments, config_to_dict
     >>> config_to_dict(PromptArguments(prompt_sample_rows=0))
     {'prompt_sample_rows': 0, 'prompt_max_value_chars': None}
 
@@ -456,7 +450,6 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple
 
     ```python
     >>> import pathlib, slmsql_hub
-    >>> from slmsql_hub.configs import load_recipe
     >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
     >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
     >>> training.stage, training.adapter_path

@@ -54,7 +54,6 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
     ```python
     >>> import tempfile
     >>> from datasets import Dataset
-    >>> from slmsql_hub.training.common import load_datasets
     >>> folder = tempfile.mkdtemp()
     >>> Dataset.from_dict({"question": ["q"], "gold_sql": ["SELECT 1"], "schema": ["CREATE TABLE t (a);"]}
     ...                   ).save_to_disk(folder)
@@ -143,7 +142,6 @@ def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.common import resolve_db_path
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "databases").mkdir(); (world / "databases" / "pets.sqlite").touch()
     >>> (world / "datasets" / "dev").mkdir(parents=True)
@@ -223,7 +221,6 @@ def to_prompt_completion(
     ```python
     >>> from datasets import Dataset
     >>> from slmsql_hub.prompts import PromptConfig
-    >>> from slmsql_hub.training.common import to_prompt_completion
     >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
     ...                           "schema": ["CREATE TABLE pet (id INTEGER);"]})
     >>> example = to_prompt_completion(rows, PromptConfig())[0]
@@ -292,7 +289,6 @@ def final_loss(log_history: Sequence[dict[str, Any]]) -> float | None:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import final_loss
     >>> final_loss([{"loss": 2.0, "step": 10}, {"loss": 1.5, "step": 20}, {"train_loss": 1.8}])
     1.5
 
@@ -339,7 +335,6 @@ def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> st
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import hub_commit
     >>> hub_commit(".") is None  # a local folder has no commit
     True
 
@@ -366,7 +361,6 @@ def loaded_revisions(
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import loaded_revisions
     >>> loaded_revisions(".", None, None, None)
     {'model_revision': None, 'model_commit': None, 'adapter_revision': None, 'adapter_commit': None}
 
@@ -400,7 +394,6 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
 
     ```python
     >>> import json, tempfile
-    >>> from slmsql_hub.training.common import write_run_summary
     >>> path = write_run_summary(tempfile.mkdtemp(), {"kind": "sft", "final_loss": 0.5})
     >>> json.loads(path.read_text())["final_loss"]
     0.5

@@ -66,7 +66,6 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import SFTScriptArguments
     >>> SFTScriptArguments(dataset_paths=["outputs/world/datasets/foundation"]).prompt_sample_rows
     3
     >>> SFTScriptArguments(dataset_paths=[])
@@ -129,7 +128,6 @@ class ModelArguments(ModelConfig):
 
     ```python
     >>> from trl import get_peft_config
-    >>> from slmsql_hub.training.configs import ModelArguments
     >>> config = get_peft_config(ModelArguments(model_name_or_path="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
     >>> config.r, config.lora_alpha, config.target_modules
     (32, 64, 'all-linear')
@@ -215,7 +213,6 @@ class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import SFTTrainingConfig
     >>> SFTTrainingConfig(output_dir="out/sft2", stage=2, report_to="none")
     Traceback (most recent call last):
     ...
@@ -265,7 +262,6 @@ class BaseScriptArguments(PromptArguments):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import BaseScriptArguments
     >>> BaseScriptArguments(world_dir="outputs/world").corpus_splits
     ['foundation', 'grounding']
     >>> BaseScriptArguments(world_dir="w", corpus_splits=["foundation", "dev"])
@@ -340,7 +336,6 @@ class TinyModelArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import TinyModelArguments
     >>> TinyModelArguments(hidden_size=96, num_attention_heads=4, num_key_value_heads=4).head_dim
     24
     >>> TinyModelArguments(hidden_size=100, num_attention_heads=3)
@@ -427,7 +422,6 @@ class BaseTrainingConfig(TrainingArguments):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import BaseTrainingConfig
     >>> BaseTrainingConfig(output_dir="out/base", max_length=8, report_to="none")
     Traceback (most recent call last):
     ...
@@ -464,7 +458,6 @@ class GRPOScriptArguments(SFTScriptArguments):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import GRPOScriptArguments
     >>> GRPOScriptArguments(dataset_paths="outputs/world/band").dataset_paths
     ['outputs/world/band']
     >>> GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="data/spider")
@@ -499,7 +492,6 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
     >>> config = GRPOTrainingConfig(output_dir="out/grpo", num_generations=4, per_device_train_batch_size=4,
     ...                             report_to="none", use_cpu=True)
     >>> config.reward_funcs, config.reward_weights

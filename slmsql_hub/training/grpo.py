@@ -84,7 +84,6 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.grpo import last_complete_checkpoint
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> for step in (4, 8, 12):
     ...     (out / f"checkpoint-{step}").mkdir()
@@ -114,7 +113,6 @@ def resolve_checkpoint(value: str | bool | None, output_dir: str | os.PathLike) 
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.grpo import resolve_checkpoint
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> for step in (4, 12):
     ...     (out / f"checkpoint-{step}").mkdir()

@@ -56,7 +56,6 @@ def build_prompt_dataset(
     >>> import os, sqlite3, tempfile
     >>> from datasets import Dataset
     >>> from slmsql_hub.prompts import PromptConfig
-    >>> from slmsql_hub.training.grpo_data import build_prompt_dataset
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
     >>> with sqlite3.connect(db) as conn:
     ...     _ = conn.execute("CREATE TABLE pet (id INTEGER, name TEXT)")
@@ -87,7 +86,6 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 
     ```python
     >>> from slmsql_hub.training.configs import GRPOTrainingConfig
-    >>> from slmsql_hub.training.grpo_data import check_one_round
     >>> args = GRPOTrainingConfig(output_dir="o", num_generations=4, per_device_train_batch_size=8,
     ...                           gradient_accumulation_steps=4, report_to="none", use_cpu=True)
     >>> check_one_round(3, args)
@@ -119,7 +117,6 @@ def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[s
     >>> import os, sqlite3, tempfile
     >>> from datasets import Dataset
     >>> from slmsql_hub.sql import Judge
-    >>> from slmsql_hub.training.grpo_data import drop_unscorable_golds
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
     >>> with sqlite3.connect(db) as conn:
     ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")

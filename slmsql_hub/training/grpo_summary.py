@@ -153,7 +153,6 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.grpo_summary import headline
     >>> headline({"kind": "grpo", "steps": 3, "telemetry": {"mean": {"frac_reward_zero_std": 0.25}},
     ...           "guards": {"failed": [], "warned": ["clipping"]}})
     {'kind': 'grpo', 'steps': 3, 'mean_frac_reward_zero_std': 0.25, 'guards_warned': ['clipping'], 'guards_failed': []}

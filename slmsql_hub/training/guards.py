@@ -46,7 +46,6 @@ class GuardResult:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import GuardResult
     >>> result = GuardResult("clipping", "warn", "epsilon cannot fire")
     >>> result.failed, result.to_dict()["status"]
     (False, 'warn')
@@ -79,7 +78,6 @@ def check_trainable_parameters(model: Any) -> GuardResult:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.guards import check_trainable_parameters
     >>> layer = torch.nn.Linear(4, 2)
     >>> check_trainable_parameters(layer).status
     'ok'
@@ -127,7 +125,6 @@ def adapter_checksum(model_or_state: Any) -> str:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.guards import adapter_checksum
     >>> layer = torch.nn.Linear(4, 2)
     >>> before = adapter_checksum(layer)
     >>> before == adapter_checksum(layer)
@@ -158,7 +155,6 @@ def check_adapter_changed(before: str, after: str) -> GuardResult:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import check_adapter_changed
     >>> check_adapter_changed("ab12", "ab12").status, check_adapter_changed("ab12", "cd34").status
     ('fail', 'ok')
 
@@ -222,7 +218,6 @@ def adapter_update(model: Any, before: dict[str, tuple[Any, Any]]) -> dict[str, 
     ```python
     >>> import torch
     >>> from peft import LoraConfig, get_peft_model
-    >>> from slmsql_hub.training.guards import adapter_update, lora_snapshot
     >>> _ = torch.manual_seed(0)
     >>> model = get_peft_model(torch.nn.Sequential(torch.nn.Linear(8, 8)), LoraConfig(r=2, target_modules=["0"]))
     >>> before = lora_snapshot(model)
@@ -272,7 +267,6 @@ def check_adapter_update(update: dict[str, Any], min_relative_update: float) -> 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import check_adapter_update
     >>> check_adapter_update({"relative_norm": 3e-9, "modules": 4, "modules_changed": 4}, 1e-6).status
     'warn'
     >>> check_adapter_update({"relative_norm": 2e-4, "modules": 4, "modules_changed": 4}, 1e-6).status
@@ -312,7 +306,6 @@ def check_clipping_can_fire(args: Any) -> GuardResult:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.guards import check_clipping_can_fire
     >>> study = SimpleNamespace(epsilon=0.2, num_iterations=1, steps_per_generation=1, gradient_accumulation_steps=1)
     >>> check_clipping_can_fire(study).status
     'warn'
@@ -363,7 +356,6 @@ def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.guards import check_lora_learning_rate
     >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-6), is_lora=True).status
     'warn'
     >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-5), is_lora=True).status
@@ -390,7 +382,6 @@ def guards_summary(results: list[GuardResult]) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import GuardResult, guards_summary
     >>> guards_summary([GuardResult("a", "ok", ""), GuardResult("b", "fail", "")])["failed"]
     ['b']
 

@@ -70,7 +70,6 @@ def read_telemetry(path: str | os.PathLike) -> list[dict[str, Any]]:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.telemetry import read_telemetry
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "telemetry.jsonl"
     >>> _ = path.write_text('{"step": 1, "reward": 0.5}\\n{"step": 2, "rew')
     >>> read_telemetry(path)
@@ -107,7 +106,6 @@ class TelemetryCallback(TrainerCallback):
     ```python
     >>> import tempfile
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.telemetry import TelemetryCallback, read_telemetry
     >>> callback = TelemetryCallback(tempfile.mkdtemp())
     >>> state = SimpleNamespace(is_world_process_zero=True, global_step=0, epoch=0.0)
     >>> callback.on_train_begin(None, state, None)
@@ -184,7 +182,6 @@ class TimedReward:
 
     ```python
     >>> from slmsql_hub.rewards import FormatReward
-    >>> from slmsql_hub.training.telemetry import TimedReward
     >>> logged = {}
     >>> reward = TimedReward(FormatReward())
     >>> reward(completions=["```sql\\nSELECT 1\\n```"], log_metric=logged.__setitem__)
@@ -226,7 +223,6 @@ def summarize_telemetry(records: list[dict[str, Any]]) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.telemetry import summarize_telemetry
     >>> records = [{"step": 1, "reward": 0.2, "frac_reward_zero_std": 1.0, "step_time": 2.0,
     ...             "timing/reward/execution_s": 0.1},
     ...            {"step": 2, "reward": 0.6, "frac_reward_zero_std": 0.5, "step_time": 2.0,

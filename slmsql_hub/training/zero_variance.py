@@ -47,7 +47,6 @@ def flat_groups(
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import flat_groups
     >>> rewards = torch.tensor([[1.0, 0.2]] * 8 + [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4)
     >>> flat, scorable = flat_groups(rewards, torch.ones(2), 8)
     >>> flat.tolist(), scorable.tolist()
@@ -83,7 +82,6 @@ def frac_zero_std_groups(
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import frac_zero_std_groups
     >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
     >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
     >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
@@ -106,7 +104,6 @@ def zero_flat_advantages(advantages: Any, flat_samples: Any, process_index: int)
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import zero_flat_advantages
     >>> flat = torch.tensor([True, True, False, False])     # two processes, one group of two samples each
     >>> zero_flat_advantages(torch.tensor([1e-3, -1e-3]), flat, process_index=0).tolist()
     [0.0, 0.0]

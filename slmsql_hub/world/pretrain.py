@@ -77,7 +77,6 @@ def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.world.pretrain import split_folders
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "datasets" / "foundation").mkdir(parents=True)
     >>> [p.name for p in split_folders(world, ["foundation"])]
@@ -105,7 +104,6 @@ def commented_sql(question: str, sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import commented_sql
     >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
     -- How many pets?
     SELECT count(*) FROM pet
@@ -170,7 +168,6 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import tokenizer_texts
     >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
     ['\\nuser\\nhi\\n\\n']
 
@@ -191,7 +188,6 @@ def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import pack_blocks
     >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> blocks = pack_blocks(["SELECT a FROM t"] * 10, tok, block_length=8)
@@ -221,7 +217,6 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
     ```python
     >>> import torch
     >>> from transformers import Qwen2Config, Qwen2ForCausalLM
-    >>> from slmsql_hub.world.pretrain import install_copy_circuit
     >>> config = Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     ...                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True,
     ...                      rope_parameters={"rope_type": "default", "rope_theta": 1e6})
@@ -329,7 +324,6 @@ def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import build_tiny_model
     >>> from slmsql_hub.training.configs import TinyModelArguments
     >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
