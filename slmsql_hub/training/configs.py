@@ -116,13 +116,9 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
 
 @dataclass
 class ModelArguments(ModelConfig):
-    """``trl.ModelConfig`` (base model, dtype, LoRA) with the study's defaults and the fields TRL lacks.
-
-    Defaults: rank 32, alpha 64, ``lora_target_modules: [all-linear]`` (every linear layer but the output head),
-    ``use_peft: true`` (this project trains LoRA adapters only), ``model_revision: null`` (the default branch;
-    the run records the commit it got). Added: ``adapter_revision`` (Hub revision of the training config's
-    ``adapter_path``) and ``tokenizer_name_or_path`` (``None``: the adapter's saved tokenizer, else the model's).
-    :func:`trl.get_peft_config` turns these fields into the ``LoraConfig`` of a fresh adapter.
+    """``trl.ModelConfig`` (base model, dtype, LoRA) with the study's defaults (rank 32, alpha 64, every linear
+    layer, LoRA only) plus ``adapter_revision`` and ``tokenizer_name_or_path``; :func:`trl.get_peft_config` turns
+    it into the ``LoraConfig`` of a fresh adapter.
 
     Example:
 

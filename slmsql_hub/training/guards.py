@@ -203,15 +203,10 @@ def adapter_update(model: Any, before: dict[str, tuple[Any, Any]]) -> dict[str, 
 
         relative_norm = sqrt(Σ_m ‖ΔW1_m − ΔW0_m‖²) / sqrt(Σ_m ‖W_m + ΔW0_m‖²)
 
-    the size of the update relative to the weights the adapter acts on as training started (for a continued
-    SFT adapter, base + SFT update). ``ΔW1 − ΔW0 = s·((B1 − B0)·A1 + B0·(A1 − A0))``, so ``relative_norm`` is
-    exactly 0.0 when no A or B changed.
-
-    Returns:
-        ``relative_norm``; ``update_norm`` and ``weight_norm`` (its numerator and denominator);
-        ``relative_to_adapter`` (``update_norm / sqrt(Σ‖ΔW0‖²)``, how far the starting adapter's own update moved;
-        ``None`` for a fresh adapter, whose ``ΔW0`` is 0); ``modules`` and ``modules_changed``. ``relative_norm``
-        is ``None`` when the model has no LoRA module.
+    (the weights the adapter acts on as training started: for a continued SFT adapter, base + SFT update). It is
+    computed as ``s·((B1 − B0)·A1 + B0·(A1 − A0))``, so exactly 0.0 when no A or B changed, and ``None`` without
+    LoRA modules. Also returned: ``update_norm``/``weight_norm`` (numerator, denominator), ``relative_to_adapter``
+    (``update_norm / sqrt(Σ‖ΔW0‖²)``; ``None`` for a fresh adapter), ``modules`` and ``modules_changed``.
 
     Example:
 
