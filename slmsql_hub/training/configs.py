@@ -523,9 +523,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider.", "choices": ["bird", "spider"]},
     )
-    reward_timeout_s: float | None = field(
-        default=None, metadata={"help": "Deprecated: use sql_timeout_s."}
-    )
+    reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     reward_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )

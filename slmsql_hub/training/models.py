@@ -32,9 +32,7 @@ def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, ada
     if adapter_path and looks_local(adapter_path):
         adapter = Path(adapter_path).expanduser()
         if not (adapter / "adapter_config.json").is_file():
-            raise UsageError(
-                f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}"
-            )
+            raise UsageError(f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}")
 
 
 def load_model_and_tokenizer(model_args: ModelArguments, adapter_path: str | None) -> tuple[Any, Any, Any]:
