@@ -39,30 +39,16 @@ DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
 """Longest value shown in a sample row when neither the recipe nor the adapter says."""
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Prompt settings
-# ----------------------------------------------------------------------------------------------------------
-
-
 def resolve_prompt_config(
     adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
 ) -> tuple[PromptConfig, str]:
-    """The prompt settings: the given values, else the adapter's training values, else the defaults.
-
-    The adapter's ``run_summary.json`` (its ``prompt`` section, written by ``slmsql train sft|grpo``) is read
-    only when a value is unset; a Hub id has no such file and the defaults apply.
-
-    Returns:
-        ``(PromptConfig, source)``; ``source`` says where ``sample_rows`` came from: ``recipe``, ``adapter`` or
-        ``default``.
-
-    Raises:
-        UsageError: the adapter's ``run_summary.json`` is not valid JSON.
+    """``(PromptConfig, source)``: the given values, else the ``prompt`` section of a local adapter's
+    ``run_summary.json``, else the defaults; ``source`` (``recipe``, ``adapter`` or ``default``) says where
+    ``sample_rows`` came from. :class:`UsageError` when that file is not valid JSON.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import resolve_prompt_config
     >>> config, source = resolve_prompt_config("org/hub-adapter", sample_rows=0)
     >>> config.sample_rows, config.max_value_chars, source
     (0, 40, 'recipe')
@@ -98,7 +84,6 @@ class PromptArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import PromptArguments
     >>> PromptArguments(prompt_sample_rows=0).resolve_prompt_config(None)[0].max_value_chars
     40
     >>> PromptArguments(prompt_sample_rows=-1)
@@ -136,10 +121,6 @@ class PromptArguments:
         return resolve_prompt_config(adapter, self.prompt_sample_rows, self.prompt_max_value_chars)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Benchmarks
-# ----------------------------------------------------------------------------------------------------------
-
 BENCHMARK_NAMES = ("world", "spider", "bird", "synsql")
 """The benchmarks a recipe can name; each has a ``<name>_root`` field."""
 
@@ -150,7 +131,6 @@ class BenchmarkEntry(NamedTuple):
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import BenchmarkEntry
     >>> BenchmarkEntry.parse("spider:dev:200")
     BenchmarkEntry(name='spider', split='dev', limit=200)
     >>> BenchmarkEntry.parse("spider")
@@ -203,7 +183,6 @@ class BenchmarkArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import BenchmarkArguments
     >>> args = BenchmarkArguments(benchmarks=["bird:train", "spider:train:500"], bird_root="data/bird",
     ...                           spider_root="data/spider")
     >>> [(entry.name, args.root(entry.name), entry.limit) for entry in args.benchmark_entries()]
@@ -309,11 +288,6 @@ class BenchmarkArguments:
         return f"{name}:{self.benchmark_split or 'train'}{limit}"
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Recipes
-# ----------------------------------------------------------------------------------------------------------
-
-
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:
     return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
 
@@ -346,7 +320,6 @@ def parse_recipe(
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.configs import parse_recipe
     >>> from slmsql_hub.training.configs import SFT_ARGUMENTS
     >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
     >>> _ = recipe.write_text(
@@ -426,7 +399,6 @@ def config_to_dict(*instances: Any) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.configs import PromptArguments, config_to_dict
     >>> config_to_dict(PromptArguments(prompt_sample_rows=0))
     {'prompt_sample_rows': 0, 'prompt_max_value_chars': None}
 
@@ -478,7 +450,6 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple
 
     ```python
     >>> import pathlib, slmsql_hub
-    >>> from slmsql_hub.configs import load_recipe
     >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
     >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
     >>> training.stage, training.adapter_path

@@ -54,19 +54,11 @@ def completion_text(completion) -> str:
 
 
 class BatchJudge:
-    """One judging step per batch, shared by the rewards of a run so that they agree on every row.
+    """One judging step per batch, shared by the rewards of a run so that they agree on every row: the first
+    reward called on a batch judges it (and logs :func:`execution_metrics` once), the others reuse it.
 
-    TRL calls each reward function in turn on the same batch and drops a row only when EVERY function returns
-    ``None``. Rewards that judge separately could disagree on a row (an infrastructure failure is not cached
-    and may not repeat), and a reward that does not judge (``format``) would keep a format-only reward for a
-    row whose gold is unscorable. Rewards sharing a ``BatchJudge`` get the same judgements: the first reward
-    called on a batch judges it (and logs the ``sql/*`` metrics once, see :func:`execution_metrics`), the
-    others reuse them.
-
-    Args:
-        mode, keep_distinct: the comparison rule (see :mod:`slmsql_hub.sql.compare`).
-        limits, workers: for the sandbox of the judge this creates (``limits``: ``Limits()``).
-        judge: use an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
+    ``mode``/``keep_distinct`` are the comparison rule, ``limits``/``workers`` the sandbox of the judge it creates;
+    ``judge`` reuses an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
 
     Example:
 
@@ -143,7 +135,10 @@ class BatchJudge:
 
 
 class _JudgedReward:
-    """Shared machinery: the :class:`BatchJudge` a reward reads its judgements from (its own by default)."""
+    """A reward of each judgement: ``None`` without a verdict, else :meth:`_score`; the :class:`BatchJudge` it
+    reads is its own by default. ``logs_verdicts``: also log each verdict through TRL's ``log_extra``."""
+
+    logs_verdicts = False
 
     def __init__(self, *, judging: BatchJudge | None = None, **judge_kwargs) -> None:
         if judging is not None and judge_kwargs:
@@ -155,8 +150,23 @@ class _JudgedReward:
     def judge(self) -> Judge:
         return self.judging.judge
 
-    def _judgements(self, completions, gold_sql, db_path, prompts=None, log_metric=None):
-        return self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
+    def __call__(
+        self,
+        completions: list,
+        gold_sql: Sequence[str] | None = None,
+        db_path: Sequence[str] | None = None,
+        prompts: list | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        log_extra: Callable[[str, list], None] | None = None,
+        **kwargs,
+    ) -> list[float | None]:
+        judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
+        if log_extra is not None and self.logs_verdicts:
+            log_extra("sql_verdict", [j.verdict.value for j in judgements])
+        return [self._score(j) if j.scorable else None for j in judgements]
+
+    def _score(self, judgement) -> float:
+        raise NotImplementedError
 
     def close(self) -> None:
         self.judging.close()
@@ -167,14 +177,8 @@ class ExecutionReward(_JudgedReward):
     is wrong, ``fails`` otherwise (error, op-budget timeout, too large, refused, no SQL); ``None`` (no reward) if the
     gold is unscorable or the machine failed (a wall-clock timeout, a dead worker: never the model's fault).
 
-    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). Logs, once per batch through
-    TRL's ``log_metric``, the :func:`execution_metrics`, among them ``sql/frac_correct_zero_std``: the share of
-    groups whose *correctness* has zero variance (for the reward's own, see :mod:`slmsql_hub.training.zero_variance`).
-
-    Args:
-        correct, executes, fails: reward values.
-        judging: the :class:`BatchJudge` shared with the run's other rewards (so they agree on every row).
-        **judge_kwargs: without ``judging``, the settings of this reward's own :class:`BatchJudge`.
+    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). ``judging`` is the run's
+    shared :class:`BatchJudge`; without it, keyword arguments configure the reward's own.
 
     Example:
 
@@ -196,6 +200,8 @@ class ExecutionReward(_JudgedReward):
     ```
     """
 
+    logs_verdicts = True
+
     def __init__(self, correct: float = 1.0, executes: float = 0.1, fails: float = 0.0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.__name__ = "execution"
@@ -203,38 +209,15 @@ class ExecutionReward(_JudgedReward):
         self.executes = executes
         self.fails = fails
 
-    def __call__(
-        self,
-        completions: list,
-        gold_sql: Sequence[str] | None = None,
-        db_path: Sequence[str] | None = None,
-        prompts: list | None = None,
-        log_metric: Callable[[str, float], None] | None = None,
-        log_extra: Callable[[str, list], None] | None = None,
-        **kwargs,
-    ) -> list[float | None]:
-        judgements = self._judgements(completions, gold_sql, db_path, prompts, log_metric)
-        rewards: list[float | None] = []
-        for j in judgements:
-            if not j.scorable:
-                rewards.append(None)
-            elif j.verdict is Verdict.CORRECT:
-                rewards.append(self.correct)
-            elif j.verdict is Verdict.WRONG:
-                rewards.append(self.executes)
-            else:
-                rewards.append(self.fails)
-        if log_extra is not None:
-            log_extra("sql_verdict", [j.verdict.value for j in judgements])
-        return rewards
+    def _score(self, judgement) -> float:
+        if judgement.verdict is Verdict.CORRECT:
+            return self.correct
+        return self.executes if judgement.verdict is Verdict.WRONG else self.fails
 
 
 class FormatReward:
-    """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0.
-
-    With ``judging`` (the :class:`BatchJudge` of the run's judged rewards, as ``slmsql train grpo`` wires it), a
-    row with no verdict (unscorable gold, infrastructure failure) gets ``None`` like from every other reward, so
-    TRL drops it instead of training on the format term alone. Without it, only the text is read.
+    """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0; with ``judging``,
+    ``None`` for a row with no verdict, as from every other reward. Without it, only the text is read.
 
     Example:
 
@@ -275,11 +258,8 @@ class FormatReward:
 
 
 class ResultF1Reward(_JudgedReward):
-    """Partial credit: F1 between the predicted and gold result rows (as multisets of rows), 1.0 when correct.
-
-    For stronger-RL follow-ups (denser signal than 0/1). A failing prediction gets 0.0, a row with no verdict
-    (unscorable gold, infrastructure failure) ``None``. Takes ``judging`` or judge settings as
-    :class:`ExecutionReward` does.
+    """Partial credit (a denser signal than 0/1): F1 between the predicted and gold result rows (multisets), 1.0
+    when correct, 0.0 when the prediction fails, ``None`` with no verdict. Judging as :class:`ExecutionReward`.
 
     Example:
 
@@ -302,26 +282,12 @@ class ResultF1Reward(_JudgedReward):
         super().__init__(**kwargs)
         self.__name__ = "result_f1"
 
-    def __call__(
-        self,
-        completions: list,
-        gold_sql: Sequence[str] | None = None,
-        db_path: Sequence[str] | None = None,
-        prompts: list | None = None,
-        log_metric: Callable[[str, float], None] | None = None,
-        **kwargs,
-    ) -> list[float | None]:
-        rewards: list[float | None] = []
-        for j in self._judgements(completions, gold_sql, db_path, prompts, log_metric):
-            if not j.scorable:
-                rewards.append(None)
-            elif j.verdict is Verdict.CORRECT:
-                rewards.append(1.0)
-            elif j.verdict is Verdict.WRONG:
-                rewards.append(rows_f1(j.pred.rows, j.gold.rows))
-            else:
-                rewards.append(0.0)
-        return rewards
+    def _score(self, judgement) -> float:
+        if judgement.verdict is Verdict.CORRECT:
+            return 1.0
+        if judgement.verdict is Verdict.WRONG:
+            return rows_f1(judgement.pred.rows, judgement.gold.rows)
+        return 0.0
 
 
 def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:
@@ -352,12 +318,9 @@ def _group_keys(prompts, gold_sql, db_path) -> list:
 
 
 def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
-    """Per-batch SQL metrics, logged once per batch by the rewards' :class:`BatchJudge`.
-
-    ``sql/unscorable_rate`` (the gold failed) and ``sql/infra_failure_rate`` (a wall-clock timeout, a worker
-    that died or ran out of memory: no reward, counted here) are over all samples; the other rates are over
-    scorable samples; ``sql/frac_correct_zero_std`` is over groups (samples sharing a key) with at least one
-    scorable sample.
+    """Per-batch ``sql/*`` metrics. ``sql/unscorable_rate`` and ``sql/infra_failure_rate`` are over all samples, the
+    other rates over scorable ones; ``sql/frac_correct_zero_std`` (groups whose *correctness* has zero variance;
+    the reward's own: :mod:`slmsql_hub.training.zero_variance`) over groups with a scorable sample.
 
     Example:
 

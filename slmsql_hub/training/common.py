@@ -1,5 +1,5 @@
-"""Helpers shared by ``slmsql train base`` and ``slmsql train sft``: loading text-to-SQL datasets, turning
-them into TRL's conversational prompt-completion format, and writing a run's summary."""
+"""Helpers shared by ``slmsql train base|sft|grpo``: loading text-to-SQL datasets, turning them into TRL's
+conversational prompt-completion format, training and saving, and writing a run's summary."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..configs import save_resolved_config
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,17 +34,7 @@ RESOLVED_CONFIG = "config.yaml"
 
 
 def set_num_threads(num_threads: int | None) -> int:
-    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.common import set_num_threads
-    >>> set_num_threads(None) >= 1
-    True
-
-    ```
-    """
+    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
     import torch
 
     if num_threads is not None:
@@ -52,25 +43,17 @@ def set_num_threads(num_threads: int | None) -> int:
 
 
 def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
-    """Load and concatenate datasets written with ``save_to_disk``, remembering where each row came from.
+    """Load and concatenate ``save_to_disk`` folders, with a ``_source`` column (each row's folder, which relative
+    ``db_path`` values resolve against).
 
-    Args:
-        paths: dataset folders (e.g. ``<world>/datasets/foundation``).
-
-    Returns:
-        One ``datasets.Dataset`` with an extra ``_source`` column (the folder of each row, used to resolve
-        relative ``db_path`` values).
-
-    Raises:
-        UsageError: a folder is missing or is not a saved ``Dataset``, or lacks a required column, or every
-            folder is empty (an empty folder beside non-empty ones is skipped with a warning).
+    Raises :class:`UsageError` when a folder is missing, not a saved ``Dataset`` or lacks a required column, or
+    every folder is empty (an empty one beside others is skipped with a warning).
 
     Example:
 
     ```python
     >>> import tempfile
     >>> from datasets import Dataset
-    >>> from slmsql_hub.training.common import load_datasets
     >>> folder = tempfile.mkdtemp()
     >>> Dataset.from_dict({"question": ["q"], "gold_sql": ["SELECT 1"], "schema": ["CREATE TABLE t (a);"]}
     ...                   ).save_to_disk(folder)
@@ -134,8 +117,7 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
 
 
 def _saved_without_data_files(path: Path) -> bool:
-    """True for a ``save_to_disk`` folder whose ``state.json`` lists no data file (an empty dataset saved without
-    ``num_shards=1``), which ``load_from_disk`` fails on with an ``IndexError``."""
+    """True for a ``save_to_disk`` folder whose ``state.json`` lists no data file (``load_from_disk`` fails on it)."""
     state = path / "state.json"
     if not state.is_file():
         return False
@@ -152,17 +134,14 @@ def shuffle_and_cap(rows: Dataset, seed: int, max_samples: int | None) -> Datase
 
 
 def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path:
-    """Find the database a row names: absolute paths as is; relative ones against the row's dataset folder,
-    then each parent folder (a world keeps its databases beside ``datasets/``), then the working directory.
-
-    Raises:
-        UsageError: no candidate exists.
+    """The database a row names: absolute paths as is; relative ones against the row's dataset folder, then each
+    parent folder (a world keeps its databases beside ``datasets/``), then the working directory; else
+    :class:`UsageError`.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.common import resolve_db_path
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "databases").mkdir(); (world / "databases" / "pets.sqlite").touch()
     >>> (world / "datasets" / "dev").mkdir(parents=True)
@@ -233,27 +212,15 @@ def to_prompt_completion(
     prompt_config: PromptConfig,
     sandbox: Sandbox | None = None,
 ) -> Dataset:
-    """Turn text-to-SQL rows into TRL's conversational prompt-completion format.
-
-    ``prompt`` is :func:`~slmsql_hub.prompts.build_messages` (system + user turns, with the schema read
-    through the sandbox unless the row carries a ``schema``); ``completion`` is one assistant turn holding
-    :func:`~slmsql_hub.prompts.format_answer` of the gold SQL. TRL then trains on the completion only.
-
-    Args:
-        dataset: rows with ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` or ``db_path``
-            (plus ``_source`` from :func:`load_datasets` to resolve relative paths).
-        prompt_config: sample rows, value length and templates of the prompt.
-        sandbox: the sandbox schemas are read through (``None``: a short-lived one).
-
-    Returns:
-        A dataset with ``prompt`` and ``completion`` columns.
+    """Text-to-SQL rows (``question``, ``gold_sql``, optional ``evidence``, ``schema`` or ``db_path``) -> TRL's
+    conversational prompt-completion format: ``prompt`` is the system + user turns (schemas read through
+    ``sandbox`` unless given), ``completion`` one assistant turn with the gold SQL in a ``sql`` block.
 
     Example:
 
     ```python
     >>> from datasets import Dataset
     >>> from slmsql_hub.prompts import PromptConfig
-    >>> from slmsql_hub.training.common import to_prompt_completion
     >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
     ...                           "schema": ["CREATE TABLE pet (id INTEGER);"]})
     >>> example = to_prompt_completion(rows, PromptConfig())[0]
@@ -317,12 +284,11 @@ def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> t
 
 
 def final_loss(log_history: Sequence[dict[str, Any]]) -> float | None:
-    """The last training loss the Trainer logged (``None`` when it logged none).
+    """The last training loss the Trainer logged (``None``: none).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import final_loss
     >>> final_loss([{"loss": 2.0, "step": 10}, {"loss": 1.5, "step": 20}, {"train_loss": 1.8}])
     1.5
 
@@ -363,14 +329,12 @@ def environment() -> dict[str, str]:
 
 
 def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
-    """The commit sha a Hub id at ``revision`` (``None``: the main branch) was loaded from, read from the local
-    Hugging Face cache that loading it filled (``huggingface_hub.resolve_revision``, no network); ``None`` for a
-    local folder, no ``ref``, or a ref the cache does not know (nothing was downloaded for it).
+    """The commit sha a Hub id at ``revision`` (``None``: main) was loaded from, read from the local cache
+    (``huggingface_hub.resolve_revision``, no network); ``None`` for a local folder, no ``ref``, or an uncached one.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import hub_commit
     >>> hub_commit(".") is None  # a local folder has no commit
     True
 
@@ -391,14 +355,12 @@ def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> st
 def loaded_revisions(
     model: str | None, model_revision: str | None, adapter: str | None, adapter_revision: str | None
 ) -> dict[str, str | None]:
-    """What a run records of the Hub revisions: those asked for (``None`` is the main branch) and the commits they
-    resolved to (:func:`hub_commit`; ``None`` for local folders), so even an unpinned run says which weights it
-    loaded. Call it after loading, which fills the cache it reads.
+    """The Hub revisions a run asked for (``None``: main) and the commits they resolved to (:func:`hub_commit`), so
+    even an unpinned run says which weights it loaded. Call it after loading, which fills the cache it reads.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.common import loaded_revisions
     >>> loaded_revisions(".", None, None, None)
     {'model_revision': None, 'model_commit': None, 'adapter_revision': None, 'adapter_commit': None}
 
@@ -412,6 +374,19 @@ def loaded_revisions(
     }
 
 
+def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
+    """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
+    ``output_dir``; return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
+    train_clock = Stopwatch()
+    result = trainer.train()
+    train_seconds = train_clock.seconds()
+    output_dir = Path(output_dir)
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    save_resolved_config(output_dir / RESOLVED_CONFIG, *configs)
+    return result, train_seconds
+
+
 def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) -> Path:
     """Write ``run_summary.json`` into ``output_dir`` (created if needed) and return its path.
 
@@ -419,7 +394,6 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
 
     ```python
     >>> import json, tempfile
-    >>> from slmsql_hub.training.common import write_run_summary
     >>> path = write_run_summary(tempfile.mkdtemp(), {"kind": "sft", "final_loss": 0.5})
     >>> json.loads(path.read_text())["final_loss"]
     0.5
@@ -433,17 +407,7 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
 
 
 class Stopwatch:
-    """Wall-clock seconds since creation.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.training.common import Stopwatch
-    >>> Stopwatch().seconds() >= 0
-    True
-
-    ```
-    """
+    """Wall-clock seconds since creation."""
 
     def __init__(self) -> None:
         self._start = time.perf_counter()

@@ -12,6 +12,7 @@ As in open-r1, each run is three dataclasses that one flat YAML recipe fills (re
 
 Every dataclass checks itself in ``__post_init__`` and raises :class:`~slmsql_hub.errors.UsageError` naming
 the fix; nothing here reads datasets or models, or touches the network. Paths are checked when a run starts.
+Each field's meaning is its ``help`` metadata (what ``--help`` prints); the class docstrings add only the rest.
 """
 
 from __future__ import annotations
@@ -38,11 +39,8 @@ from ..sql.recipe_limits import SQLLimitsArguments
 
 
 def _resolve_precision(config: TrainingArguments) -> None:
-    """``bf16: null`` means auto: bf16 on a GPU that supports it, float32 elsewhere (CPU included).
-
-    TRL defaults to bf16 everywhere, which ``TrainingArguments`` refuses on a machine without such a GPU;
-    resolving it here lets one recipe validate and run on either.
-    """
+    """``bf16: null`` means auto: bf16 on a GPU that supports it, float32 elsewhere, so one recipe runs on either
+    (TRL's bf16 default is refused by ``TrainingArguments`` on a machine without such a GPU)."""
     from transformers.utils import is_torch_bf16_gpu_available
 
     if config.bf16 is None:
@@ -61,23 +59,13 @@ def _check_threads(num_threads: int | None) -> None:
 
 @dataclass
 class SFTScriptArguments(BenchmarkArguments, PromptArguments):
-    """What an SFT run trains on: saved datasets and/or benchmarks, and how prompts are built.
-
-    Args:
-        dataset_paths: datasets written with ``save_to_disk`` (the world's ``<world>/datasets/foundation`` for
-            stage 1, ``.../grounding`` for stage 2), concatenated. Columns: ``question``, ``gold_sql``, optional
-            ``evidence``, and ``schema`` or ``db_path`` (relative paths resolve against the dataset folder).
-        benchmarks: ``NAME:SPLIT[:LIMIT]`` entries read from their release files (``<name>_root``), added after
-            ``dataset_paths``; see :class:`~slmsql_hub.configs.BenchmarkArguments`.
-        max_train_samples: keep only the first N examples after shuffling (``None``: all).
-        prompt_sample_rows, prompt_max_value_chars: see :class:`~slmsql_hub.configs.PromptArguments`; SFT starts
-            from a base model, so unset means the defaults (3, 40). Evaluation must use the same values.
-        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+    """What an SFT run trains on: ``dataset_paths`` (``save_to_disk`` folders with ``question``, ``gold_sql``,
+    optional ``evidence``, and ``schema`` or ``db_path``) then ``benchmarks``, concatenated; and how prompts are
+    built (unset prompt fields take the defaults, 3 rows and 40 chars; evaluation must use the same values).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import SFTScriptArguments
     >>> SFTScriptArguments(dataset_paths=["outputs/world/datasets/foundation"]).prompt_sample_rows
     3
     >>> SFTScriptArguments(dataset_paths=[])
@@ -125,21 +113,17 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
             f"{entry.name}={self.root(entry.name)}:{entry.split}" for entry in self.benchmark_entries()
         ]
 
+
 @dataclass
 class ModelArguments(ModelConfig):
-    """``trl.ModelConfig`` (base model, dtype, LoRA) with the study's defaults and the fields TRL lacks.
-
-    Defaults: rank 32, alpha 64, ``lora_target_modules: [all-linear]`` (every linear layer but the output head),
-    ``use_peft: true`` (this project trains LoRA adapters only), ``model_revision: null`` (the default branch;
-    the run records the commit it got). Added: ``adapter_revision`` (Hub revision of the training config's
-    ``adapter_path``) and ``tokenizer_name_or_path`` (``None``: the adapter's saved tokenizer, else the model's).
-    :func:`trl.get_peft_config` turns these fields into the ``LoraConfig`` of a fresh adapter.
+    """``trl.ModelConfig`` (base model, dtype, LoRA) with the study's defaults (rank 32, alpha 64, every linear
+    layer, LoRA only) plus ``adapter_revision`` and ``tokenizer_name_or_path``; :func:`trl.get_peft_config` turns
+    it into the ``LoraConfig`` of a fresh adapter.
 
     Example:
 
     ```python
     >>> from trl import get_peft_config
-    >>> from slmsql_hub.training.configs import ModelArguments
     >>> config = get_peft_config(ModelArguments(model_name_or_path="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
     >>> config.r, config.lora_alpha, config.target_modules
     (32, 64, 'all-linear')
@@ -219,22 +203,12 @@ class _CheckpointingAlias:
 
 @dataclass
 class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
-    """``trl.SFTConfig`` plus the two-stage setup of the study.
-
-    Stage 1 attaches a fresh LoRA adapter to the base model; stage 2 continues the SAME adapter (loaded
-    trainable from ``adapter_path``, the stage-1 output folder) on the next dataset. Every other field is
-    TRL's (``learning_rate``, ``num_train_epochs``, ``max_length``, ``output_dir``...). The loss covers the
-    answer only: the data is conversational prompt-completion, for which TRL's ``completion_only_loss``
-    applies by default.
-
-    Args:
-        stage: 1 (new adapter) or 2 (continue ``adapter_path``).
-        adapter_path: the stage-1 output folder; required for stage 2, refused for stage 1.
+    """``trl.SFTConfig`` plus the study's two stages: ``stage: 1`` attaches a fresh LoRA adapter, ``stage: 2``
+    continues the stage-1 adapter at ``adapter_path`` (required there, refused in stage 1).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import SFTTrainingConfig
     >>> SFTTrainingConfig(output_dir="out/sft2", stage=2, report_to="none")
     Traceback (most recent call last):
     ...
@@ -277,27 +251,13 @@ class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
 
 @dataclass
 class BaseScriptArguments(PromptArguments):
-    """The world the tiny base model and its tokenizer learn from.
-
-    Args:
-        world_dir: the folder written by ``slmsql world build --out DIR``.
-        corpus_splits: the world's splits whose schemas, questions and SQL form the corpus (never dev/test;
-            by default not rl_pool either, so GRPO's pass-rate filter meets questions the model never read).
-        paired_splits: corpus splits whose questions and SQL appear together, as SQL written under a
-            ``-- question`` comment (how a code model meets SQL in the wild); the other corpus splits
-            contribute questions and SQL separately. A subset of ``corpus_splits`` (``None``: all of them). Pairs are what
-            teach the tiny model to read a value in the question and copy it into the query.
-        corpus_repeats: how many times each schema text appears in the corpus (schemas are few but long).
-        vocab_size: tokenizer vocabulary size (bytes and special tokens included).
-        tokenizer_min_frequency: the fewest occurrences a pair needs to become a token.
-        prompt_sample_rows: sample rows per table in the schema texts (match the SFT recipes).
-        prompt_max_value_chars: longest value shown in a sample row.
-        num_threads: ``torch.set_num_threads`` for the run (``None``: torch's default).
+    """The world the tiny base model and its tokenizer learn from (the corpus: :mod:`slmsql_hub.world.pretrain`).
+    ``paired_splits`` is a subset of ``corpus_splits`` (``None``: all); the prompt fields should match the SFT
+    recipes.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import BaseScriptArguments
     >>> BaseScriptArguments(world_dir="outputs/world").corpus_splits
     ['foundation', 'grounding']
     >>> BaseScriptArguments(world_dir="w", corpus_splits=["foundation", "dev"])
@@ -365,28 +325,13 @@ class BaseScriptArguments(PromptArguments):
 
 @dataclass
 class TinyModelArguments:
-    """The shape of the tiny ``Qwen2ForCausalLM`` trained from scratch (same modules as Qwen2.5-Coder, so LoRA
-    targets, chat template and generation follow the real path).
-
-    Args:
-        hidden_size: width of the residual stream.
-        intermediate_size: width of the gated MLP.
-        num_hidden_layers: decoder layers.
-        num_attention_heads: query heads (must divide ``hidden_size``).
-        num_key_value_heads: key/value heads (grouped-query attention; must divide the query heads).
-        max_position_embeddings: longest sequence (RoPE).
-        rope_theta: RoPE base (1e6, as Qwen2.5).
-        tie_word_embeddings: share the input embedding and the output head (as Qwen2.5-1.5B does).
-        init_seed: seed of the random initialisation.
-        copy_circuit: wire a copy circuit into the initial weights (see
-            :func:`~slmsql_hub.world.pretrain.install_copy_circuit`): text-to-SQL copies values from the
-            question, and a model this small does not grow induction heads in the tokens two CPU cores afford.
-            Needs ``num_key_value_heads == num_attention_heads``, two layers or more, tied embeddings.
+    """The shape of the tiny ``Qwen2ForCausalLM`` trained from scratch. ``copy_circuit`` (see
+    :func:`~slmsql_hub.world.pretrain.install_copy_circuit`) needs ``num_key_value_heads == num_attention_heads``,
+    two layers or more and tied embeddings.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import TinyModelArguments
     >>> TinyModelArguments(hidden_size=96, num_attention_heads=4, num_key_value_heads=4).head_dim
     24
     >>> TinyModelArguments(hidden_size=100, num_attention_heads=3)
@@ -462,25 +407,17 @@ class TinyModelArguments:
 
     @property
     def head_dim(self) -> int:
-        """Size of one attention head."""
         return self.hidden_size // self.num_attention_heads
 
 
 @dataclass
 class BaseTrainingConfig(TrainingArguments):
-    """``transformers.TrainingArguments`` for pretraining the tiny model on the world's text, plus the block
-    length the corpus is packed into.
-
-    Pretraining runs on the plain ``transformers.Trainer``: every position is scored, and on two CPU cores
-    TRL's memory-saving fused LM head would cost more than the model itself.
-
-    Args:
-        max_length: tokens per training block (documents are packed end to end and cut into blocks).
+    """``transformers.TrainingArguments`` plus ``max_length``, the block length the corpus is packed into. (The
+    plain ``Trainer`` pretrains: every position is scored, and TRL's fused LM head would cost more than the model.)
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import BaseTrainingConfig
     >>> BaseTrainingConfig(output_dir="out/base", max_length=8, report_to="none")
     Traceback (most recent call last):
     ...
@@ -504,9 +441,6 @@ SFT_ARGUMENTS = (SFTScriptArguments, ModelArguments, SFTTrainingConfig)
 """The dataclasses of ``slmsql train sft``, in the order :func:`parse_recipe` returns them."""
 
 BASE_ARGUMENTS = (BaseScriptArguments, TinyModelArguments, BaseTrainingConfig)
-# ----------------------------------------------------------------------------------------------------------
-# slmsql train grpo
-# ----------------------------------------------------------------------------------------------------------
 
 REWARD_FUNCS = ("execution", "format", "result_f1")
 """The reward functions a GRPO recipe can name (see :mod:`slmsql_hub.rewards`)."""
@@ -514,16 +448,12 @@ REWARD_FUNCS = ("execution", "format", "result_f1")
 
 @dataclass
 class GRPOScriptArguments(SFTScriptArguments):
-    """What a GRPO run trains on: :class:`SFTScriptArguments`, with two differences.
-
-    Rows need ``db_path`` (the rewards execute against it), benchmarks must name a training split, and unset
-    prompt fields take the values the SFT adapter was trained with (see
-    :func:`~slmsql_hub.configs.resolve_prompt_config`).
+    """:class:`SFTScriptArguments` for GRPO: rows need ``db_path`` (the rewards execute against it), benchmarks
+    must name a training split, and unset prompt fields take the SFT adapter's values.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import GRPOScriptArguments
     >>> GRPOScriptArguments(dataset_paths="outputs/world/band").dataset_paths
     ['outputs/world/band']
     >>> GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="data/spider")
@@ -550,33 +480,14 @@ class GRPOScriptArguments(SFTScriptArguments):
 
 @dataclass
 class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
-    """``trl.GRPOConfig`` plus the study's setup: the SFT adapter to continue and the rewards to train on.
-
-    With ``adapter_path`` set, the SFT adapter (a local folder or a Hub id such as
-    ``Anurich/slmsql-qwen2.5-coder-1.5b``) is loaded **trainable** and GRPO continues it; without it, a fresh
-    LoRA adapter (``lora_*`` of :class:`ModelArguments`) is attached to the base model. The rewards are
-    :mod:`slmsql_hub.rewards` classes named in ``reward_funcs``, weighted by TRL's ``reward_weights``. Every
-    other field is TRL's (``num_generations``, ``beta``, ``epsilon``, ``temperature``, ``learning_rate``...).
-
-    Args:
-        adapter_path: the SFT adapter to continue (``None``: a fresh LoRA adapter).
-        reward_funcs: reward names, from ``execution``, ``format`` and ``result_f1``.
-        reward_correct: execution reward of a correct query (the study: 1.0).
-        reward_executes: execution reward of a query that runs but is wrong (the study: 0.1).
-        reward_fails: execution reward of a query that fails, times out or is missing (the study: 0.0).
-        format_reward_value: the format reward for a completion with a ```sql block (the study: 0.2).
-        reward_compare_mode: ``bird`` (set equality) or ``spider`` (test-suite rule).
-        sql_timeout_s, sql_max_ops, sql_max_rows: the sandbox limits the rewards judge under; set them as in the
-            filter and eval recipes (see :mod:`slmsql_hub.sql.recipe_limits`).
-        reward_timeout_s: deprecated name of ``sql_timeout_s`` (removed in the next release).
-        reward_workers: sandbox worker processes per training process (``None``: the sandbox's default).
-        min_relative_update: the ``adapter_update`` guard warns when the adapter's effective update, relative to
-            the weights it adapts, ends below this (see :func:`~slmsql_hub.training.guards.adapter_update`).
+    """``trl.GRPOConfig`` plus the study's setup: ``adapter_path`` (the SFT adapter, a folder or Hub id, loaded
+    **trainable**; ``None``: a fresh LoRA adapter), the :mod:`slmsql_hub.rewards` named in ``reward_funcs`` (weighted
+    by TRL's ``reward_weights``) and the sandbox limits they judge under (set as in the filter and eval recipes).
+    The defaults are the study's (1.0 / 0.1 / 0.0 execution, 0.2 format).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.configs import GRPOTrainingConfig
     >>> config = GRPOTrainingConfig(output_dir="out/grpo", num_generations=4, per_device_train_batch_size=4,
     ...                             report_to="none", use_cpu=True)
     >>> config.reward_funcs, config.reward_weights
@@ -612,9 +523,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider.", "choices": ["bird", "spider"]},
     )
-    reward_timeout_s: float | None = field(
-        default=None, metadata={"help": "Deprecated: use sql_timeout_s."}
-    )
+    reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     reward_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
@@ -680,9 +589,6 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         except ValueError as err:  # TRL's own consistency checks (batch sizes vs num_generations...)
             raise UsageError(f"{err}") from err
 
-
-GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
-"""The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""
 
 GRPO_ARGUMENTS = (GRPOScriptArguments, ModelArguments, GRPOTrainingConfig)
 """The dataclasses of ``slmsql train grpo``, in the order :func:`parse_recipe` returns them."""

@@ -77,16 +77,13 @@ logger = logging.getLogger(__name__)
 
 
 def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The latest ``checkpoint-N`` folder of ``output_dir`` that was written to the end (has ``trainer_state.json``).
-
-    Not ``get_last_checkpoint``: it returns the newest folder even when a run killed mid-save left it without
-    ``trainer_state.json`` (the Trainer writes it last), and resuming from that one crashes.
+    """The latest ``checkpoint-N`` folder of ``output_dir`` that has ``trainer_state.json`` (written last). Not
+    ``get_last_checkpoint``, which returns a folder a kill cut short, and resuming from it crashes.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.grpo import last_complete_checkpoint
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> for step in (4, 8, 12):
     ...     (out / f"checkpoint-{step}").mkdir()
@@ -109,17 +106,13 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
 
 
 def resolve_checkpoint(value: str | bool | None, output_dir: str | os.PathLike) -> str | None:
-    """The checkpoint ``--resume_from_checkpoint`` names: ``true``/``last`` means the latest complete one in
-    ``output_dir`` (see :func:`last_complete_checkpoint`).
-
-    Raises:
-        UsageError: no checkpoint to resume from.
+    """The checkpoint ``--resume_from_checkpoint`` names (``true``/``last``: :func:`last_complete_checkpoint`);
+    :class:`UsageError` when there is none.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.grpo import resolve_checkpoint
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> for step in (4, 12):
     ...     (out / f"checkpoint-{step}").mkdir()

@@ -1,10 +1,5 @@
-"""GRPO's data phase: question rows -> TRL's conversational prompt dataset, with what cannot train dropped.
-
-Rows come from saved datasets or benchmarks (read as SFT reads them); each becomes the project's chat prompt,
-keeping ``gold_sql`` and an absolute ``db_path`` for the rewards. Golds that fail under the run's limits and
-prompts that leave no room for the completion are dropped, and a run too small for one generation round is
-refused.
-"""
+"""GRPO's data phase: question rows -> TRL's conversational prompt dataset (keeping ``gold_sql`` and ``db_path``
+for the rewards), with unscorable golds dropped and a run too small for one generation round refused."""
 
 from __future__ import annotations
 
@@ -24,13 +19,9 @@ logger = logging.getLogger(__name__)
 
 
 def load_prompt_rows(script_args: GRPOScriptArguments, seed: int = 0) -> Dataset:
-    """The question rows a run trains on: saved datasets and benchmarks, concatenated.
+    """The question rows a run trains on, read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
 
-    Read as SFT reads them (:func:`~slmsql_hub.training.sft.load_training_rows`).
-
-    Raises:
-        UsageError: a folder or benchmark is missing, there are no rows (e.g. an empty band), or the rows
-            have no ``db_path`` (the rewards execute against it).
+    Raises :class:`UsageError` when a source is missing, there are no rows, or they have no ``db_path``.
     """
     from .sft import load_training_rows
 
@@ -55,19 +46,9 @@ def build_prompt_dataset(
     sandbox: Any = None,
     progress: bool = True,
 ) -> Dataset:
-    """Rows -> TRL's conversational prompt dataset: ``prompt`` (chat messages), ``gold_sql``, ``db_path``.
-
-    The schema text of each database is read once through the sandbox (or taken from a ``schema`` column);
-    ``db_path`` becomes absolute, so the rewards find the database from any working directory or process.
-
-    Args:
-        rows: ``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``.
-        prompt_config: the prompt's sample rows, value length and templates.
-        sandbox: a :class:`~slmsql_hub.sql.Sandbox` to read schemas through (``None``: a short-lived one).
-        progress: show a progress bar.
-
-    Returns:
-        The dataset TRL's ``GRPOTrainer`` reads (its extra columns reach the reward functions).
+    """Rows (``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``) -> TRL's
+    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (found from any working
+    directory or process). Each database's schema is read once through ``sandbox`` (``None``: a short-lived one).
 
     Example:
 
@@ -75,7 +56,6 @@ def build_prompt_dataset(
     >>> import os, sqlite3, tempfile
     >>> from datasets import Dataset
     >>> from slmsql_hub.prompts import PromptConfig
-    >>> from slmsql_hub.training.grpo_data import build_prompt_dataset
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
     >>> with sqlite3.connect(db) as conn:
     ...     _ = conn.execute("CREATE TABLE pet (id INTEGER, name TEXT)")
@@ -99,17 +79,13 @@ def build_prompt_dataset(
 
 
 def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
-    """Refuse fewer prompts than one generation round takes: TRL's sampler drops an incomplete round, so such a
-    run would train 0 steps (and the ``adapter_changed`` guard would then blame the rewards).
-
-    A round is ``generation_batch_size / num_generations`` prompts, ``generation_batch_size`` counting every
-    process: a band that trains on one GPU can be too small for eight.
+    """Refuse fewer prompts than one generation round (``generation_batch_size / num_generations``, over every
+    process) takes: TRL's sampler drops an incomplete round, so such a run would train 0 steps.
 
     Example:
 
     ```python
     >>> from slmsql_hub.training.configs import GRPOTrainingConfig
-    >>> from slmsql_hub.training.grpo_data import check_one_round
     >>> args = GRPOTrainingConfig(output_dir="o", num_generations=4, per_device_train_batch_size=8,
     ...                           gradient_accumulation_steps=4, report_to="none", use_cpu=True)
     >>> check_one_round(3, args)
@@ -131,14 +107,9 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 
 def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
     """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
-    rows whose gold fails: their rewards would all be ``None`` at every step, so they cannot teach anything.
+    rows whose gold fails (their rewards would always be ``None``); return the kept rows and the counts.
 
-    A gold that meets an infrastructure failure (a wall-clock timeout on a loaded machine) is kept: it is not the
-    gold's fault, and dropping it would make the data depend on the machine's load. At step time such a row gets
-    no reward and is counted in ``sql/infra_failure_rate``.
-
-    Returns:
-        The kept rows and ``{"unscorable_gold": dropped, "gold_infra_failures": kept despite a failure}``.
+    A gold that meets an infrastructure failure is kept, so the data does not depend on the machine's load.
 
     Example:
 
@@ -146,7 +117,6 @@ def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[s
     >>> import os, sqlite3, tempfile
     >>> from datasets import Dataset
     >>> from slmsql_hub.sql import Judge
-    >>> from slmsql_hub.training.grpo_data import drop_unscorable_golds
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
     >>> with sqlite3.connect(db) as conn:
     ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")

@@ -49,7 +49,6 @@ def reward_judging(training_args: GRPOTrainingConfig):
 
     ```python
     >>> from slmsql_hub.training.configs import GRPOTrainingConfig
-    >>> from slmsql_hub.training.grpo_rewards import reward_judging
     >>> args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_max_rows=500)
     >>> reward_judging(args).limits.max_rows
     500
@@ -72,7 +71,6 @@ def build_reward_funcs(training_args: GRPOTrainingConfig, judging: Any = None) -
 
     ```python
     >>> from slmsql_hub.training.configs import GRPOTrainingConfig
-    >>> from slmsql_hub.training.grpo_rewards import build_reward_funcs
     >>> args = GRPOTrainingConfig(output_dir="out", report_to="none", use_cpu=True, format_reward_value=0.5)
     >>> rewards = build_reward_funcs(args)
     >>> [r.__name__ for r in rewards], rewards[1].func.value, rewards[0].func.judging is rewards[1].func.judging

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..card_numbers import number
 from ..configs import config_to_dict
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .common import environment
@@ -128,10 +129,6 @@ def complete_summary(
     )
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 def log_done(summary: dict[str, Any], output_dir: Any) -> None:
     """The closing log line: steps, zero-variance share, mean reward, whether the adapter moved, wall time."""
     mean = (summary["telemetry"] or {}).get("mean", {})
@@ -140,9 +137,9 @@ def log_done(summary: dict[str, Any], output_dir: Any) -> None:
         "GRPO done: %d steps, mean frac_reward_zero_std %s (exact %s), mean reward %s, adapter %s "
         "(relative update %s), %.1fs; saved to %s",
         summary["steps"],
-        _fmt(mean.get(TRL_ZERO_STD_METRIC)),
-        _fmt(mean.get(EXACT_ZERO_STD_METRIC)),
-        _fmt(mean.get("reward")),
+        number(mean.get(TRL_ZERO_STD_METRIC)),
+        number(mean.get(EXACT_ZERO_STD_METRIC)),
+        number(mean.get("reward")),
         "changed" if summary["adapter_checksum"]["changed"] else "UNCHANGED",
         "n/a" if relative is None else f"{relative:.3g}",
         summary["wall_seconds"],
@@ -156,7 +153,6 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.grpo_summary import headline
     >>> headline({"kind": "grpo", "steps": 3, "telemetry": {"mean": {"frac_reward_zero_std": 0.25}},
     ...           "guards": {"failed": [], "warned": ["clipping"]}})
     {'kind': 'grpo', 'steps': 3, 'mean_frac_reward_zero_std': 0.25, 'guards_warned': ['clipping'], 'guards_failed': []}

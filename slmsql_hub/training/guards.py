@@ -5,17 +5,17 @@ Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that th
 
 - :func:`check_trainable_parameters` — **fail fast** when the model has no trainable parameter: a frozen
   adapter (loaded without ``is_trainable=True``) trains nothing, and TRL raises no error (trl#6700);
-- :func:`adapter_checksum` + :func:`check_adapter_changed` — a checksum of the adapter's weights before and
-  after training; an unchanged adapter means the run learnt nothing (e.g. every group had zero reward
-  variance, or the learning rate was 0);
+- :func:`adapter_checksum` + :func:`check_adapter_changed` — an adapter bit-identical after training learnt
+  nothing (e.g. every group had zero reward variance, or the learning rate was 0);
 - :func:`lora_snapshot` + :func:`adapter_update` + :func:`check_adapter_update` — how far the adapter's
-  effective update moved, relative to the weights it adapts (``adapter_update`` in ``run_summary.json``);
-  **warns** below the recipe's ``min_relative_update``: a 1-ulp change passes the checksum but not this;
-- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the clipped ratio can never differ from 1:
-  with ``num_iterations == 1`` and the default generation steps, each batch is used once, by the policy that
-  sampled it, so the ratio is exactly 1 and ``clip_ratio/*`` stays 0;
-- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6;
-  TRL's LoRA guidance uses about 1e-5).
+  effective update moved, relative to the weights it adapts; **warns** below ``min_relative_update`` (a 1-ulp
+  change passes the checksum but not this);
+- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the ratio is exactly 1 at every step. TRL
+  computes the "old" log-probabilities only when a generation batch outlives one optimizer step
+  (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``); otherwise each batch is scored
+  by the policy that sampled it and ``clip_ratio/*`` stays 0 (the study's setting);
+- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6): LoRA's
+  low-rank update needs a larger step (TRL's LoRA guidance uses about 1e-5).
 """
 
 from __future__ import annotations
@@ -40,18 +40,12 @@ LORA_MIN_LEARNING_RATE = 1e-6
 
 @dataclass
 class GuardResult:
-    """The outcome of one guard.
-
-    Args:
-        name: the guard's name (``trainable_parameters``, ``adapter_changed``, ``clipping``, ``lora_learning_rate``).
-        status: ``ok``, ``warn`` or ``fail``.
-        message: one line saying what was found and, when not ``ok``, what to change.
-        details: numbers behind the verdict (counts, checksums, settings).
+    """The outcome of one guard: ``status`` (``ok``/``warn``/``fail``), a one-line ``message`` (with the fix when
+    not ok) and the numbers behind it in ``details``.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import GuardResult
     >>> result = GuardResult("clipping", "warn", "epsilon cannot fire")
     >>> result.failed, result.to_dict()["status"]
     (False, 'warn')
@@ -66,33 +60,24 @@ class GuardResult:
 
     @property
     def failed(self) -> bool:
-        """Whether the guard failed."""
         return self.status == FAIL
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping (for ``run_summary.json``)."""
         return asdict(self)
 
     def log(self) -> None:
-        """Log the result: INFO when ok, WARNING when it warns, ERROR when it fails."""
+        """Log at INFO (ok), WARNING (warn) or ERROR (fail)."""
         level = {OK: logging.INFO, WARN: logging.WARNING}.get(self.status, logging.ERROR)
         logger.log(level, "guard %s: %s — %s", self.name, self.status.upper(), self.message)
 
 
 def check_trainable_parameters(model: Any) -> GuardResult:
-    """Fail when ``model`` has no trainable parameter (a frozen adapter would train nothing, silently).
-
-    Args:
-        model: a torch module (the policy, PEFT-wrapped or not).
-
-    Returns:
-        ``fail`` with the fix when nothing requires gradients, else ``ok`` with the counts.
+    """Fail when ``model`` (PEFT-wrapped or not) has no parameter that requires gradients.
 
     Example:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.guards import check_trainable_parameters
     >>> layer = torch.nn.Linear(4, 2)
     >>> check_trainable_parameters(layer).status
     'ok'
@@ -133,20 +118,13 @@ def _trainable_state(model: Any) -> dict[str, Any]:
 
 
 def adapter_checksum(model_or_state: Any) -> str:
-    """SHA-256 of an adapter's weights (names, shapes, dtypes and bytes, in name order).
-
-    Args:
-        model_or_state: a PEFT model (its active adapter is hashed), any torch module (its trainable
-            parameters are hashed) or a ``{name: tensor}`` state dict.
-
-    Returns:
-        The hex digest; equal digests mean bit-identical weights.
+    """SHA-256 hex digest of an adapter's weights (names, shapes, dtypes and bytes, in name order): a PEFT
+    model's active adapter, a module's trainable parameters, or a ``{name: tensor}`` state dict.
 
     Example:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.guards import adapter_checksum
     >>> layer = torch.nn.Linear(4, 2)
     >>> before = adapter_checksum(layer)
     >>> before == adapter_checksum(layer)
@@ -172,16 +150,11 @@ def adapter_checksum(model_or_state: Any) -> str:
 
 
 def check_adapter_changed(before: str, after: str) -> GuardResult:
-    """Fail when the adapter's checksum is the same before and after training.
-
-    Args:
-        before: :func:`adapter_checksum` before training.
-        after: :func:`adapter_checksum` after training.
+    """Fail when the adapter's :func:`adapter_checksum` is the same before and after training.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import check_adapter_changed
     >>> check_adapter_changed("ab12", "ab12").status, check_adapter_changed("ab12", "cd34").status
     ('fail', 'ok')
 
@@ -211,10 +184,7 @@ def _lora_layers(model: Any) -> Iterator[tuple[str, Any, str]]:
 
 
 def lora_snapshot(model: Any) -> dict[str, tuple[Any, Any]]:
-    """CPU copies of every LoRA layer's ``(A, B)`` (the active adapter's), for :func:`adapter_update` later.
-
-    Example: see :func:`adapter_update`.
-    """
+    """CPU copies of every LoRA layer's ``(A, B)`` (the active adapter's), for :func:`adapter_update` later."""
     return {
         name: (
             layer.lora_A[adapter].weight.detach().to("cpu", copy=True),
@@ -233,22 +203,16 @@ def adapter_update(model: Any, before: dict[str, tuple[Any, Any]]) -> dict[str, 
 
         relative_norm = sqrt(Σ_m ‖ΔW1_m − ΔW0_m‖²) / sqrt(Σ_m ‖W_m + ΔW0_m‖²)
 
-    the size of the update relative to the weights the adapter acts on as training started (for a continued
-    SFT adapter, base + SFT update). ``ΔW1 − ΔW0 = s·((B1 − B0)·A1 + B0·(A1 − A0))``, so ``relative_norm`` is
-    exactly 0.0 when no A or B changed.
-
-    Returns:
-        ``relative_norm``; ``update_norm`` and ``weight_norm`` (its numerator and denominator);
-        ``relative_to_adapter`` (``update_norm / sqrt(Σ‖ΔW0‖²)``, how far the starting adapter's own update moved;
-        ``None`` for a fresh adapter, whose ``ΔW0`` is 0); ``modules`` and ``modules_changed``. ``relative_norm``
-        is ``None`` when the model has no LoRA module.
+    (the weights the adapter acts on as training started: for a continued SFT adapter, base + SFT update). It is
+    computed as ``s·((B1 − B0)·A1 + B0·(A1 − A0))``, so exactly 0.0 when no A or B changed, and ``None`` without
+    LoRA modules. Also returned: ``update_norm``/``weight_norm`` (numerator, denominator), ``relative_to_adapter``
+    (``update_norm / sqrt(Σ‖ΔW0‖²)``; ``None`` for a fresh adapter), ``modules`` and ``modules_changed``.
 
     Example:
 
     ```python
     >>> import torch
     >>> from peft import LoraConfig, get_peft_model
-    >>> from slmsql_hub.training.guards import adapter_update, lora_snapshot
     >>> _ = torch.manual_seed(0)
     >>> model = get_peft_model(torch.nn.Sequential(torch.nn.Linear(8, 8)), LoraConfig(r=2, target_modules=["0"]))
     >>> before = lora_snapshot(model)
@@ -298,7 +262,6 @@ def check_adapter_update(update: dict[str, Any], min_relative_update: float) -> 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import check_adapter_update
     >>> check_adapter_update({"relative_norm": 3e-9, "modules": 4, "modules_changed": 4}, 1e-6).status
     'warn'
     >>> check_adapter_update({"relative_norm": 2e-4, "modules": 4, "modules_changed": 4}, 1e-6).status
@@ -331,21 +294,13 @@ def _setting(args: Any, name: str, default: Any = None) -> Any:
 
 
 def check_clipping_can_fire(args: Any) -> GuardResult:
-    """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step.
-
-    TRL computes the "old" log-probabilities only when a generation batch outlives one optimizer step, i.e. when
-    ``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``. Otherwise each batch is
-    scored by the very policy that sampled it: the ratio is 1, clipping never fires and ``clip_ratio/*`` stays 0
-    (the study's setting). To make clipping matter, raise ``num_iterations`` or ``steps_per_generation``.
-
-    Args:
-        args: a ``GRPOConfig`` (or anything with its fields).
+    """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step (``args``: a
+    ``GRPOConfig`` or anything with its fields).
 
     Example:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.guards import check_clipping_can_fire
     >>> study = SimpleNamespace(epsilon=0.2, num_iterations=1, steps_per_generation=1, gradient_accumulation_steps=1)
     >>> check_clipping_can_fire(study).status
     'warn'
@@ -390,20 +345,12 @@ def check_clipping_can_fire(args: Any) -> GuardResult:
 
 
 def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
-    """Warn when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6).
-
-    LoRA's low-rank update needs a larger step than full fine-tuning; TRL's LoRA guidance uses about 1e-5.
-    At 1e-6 an adapter barely moves in a few hundred steps (the study's learning-rate hypothesis).
-
-    Args:
-        args: a ``GRPOConfig`` (anything with ``learning_rate``).
-        is_lora: whether the trained parameters are a LoRA adapter.
+    """Warn when a LoRA run (``is_lora``) uses a full-fine-tuning ``args.learning_rate`` (≤ 1e-6).
 
     Example:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.guards import check_lora_learning_rate
     >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-6), is_lora=True).status
     'warn'
     >>> check_lora_learning_rate(SimpleNamespace(learning_rate=1e-5), is_lora=True).status
@@ -430,7 +377,6 @@ def guards_summary(results: list[GuardResult]) -> dict[str, Any]:
     Example:
 
     ```python
-    >>> from slmsql_hub.training.guards import GuardResult, guards_summary
     >>> guards_summary([GuardResult("a", "ok", ""), GuardResult("b", "fail", "")])["failed"]
     ['b']
 

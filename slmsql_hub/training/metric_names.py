@@ -2,15 +2,6 @@
 
 The GRPO trainer logs them (:mod:`~slmsql_hub.training.grpo`, which imports TRL); the readers only need their
 names, so they live here, in a module that imports nothing.
-
-Example:
-
-```python
->>> from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
->>> EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
-('frac_reward_zero_std_exact', 'frac_reward_zero_std')
-
-```
 """
 
 TRL_ZERO_STD_METRIC = "frac_reward_zero_std"

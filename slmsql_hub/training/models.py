@@ -32,20 +32,13 @@ def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, ada
     if adapter_path and looks_local(adapter_path):
         adapter = Path(adapter_path).expanduser()
         if not (adapter / "adapter_config.json").is_file():
-            raise UsageError(
-                f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}"
-            )
+            raise UsageError(f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}")
 
 
 def load_model_and_tokenizer(model_args: ModelArguments, adapter_path: str | None) -> tuple[Any, Any, Any]:
-    """``(model, peft_config, tokenizer)`` for ``SFTTrainer`` / ``GRPOTrainer``.
-
-    The tokenizer is ``tokenizer_name_or_path``, else the one saved in a local ``adapter_path``, else the
-    model's. With ``adapter_path`` the model carries that adapter, trainable, and ``peft_config`` is ``None``;
-    without, ``peft_config`` is the fresh ``LoraConfig`` of ``model_args``.
-
-    Raises:
-        UsageError: the tokenizer has no chat template.
+    """``(model, peft_config, tokenizer)`` for ``SFTTrainer`` / ``GRPOTrainer``; ``peft_config`` is ``None`` when
+    the model carries ``adapter_path``. The tokenizer is ``tokenizer_name_or_path``, else a local adapter's, else
+    the model's; :class:`UsageError` when it has no chat template.
     """
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -18,11 +18,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..configs import save_resolved_config
 from ..data.sft_record import row_keys, write_sft_record
 from ..errors import UsageError
 from .common import (
-    RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
     drop_too_long,
@@ -33,6 +31,7 @@ from .common import (
     set_num_threads,
     shuffle_and_cap,
     to_prompt_completion,
+    train_and_save,
     write_run_summary,
 )
 from .configs import ModelArguments, SFTScriptArguments, SFTTrainingConfig
@@ -136,14 +135,8 @@ def train_sft(
         params["total"],
         threads,
     )
-    train_clock = Stopwatch()
-    result = trainer.train()
-    train_seconds = train_clock.seconds()
-
     output_dir = Path(training_args.output_dir)
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, training_args)
+    result, train_seconds = train_and_save(trainer, tokenizer, output_dir, script_args, model_args, training_args)
     record = write_sft_record(
         output_dir,
         trained_keys,

@@ -1,12 +1,9 @@
 """Telemetry of a GRPO run: ``telemetry.jsonl``, one JSON line per logged step, and its summary.
 
 :class:`TelemetryCallback` is a ``transformers`` callback: at every log event of the trainer it appends one
-line holding the step, the epoch, the wall time and **every** metric the trainer logged — TRL's
-(``reward``, ``reward_std``, ``frac_reward_zero_std``, ``grad_norm``, ``loss``, ``learning_rate``,
-``completions/mean_length``, ``rewards/<name>/mean|std``, ``clip_ratio/*``, ``entropy``, ``step_time``...) and
-ours (``sql/*`` from :class:`~slmsql_hub.rewards.ExecutionReward`, ``timing/reward/<name>_s`` from
-:class:`TimedReward`, ``frac_reward_zero_std_exact`` from :mod:`~slmsql_hub.training.grpo`, the zero-variance
-share to quote: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
+line holding the step, the epoch, the wall time and **every** metric the trainer logged: TRL's and ours
+(``sql/*`` from the rewards' judge, ``timing/reward/<name>_s`` from :class:`TimedReward`,
+``frac_reward_zero_std_exact``: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
 
 Resuming is exact: when training (re)starts at step ``s``, lines of steps after ``s`` (written after the
 checkpoint a killed run resumes from) are dropped, as is a line cut short by the kill; a step already recorded is
@@ -66,19 +63,13 @@ def _clean(value: Any) -> Any:
 
 
 def read_telemetry(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a ``telemetry.jsonl`` file, skipping a last line cut short by a killed run.
-
-    Args:
-        path: the file (a missing file reads as no records).
-
-    Returns:
-        One dict per line, in file order.
+    """The records of a ``telemetry.jsonl`` file in order (none for a missing file), skipping a line cut short by
+    a killed run.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.training.telemetry import read_telemetry
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "telemetry.jsonl"
     >>> _ = path.write_text('{"step": 1, "reward": 0.5}\\n{"step": 2, "rew')
     >>> read_telemetry(path)
@@ -108,18 +99,13 @@ def read_telemetry(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 class TelemetryCallback(TrainerCallback):
-    """Write every logged step's metrics to ``<output_dir>/telemetry.jsonl`` (main process only).
-
-    Args:
-        output_dir: the run's output folder (created if needed).
-        filename: the file name inside it.
+    """Write every logged step's metrics to ``<output_dir>/<filename>`` (main process only).
 
     Example:
 
     ```python
     >>> import tempfile
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.training.telemetry import TelemetryCallback, read_telemetry
     >>> callback = TelemetryCallback(tempfile.mkdtemp())
     >>> state = SimpleNamespace(is_world_process_zero=True, global_step=0, epoch=0.0)
     >>> callback.on_train_begin(None, state, None)
@@ -189,20 +175,13 @@ class TelemetryCallback(TrainerCallback):
 
 
 class TimedReward:
-    """Wrap a reward function to log the seconds it takes per call as ``timing/reward/<name>_s``.
-
-    The wrapper keeps the reward's ``__name__`` (so TRL's ``rewards/<name>/*`` metrics are unchanged), passes
-    every argument through, and reports its time through TRL's ``log_metric`` hook, so the time lands in
-    ``telemetry.jsonl`` next to TRL's ``step_time``.
-
-    Args:
-        func: the reward function (TRL's contract).
+    """Wrap a reward function to log its seconds per call as ``timing/reward/<name>_s`` through TRL's
+    ``log_metric`` hook; the reward's ``__name__`` (hence TRL's ``rewards/<name>/*``) is kept.
 
     Example:
 
     ```python
     >>> from slmsql_hub.rewards import FormatReward
-    >>> from slmsql_hub.training.telemetry import TimedReward
     >>> logged = {}
     >>> reward = TimedReward(FormatReward())
     >>> reward(completions=["```sql\\nSELECT 1\\n```"], log_metric=logged.__setitem__)
@@ -225,7 +204,7 @@ class TimedReward:
         return rewards
 
     def close(self) -> None:
-        """Close the wrapped reward (its sandbox workers) when it can be closed."""
+        """Close the wrapped reward (its sandbox workers), if it has ``close``."""
         close = getattr(self.func, "close", None)
         if callable(close):
             close()
@@ -237,17 +216,13 @@ def _mean(values: Iterable[Any]) -> float | None:
 
 
 def summarize_telemetry(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Headline numbers of a run's telemetry (training records only).
-
-    Returns the number of logged steps, the first and last step, the mean over logged steps of each of
-    :data:`SUMMARY_METRICS` present, the first and last ``reward``, and ``reward_time_share``: the seconds
-    spent in reward functions (``timing/reward/*_s``) over TRL's ``step_time``, summed over the steps that
-    log both (exact with ``logging_steps: 1`` and one generation per step).
+    """Headline numbers of a run's training records: steps logged, first/last step and ``reward``, the mean of each
+    of :data:`SUMMARY_METRICS` present, and ``reward_time_share`` (``timing/reward/*_s`` over TRL's ``step_time``,
+    summed over the steps that log both).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.training.telemetry import summarize_telemetry
     >>> records = [{"step": 1, "reward": 0.2, "frac_reward_zero_std": 1.0, "step_time": 2.0,
     ...             "timing/reward/execution_s": 0.1},
     ...            {"step": 2, "reward": 0.6, "frac_reward_zero_std": 0.5, "step_time": 2.0,

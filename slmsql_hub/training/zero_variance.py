@@ -36,27 +36,17 @@ SUM_THEN_NORMALIZE = "sum_then_normalize"
 def flat_groups(
     rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = SUM_THEN_NORMALIZE
 ) -> tuple[Any, Any]:
-    """Which groups are flat, and how many scorable samples each has.
+    """``(flat, scorable)``: per group of ``num_generations`` consecutive rows of ``rewards_per_func`` (``(samples,
+    functions)``, NaN for ``None``), whether it is flat and how many scorable rows (not all NaN) it has.
 
-    A row is unscorable when every reward function returned ``None`` (NaN). Under ``sum_then_normalize`` a
-    group is flat when the weighted totals (``nansum`` over the functions, as TRL sums them) of its scorable
-    rows have ``max == min``; under ``normalize_then_sum`` (each function normalised in its group first) when
-    each function's non-NaN values in the group have ``max == min``. A group without a scorable row is flat.
-
-    Args:
-        rewards_per_func: ``(samples, reward functions)`` tensor, NaN for ``None``; consecutive rows form a group.
-        weights: one weight per reward function.
-        num_generations: samples per group.
-        aggregation: TRL's ``multi_objective_aggregation``.
-
-    Returns:
-        ``(flat, scorable)``: a bool tensor and an int tensor, one entry per group.
+    Under ``sum_then_normalize`` a group is flat when the weighted totals (``nansum``, as TRL sums them) of its
+    scorable rows have ``max == min``; under ``normalize_then_sum`` when each function's non-NaN values do. A
+    group without a scorable row is flat.
 
     Example:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import flat_groups
     >>> rewards = torch.tensor([[1.0, 0.2]] * 8 + [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4)
     >>> flat, scorable = flat_groups(rewards, torch.ones(2), 8)
     >>> flat.tolist(), scorable.tolist()
@@ -92,7 +82,6 @@ def frac_zero_std_groups(
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import frac_zero_std_groups
     >>> all_right = [[1.0, 0.2]] * 8                    # every sample correct, with a sql block: 1.2 each
     >>> mixed = [[1.0, 0.2]] * 4 + [[0.1, 0.2]] * 4
     >>> frac_zero_std_groups(torch.tensor(all_right + mixed), torch.ones(2), 8)
@@ -107,19 +96,14 @@ def frac_zero_std_groups(
 
 
 def zero_flat_advantages(advantages: Any, flat_samples: Any, process_index: int) -> Any:
-    """``advantages`` (this process's samples) with the samples of flat groups set to exactly 0.
-
-    Args:
-        advantages: this process's advantages, ``(samples,)`` or ``(samples, tokens)``.
-        flat_samples: one bool per sample of **every** process (the gathered batch TRL computes advantages
-            over), True in a flat group.
-        process_index: this process's rank; its samples are the ``process_index``-th slice of the batch.
+    """``advantages`` (this process's, ``(samples,)`` or ``(samples, tokens)``) with the samples of flat groups set
+    to exactly 0. ``flat_samples`` has one bool per sample of **every** process (the gathered batch); this
+    process's are its ``process_index``-th slice.
 
     Example:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.training.zero_variance import zero_flat_advantages
     >>> flat = torch.tensor([True, True, False, False])     # two processes, one group of two samples each
     >>> zero_flat_advantages(torch.tensor([1e-3, -1e-3]), flat, process_index=0).tolist()
     [0.0, 0.0]

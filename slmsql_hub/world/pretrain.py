@@ -44,7 +44,6 @@ from typing import Any
 
 from ..errors import UsageError
 from ..training.common import (
-    RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
     environment,
@@ -52,13 +51,13 @@ from ..training.common import (
     load_datasets,
     set_num_threads,
     to_prompt_completion,
+    train_and_save,
     write_run_summary,
 )
 from ..training.configs import (
     BaseScriptArguments,
     BaseTrainingConfig,
     TinyModelArguments,
-    save_resolved_config,
 )
 from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
 
@@ -71,16 +70,13 @@ def _render_turns(messages: list[dict[str, str]]) -> str:
 
 
 def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
-    """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``).
-
-    Raises:
-        UsageError: the world or one of its splits is missing.
+    """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``); :class:`UsageError` when the
+    world or a split is missing.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.world.pretrain import split_folders
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "datasets" / "foundation").mkdir(parents=True)
     >>> [p.name for p in split_folders(world, ["foundation"])]
@@ -108,7 +104,6 @@ def commented_sql(question: str, sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import commented_sql
     >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
     -- How many pets?
     SELECT count(*) FROM pet
@@ -173,7 +168,6 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import tokenizer_texts
     >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
     ['\\nuser\\nhi\\n\\n']
 
@@ -188,14 +182,12 @@ def tokenizer_texts(documents: list[str]) -> list[str]:
 
 
 def pack_blocks(documents: list[str], tokenizer: Any, block_length: int) -> list[list[int]]:
-    """Tokenize ``documents``, end each with ``<|endoftext|>``, concatenate and cut into full blocks.
-
-    The last partial block is dropped, so every block is exactly ``block_length`` tokens (no padding).
+    """Tokenize ``documents``, end each with ``<|endoftext|>``, concatenate and cut into blocks of exactly
+    ``block_length`` tokens (the last partial block is dropped).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import pack_blocks
     >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
     >>> blocks = pack_blocks(["SELECT a FROM t"] * 10, tok, block_length=8)
@@ -225,7 +217,6 @@ def install_copy_circuit(model: Any, max_distance: int = 256, seed: int = 0) -> 
     ```python
     >>> import torch
     >>> from transformers import Qwen2Config, Qwen2ForCausalLM
-    >>> from slmsql_hub.world.pretrain import install_copy_circuit
     >>> config = Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     ...                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True,
     ...                      rope_parameters={"rope_type": "default", "rope_theta": 1e6})
@@ -327,15 +318,12 @@ def _copy_circuit_shape(config: Any, max_distance: int) -> tuple:
 
 
 def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
-    """A randomly initialised ``Qwen2ForCausalLM`` of ``model_args``' shape, sized to ``tokenizer``.
-
-    Its config and generation config carry Qwen's conventions: eos ``<|im_end|>`` (generation also stops at
-    ``<|endoftext|>``), pad ``<|endoftext|>``, no BOS.
+    """A randomly initialised ``Qwen2ForCausalLM`` of ``model_args``' shape, sized to ``tokenizer``, with Qwen's
+    conventions: eos ``<|im_end|>`` (generation also stops at ``<|endoftext|>``), pad ``<|endoftext|>``, no BOS.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.world.pretrain import build_tiny_model
     >>> from slmsql_hub.training.configs import TinyModelArguments
     >>> from slmsql_hub.world.tokenizer import train_tokenizer
     >>> tok = train_tokenizer(["SELECT a FROM t"] * 10, vocab_size=300)
@@ -389,11 +377,8 @@ def train_base(
     """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
     is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
 
-    Raises:
-        UsageError: the world is missing, the blocks are longer than the model's positions, or the corpus is
-            too small for one block per batch.
-
-    End to end it needs a world: ``slmsql train base --config recipes/world/base.yaml`` (tests/test_sft.py).
+    :class:`UsageError` when the world is missing, the blocks are longer than the model's positions, or the corpus
+    fills less than one batch. End to end it needs a world (tests/test_sft.py).
     """
     from datasets import Dataset
     from transformers import Trainer, default_data_collator
@@ -436,14 +421,8 @@ def train_base(
         data_collator=default_data_collator,
         processing_class=tokenizer,
     )
-    train_clock = Stopwatch()
-    result = trainer.train()
-    train_seconds = train_clock.seconds()
-
     output_dir = Path(training_args.output_dir)
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, training_args)
+    result, train_seconds = train_and_save(trainer, tokenizer, output_dir, script_args, model_args, training_args)
     summary = {
         "kind": "base",
         "world_dir": str(script_args.world_dir),
@@ -474,13 +453,7 @@ def train_base(
     return summary
 
 
-_SHAPE = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-)
+_SHAPE = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
 """The model shape fields a base run summary records."""
 
 
