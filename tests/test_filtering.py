@@ -415,7 +415,7 @@ def test_an_empty_band_is_saved_loadable_with_its_columns(policy, spider_root, t
     assert len(band) == 0 and {"question", "gold_sql", "db_path", "pass_rate"} <= set(band.column_names)
 
 
-def test_overwrite_starts_over(policy, spider_root, tmp_path):
+def test_overwrite_samples_every_question_again_instead_of_resuming(policy, spider_root, tmp_path):
     run_filter(make_config(spider_root, tmp_path, limit=2), policy=policy, progress=False)
     report = run_filter(
         make_config(spider_root, tmp_path, limit=2, overwrite=True), policy=policy, progress=False

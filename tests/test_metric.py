@@ -338,7 +338,7 @@ def test_space_app_scores_one_prediction_on_the_toy_database(ex):
 
 
 @pytest.mark.slow
-def test_space_app_builds(ex):
+def test_metric_space_app_builds_a_gradio_demo_around_the_metric(ex):
     import gradio as gr
 
     from slmsql_hub.metric.app import build_demo
