@@ -30,12 +30,15 @@ ANSWERS = ("```sql\nSELECT count(*) FROM t\n```<|im_end|>", "```sql\nSELECT max(
 EVIDENCE = "x is a number"
 
 
-def _database(path: Path) -> None:
+def nums_database(path: Path) -> Path:
+    """The one-table database every question here asks about: ``t(x)`` with 1, 2, 3, 4, 10 (count 5, max 10).
+    Returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(path) as conn:  # test fixture: builds the database
         conn.execute("CREATE TABLE t (x INTEGER)")
         conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,), (10,)])
     conn.close()
+    return path
 
 
 def _tables_json(db_ids: list[str]) -> list[dict]:
@@ -64,7 +67,7 @@ def build_synsql(root: Path) -> Path:
     """SynSQL-2.5M's layout with 16 questions over 4 databases (SFT takes some, the filter draws from the rest)."""
     dbs = ["synsql_a", "synsql_b", "synsql_c", "synsql_d"]
     for db in dbs:
-        _database(root / "databases" / db / f"{db}.sqlite")
+        nums_database(root / "databases" / db / f"{db}.sqlite")
     rows = [
         {
             "db_id": db,
@@ -86,7 +89,7 @@ def build_synsql(root: Path) -> Path:
 def build_bird(root: Path) -> Path:
     """BIRD's layout: ``train/`` (4 questions, no ids) and ``dev/`` (4 questions with ids and difficulty)."""
     for split, db in (("train", "bird_train"), ("dev", "bird_dev")):
-        _database(root / split / f"{split}_databases" / db / f"{db}.sqlite")
+        nums_database(root / split / f"{split}_databases" / db / f"{db}.sqlite")
         rows = []
         for n, (question, sql) in enumerate(QUESTIONS):
             row = {"db_id": db, "question": question, "evidence": EVIDENCE, "SQL": sql}
@@ -102,7 +105,7 @@ def build_spider(root: Path) -> Path:
     """Spider's layout: ``train_spider.json`` + ``train_others.json`` (train) and ``dev.json``."""
     files = {"train_spider.json": "spider_a", "train_others.json": "spider_b", "dev.json": "spider_dev"}
     for name, db in files.items():
-        _database(root / "database" / db / f"{db}.sqlite")
+        nums_database(root / "database" / db / f"{db}.sqlite")
         rows = [
             {"db_id": db, "query": sql, "question": question, "query_toks": sql.split()}
             for question, sql in QUESTIONS[:2]

@@ -20,7 +20,6 @@ letter). Building the whole folder takes about fifteen seconds on two CPU cores.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import shutil
@@ -33,7 +32,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from _tiny_model import CHAT_TEMPLATE, SPECIAL_TOKENS, build_model, train_to_answer
+from _helpers import write_prompt_summary
+from _tiny_model import (
+    CHAT_TEMPLATE,
+    SPECIAL_TOKENS,
+    build_model,
+    one_torch_thread,
+    save_trained_adapter,
+    train_to_answer,
+)
 
 DB_ID = "music_school"
 QUESTION = "Count the number of students."
@@ -110,7 +117,6 @@ def _write_telemetry(folder: Path, zero_std: float) -> None:
 
 def build_space_run(root: Path) -> Path:
     """Build the run folder under ``root`` and return ``root``."""
-    from peft import LoraConfig, get_peft_model
 
     from slmsql_hub.data.benchmarks import load_world
     from slmsql_hub.evaluation import EvalConfig, run_eval
@@ -126,9 +132,7 @@ def build_space_run(root: Path) -> Path:
         )
 
     chat = [{"role": "user", "content": "q"}]  # any prompt will do: the model only sees the last token
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         tokenizer = _tokenizer()
         base = train_to_answer(
             _bigram_base(tokenizer), tokenizer, [(chat, _answer(SFT_SQL))], steps=60, lr=3e-2
@@ -136,18 +140,9 @@ def build_space_run(root: Path) -> Path:
         base.save_pretrained(root / "base")
         tokenizer.save_pretrained(root / "base")
         for folder, sql, steps in ((root / "sft" / "stage2", SFT_SQL, 0), (root / "grpo", GRPO_SQL, 80)):
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                model = get_peft_model(
-                    copy.deepcopy(base), LoraConfig(r=8, lora_alpha=16, target_modules=LORA_MODULES)
-                )
-            if steps:
-                train_to_answer(model, tokenizer, [(chat, _answer(sql))], steps=steps, lr=2e-2)
-            model.save_pretrained(folder)
-            summary = {"kind": "test", "prompt": {"sample_rows": 0, "max_value_chars": 40}}
-            (folder / "run_summary.json").write_text(json.dumps(summary))
-    finally:
-        torch.set_num_threads(previous_threads)
+            pairs = [(chat, _answer(sql))]
+            save_trained_adapter(base, tokenizer, folder, LORA_MODULES, pairs, steps=steps, lr=2e-2)
+            write_prompt_summary(folder, sample_rows=0)
 
     _write_telemetry(root / "grpo_attempt1", zero_std=0.9)
     _write_telemetry(root / "grpo", zero_std=0.2)

@@ -7,6 +7,9 @@ to itself) with Qwen's special tokens and a Qwen-style chat template; the model 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -27,6 +30,18 @@ _CORPUS = (
     "Answer with one SQLite query. The schema follows.",
     "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)",
 )
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread inside the block: the tiny model gains nothing from threads, and the CI box's cores
+    are shared."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def build_tokenizer(vocab_size: int = 320, eos_token: str = "<|im_end|>") -> PreTrainedTokenizerFast:
@@ -112,6 +127,7 @@ def train_to_answer(
         mask[row, : len(ids)] = 1
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
+
     def step() -> torch.Tensor:
         output = model(input_ids=input_ids, attention_mask=mask, labels=labels)
         optimizer.zero_grad()
@@ -137,21 +153,53 @@ def train_to_answer(
     return model
 
 
-def save_random_policy(root, adapters: dict[str, int]) -> None:
-    """Save a random tiny base (model + tokenizer) to ``root/base`` and one random, non-zero LoRA adapter per
-    ``{name: seed}`` to ``root/<name>`` (q_proj and v_proj, r=4)."""
-    from pathlib import Path
+def save_trained_adapter(
+    base: Qwen2ForCausalLM,
+    tokenizer: PreTrainedTokenizerFast,
+    folder,
+    target_modules: list[str],
+    pairs: list[tuple[list[dict[str, str]], str]],
+    steps: int,
+    lr: float,
+) -> None:
+    """Save to ``folder`` a LoRA adapter (r=8, alpha 16) over a copy of ``base``, initialised from seed 0
+    (B = 0, so with ``steps=0`` it changes nothing) and trained ``steps`` steps to answer ``pairs``
+    (:func:`train_to_answer`)."""
+    import copy
 
     from peft import LoraConfig, get_peft_model
 
-    root = Path(root)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = get_peft_model(
+            copy.deepcopy(base), LoraConfig(r=8, lora_alpha=16, target_modules=target_modules)
+        )
+    if steps:
+        train_to_answer(model, tokenizer, pairs, steps=steps, lr=lr)
+    model.save_pretrained(folder)
+
+
+def save_random_adapter(
+    folder, tokenizer: PreTrainedTokenizerFast, seed: int, target_modules=("q_proj", "v_proj"), lora_alpha=16
+) -> None:
+    """Save to ``folder`` a LoRA adapter (r=4) of the tiny model whose A and B are random (non-zero), drawn
+    from ``seed`` alone."""
+    from peft import LoraConfig, get_peft_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        lora = LoraConfig(
+            r=4, lora_alpha=lora_alpha, target_modules=list(target_modules), init_lora_weights=False
+        )
+        get_peft_model(build_model(tokenizer), lora).save_pretrained(folder)
+
+
+def save_random_policy(root, adapters: dict[str, int], target_modules=("q_proj", "v_proj")):
+    """Save a random tiny base (model + tokenizer) to ``root/base`` and one random, non-zero LoRA adapter per
+    ``{name: seed}`` to ``root/<name>`` (:func:`save_random_adapter`). Returns ``root``."""
     tokenizer = build_tokenizer()
     build_model(tokenizer).save_pretrained(root / "base")
     tokenizer.save_pretrained(root / "base")
     for name, seed in adapters.items():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            lora = LoraConfig(
-                r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False
-            )
-            get_peft_model(build_model(tokenizer), lora).save_pretrained(root / name)
+        save_random_adapter(root / name, tokenizer, seed, target_modules)
+    return root

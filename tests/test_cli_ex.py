@@ -2,12 +2,12 @@
 
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _helpers import shop_db
 
 from slmsql_hub.cli import main
 
@@ -26,14 +26,7 @@ PRED = [
 @pytest.fixture(scope="module")
 def db_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("databases")
-    (root / "shop").mkdir()
-    with sqlite3.connect(root / "shop" / "shop.sqlite") as conn:
-        conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT, price REAL, shelf TEXT)")
-        conn.executemany(
-            "INSERT INTO item VALUES (?, ?, ?, ?)",
-            [(1, "apple", 0.5, "a"), (2, "bread", 2.0, "b"), (3, "cheese", 7.5, "b"), (4, "dates", 3.0, "a")],
-        )
-    conn.close()
+    shop_db(root / "shop" / "shop.sqlite")
     return root
 
 

@@ -10,15 +10,20 @@ Two end-to-end setups, both fast:
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import sqlite3
 from pathlib import Path
 
 import pytest
-import torch
-from _tiny_model import build_model, build_tokenizer, save_random_policy, train_to_answer
+from _helpers import music_spider, tiny_world, write_prompt_summary
+from _tiny_model import (
+    build_model,
+    build_tokenizer,
+    save_random_policy,
+    save_trained_adapter,
+    train_to_answer,
+)
 
 from slmsql_hub.cli import main as cli_main
 from slmsql_hub.errors import UsageError
@@ -69,47 +74,22 @@ QUESTIONS = [
 SFT_CORRECT = [1, 0, 1, 0, None, 0]
 GRPO_CORRECT = [1, 1, 0, 1, None, 0]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def answer(text: str) -> str:
     return ("hello" if text == "hello" else f"```sql\n{text}\n```") + "<|im_end|>"
 
 
-def write_summary(adapter: Path, sample_rows: int) -> None:
-    """What `slmsql train sft/grpo` writes: the prompt settings the adapter was trained with."""
-    summary = {"kind": "test", "prompt": {"sample_rows": sample_rows, "max_value_chars": 40}}
-    (adapter / "run_summary.json").write_text(json.dumps(summary))
-
-
 @pytest.fixture(scope="module")
 def spider_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("spider")
-    db = root / "database" / "music" / "music.sqlite"
-    db.parent.mkdir(parents=True)
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
-        conn.executemany(
-            "INSERT INTO singer VALUES (?, ?, ?)", [(1, "Ann", 30), (2, "Bob", 41), (3, "Cy", 25)]
-        )
-    conn.close()
-    dev = [{"db_id": "music", "question": q, "query": gold} for q, gold, _, _ in QUESTIONS]
-    (root / "dev.json").write_text(json.dumps(dev))
-    return root
+    return music_spider(tmp_path_factory.mktemp("spider"), [(q, gold) for q, gold, _, _ in QUESTIONS])
 
 
 @pytest.fixture(scope="module")
 def trained_policy(spider_root, tmp_path_factory):
     """A base trained to give the SFT answers; the SFT adapter is an identity LoRA (B = 0), the GRPO adapter a
     LoRA trained to give the GRPO answers. Both adapters carry a run_summary.json with 0 sample rows."""
-    from peft import LoraConfig, get_peft_model
-
     with Sandbox(workers=1) as sandbox:
         schema = PROMPT.schema(spider_root / "database" / "music" / "music.sqlite", sandbox)
     tokenizer = build_tokenizer()
@@ -121,16 +101,9 @@ def trained_policy(spider_root, tmp_path_factory):
     base.save_pretrained(root / "base")
     tokenizer.save_pretrained(root / "base")
     for name, column, steps in (("sft", 2, 0), ("grpo", 3, 80)):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = get_peft_model(
-                copy.deepcopy(base), LoraConfig(r=8, lora_alpha=16, target_modules=LORA_MODULES)
-            )
-        if steps:
-            pairs = [(p, answer(q[column])) for p, q in zip(prompts, QUESTIONS)]
-            train_to_answer(model, tokenizer, pairs, steps=steps, lr=1e-2)
-        model.save_pretrained(root / name)
-        write_summary(root / name, sample_rows=0)
+        pairs = [(p, answer(q[column])) for p, q in zip(prompts, QUESTIONS)]
+        save_trained_adapter(base, tokenizer, root / name, LORA_MODULES, pairs, steps=steps, lr=1e-2)
+        write_prompt_summary(root / name, sample_rows=0)
     return root
 
 
@@ -282,7 +255,7 @@ def test_studys_200_question_spider_slice_is_seeded_and_skips_the_missing_databa
 
 
 def test_prompt_settings_come_from_the_adapters_run_summary_unless_set(tmp_path):
-    write_summary(tmp_path, sample_rows=1)
+    write_prompt_summary(tmp_path, sample_rows=1)
     assert resolve_prompt_config(tmp_path).sample_rows == 1
     assert resolve_prompt_config(tmp_path, sample_rows=5).sample_rows == 5
     assert resolve_prompt_config(tmp_path / "no-summary").sample_rows == 3
@@ -412,19 +385,13 @@ def test_slice_whose_every_gold_fails_is_one_usage_error(trained_policy, tmp_pat
 
 @pytest.fixture(scope="module")
 def world_dir(tmp_path_factory):
-    from slmsql_hub.world import WorldSizes, build_world
-
-    world = tmp_path_factory.mktemp("world") / "world"
-    build_world(world, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=10, test=10))
-    return world
+    return tiny_world(tmp_path_factory.mktemp("world") / "world", dev=10)
 
 
 @pytest.fixture(scope="module")
 def random_policy(tmp_path_factory):
     """A random tiny base and two random (non-zero) LoRA adapters."""
-    root = tmp_path_factory.mktemp("random")
-    save_random_policy(root, {"sft": 1, "grpo": 2})
-    return root
+    return save_random_policy(tmp_path_factory.mktemp("random"), {"sft": 1, "grpo": 2})
 
 
 def write_recipe(path, world_dir, random_policy, out):

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from _helpers import music_spider
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub import filtering
@@ -55,30 +55,13 @@ EXPECTED = {  # question_id -> class with K=8 at temperature 1 (the policy is ne
     "spider-dev-3": "unscorable",
 }
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def spider_root(tmp_path_factory):
     """A one-database Spider-layout pool of 12 questions (one broken gold)."""
-    root = tmp_path_factory.mktemp("pool")
-    db = root / "database" / "music" / "music.sqlite"
-    db.parent.mkdir(parents=True)
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
-        conn.executemany(
-            "INSERT INTO singer VALUES (?, ?, ?)", [(1, "Ann", 30), (2, "Bob", 41), (3, "Cy", 25)]
-        )
-    conn.close()
-    dev = [{"db_id": "music", "question": q, "query": gold} for q, gold, _ in QUESTIONS]
-    (root / "dev.json").write_text(json.dumps(dev))
-    return root
+    return music_spider(tmp_path_factory.mktemp("pool"), [(q, gold) for q, gold, _ in QUESTIONS])
 
 
 @pytest.fixture(scope="module")
@@ -432,7 +415,7 @@ def test_an_empty_band_is_saved_loadable_with_its_columns(policy, spider_root, t
     assert len(band) == 0 and {"question", "gold_sql", "db_path", "pass_rate"} <= set(band.column_names)
 
 
-def test_overwrite_starts_over(policy, spider_root, tmp_path):
+def test_overwrite_samples_every_question_again_instead_of_resuming(policy, spider_root, tmp_path):
     run_filter(make_config(spider_root, tmp_path, limit=2), policy=policy, progress=False)
     report = run_filter(
         make_config(spider_root, tmp_path, limit=2, overwrite=True), policy=policy, progress=False

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 import torch
-from _tiny_model import build_model, build_tokenizer, train_to_answer
+from _tiny_model import build_model, build_tokenizer, save_random_policy, train_to_answer
 
 from slmsql_hub.errors import UsageError
 from slmsql_hub.generation import (
@@ -34,14 +34,7 @@ ANSWERS = {
     "Names of stadiums?": ("SELECT name FROM stadium", " ORDER BY year"),
 }
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The tiny model gains nothing from threads, and the CI box's two cores are shared."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +60,10 @@ def trained():
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory, tiny):
-    """A saved base model and two LoRA adapters with random (non-zero) B matrices."""
-    from peft import LoraConfig, get_peft_model
-
-    model, tokenizer = tiny
-    root = tmp_path_factory.mktemp("policy")
-    model.save_pretrained(root / "base")
-    tokenizer.save_pretrained(root / "base")
-    for name, seed in (("sft", 1), ("grpo", 2)):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            lora = LoraConfig(
-                r=4, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"], init_lora_weights=False
-            )
-            get_peft_model(build_model(tokenizer), lora).save_pretrained(root / name)
-    return root
+def policy_dir(tmp_path_factory):
+    """The ``tiny`` model saved as a base, and two LoRA adapters with random (non-zero) B matrices."""
+    modules = ("q_proj", "v_proj", "o_proj")
+    return save_random_policy(tmp_path_factory.mktemp("policy"), {"sft": 1, "grpo": 2}, modules)
 
 
 GREEDY = GenerationConfig(max_new_tokens=10, batch_size=4)

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _benchmark_layouts import ANSWERS, nums_database
+from _benchmark_layouts import QUESTIONS as QUESTION_PAIRS
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub.commands.train import grpo_cli
@@ -33,21 +34,7 @@ from slmsql_hub.training.telemetry import read_telemetry
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 
-QUESTIONS = {
-    "How many rows does t have?": "SELECT count(*) FROM t",
-    "What is the largest x in t?": "SELECT max(x) FROM t",
-    "Count the rows of t.": "SELECT count(*) FROM t",
-    "Give the biggest value of x.": "SELECT max(x) FROM t",
-}
-ANSWERS = ("```sql\nSELECT count(*) FROM t\n```<|im_end|>", "```sql\nSELECT max(x) FROM t\n```<|im_end|>")
-
-
-def _make_database(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path) as conn:  # test fixture: builds the database
-        conn.execute("CREATE TABLE t (x INTEGER)")
-        conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,), (10,)])  # count 5, max 10
-    return path
+QUESTIONS = dict(QUESTION_PAIRS)  # question -> gold SQL, over nums_database's t(x)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +44,7 @@ def world(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
 
     root = tmp_path_factory.mktemp("grpo_world")
-    db = _make_database(root / "databases" / "nums" / "nums.sqlite")
+    db = nums_database(root / "databases" / "nums" / "nums.sqlite")
     rows = Dataset.from_dict(
         {
             "question": list(QUESTIONS),
@@ -235,7 +222,7 @@ def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path)
     from slmsql_hub.filtering import FilterConfig
     from slmsql_hub.sql import Judge
 
-    db = _make_database(tmp_path / "t.sqlite")
+    db = nums_database(tmp_path / "t.sqlite")
     big = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 20000) SELECT n FROM c"
     filter_config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o")
     args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_workers=1)

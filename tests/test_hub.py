@@ -9,24 +9,21 @@ none of the session's offline switches. Nothing is mocked.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from _helpers import REPO, TESTS, hub_client_env, python_json
 from hub_server import HubServer
 from huggingface_hub import DatasetCard, ModelCard
 
 from slmsql_hub import hub
 from slmsql_hub.errors import UsageError
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 TOKEN, OTHER_TOKEN = "hf_test_alice", "hf_test_bob"
 CARD = """\
 ---
@@ -73,19 +70,14 @@ def server():
 
 
 def client_env(endpoint: str, home: Path, token: str | None = TOKEN) -> dict[str, str]:
-    """A clean environment for a Hub client: none of the session's HF_* settings, the endpoint set first."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
-    env.update(
-        HF_ENDPOINT=endpoint,
-        HF_HUB_DISABLE_XET="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_HOME=str(home),
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]),
-    )
-    if token is not None:
-        env["HF_TOKEN"] = token
-    return env
+    """A Hub client's environment (:func:`_helpers.hub_client_env`), alice's token unless told otherwise."""
+    return hub_client_env(endpoint, home, token)
+
+
+def push(server, run_dir: Path, home: Path, *options: str) -> subprocess.CompletedProcess:
+    """``slmsql push <run_dir> --repo-id alice/tiny-grpo <options>`` as alice, ``home`` as ``HF_HOME``."""
+    args = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", *options]
+    return slmsql(args, client_env(server.endpoint, home))
 
 
 def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -97,20 +89,6 @@ def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess
         text=True,
         timeout=300,
     )
-
-
-def python(code: str, env: dict[str, str], cwd: Path) -> dict:
-    """Run ``code`` in a fresh interpreter; it prints one JSON object as its last stdout line."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _band_rows(db_path: str) -> dict[str, list]:
@@ -565,19 +543,8 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
 
 
 def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_path):
-    done = slmsql(
-        [
-            "push",
-            str(run_dir),
-            "--repo-id",
-            "alice/tiny-grpo",
-            "--what",
-            "demo-space",
-            "--demo-dir",
-            str(run_dir / "demo"),
-        ],
-        client_env(server.endpoint, tmp_path / "home"),
-    )
+    demo = str(run_dir / "demo")
+    done = push(server, run_dir, tmp_path / "home", "--what", "demo-space", "--demo-dir", demo)
     assert done.returncode == 0, done.stderr
     assert f"demo-space -> {server.endpoint}/spaces/alice/tiny-grpo-demo" in done.stdout
     repo = server.state.repos[("space", "alice/tiny-grpo-demo")]
@@ -594,7 +561,7 @@ def test_model_round_trip_loads_with_the_ecosystems_one_liner_in_a_fresh_cache(s
     run = _card_with_fixture_run(
         tmp_path
     )  # a world run: the adapter names the local base outputs/quickstart/base
-    python(  # the repository as training with push_to_hub left it: TRL's draft card among the files
+    python_json(  # the repository as training with push_to_hub left it: TRL's draft card among the files
         """
         from huggingface_hub import HfApi
         HfApi().create_repo("alice/world-grpo", private=True)
@@ -620,7 +587,7 @@ def test_model_round_trip_loads_with_the_ecosystems_one_liner_in_a_fresh_cache(s
     assert "adapter_model.safetensors" in server.lfs_paths("model", "alice/world-grpo")
     assert "model.safetensors" in server.lfs_paths("model", "alice/world-grpo-base")
 
-    result = python(  # a fresh cache, nothing local: only the Hub ids
+    result = python_json(  # a fresh cache, nothing local: only the Hub ids
         f"""
         import json, torch
         from huggingface_hub import ModelCard
@@ -669,16 +636,13 @@ def test_model_round_trip_loads_with_the_ecosystems_one_liner_in_a_fresh_cache(s
 
 @pytest.mark.slow
 def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tmp_path):
-    done = slmsql(
-        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "dataset", "--public"],
-        client_env(server.endpoint, tmp_path / "home"),
-    )
+    done = push(server, run_dir, tmp_path / "home", "--what", "dataset", "--public")
     assert done.returncode == 0, done.stderr
     repo = ("dataset", "alice/tiny-grpo-band")
     assert server.lfs_paths(*repo) == {hub.BAND_SHARD}  # the parquet went through LFS
     assert not server.state.repos[repo].private
 
-    result = python(
+    result = python_json(
         """
         import json
         from datasets import load_dataset
@@ -703,15 +667,12 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
 
 @pytest.mark.slow
 def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, run_dir, tmp_path):
-    done = slmsql(
-        ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"],
-        client_env(server.endpoint, tmp_path / "home"),
-    )
+    done = push(server, run_dir, tmp_path / "home", "--what", "metric-space")
     assert done.returncode == 0, done.stderr
     info = server.state.repos[("space", "alice/ex")]
     assert info.sdk == "gradio" and info.private
     db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
-    result = python(
+    result = python_json(
         f"""
         import inspect, json, sys
         import evaluate
@@ -735,21 +696,10 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
 
 @pytest.mark.slow
 def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_dir, tmp_path):
-    done = slmsql(
-        [
-            "push",
-            str(run_dir),
-            "--repo-id",
-            "alice/tiny-grpo",
-            "--what",
-            "metric-space",
-            "--metric-space-id",
-            "alice/ex-app",
-        ],
-        client_env(server.endpoint, tmp_path / "home"),
-    )
+    options = ["--what", "metric-space", "--metric-space-id", "alice/ex-app"]
+    done = push(server, run_dir, tmp_path / "home", *options)
     assert done.returncode == 0, done.stderr
-    result = python(
+    result = python_json(
         f"""
         import importlib.util, json
         import gradio as gr
@@ -830,7 +780,7 @@ def test_card_after_training_replaces_trls_draft(server, tmp_path):
     }
     (output_dir / "run_summary.json").write_text(json.dumps(summary))
     (output_dir / "config.yaml").write_text("learning_rate: 1.0e-05\n")
-    result = python(
+    result = python_json(
         f"""
         import json
         from huggingface_hub import HfApi, ModelCard
@@ -864,7 +814,7 @@ def test_card_after_training_replaces_trls_draft(server, tmp_path):
 # the server's contract with the client
 # ----------------------------------------------------------------------------------------------------------
 def test_server_speaks_the_clients_refs_tags_and_missing_entry_protocol(server, tmp_path):
-    result = python(
+    result = python_json(
         """
         import json
         from huggingface_hub import HfApi, hf_hub_download

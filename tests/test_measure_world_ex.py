@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _helpers import tiny_world
 from _scripts import load_benchmark_script
 from _tiny_model import save_random_policy
 
@@ -19,19 +20,13 @@ def script():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from slmsql_hub.world import WorldSizes, build_world
-
-    root = tmp_path_factory.mktemp("world") / "world"
-    build_world(root, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=12, test=10))
-    return root
+    return tiny_world(tmp_path_factory.mktemp("world") / "world", dev=12)
 
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
     """A random tiny base and a random (non-zero) LoRA adapter."""
-    root = tmp_path_factory.mktemp("policy")
-    save_random_policy(root, {"adapter": 1})
-    return root
+    return save_random_policy(tmp_path_factory.mktemp("policy"), {"adapter": 1})
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,7 @@
 loading in a fresh environment, and the metric card / Space files."""
 
 import json
-import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +10,7 @@ from pathlib import Path
 import evaluate
 import pytest
 import yaml
+from _helpers import clean_env, python_json, shop_db
 from evaluate.loading import files_to_hash
 
 from slmsql_hub.errors import UsageError
@@ -24,15 +23,7 @@ METRIC_DIR = METRIC_SCRIPT.parent
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("db") / "shop.sqlite"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT, price REAL, shelf TEXT)")
-        conn.executemany(
-            "INSERT INTO item VALUES (?, ?, ?, ?)",
-            [(1, "apple", 0.5, "a"), (2, "bread", 2.0, "b"), (3, "cheese", 7.5, "b"), (4, "dates", 3.0, "a")],
-        )
-    conn.close()
-    return str(path)
+    return str(shop_db(tmp_path_factory.mktemp("db") / "shop.sqlite"))
 
 
 @pytest.fixture(scope="module")
@@ -240,15 +231,13 @@ def test_default_cache_is_evaluates_own_or_resolved_from_the_environment_like_ev
 
 
 def _offline_env(hf_home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
-    env.update(
+    return clean_env(
         HF_HOME=str(hf_home),
         HF_EVALUATE_OFFLINE="1",
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
         HF_HUB_DISABLE_TELEMETRY="1",
     )
-    return env
 
 
 _OFFLINE_CHECK = """
@@ -280,16 +269,7 @@ def test_evaluate_load_works_offline_in_a_fresh_home_after_install_metric(tmp_pa
     again = subprocess.run([slmsql, "install-metric"], env=env, cwd=elsewhere, capture_output=True, text=True)
     assert Path(again.stdout.strip()) == path
 
-    run = subprocess.run(
-        [sys.executable, "-c", _OFFLINE_CHECK, db],
-        env=env,
-        cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = python_json(_OFFLINE_CHECK, env, elsewhere, db)
     assert result["execution_accuracy"] == 0.5 and result["num_scored"] == 2
 
 
@@ -358,7 +338,7 @@ def test_space_app_scores_one_prediction_on_the_toy_database(ex):
 
 
 @pytest.mark.slow
-def test_space_app_builds(ex):
+def test_metric_space_app_builds_a_gradio_demo_around_the_metric(ex):
     import gradio as gr
 
     from slmsql_hub.metric.app import build_demo

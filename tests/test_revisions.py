@@ -9,21 +9,15 @@ The loads run in a fresh interpreter whose ``huggingface_hub`` points at the ser
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-import torch
-from _tiny_model import build_model, build_tokenizer
+from _helpers import hub_client_env, python_json
+from _tiny_model import build_model, build_tokenizer, save_random_adapter
 from hub_server import HubServer
 
 from slmsql_hub.errors import UsageError
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 TOKEN = "hf_test_alice"
 
 LOADS = r"""
@@ -73,17 +67,12 @@ print(json.dumps(out))
 
 def _save_version(root: Path, seed: int) -> dict[str, str]:
     """One version of the base (model + tokenizer) and of a non-zero LoRA adapter, from ``seed``."""
-    from peft import LoraConfig, get_peft_model
-
     tokenizer = build_tokenizer()
     base, adapter = root / f"base_v{seed}", root / f"adapter_v{seed}"
     model = build_model(tokenizer, seed=seed)
     model.save_pretrained(base)
     tokenizer.save_pretrained(base)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-        get_peft_model(build_model(tokenizer, seed=seed), lora).save_pretrained(adapter)
+    save_random_adapter(adapter, tokenizer, seed, lora_alpha=8)
     return {"base": str(base), "adapter": str(adapter)}
 
 
@@ -103,26 +92,8 @@ def loads(tmp_path_factory):
     v1, v2 = _save_version(root, 1), _save_version(root, 2)
     folders = {"base": [v1["base"], v2["base"]], "adapter": [v1["adapter"], v2["adapter"]]}
     with HubServer({TOKEN: "alice"}) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE"))}
-        env.update(
-            HF_ENDPOINT=server.endpoint,
-            HF_HUB_DISABLE_XET="1",
-            HF_HUB_DISABLE_TELEMETRY="1",
-            HF_HOME=str(root / "home"),
-            HF_TOKEN=TOKEN,
-            TOKENIZERS_PARALLELISM="false",
-            PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]),
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(LOADS), json.dumps(folders)],
-            env=env,
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert done.returncode == 0, done.stderr[-4000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+        env = hub_client_env(server.endpoint, root / "home", TOKEN)
+        out = python_json(LOADS, env, root, json.dumps(folders))
     out["v1"] = [_expected(v1["base"], False), _expected(v1["adapter"], True)]
     out["v2"] = [_expected(v2["base"], False), _expected(v2["adapter"], True)]
     return out

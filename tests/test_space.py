@@ -32,7 +32,6 @@ from _space_run import (
     SFT_SQL,
     free_port,
     launched_app,
-    space_run_once,
 )
 
 from slmsql_hub.errors import UsageError
@@ -318,11 +317,6 @@ def test_real_spider_dev_folder_offers_its_databases_and_judges_gold_against_its
 # ----------------------------------------------------------------------------------------------------------
 # Slow: the engine and the launched app on a tiny run
 # ----------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def space_run(tmp_path_factory):
-    return space_run_once(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

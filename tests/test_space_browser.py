@@ -18,7 +18,6 @@ from _space_run import (
     QUESTION,
     SFT_SQL,
     launched_app,
-    space_run_once,
 )
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")  # the Debian binary; /usr/bin/chromium is a wrapper script
@@ -37,11 +36,6 @@ pytestmark = [
         not CHROMIUM.is_file(), reason=f"chromium not installed ({CHROMIUM}): apt-get install chromium"
     ),
 ]
-
-
-@pytest.fixture(scope="session")
-def space_run(tmp_path_factory):
-    return space_run_once(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,99 @@
+"""Set-ups several test modules share: a clean subprocess environment, a fresh interpreter that answers in
+JSON, a one-database Spider-layout slice, a one-table shop database and a tiny embedded world."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+def clean_env(**settings: str) -> dict[str, str]:
+    """This process's environment without any ``HF_*``/``HUGGINGFACE*`` setting of the test session, plus
+    ``settings``: what a subprocess with its own Hugging Face home and endpoint starts from."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE"))}
+    env.update(settings)
+    return env
+
+
+def hub_client_env(endpoint: str, home: Path, token: str | None) -> dict[str, str]:
+    """A Hub client's environment: the local server's endpoint, Xet off, a fresh ``HF_HOME``, ``token`` (none
+    when ``None``) and ``tests/`` and the repository on ``PYTHONPATH``."""
+    env = clean_env(
+        HF_ENDPOINT=endpoint,
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HOME=str(home),
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO)]),
+    )
+    if token is not None:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def python_json(code: str, env: dict[str, str], cwd: Path, *argv: str) -> dict:
+    """Run ``code`` (dedented) with ``argv`` in a fresh interpreter, assert it exits 0 (its stderr tail as the
+    message) and return the JSON object it prints as its last stdout line."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def music_spider(root: Path, questions: list[tuple[str, str]]) -> Path:
+    """A Spider-layout slice under ``root``: database ``music`` (table ``singer``: Ann 30, Bob 41, Cy 25) and a
+    ``dev.json`` of the ``(question, gold SQL)`` pairs in order. Returns ``root``."""
+    db = root / "database" / "music" / "music.sqlite"
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, age INTEGER)")
+        conn.executemany(
+            "INSERT INTO singer VALUES (?, ?, ?)", [(1, "Ann", 30), (2, "Bob", 41), (3, "Cy", 25)]
+        )
+    conn.close()
+    dev = [{"db_id": "music", "question": q, "query": gold} for q, gold in questions]
+    (root / "dev.json").write_text(json.dumps(dev))
+    return root
+
+
+def shop_db(path: Path) -> Path:
+    """A SQLite database at ``path`` (folders made) with one table ``item(id, name, price, shelf)``: apple 0.5 a,
+    bread 2.0 b, cheese 7.5 b, dates 3.0 a. Returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT, price REAL, shelf TEXT)")
+        conn.executemany(
+            "INSERT INTO item VALUES (?, ?, ?, ?)",
+            [(1, "apple", 0.5, "a"), (2, "bread", 2.0, "b"), (3, "cheese", 7.5, "b"), (4, "dates", 3.0, "a")],
+        )
+    conn.close()
+    return path
+
+
+def write_prompt_summary(adapter: Path, sample_rows: int) -> None:
+    """What ``slmsql train sft/grpo`` writes beside an adapter that matters to its readers: the prompt settings
+    it was trained with (``sample_rows``, 40 characters a value) in ``run_summary.json``."""
+    summary = {"kind": "test", "prompt": {"sample_rows": sample_rows, "max_value_chars": 40}}
+    (adapter / "run_summary.json").write_text(json.dumps(summary))
+
+
+def tiny_world(root: Path, dev: int = 10) -> Path:
+    """The embedded world built at ``root`` (seed 0, small splits, ``dev`` dev questions). Returns ``root``."""
+    from slmsql_hub.world import WorldSizes, build_world
+
+    build_world(root, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=dev, test=10))
+    return root
