@@ -1,0 +1,196 @@
+"""The study's recipe (``recipes/*/ablations.yaml``): the run it starts from, the band, and the variant grid.
+
+Every variant is a named set of overrides on the band GRPO recipe. :func:`load_ablation_config` checks each
+override against the GRPO config dataclasses (names and values, through the same parser ``slmsql train grpo``
+uses), so a typo fails in one line before any training starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+_RUN_DIR = "{run_dir}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One named set of GRPO overrides and the hypothesis it tests.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.config import Variant
+    >>> Variant("kl", "a KL penalty", {"beta": 0.04}).override_args("runs/q")
+    ['--beta', '0.04']
+    >>> Variant("x", "", {"dataset_paths": ["{run_dir}/world/datasets/grounding"]}).override_args("runs/q")
+    ['--dataset_paths', 'runs/q/world/datasets/grounding']
+
+    ```
+    """
+
+    name: str
+    hypothesis: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trains_on_band(self) -> bool:
+        """False when the variant brings its own training data (``dataset_paths``), as ``unfiltered`` does."""
+        return "dataset_paths" not in self.overrides
+
+    def override_args(self, run_dir: str | Path) -> list[str]:
+        """The overrides as ``--field value`` strings, ``{run_dir}`` filled in."""
+        args: list[str] = []
+        for key, value in self.overrides.items():
+            values = value if isinstance(value, list) else [value]
+            args += [f"--{key}", *(str(v).replace(_RUN_DIR, Path(run_dir).as_posix()) for v in values)]
+        return args
+
+
+@dataclass
+class BandSettings:
+    """Where the band comes from and how it is split.
+
+    ``pool_rl_pool: null`` uses the run's own ``filter/band``; a number builds a pool world with that many
+    ``rl_pool`` questions under ``<output_dir>/pool`` and filters ``pool_limit`` of them (seeded) there.
+    """
+
+    filter_recipe: str = "recipes/world/filter.yaml"
+    pool_rl_pool: int | None = None
+    pool_limit: int | None = None
+    split_seed: int = 0
+    heldout_share: float = 0.5
+    min_band: int = 200
+
+
+@dataclass
+class AblationConfig:
+    """The whole study: see ``recipes/world/ablations.yaml`` for every field with its reason."""
+
+    grpo_recipe: str
+    eval_recipe: str
+    variants: list[Variant]
+    run_dir: str = "outputs/quickstart"
+    output_dir: str = "outputs/ablations"
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    max_steps: int | None = None
+    num_threads: int | None = None
+    band: BandSettings = field(default_factory=BandSettings)
+
+    def selected(self, names: list[str] | None) -> list[Variant]:
+        """The variants named (in the recipe's order), all when ``names`` is empty; one line for an unknown name."""
+        if not names:
+            return list(self.variants)
+        known = [v.name for v in self.variants]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(f"unknown variant(s) {', '.join(unknown)}; the recipe has {', '.join(known)}")
+        return [v for v in self.variants if v.name in names]
+
+    def base_overrides(self, seed: int, output_dir: Path, dataset: Path) -> list[str]:
+        """The overrides every variant's GRPO run gets: the run's base and SFT adapter, band_train, seed."""
+        run = Path(self.run_dir)
+        args = [
+            "--model_name_or_path", str(run / "base"),
+            "--adapter_path", str(run / "sft" / "stage2"),
+            "--dataset_paths", str(dataset),
+            "--output_dir", str(output_dir),
+            "--seed", str(seed),
+            "--save_strategy", "no",
+        ]  # fmt: skip
+        if self.max_steps is not None:
+            args += ["--max_steps", str(self.max_steps)]
+        if self.num_threads is not None:
+            args += ["--num_threads", str(self.num_threads)]
+        return args
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise UsageError(f"ablation recipe not found: {path}")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path} is not valid YAML: {err}") from err
+    if not isinstance(loaded, dict):
+        raise UsageError(f"{path} must be a YAML mapping")
+    return loaded
+
+
+def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise UsageError(f"unknown key(s) in {where}: {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return data
+
+
+def _variants(entries: Any, path: Path) -> list[Variant]:
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"{path}: `variants` must be a non-empty list of {{name, hypothesis, overrides}}")
+    variants = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise UsageError(f"{path}: each variant needs a `name` (got {entry!r})")
+        _known(Variant, entry, f"{path} variant {entry['name']!r}")
+        overrides = entry.get("overrides") or {}
+        if not isinstance(overrides, dict):
+            raise UsageError(f"{path}: variant {entry['name']!r} overrides must be a mapping of field: value")
+        variants.append(Variant(entry["name"], str(entry.get("hypothesis", "")), dict(overrides)))
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise UsageError(f"{path}: variant names repeat: {', '.join(names)}")
+    return variants
+
+
+def validate_variant(config: AblationConfig, variant: Variant) -> None:
+    """Parse the band GRPO recipe with the variant's overrides (nothing is loaded): one line on a bad field."""
+    from ..training.configs import GRPO_ARGUMENTS, parse_recipe
+
+    fields = {f.name for cls in GRPO_ARGUMENTS for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(variant.overrides) - fields)
+    if unknown:
+        raise UsageError(
+            f"variant {variant.name!r}: unknown GRPO field(s) {', '.join(unknown)} (check the spelling against "
+            f"{config.grpo_recipe})"
+        )
+    overrides = config.base_overrides(0, Path(config.output_dir), Path(config.output_dir))
+    try:
+        parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides + variant.override_args(config.run_dir))
+    except UsageError as err:
+        raise UsageError(f"variant {variant.name!r}: {err}") from err
+
+
+def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
+    """Read ``ablations.yaml``, apply the command line (``run_dir``, ``output_dir``, ``seeds``, ``max_steps``
+    given as not ``None``), and validate every variant's overrides.
+
+    Raises:
+        UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
+    """
+    path = Path(path)
+    data = _known(AblationConfig, _read_yaml(path), str(path))
+    band = BandSettings(**_known(BandSettings, data.pop("band", None) or {}, f"{path} band"))
+    variants = _variants(data.pop("variants", None), path)
+    for key in ("grpo_recipe", "eval_recipe"):
+        if not isinstance(data.get(key), str):
+            raise UsageError(f"{path}: `{key}` (the path of a recipe) is required")
+    config = AblationConfig(variants=variants, band=band, **data)
+    for key, value in cli.items():
+        if value is not None:
+            setattr(config, key, value)
+    if not config.seeds:
+        raise UsageError("no seeds: give at least one (e.g. --seeds 0)")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise UsageError(f"max_steps must be >= 1, got {config.max_steps}")
+    if not 0.0 < band.heldout_share < 1.0:
+        raise UsageError(f"band.heldout_share must be in (0, 1), got {band.heldout_share}")
+    for variant in variants:
+        validate_variant(config, variant)
+    return config

@@ -1,0 +1,142 @@
+"""The study's four slices, and one adapter's greedy answers to them, paired against the SFT adapter's.
+
+The answers come from the evaluation's own public pieces (:func:`~slmsql_hub.evaluation.build_prompts`,
+:func:`~slmsql_hub.evaluation.generate_and_judge`, :func:`~slmsql_hub.stats.paired_comparison`) with the
+settings of ``eval.yaml``; unlike ``slmsql eval`` the SFT answers are computed once per slice and reused by
+every variant (the same prompts in the same batches, so an unchanged adapter answers exactly as SFT).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..run_files import read_jsonl, write_atomic
+
+logger = logging.getLogger(__name__)
+
+SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
+"""The slices every variant is evaluated on, in report order."""
+
+GROUPS = ("seen_dbs", "held_out_db")
+"""The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
+
+
+def load_eval_settings(eval_recipe: str, run_dir: Path, output_dir: Path, num_threads: int | None) -> Any:
+    """The ``EvalConfig`` of ``eval_recipe`` pointed at the run (its decoding, SQL limits and bootstrap)."""
+    from ..evaluation import load_eval_config
+
+    sft = str(run_dir / "sft" / "stage2")
+    overrides = [
+        "--model_name_or_path", str(run_dir / "base"), "--sft_adapter", sft, "--grpo_adapter", sft,
+        "--world_dir", str(run_dir / "world"), "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    if num_threads is not None:
+        overrides += ["--num_threads", str(num_threads)]
+    return load_eval_config(eval_recipe, overrides)
+
+
+def load_slices(band_train: list[dict], band_heldout: list[dict], settings: Any) -> dict[str, dict]:
+    """``{slice: {"rows", "held_out_db", "mode"}}`` for :data:`SLICES` (the world's from ``settings.world_dir``)."""
+    from ..evaluation import BenchmarkSpec, load_slice
+
+    slices: dict[str, dict] = {
+        "band_train": {"rows": band_train, "held_out_db": None, "mode": "bird"},
+        "band_heldout": {"rows": band_heldout, "held_out_db": None, "mode": "bird"},
+    }
+    for split in ("dev", "test"):
+        piece = load_slice(BenchmarkSpec("world", split), settings)
+        slices[f"world_{split}"] = {"rows": piece.rows, "held_out_db": piece.held_out_db, "mode": piece.spec.mode}
+    return slices
+
+
+def answer(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path) -> dict[str, list[dict]]:
+    """One adapter's judged greedy answers to every slice, written to ``out_dir/<slice>.jsonl``.
+
+    Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
+    """
+    import torch
+
+    from ..evaluation import build_prompts, generate_and_judge, resolve_prompt_config
+    from ..generation import load_policy
+    from ..sql import Judge, Sandbox
+
+    if settings.num_threads is not None:
+        torch.set_num_threads(settings.num_threads)
+    model, tokenizer = load_policy(
+        settings.model_name_or_path, adapters={"policy": str(adapter)}, dtype=settings.dtype, device=settings.device
+    )
+    prompt_config = resolve_prompt_config(adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars)
+    answers: dict[str, list[dict]] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with Sandbox(settings.sql_limits(), workers=settings.sandbox_workers) as sandbox:
+        cache: dict = {}
+        for name, piece in slices.items():
+            rows = piece["rows"]
+            judge = Judge(sandbox=sandbox, mode=piece["mode"])
+            prompts = {"policy": build_prompts(rows, prompt_config, sandbox, cache)}
+            outputs = generate_and_judge(
+                model, tokenizer, rows, prompts, judge, settings.generation_config(), progress=False
+            )["policy"]
+            answers[name] = [
+                {"question_id": row["question_id"], "db_id": row["db_id"], "correct": o.judgement.correct,
+                 "sql": o.judgement.pred_sql}
+                for row, o in zip(rows, outputs)
+            ]  # fmt: skip
+            lines = "".join(json.dumps(a, ensure_ascii=False) + "\n" for a in answers[name])
+            write_atomic(out_dir / f"{name}.jsonl", lines)
+    return answers
+
+
+def cached_answers(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path) -> dict[str, list[dict]]:
+    """:func:`answer`, reusing ``out_dir/<slice>.jsonl`` when every slice is there with the same questions."""
+    files = {name: out_dir / f"{name}.jsonl" for name in slices}
+    if all(path.is_file() for path in files.values()):
+        cached = {name: read_jsonl(path) for name, path in files.items()}
+        if all(
+            [a["question_id"] for a in cached[name]] == [r["question_id"] for r in slices[name]["rows"]]
+            for name in slices
+        ):
+            return cached
+        logger.warning("the answers under %s are for other questions; answering again", out_dir)
+    return answer(adapter, slices, settings, out_dir)
+
+
+def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:
+    from ..stats import paired_comparison
+
+    result = paired_comparison(sft, grpo, resamples=settings.bootstrap_resamples, seed=settings.bootstrap_seed)
+    return {
+        "sft_ex": result.ex_a,
+        "grpo_ex": result.ex_b,
+        "delta": result.delta_ex,
+        "ci": [result.ci95[0], result.ci95[1]],
+        "p": result.mcnemar_p,
+        "n": result.n,
+        "discordant": result.discordant,
+    }
+
+
+def compare_slices(
+    sft: dict[str, list[dict]], grpo: dict[str, list[dict]], slices: dict[str, dict], settings: Any
+) -> dict[str, dict]:
+    """Per slice ``{sft_ex, grpo_ex, delta, ci, p, n, discordant}``; world slices add :data:`GROUPS` entries.
+
+    ``sft`` and ``grpo`` are :func:`answer` results for the same slices and question order.
+    """
+    entries: dict[str, dict] = {}
+    for name, piece in slices.items():
+        a = [x["correct"] for x in sft[name]]
+        b = [x["correct"] for x in grpo[name]]
+        entry = _comparison(a, b, settings)
+        held = piece["held_out_db"]
+        if held is not None:
+            for group in GROUPS:
+                keep = [(x["db_id"] == held) == (group == "held_out_db") for x in sft[name]]
+                pairs = [(x, y) for x, y, k in zip(a, b, keep) if k]
+                if pairs:
+                    entry[group] = _comparison([x for x, _ in pairs], [y for _, y in pairs], settings)
+        entries[name] = entry
+    return entries
