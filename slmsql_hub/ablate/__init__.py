@@ -48,11 +48,15 @@ def run_study(
     run = Path(config.run_dir)
     for needed in ("base", "sft/stage2", "world/world.json"):
         if not (run / needed).exists():
-            raise UsageError(f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first")
+            raise UsageError(
+                f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
+            )
     if not report_only:
         run_grid(config, selected, **({"on_progress": on_progress} if on_progress else {}))
     try:
-        report = write_report(config.output_dir, [v.name for v in config.variants], dataclasses.asdict(config))
+        report = write_report(
+            config.output_dir, [v.name for v in config.variants], dataclasses.asdict(config)
+        )
     except FileNotFoundError as err:
         raise UsageError(f"{err}; run the grid first (without --report_only)") from err
     return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}

@@ -136,8 +136,12 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
         "pool": len(keep),
     }
     (pool_dir / "pool.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    logger.info("study pool: %d of %d rl_pool questions (%d are in dev/test)", len(keep), len(stored),
-                len(stored) - len(keep))
+    logger.info(
+        "study pool: %d of %d rl_pool questions (%d are in dev/test)",
+        len(keep),
+        len(stored),
+        len(stored) - len(keep),
+    )
     return info
 
 
@@ -158,7 +162,10 @@ def load_band(band_dir: Path, seed: int, heldout_share: float, min_band: int) ->
     if len(rows) < min_band:
         logger.warning(
             "the band holds %d questions, under the study's %d: band_heldout gets ~%d, too few to show small "
-            "effects", len(rows), min_band, round(len(rows) * heldout_share)
+            "effects",
+            len(rows),
+            min_band,
+            round(len(rows) * heldout_share),
         )
     train, heldout = split_band(rows, seed, heldout_share)
     if not train or not heldout:

@@ -8,6 +8,7 @@ uses), so a typo fails in one line before any training starts.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,11 +56,12 @@ class Variant:
 class BandSettings:
     """Where the band comes from and how it is split.
 
-    ``pool_rl_pool: null`` uses the run's own ``filter/band``; a number builds a pool world with that many
+    ``pool_rl_pool: null`` uses ``band_dir`` (default: the run's own ``filter/band``); a number builds a pool world with that many
     ``rl_pool`` questions under ``<output_dir>/pool`` and filters ``pool_limit`` of them (seeded) there.
     """
 
     filter_recipe: str = "recipes/world/filter.yaml"
+    band_dir: str | None = None
     pool_rl_pool: int | None = None
     pool_limit: int | None = None
     split_seed: int = 0
@@ -78,6 +80,11 @@ class AblationConfig:
     output_dir: str = "outputs/ablations"
     seeds: list[int] = field(default_factory=lambda: [0, 1])
     max_steps: int | None = None
+    model_name_or_path: str | None = None
+    model_revision: str | None = None
+    sft_adapter: str | None = None
+    sft_adapter_revision: str | None = None
+    transfer: list[str] = field(default_factory=lambda: ["world:dev", "world:test"])
     num_threads: int | None = None
     band: BandSettings = field(default_factory=BandSettings)
 
@@ -91,19 +98,30 @@ class AblationConfig:
             raise UsageError(f"unknown variant(s) {', '.join(unknown)}; the recipe has {', '.join(known)}")
         return [v for v in self.variants if v.name in names]
 
+    @property
+    def base_path(self) -> str:
+        """The base model: ``model_name_or_path``, else the run's ``base/``."""
+        return self.model_name_or_path or str(Path(self.run_dir) / "base")
+
+    @property
+    def sft_path(self) -> str:
+        """The SFT adapter every variant continues: ``sft_adapter``, else the run's ``sft/stage2``."""
+        return self.sft_adapter or str(Path(self.run_dir) / "sft" / "stage2")
+
     def base_overrides(self, seed: int, output_dir: Path, dataset: Path) -> list[str]:
         """The overrides every variant's GRPO run gets: the run's base and SFT adapter, band_train, seed."""
-        run = Path(self.run_dir)
         args = [
-            "--model_name_or_path", str(run / "base"),
-            "--adapter_path", str(run / "sft" / "stage2"),
+            "--model_name_or_path", self.base_path,
+            "--adapter_path", self.sft_path,
             "--dataset_paths", str(dataset),
             "--output_dir", str(output_dir),
             "--seed", str(seed),
             "--save_strategy", "no",
         ]  # fmt: skip
-        if self.max_steps is not None:
-            args += ["--max_steps", str(self.max_steps)]
+        for flag, value in (("--model_revision", self.model_revision), ("--adapter_revision", self.sft_adapter_revision),
+                            ("--max_steps", self.max_steps)):  # fmt: skip
+            if value is not None:
+                args += [flag, str(value)]
         if self.num_threads is not None:
             args += ["--num_threads", str(self.num_threads)]
         return args
@@ -127,7 +145,9 @@ def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise UsageError(f"unknown key(s) in {where}: {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        raise UsageError(
+            f"unknown key(s) in {where}: {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+        )
     return data
 
 
@@ -194,3 +214,10 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     for variant in variants:
         validate_variant(config, variant)
     return config
+
+
+def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> AblationConfig:
+    """The ``RECIPE_KINDS`` loader of ``ablations*.yaml``: :func:`load_ablation_config` (no ``--field`` overrides)."""
+    if overrides:
+        raise UsageError(f"an ablation recipe takes no --field overrides (got {' '.join(overrides)})")
+    return load_ablation_config(path)

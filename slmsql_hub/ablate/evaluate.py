@@ -18,41 +18,55 @@ from ..run_files import read_jsonl, write_atomic
 logger = logging.getLogger(__name__)
 
 SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
-"""The slices every variant is evaluated on, in report order."""
+"""The world study's slices, in report order (the transfer slices are the recipe's ``transfer`` keys)."""
 
 GROUPS = ("seen_dbs", "held_out_db")
 """The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
 
 
-def load_eval_settings(eval_recipe: str, run_dir: Path, output_dir: Path, num_threads: int | None) -> Any:
-    """The ``EvalConfig`` of ``eval_recipe`` pointed at the run (its decoding, SQL limits and bootstrap)."""
+def load_eval_settings(config: Any, output_dir: Path) -> Any:
+    """The ``EvalConfig`` of the study's ``eval_recipe`` pointed at the run (decoding, SQL limits, bootstrap)."""
     from ..evaluation import load_eval_config
 
-    sft = str(run_dir / "sft" / "stage2")
     overrides = [
-        "--model_name_or_path", str(run_dir / "base"), "--sft_adapter", sft, "--grpo_adapter", sft,
-        "--world_dir", str(run_dir / "world"), "--output_dir", str(output_dir),
+        "--model_name_or_path", config.base_path, "--sft_adapter", config.sft_path, "--grpo_adapter",
+        config.sft_path, "--world_dir", str(Path(config.run_dir) / "world"), "--output_dir", str(output_dir),
     ]  # fmt: skip
-    if num_threads is not None:
-        overrides += ["--num_threads", str(num_threads)]
-    return load_eval_config(eval_recipe, overrides)
+    for flag, value in (
+        ("--model_revision", config.model_revision),
+        ("--sft_adapter_revision", config.sft_adapter_revision),
+    ):
+        if value is not None:
+            overrides += [flag, value]
+    if config.num_threads is not None:
+        overrides += ["--num_threads", str(config.num_threads)]
+    return load_eval_config(config.eval_recipe, overrides)
 
 
-def load_slices(band_train: list[dict], band_heldout: list[dict], settings: Any) -> dict[str, dict]:
-    """``{slice: {"rows", "held_out_db", "mode"}}`` for :data:`SLICES` (the world's from ``settings.world_dir``)."""
+def load_slices(
+    band_train: list[dict], band_heldout: list[dict], transfer: list[str], settings: Any
+) -> dict[str, dict]:
+    """``{slice: {"rows", "held_out_db", "mode"}}``: the band halves, then each ``transfer`` benchmark
+    (``name:split[:limit]``, keyed ``name_split``; the band is judged in ``bird`` mode, as the filter did)."""
     from ..evaluation import BenchmarkSpec, load_slice
 
     slices: dict[str, dict] = {
         "band_train": {"rows": band_train, "held_out_db": None, "mode": "bird"},
         "band_heldout": {"rows": band_heldout, "held_out_db": None, "mode": "bird"},
     }
-    for split in ("dev", "test"):
-        piece = load_slice(BenchmarkSpec("world", split), settings)
-        slices[f"world_{split}"] = {"rows": piece.rows, "held_out_db": piece.held_out_db, "mode": piece.spec.mode}
+    for text in transfer:
+        piece = load_slice(BenchmarkSpec.parse(text), settings)
+        slices[piece.spec.key] = {
+            "rows": piece.rows,
+            "held_out_db": piece.held_out_db,
+            "mode": piece.spec.mode,
+        }
     return slices
 
 
-def answer(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path) -> dict[str, list[dict]]:
+def answer(
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path
+) -> dict[str, list[dict]]:
     """One adapter's judged greedy answers to every slice, written to ``out_dir/<slice>.jsonl``.
 
     Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
@@ -66,9 +80,15 @@ def answer(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir:
     if settings.num_threads is not None:
         torch.set_num_threads(settings.num_threads)
     model, tokenizer = load_policy(
-        settings.model_name_or_path, adapters={"policy": str(adapter)}, dtype=settings.dtype, device=settings.device
+        settings.model_name_or_path,
+        adapters={"policy": str(adapter)},
+        dtype=settings.dtype,
+        device=settings.device,
+        revision=settings.model_revision,
     )
-    prompt_config = resolve_prompt_config(adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars)
+    prompt_config = resolve_prompt_config(
+        adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars
+    )
     answers: dict[str, list[dict]] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     with Sandbox(settings.sql_limits(), workers=settings.sandbox_workers) as sandbox:
@@ -90,7 +110,9 @@ def answer(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir:
     return answers
 
 
-def cached_answers(adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path) -> dict[str, list[dict]]:
+def cached_answers(
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path
+) -> dict[str, list[dict]]:
     """:func:`answer`, reusing ``out_dir/<slice>.jsonl`` when every slice is there with the same questions."""
     files = {name: out_dir / f"{name}.jsonl" for name in slices}
     if all(path.is_file() for path in files.values()):
@@ -107,7 +129,9 @@ def cached_answers(adapter: str | Path, slices: dict[str, dict], settings: Any, 
 def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:
     from ..stats import paired_comparison
 
-    result = paired_comparison(sft, grpo, resamples=settings.bootstrap_resamples, seed=settings.bootstrap_seed)
+    result = paired_comparison(
+        sft, grpo, resamples=settings.bootstrap_resamples, seed=settings.bootstrap_seed
+    )
     return {
         "sft_ex": result.ex_a,
         "grpo_ex": result.ex_b,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run_files import write_atomic
-from .band import BandSplit, load_band, prepare_pool, run_pool_filter, POOL_SPLIT
+from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
 from .timing import GenerateTimer, split_training_time
@@ -30,7 +30,13 @@ from .timing import GenerateTimer, split_training_time
 logger = logging.getLogger(__name__)
 
 RESULT_FILE = "result.json"
-TREND_METRICS = ("sql/correct_rate", "reward", "frac_reward_zero_std_exact", "entropy", "completions/mean_length")
+TREND_METRICS = (
+    "sql/correct_rate",
+    "reward",
+    "frac_reward_zero_std_exact",
+    "entropy",
+    "completions/mean_length",
+)
 """Telemetry metrics whose trend (mean of the first vs the last quarter of steps) each entry records."""
 
 
@@ -44,12 +50,12 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
     import datasets
 
     out, run, settings = Path(config.output_dir), Path(config.run_dir), config.band
-    pool: dict[str, Any] = {"source": "run", "band_dir": str(run / "filter" / "band")}
-    band_dir = run / "filter" / "band"
+    band_dir = Path(settings.band_dir) if settings.band_dir else run / "filter" / "band"
+    pool: dict[str, Any] = {"source": "run", "band_dir": str(band_dir)}
     if settings.pool_rl_pool is not None:
         info = prepare_pool(run / "world", out / "pool", settings.pool_rl_pool)
         overrides = [
-            "--model_name_or_path", str(run / "base"), "--adapter_path", str(run / "sft" / "stage2"),
+            "--model_name_or_path", config.base_path, "--adapter_path", config.sft_path,
             "--data_root", info["world"], "--split", POOL_SPLIT, "--output_dir", str(out / "pool" / "filter"),
         ]  # fmt: skip
         if settings.pool_limit is not None:
@@ -64,7 +70,7 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
                 "filter_sampled": report["time"]["questions_sampled"], "band_dir": str(band_dir)}  # fmt: skip
     band = load_band(band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
     (out / "band").mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "run_world": str(run / "world"), "pool": pool}, indent=2) + "\n")
+    write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "pool": pool}, indent=2) + "\n")
     train_dir = out / "band" / "band_train"
     if train_dir.exists():  # rewritten each time: it must match band.json
         shutil.rmtree(train_dir)
@@ -99,13 +105,17 @@ def telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
     return trends
 
 
-def train_variant(config: AblationConfig, variant: Variant, seed: int, folder: Path, band_train: Path) -> dict:
+def train_variant(
+    config: AblationConfig, variant: Variant, seed: int, folder: Path, band_train: Path
+) -> dict:
     """GRPO for one (variant, seed) through :func:`~slmsql_hub.training.grpo.train_grpo`, timed by phase."""
     from ..training.configs import GRPO_ARGUMENTS, parse_recipe
     from ..training.grpo import train_grpo
     from ..training.telemetry import read_telemetry
 
-    overrides = config.base_overrides(seed, folder / "grpo", band_train) + variant.override_args(config.run_dir)
+    overrides = config.base_overrides(seed, folder / "grpo", band_train) + variant.override_args(
+        config.run_dir
+    )
     parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides)
     timer = GenerateTimer()
     with timer.timing():
@@ -123,9 +133,14 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
         "seed": seed,
         "hypothesis": variant.hypothesis,
         "overrides": variant.overrides,
-        "adapter_update": {"relative_norm": update.get("relative_norm"), "update_norm": update.get("update_norm")},
-        "telemetry": {"mean": (summary.get("telemetry") or {}).get("mean", {}),
-                      "trend": telemetry_trends(trained["records"])},  # fmt: skip
+        "adapter_update": {
+            "relative_norm": update.get("relative_norm"),
+            "update_norm": update.get("update_norm"),
+        },
+        "telemetry": {
+            "mean": (summary.get("telemetry") or {}).get("mean", {}),
+            "trend": telemetry_trends(trained["records"]),
+        },  # fmt: skip
         "steps": summary.get("steps"),
         "training_prompts": (summary.get("data") or {}).get("prompts"),
         "slices": slices,
@@ -145,27 +160,36 @@ def run_grid(
     out = Path(config.output_dir)
     started = time.perf_counter()
     band, _ = prepare_band(config)
-    settings = load_eval_settings(config.eval_recipe, Path(config.run_dir), out / "sft", config.num_threads)
-    slices = load_slices(band.train, band.heldout, settings)
-    sft = cached_answers(Path(config.run_dir) / "sft" / "stage2", slices, settings, out / "sft")
+    settings = load_eval_settings(config, out / "sft")
+    slices = load_slices(band.train, band.heldout, config.transfer, settings)
+    sft = cached_answers(config.sft_path, slices, settings, out / "sft")
     jobs = [(v, s) for v in variants for s in config.seeds]
     entries, run_seconds = [], []
     for k, (variant, seed) in enumerate(jobs, start=1):
         folder = run_folder(out, variant.name, seed)
         elapsed = time.perf_counter() - started
-        eta = f"{sum(run_seconds) / len(run_seconds) * (len(jobs) - k + 1) / 60:.1f} min" if run_seconds else "?"
+        eta = (
+            f"{sum(run_seconds) / len(run_seconds) * (len(jobs) - k + 1) / 60:.1f} min"
+            if run_seconds
+            else "?"
+        )
         if (folder / RESULT_FILE).is_file():
             on_progress(f"variant {k}/{len(jobs)} {variant.name} seed {seed}: finished earlier, reused")
             entries.append(json.loads((folder / RESULT_FILE).read_text(encoding="utf-8")))
             continue
-        on_progress(f"variant {k}/{len(jobs)} {variant.name} seed {seed}: elapsed {elapsed / 60:.1f} min, ETA {eta}")
+        on_progress(
+            f"variant {k}/{len(jobs)} {variant.name} seed {seed}: elapsed {elapsed / 60:.1f} min, ETA {eta}"
+        )
         t0 = time.perf_counter()
         if folder.exists():
             shutil.rmtree(folder)  # an interrupted run: start it over
         trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
         t1 = time.perf_counter()
         answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
-        entry = _entry(variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1)
+        entry = _entry(
+            variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
+        )
+        entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
         entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
         write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
         run_seconds.append(time.perf_counter() - t0)

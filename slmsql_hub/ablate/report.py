@@ -28,8 +28,14 @@ FOREST_PLOT = "plots/forest.png"
 CURVES_PLOT = "plots/sql_correct_rate.png"
 
 
+def slice_names(entries: list[dict]) -> list[str]:
+    """The slices of ``entries`` in report order: :data:`SLICES` first, then any other transfer slice."""
+    found = list(dict.fromkeys(name for e in entries for name in e["slices"]))
+    return [n for n in SLICES if n in found] + [n for n in found if n not in SLICES]
+
+
 def _slice_keys(entry: dict) -> list[tuple[str, str | None]]:
-    return [(name, group) for name in SLICES if name in entry["slices"]
+    return [(name, group) for name in slice_names([entry])
             for group in (None, *GROUPS) if group is None or group in entry["slices"][name]]  # fmt: skip
 
 
@@ -46,7 +52,9 @@ def add_holm(entries: list[dict]) -> None:
             holder["p_holm"] = adjusted
 
 
-def _pooled_slice(out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None) -> dict | None:
+def _pooled_slice(
+    out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None
+) -> dict | None:
     sft = read_jsonl(out / "sft" / f"{name}.jsonl")
     a, b = [], []
     for run in runs:
@@ -76,7 +84,11 @@ def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None
                 slices[slice_name] = {**value, **slices.get(slice_name, {})}
             else:
                 slices.setdefault(slice_name, {})[group] = value
-        norms = [r["adapter_update"]["relative_norm"] for r in runs if r["adapter_update"]["relative_norm"] is not None]
+        norms = [
+            r["adapter_update"]["relative_norm"]
+            for r in runs
+            if r["adapter_update"]["relative_norm"] is not None
+        ]
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
@@ -91,22 +103,33 @@ def _significant(entry: dict, positive: bool) -> bool:
 def claims(pooled: list[dict]) -> dict[str, Any]:
     """The finding's facts, computed from the pooled table: which variants learnt band_train, generalised to
     band_heldout, moved dev/test; whether the two controls held."""
-    learnt = [p for p in pooled if "band_train" in p["slices"] and _significant(p["slices"]["band_train"], True)]
+    learnt = [
+        p for p in pooled if "band_train" in p["slices"] and _significant(p["slices"]["band_train"], True)
+    ]
     frozen = next((p for p in pooled if p["name"] == "frozen"), None)
     moved = {
         name: [p for p in pooled if name in p["slices"] and _significant(p["slices"][name], False)]
-        for name in ("band_heldout", "world_dev", "world_test")
+        for name in slice_names(pooled)
+        if name != "band_train"
     }
     return {
         "learnt": learnt,
-        "generalised": [p for p in learnt if "band_heldout" in p["slices"]
-                        and _significant(p["slices"]["band_heldout"], True)],  # fmt: skip
+        "generalised": [
+            p
+            for p in learnt
+            if "band_heldout" in p["slices"] and _significant(p["slices"]["band_heldout"], True)
+        ],  # fmt: skip
         "moved": moved,
         "frozen": frozen,
-        "negative_control": None if frozen is None else (
-            all(s["delta"] == 0 and all(s.get(g, {"delta": 0})["delta"] == 0 for g in GROUPS)
-                for s in frozen["slices"].values())
-            and frozen["adapter_update"]["relative_norm"] == 0),  # fmt: skip
+        "negative_control": None
+        if frozen is None
+        else (
+            all(
+                s["delta"] == 0 and all(s.get(g, {"delta": 0})["delta"] == 0 for g in GROUPS)
+                for s in frozen["slices"].values()
+            )
+            and frozen["adapter_update"]["relative_norm"] == 0
+        ),  # fmt: skip
         "positive_control": bool(learnt),
         "n_variants": len(pooled),
     }
@@ -122,7 +145,9 @@ def collect(out: Path) -> list[dict]:
     return entries
 
 
-def write_report(out: str | Path, order: list[str] | None = None, config: dict | None = None) -> dict[str, Any]:
+def write_report(
+    out: str | Path, order: list[str] | None = None, config: dict | None = None
+) -> dict[str, Any]:
     """Merge the finished folders into ``report.json``, ``report.md`` and ``plots/``; return the report.
 
     ``order`` lists variant names in the recipe's order (others follow, by name).
@@ -138,10 +163,11 @@ def write_report(out: str | Path, order: list[str] | None = None, config: dict |
     entries.sort(key=lambda e: (rank.get(e["name"], len(rank)), e["name"], e["seed"]))
     add_holm(entries)
     band = json.loads((out / "band" / "band.json").read_text(encoding="utf-8"))
-    held_out = _held_out_dbs(band)
+    held_out = {k: v for e in entries for k, v in (e.get("held_out_dbs") or {}).items()}
     pooled = pool_variants(out, entries, held_out)
     facts = claims(pooled)
-    plot_forest(pooled, list(SLICES), out / FOREST_PLOT)
+    names = slice_names(entries)
+    plot_forest(pooled, names, out / FOREST_PLOT)
     plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / "telemetry.jsonl")
                  for e in entries}, "sql/correct_rate", out / CURVES_PLOT)  # fmt: skip
     report = {
@@ -154,17 +180,11 @@ def write_report(out: str | Path, order: list[str] | None = None, config: dict |
         "plots": {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT},
     }
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
-    write_atomic(out / REPORT_MD, render_markdown(report, facts))
+    write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
     return report
 
 
-def _held_out_dbs(band: dict) -> dict[str, str | None]:
-    """The world slices' held-out database (from the run world's ``world.json``); ``None`` for the band's."""
-    manifest = json.loads((Path(band["run_world"]) / "world.json").read_text(encoding="utf-8"))
-    return {name: manifest.get("held_out_db") if name.startswith("world_") else None for name in SLICES}
-
-
-def render_markdown(report: dict, facts: dict) -> str:
+def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     """``report.md`` from :data:`TEMPLATE` (jinja2): the table, the plots, ``relative_norm``, the finding."""
     import jinja2
 
@@ -174,4 +194,7 @@ def render_markdown(report: dict, facts: dict) -> str:
     environment.filters["points"] = format_points
     environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "")
     template = environment.from_string(TEMPLATE.read_text(encoding="utf-8"))
-    return template.render(report=report, facts=facts, slices=SLICES, groups=GROUPS, alpha=ALPHA)
+    grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
+    return template.render(
+        report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA
+    )

@@ -58,7 +58,10 @@ def split_training_time(train_s: float, generation_s: float, records: list[dict]
     ```
     """
     reward_s = sum(
-        float(v) for r in records for k, v in r.items() if k.startswith("timing/reward/") and isinstance(v, (int, float))
+        float(v)
+        for r in records
+        for k, v in r.items()
+        if k.startswith("timing/reward/") and isinstance(v, (int, float))
     )
     return {
         "train_s": round(train_s, 3),

@@ -17,13 +17,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Example: slmsql ablate --config recipes/world/ablations.yaml --variants frozen high_lr --seeds 0"
         ),
     )
-    parser.add_argument("--config", required=True, help="the study's recipe (e.g. recipes/world/ablations.yaml)")
+    parser.add_argument(
+        "--config", required=True, help="the study's recipe (e.g. recipes/world/ablations.yaml)"
+    )
     parser.add_argument("--run_dir", help="the finished run folder to start from (default: the recipe's)")
     parser.add_argument("--variants", nargs="+", metavar="NAME", help="run only these variants")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="N", help="run only these seeds")
     parser.add_argument("--max_steps", type=int, help="GRPO steps per run (default: the recipe's)")
     parser.add_argument("--output_dir", help="where runs and the report go (default: the recipe's)")
-    parser.add_argument("--report_only", action="store_true", help="only merge the finished folders into the report")
+    parser.add_argument(
+        "--report_only", action="store_true", help="only merge the finished folders into the report"
+    )
     parser.set_defaults(run=run)
     return parser
 
