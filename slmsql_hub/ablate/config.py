@@ -127,20 +127,6 @@ class AblationConfig:
         return args
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    if not path.is_file():
-        raise UsageError(f"ablation recipe not found: {path}")
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise UsageError(f"{path} is not valid YAML: {err}") from err
-    if not isinstance(loaded, dict):
-        raise UsageError(f"{path} must be a YAML mapping")
-    return loaded
-
-
 def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
@@ -194,8 +180,12 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     Raises:
         UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
     """
+    from ..run_files import read_yaml_mapping
+
     path = Path(path)
-    data = _known(AblationConfig, _read_yaml(path), str(path))
+    if not path.is_file():
+        raise UsageError(f"ablation recipe not found: {path}")
+    data = _known(AblationConfig, dict(read_yaml_mapping(path)), str(path))
     band = BandSettings(**_known(BandSettings, data.pop("band", None) or {}, f"{path} band"))
     variants = _variants(data.pop("variants", None), path)
     for key in ("grpo_recipe", "eval_recipe"):

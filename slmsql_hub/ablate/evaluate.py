@@ -65,9 +65,11 @@ def load_slices(
 
 
 def answer(
-    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path, revision: str | None = None
 ) -> dict[str, list[dict]]:
     """One adapter's judged greedy answers to every slice, written to ``out_dir/<slice>.jsonl``.
+
+    ``revision`` is the adapter's Hub revision (the SFT adapter's, when it is a Hub id).
 
     Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
     """
@@ -79,13 +81,17 @@ def answer(
 
     if settings.num_threads is not None:
         torch.set_num_threads(settings.num_threads)
-    model, tokenizer = load_policy(
+    loaded = load_policy(
         settings.model_name_or_path,
         adapters={"policy": str(adapter)},
         dtype=settings.dtype,
         device=settings.device,
+        backend=settings.backend,
         revision=settings.model_revision,
+        adapter_revisions={"policy": revision},
     )
+    # as run_eval: the vLLM backend returns one VLLMPolicy that tokenizes for itself (unverified here)
+    model, tokenizer = (loaded, None) if settings.backend == "vllm" else loaded
     prompt_config = resolve_prompt_config(
         adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars
     )
@@ -111,7 +117,7 @@ def answer(
 
 
 def cached_answers(
-    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path, revision: str | None = None
 ) -> dict[str, list[dict]]:
     """:func:`answer`, reusing ``out_dir/<slice>.jsonl`` when every slice is there with the same questions."""
     files = {name: out_dir / f"{name}.jsonl" for name in slices}
@@ -123,7 +129,7 @@ def cached_answers(
         ):
             return cached
         logger.warning("the answers under %s are for other questions; answering again", out_dir)
-    return answer(adapter, slices, settings, out_dir)
+    return answer(adapter, slices, settings, out_dir, revision)
 
 
 def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:

@@ -162,7 +162,7 @@ def run_grid(
     band, _ = prepare_band(config)
     settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
-    sft = cached_answers(config.sft_path, slices, settings, out / "sft")
+    sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
     jobs = [(v, s) for v in variants for s in config.seeds]
     entries, run_seconds = [], []
     for k, (variant, seed) in enumerate(jobs, start=1):
