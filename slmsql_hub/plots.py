@@ -327,11 +327,14 @@ def plot_forest(rows: Sequence[Mapping[str, Any]], slices: Sequence[str], path: 
 
     ```
     """
-    figure = _figure(width=2.6 * len(slices) + 1.4, height=0.32 * len(rows) + 1.3)
-    figure.subplots_adjust(left=0.16, right=0.98, bottom=0.22 if len(rows) < 4 else 0.1, top=0.88, wspace=0.08)
+    height = 0.32 * len(rows) + 1.7
+    figure = _figure(width=2.6 * len(slices) + 1.4, height=height)
+    figure.subplots_adjust(left=0.12, right=0.98, bottom=0.55 / height, top=1 - 0.75 / height, wspace=0.08)
     names = [str(row["name"]) for row in rows]
+    first = None
     for index, name in enumerate(slices):
-        axes = figure.add_subplot(1, len(slices), index + 1)
+        axes = figure.add_subplot(1, len(slices), index + 1, sharex=first)  # one scale: panels compare
+        first = first or axes
         for y, row in enumerate(rows):
             entry = row["slices"].get(name)
             if not entry:

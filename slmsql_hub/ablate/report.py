@@ -192,7 +192,7 @@ def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
 
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["points"] = format_points
-    environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "")
+    environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
     template = environment.from_string(TEMPLATE.read_text(encoding="utf-8"))
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
     return template.render(
