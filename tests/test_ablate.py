@@ -162,3 +162,23 @@ def test_a_frozen_run_that_moved_fails_the_negative_control(finished_grid):
     report = write_report(finished_grid, ["frozen", "high_lr"])
     assert report["controls"]["negative"] is False
     assert "The negative control FAILED" in (finished_grid / "report.md").read_text(encoding="utf-8")
+
+
+def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS, parse_recipe
+
+    config = load_ablation_config(WORLD)
+    attempt1 = parse_recipe(GRPO_ARGUMENTS, REPO / "recipes" / "world" / "grpo_attempt1.yaml")[0]
+    for variant in config.variants:
+        args = config.base_overrides(0, Path("o"), Path("band_train")) + variant.override_args(
+            "outputs/quickstart"
+        )
+        script, _, training = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, args)
+        if variant.name == "unfiltered":  # attempt #1's split, inside the run's world
+            assert [Path(p).name for p in script.dataset_paths] == [
+                Path(p).name for p in attempt1.dataset_paths
+            ]
+            assert script.dataset_paths == ["outputs/quickstart/world/datasets/grounding"]
+        else:
+            assert script.dataset_paths == ["band_train"]
+        assert training.max_steps == 150 and training.adapter_path == "outputs/quickstart/sft/stage2"
