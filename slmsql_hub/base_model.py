@@ -27,20 +27,15 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from . import __version__, card_templates
 from .errors import UsageError
-from .run_files import read_json_object
+from .repo_ids import looks_like_hub_id, repo_id_problem
+from .run_files import CardLayout, StageFolder, read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard
 
 logger = logging.getLogger(__name__)
-
-BASE_DIR = "base"
-"""Where ``slmsql card`` ships a local base model inside the card folder."""
-
-BASE_CARD_TEMPLATE = "base_model_card.md"
-"""The Jinja template of the base repository's card, in ``model_card/``."""
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -69,12 +64,9 @@ class BaseModel:
 
 
 def _hub_id(name: str, where: str) -> str:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError as err:
-        raise UsageError(f"{where}: {name!r} is not a Hub model id ({err})") from err
+    problem = repo_id_problem(name)
+    if problem is not None:
+        raise UsageError(f"{where}: {name!r} is not a Hub model id ({problem})")
     return name
 
 
@@ -113,8 +105,6 @@ def resolve_base(
 
     ```
     """
-    from .card import looks_like_hub_id
-
     config = read_adapter_config(card_dir)
     recorded = config.get("base_model_name_or_path")
     pinned = config.get("revision")
@@ -123,14 +113,14 @@ def resolve_base(
         if not isinstance(named, str):
             raise UsageError(f"{card_dir / 'README.md'}: base_model names several models; an adapter has one")
         return BaseModel(_hub_id(named, f"{card_dir / 'README.md'} base_model"), pinned)
-    local = card_dir / BASE_DIR
+    local = CardLayout(card_dir).lineage["base"].path
     if (local / "config.json").is_file():
         branch = revision if revision and revision != "main" and not revision.startswith("refs/") else None
         return BaseModel(base_repo_id, branch, local)
     if isinstance(recorded, str) and looks_like_hub_id(recorded):
         return BaseModel(_hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path"), pinned)
     raise UsageError(
-        f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {card_dir / BASE_DIR} does "
+        f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {local} does "
         "not ship: rerun `slmsql card` (it copies a local base there), or pass `slmsql card --base-model-id HUB_ID` "
         "when the base is on the Hub"
     )
@@ -190,13 +180,6 @@ def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
     return str(card).encode("utf-8")
 
 
-def base_card_template() -> Path:
-    """``model_card/base_model_card.md`` of the clone, else the copy the wheel installs."""
-    from .resources import shipped_path
-
-    return shipped_path(f"model_card/{BASE_CARD_TEMPLATE}", f"model_card/{BASE_CARD_TEMPLATE}")
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     return read_json_object(path, "rerun `slmsql card`") if path.is_file() else {}
 
@@ -231,7 +214,8 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
 
     if base.local_dir is None:
         raise ValueError(f"{base.repo_id} is on the Hub already: it gets no card from slmsql-hub")
-    summary = _read_json(base.local_dir / "run_summary.json")
+    record = StageFolder(base.local_dir)
+    summary = _read_json(record.summary)
     config = _read_json(base.local_dir / "config.json")
     architectures = config.get("architectures") or []
     data = ModelCardData(
@@ -251,12 +235,8 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
         "steps": summary.get("steps"),
         "final_loss": summary.get("final_loss"),
         "world_dir": summary.get("world_dir"),
-        "has_record": (base.local_dir / "run_summary.json").is_file(),
+        "has_record": record.summary.is_file(),
         "slmsql_hub_version": __version__,
     }
-    path = base_card_template()
-    if not path.is_file():
-        raise UsageError(
-            f"base model card template not found: {path}; restore model_card/{BASE_CARD_TEMPLATE}"
-        )
-    return str(ModelCard.from_template(data, template_path=str(path), **context))
+    path = card_templates.template_path(card_templates.BASE_MODEL_CARD)
+    return str(card_templates.render(ModelCard, data, path, **context))

@@ -3,16 +3,12 @@
 ``slmsql quickstart`` (``make quickstart``) builds the world, pretrains the tiny base, trains the two SFT stages,
 runs the pass-rate filter, trains GRPO on the band (and attempt #1 on unfiltered data when the time budget
 allows), evaluates SFT vs GRPO with paired statistics, renders the model card and writes the exact folders a
-push would upload (a dry run). Each stage is the same ``slmsql`` subcommand a user would type, with the world
-recipes under ``recipes/world/`` and paths pointed into one run folder (see ``/tmp``-free layout below), so the
-quickstart proves the real code paths rather than a demo of its own.
+push would upload (a dry run). Each stage calls the same library function as its ``slmsql`` subcommand, with
+the same recipe (``recipes/world/``) and the same overrides, which point every path into one run folder laid
+out by :class:`~slmsql_hub.run_files.RunLayout`; :meth:`Stage.argv` is the command line that does the same.
 
 A stage whose output marker exists is reused, so re-running after an interruption continues where it stopped;
 ``--force`` redoes everything.
-
-Layout of the run folder (default ``outputs/quickstart``)::
-
-    world/  base/  sft/stage1/  sft/stage2/  filter/  grpo/  grpo_attempt1/  eval/  card/  push_dry_run/
 """
 
 from __future__ import annotations
@@ -23,30 +19,45 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
+from .run_files import RunLayout
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("outputs/quickstart")
 DEFAULT_REPO_ID = "slmsql/world-grpo-quickstart"
+PUSH_TARGETS = "model,dataset,metric-space,demo-space"
+
+Options = dict[str, str | bool]
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the quickstart: the ``slmsql`` command that runs it and the file that proves it finished.
+    """One step of the quickstart: what it runs, with which options, and the file that proves it finished.
 
-    ``command`` is split on spaces after ``{out}`` (the run folder), ``{recipes}`` and ``{repo}`` are filled in.
+    Args:
+        name: the stage's name (``sft1``).
+        description: one line for the progress output.
+        command: the ``slmsql`` subcommand that does the same (``train sft``); ``{out}`` is the run folder.
+        marker: the file the stage writes last, in the run's layout.
+        options: the subcommand's options in the run (``--output_dir`` ...): for recipe stages these are the
+            recipe overrides; ``True`` is a bare flag.
+        recipe: the recipe file under the recipes folder (``None`` for ``world``, ``card``, ``push``).
+        optional: whether the budget may skip it.
     """
 
     name: str
     description: str
-    marker: str
     command: str
+    marker: Callable[[RunLayout], Path]
+    options: Callable[[RunLayout, str], Options]
+    recipe: str | None = None
     optional: bool = False
 
     def argv(self, out: Path, recipes: Path, repo_id: str) -> list[str]:
-        """The ``slmsql`` arguments of this stage.
+        """The ``slmsql`` command line that runs this stage.
 
         Example:
 
@@ -57,45 +68,146 @@ class Stage:
 
         ```
         """
-        return [
-            part.format(out=out.as_posix(), recipes=recipes.as_posix(), repo=repo_id)
-            for part in self.command.split()
-        ]
+        command = [part.format(out=Path(out).as_posix()) for part in self.command.split()]
+        config = ["--config", (Path(recipes) / self.recipe).as_posix()] if self.recipe else []
+        return [*command, *config, *_flat(self.options(RunLayout(out), repo_id))]
 
 
-_BASE = "--model_name_or_path {out}/base"
+def _flat(options: Options) -> list[str]:
+    """Options as command-line style strings: what the recipe parsers take as overrides."""
+    flat: list[str] = []
+    for key, value in options.items():
+        flat += [key] if value is True else [key, str(value)]
+    return flat
+
+
+def _adapter_on_base(run: RunLayout, adapter: Path) -> Options:
+    return {"--model_name_or_path": str(run.base.path), "--adapter_path": str(adapter)}
+
+
 STAGES: tuple[Stage, ...] = (
-    Stage("world", "build the embedded world (databases, questions, splits)", "world/world.json",
-          "world build --out {out}/world"),
-    Stage("base", "pretrain the tiny Qwen2 base and its tokenizer", "base/run_summary.json",
-          "train base --config {recipes}/base.yaml --world_dir {out}/world --output_dir {out}/base"),
-    Stage("sft1", "SFT stage 1 (LoRA r32/a64) on the foundation split", "sft/stage1/run_summary.json",
-          f"train sft --config {{recipes}}/sft_stage1.yaml {_BASE} --dataset_paths {{out}}/world/datasets/foundation"
-          " --output_dir {out}/sft/stage1"),
-    Stage("sft2", "SFT stage 2 continues the same adapter on the grounding split", "sft/stage2/run_summary.json",
-          f"train sft --config {{recipes}}/sft_stage2.yaml {_BASE} --adapter_path {{out}}/sft/stage1"
-          " --dataset_paths {out}/world/datasets/grounding --output_dir {out}/sft/stage2"),
-    Stage("filter", "pass-rate filter: K samples per rl_pool question from the SFT policy",
-          "filter/filter_report.json",
-          f"filter --config {{recipes}}/filter.yaml {_BASE} --adapter_path {{out}}/sft/stage2"
-          " --data_root {out}/world --output_dir {out}/filter"),
-    Stage("grpo", "GRPO attempt #2 on the filtered band (continues the SFT adapter)", "grpo/run_summary.json",
-          f"train grpo --config {{recipes}}/grpo_band.yaml {_BASE} --adapter_path {{out}}/sft/stage2"
-          " --dataset_paths {out}/filter/band --output_dir {out}/grpo"),
+    Stage("world", "build the embedded world (databases, questions, splits)", "world build",
+          lambda run: run.world_manifest, lambda run, _: {"--out": str(run.world)}),
+    Stage("base", "pretrain the tiny Qwen2 base and its tokenizer", "train base",
+          lambda run: run.base.summary,
+          lambda run, _: {"--world_dir": str(run.world), "--output_dir": str(run.base.path)},
+          recipe="base.yaml"),
+    Stage("sft1", "SFT stage 1 (LoRA r32/a64) on the foundation split", "train sft",
+          lambda run: run.sft_stage1.summary,
+          lambda run, _: {"--model_name_or_path": str(run.base.path),
+                          "--dataset_paths": str(run.world_split("foundation")),
+                          "--output_dir": str(run.sft_stage1.path)},
+          recipe="sft_stage1.yaml"),
+    Stage("sft2", "SFT stage 2 continues the same adapter on the grounding split", "train sft",
+          lambda run: run.sft_stage2.summary,
+          lambda run, _: {**_adapter_on_base(run, run.sft_stage1.path),
+                          "--dataset_paths": str(run.world_split("grounding")),
+                          "--output_dir": str(run.sft_stage2.path)},
+          recipe="sft_stage2.yaml"),
+    Stage("filter", "pass-rate filter: K samples per rl_pool question from the SFT policy", "filter",
+          lambda run: run.filter_report,
+          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path), "--data_root": str(run.world),
+                          "--output_dir": str(run.filter)},
+          recipe="filter.yaml"),
+    Stage("grpo", "GRPO attempt #2 on the filtered band (continues the SFT adapter)", "train grpo",
+          lambda run: run.grpo.summary,
+          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path), "--dataset_paths": str(run.band),
+                          "--output_dir": str(run.grpo.path)},
+          recipe="grpo_band.yaml"),
     Stage("grpo_attempt1", "GRPO attempt #1 on unfiltered, mostly mastered data (the mechanism's control)",
-          "grpo_attempt1/run_summary.json",
-          f"train grpo --config {{recipes}}/grpo_attempt1.yaml {_BASE} --adapter_path {{out}}/sft/stage2"
-          " --dataset_paths {out}/world/datasets/grounding --output_dir {out}/grpo_attempt1",
-          optional=True),
-    Stage("eval", "evaluate SFT vs GRPO on world dev + test (paired bootstrap CI, McNemar)",
-          "eval/eval_results.json",
-          f"eval --config {{recipes}}/eval.yaml {_BASE} --sft_adapter {{out}}/sft/stage2"
-          " --grpo_adapter {out}/grpo --world_dir {out}/world --output_dir {out}/eval"),
-    Stage("card", "render the model card, plots and .eval_results", "card/README.md",
-          "card --run-dir {out} --repo-id {repo}"),
-    Stage("push_dry_run", "write the exact folders a push would upload (no network)", "push_dry_run/plan.json",
-          "push {out} --repo-id {repo} --what model,dataset,metric-space,demo-space --dry-run"),
+          "train grpo", lambda run: run.grpo_attempt1.summary,
+          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path),
+                          "--dataset_paths": str(run.world_split("grounding")),
+                          "--output_dir": str(run.grpo_attempt1.path)},
+          recipe="grpo_attempt1.yaml", optional=True),
+    Stage("eval", "evaluate SFT vs GRPO on world dev + test (paired bootstrap CI, McNemar)", "eval",
+          lambda run: run.eval_results,
+          lambda run, _: {"--model_name_or_path": str(run.base.path), "--sft_adapter": str(run.sft_stage2.path),
+                          "--grpo_adapter": str(run.grpo.path), "--world_dir": str(run.world),
+                          "--output_dir": str(run.eval)},
+          recipe="eval.yaml"),
+    Stage("card", "render the model card, plots and .eval_results", "card",
+          lambda run: run.card.readme, lambda run, repo: {"--run-dir": str(run.root), "--repo-id": repo}),
+    Stage("push_dry_run", "write the exact folders a push would upload (no network)", "push {out}",
+          lambda run: run.push_plan,
+          lambda run, repo: {"--repo-id": repo, "--what": PUSH_TARGETS, "--dry-run": True}),
 )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Each subcommand's library call (what `slmsql <command>` runs after parsing its arguments)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _world(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+    from .data.world.build import WorldSizes, build_world
+
+    manifest = build_world(str(options["--out"]), seed=0, sizes=WorldSizes(), overwrite=False)
+    return {"world": str(manifest.root), "held_out_db": manifest.held_out_db}
+
+
+def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, Any]]:
+    def train(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+        from .training import configs
+
+        overrides = _flat(options)
+        if kind == "base":
+            from .training.base import train_base
+
+            return train_base(*configs.parse_recipe(configs.BASE_ARGUMENTS, recipe, overrides))
+        if kind == "sft":
+            from .training.sft import train_sft
+
+            return train_sft(*configs.parse_recipe(configs.SFT_ARGUMENTS, recipe, overrides))
+        from .training.grpo import train_grpo
+
+        summary = train_grpo(*configs.parse_recipe(configs.GRPO_ARGUMENTS, recipe, overrides))
+        if summary["guards"]["failed"]:
+            raise UsageError(f"guards failed after training: {', '.join(summary['guards']['failed'])}")
+        return summary
+
+    return train
+
+
+def _filter(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+    from .filtering import load_filter_config, run_filter
+
+    return run_filter(load_filter_config(recipe, _flat(options)))
+
+
+def _eval(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+    from .evaluation import load_eval_config, run_eval
+
+    return run_eval(load_eval_config(recipe, _flat(options)))
+
+
+def _card(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+    from .card import CardOptions, build_card
+
+    result = build_card(
+        str(options["--run-dir"]), None, options=CardOptions(repo_id=str(options["--repo-id"]))
+    )
+    return {"card": str(result.readme), "outcome": result.outcome}
+
+
+def _push_dry_run(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+    from .hub import plan_push, write_dry_run
+
+    targets = plan_push(str(run.root), str(options["--repo-id"]), str(options["--what"]))
+    plan = write_dry_run(targets, run.push_dry_run, private=True, revision=None, create_pr=False)
+    return {"targets": [target["what"] for target in plan["targets"]]}
+
+
+_CALLS: dict[str, Callable[[RunLayout, Options, Path | None], dict[str, Any]]] = {
+    "world build": _world,
+    "train base": _train("base"),
+    "train sft": _train("sft"),
+    "train grpo": _train("grpo"),
+    "filter": _filter,
+    "eval": _eval,
+    "card": _card,
+    "push {out}": _push_dry_run,
+}
 
 
 @dataclass
@@ -122,6 +234,29 @@ def default_recipes_dir() -> Path:
     )
 
 
+def run_stage(stage: Stage, run: RunLayout, recipes: Path, repo_id: str) -> dict[str, Any]:
+    """Run one stage into the run folder (its subcommand's library call) and check it wrote its marker.
+
+    Returns:
+        What the stage's function returned (a run summary, the filter report, the evaluation, ...).
+
+    Raises:
+        UsageError: the stage failed (the message names it and its cause) or wrote no marker.
+    """
+    logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id)))
+    recipe = Path(recipes) / stage.recipe if stage.recipe else None
+    options = stage.options(run, repo_id)
+    try:
+        result = _CALLS[stage.command](run, options, recipe)
+    except UsageError as err:
+        raise UsageError(
+            f"stage '{stage.name}' failed: {err}; fix the cause and rerun: finished stages are reused"
+        ) from err
+    if not stage.marker(run).is_file():
+        raise UsageError(f"stage '{stage.name}' finished without writing {stage.marker(run)}")
+    return result
+
+
 def run_quickstart(
     out: str | Path = DEFAULT_OUT,
     *,
@@ -146,13 +281,12 @@ def run_quickstart(
             ``reused`` or ``skipped`` (the CLI prints progress with it).
 
     Raises:
-        UsageError: a stage failed; its own error was already reported, and rerunning resumes from it.
+        UsageError: a stage failed (the message names it and why); rerunning resumes from it.
     """
-    from .cli import main as slmsql
-
     if attempt1 not in ("auto", "always", "never"):
         raise UsageError(f"attempt1 must be auto, always or never; got {attempt1!r}")
     out = Path(out)
+    run = RunLayout(out)
     recipes = Path(recipes) if recipes is not None else default_recipes_dir()
     if force and out.exists():
         shutil.rmtree(out)
@@ -165,11 +299,11 @@ def run_quickstart(
             on_stage(i, len(STAGES), stage, state)
 
     for i, stage in enumerate(STAGES, start=1):
-        if (out / stage.marker).is_file():
+        if stage.marker(run).is_file():
             result.reused.append(stage.name)
             notify(i, stage, "reused")
             continue
-        if stage.name == "grpo_attempt1":
+        if stage.optional:
             reason = _skip_attempt1(attempt1, result, time.monotonic() - started, budget_s)
             if reason:
                 result.skipped[stage.name] = reason
@@ -178,13 +312,7 @@ def run_quickstart(
                 continue
         notify(i, stage, "start")
         t0 = time.monotonic()
-        code = slmsql(stage.argv(out, recipes, repo_id))
-        if code != 0:
-            raise UsageError(
-                f"stage '{stage.name}' failed (exit {code}); fix the cause and rerun: finished stages are reused"
-            )
-        if not (out / stage.marker).is_file():
-            raise UsageError(f"stage '{stage.name}' finished without writing {out / stage.marker}")
+        run_stage(stage, run, recipes, repo_id)
         result.ran[stage.name] = time.monotonic() - t0
         notify(i, stage, "done")
     result.wall_s = time.monotonic() - started

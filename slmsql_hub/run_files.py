@@ -1,9 +1,21 @@
-"""A finished run's folder, read: what ``slmsql card`` (and anything else that reports on a run) is made of.
+"""The run folder as a typed contract: :class:`RunLayout` names every path of a run, :func:`read_run` reads one.
 
-:func:`load_run` reads the layout ``slmsql quickstart`` writes — ``grpo/`` and ``grpo_attempt1/``
-(``run_summary.json``, ``config.yaml``, ``telemetry.jsonl``), ``eval/eval_results.json``, ``filter/``,
-``base/`` and ``sft/stage1|2/``, ``world/world.json`` — into a :class:`RunFiles`, and says in one line which
-command writes a file that is missing or broken. It reads JSON and YAML only (no ``transformers``).
+``slmsql quickstart`` lays a run out as::
+
+    world/            world.json, datasets/<split>/, databases/<db>/<db>.sqlite   (slmsql world build)
+    base/             the tiny base model, run_summary.json, config.yaml          (slmsql train base)
+    sft/stage1/ sft/stage2/   adapter, run_summary.json, config.yaml, sft_questions.json   (slmsql train sft)
+    filter/           filter_report.json, filter_config.json, results.jsonl, band/ (slmsql filter)
+    grpo/ grpo_attempt1/      adapter, run_summary.json, config.yaml, telemetry.jsonl      (slmsql train grpo)
+    eval/             eval_results.json, predictions/<benchmark>.jsonl            (slmsql eval)
+    card/             the model repo's folder (slmsql card), see :class:`CardLayout`
+    push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
+
+Every writer and reader names these paths through :class:`RunLayout` (a run folder) or :class:`CardLayout` (the
+card folder, also what a Hub model repo written by ``slmsql card`` holds), and reads them through one reader:
+:func:`read_run` is tolerant (a run in progress reads as the stages it has; a malformed file is one
+:class:`UsageError`); :func:`load_run` is the same reader plus the checks of a finished run that the model card
+needs. It reads JSON and YAML only (no ``transformers``).
 """
 
 from __future__ import annotations
@@ -19,11 +31,321 @@ from .errors import UsageError
 
 logger = logging.getLogger(__name__)
 
+# File and folder names of a run, said once.
+RUN_SUMMARY = "run_summary.json"
+STAGE_CONFIG = "config.yaml"
+TELEMETRY = "telemetry.jsonl"
+SFT_QUESTIONS = "sft_questions.json"
+WORLD_MANIFEST = "world.json"
+FILTER_REPORT = "filter_report.json"
+FILTER_STATE = "filter_config.json"
+FILTER_RESULTS = "results.jsonl"
+BAND_DIR = "band"
+EVAL_RESULTS = "eval_results.json"
+PREDICTIONS_DIR = "predictions"
+CARD_README = "README.md"
+PLAN_FILE = "plan.json"
+
 SHIPPED_ATTEMPT = "grpo"
 """The run's GRPO folder whose adapter the card ships (attempt #2, trained on the pass-rate band)."""
 
 ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}
 """GRPO attempt folders of a run and their numbers in the study."""
+
+
+@dataclass(frozen=True)
+class StageFolder:
+    """One training stage's output folder and the files every stage writes there.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run_files import RunLayout
+    >>> RunLayout("runs/q").sft_stage2.summary.as_posix()
+    'runs/q/sft/stage2/run_summary.json'
+
+    ```
+    """
+
+    path: Path
+
+    @property
+    def summary(self) -> Path:
+        """``run_summary.json``."""
+        return self.path / RUN_SUMMARY
+
+    @property
+    def config(self) -> Path:
+        """``config.yaml``: the resolved recipe."""
+        return self.path / STAGE_CONFIG
+
+    @property
+    def telemetry(self) -> Path:
+        """``telemetry.jsonl`` (GRPO)."""
+        return self.path / TELEMETRY
+
+    @property
+    def sft_questions(self) -> Path:
+        """``sft_questions.json`` (SFT)."""
+        return self.path / SFT_QUESTIONS
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+
+@dataclass(frozen=True)
+class _EvalPaths:
+    eval: Path
+
+    @property
+    def eval_results(self) -> Path:
+        """``eval/eval_results.json``."""
+        return self.eval / EVAL_RESULTS
+
+    @property
+    def predictions(self) -> Path:
+        """``eval/predictions/``."""
+        return self.eval / PREDICTIONS_DIR
+
+    def predictions_file(self, benchmark: str) -> Path:
+        """``eval/predictions/<benchmark>.jsonl``."""
+        return self.predictions / f"{benchmark}.jsonl"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Every path of a run folder (see the module docstring for what writes each).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run_files import RunLayout
+    >>> run = RunLayout("outputs/quickstart")
+    >>> run.grpo.telemetry.as_posix(), run.band.as_posix(), run.eval_results.as_posix()
+    ('outputs/quickstart/grpo/telemetry.jsonl', 'outputs/quickstart/filter/band', 'outputs/quickstart/eval/eval_results.json')
+
+    ```
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    # -- the world ---------------------------------------------------------------------------------------
+    @property
+    def world(self) -> Path:
+        return self.root / "world"
+
+    @property
+    def world_manifest(self) -> Path:
+        """``world/world.json``."""
+        return self.world / WORLD_MANIFEST
+
+    def world_split(self, split: str) -> Path:
+        """``world/datasets/<split>`` (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``)."""
+        return self.world / "datasets" / split
+
+    # -- training stages ---------------------------------------------------------------------------------
+    @property
+    def base(self) -> StageFolder:
+        return StageFolder(self.root / "base")
+
+    @property
+    def sft_stage1(self) -> StageFolder:
+        return StageFolder(self.root / "sft" / "stage1")
+
+    @property
+    def sft_stage2(self) -> StageFolder:
+        return StageFolder(self.root / "sft" / "stage2")
+
+    @property
+    def grpo(self) -> StageFolder:
+        """The shipped GRPO attempt (#2, on the band)."""
+        return StageFolder(self.root / SHIPPED_ATTEMPT)
+
+    @property
+    def grpo_attempt1(self) -> StageFolder:
+        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
+        return StageFolder(self.root / "grpo_attempt1")
+
+    @property
+    def attempts(self) -> dict[str, StageFolder]:
+        """The GRPO attempt folders by name, attempt #1 first."""
+        return {name: StageFolder(self.root / name) for name in ATTEMPT_FOLDERS}
+
+    @property
+    def lineage(self) -> dict[str, StageFolder]:
+        """The base and SFT stages by name (``base``, ``sft_stage1``, ``sft_stage2``)."""
+        return {"base": self.base, "sft_stage1": self.sft_stage1, "sft_stage2": self.sft_stage2}
+
+    # -- filter ------------------------------------------------------------------------------------------
+    @property
+    def filter(self) -> Path:
+        return self.root / "filter"
+
+    @property
+    def filter_report(self) -> Path:
+        return self.filter / FILTER_REPORT
+
+    @property
+    def filter_state(self) -> Path:
+        """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
+        return self.filter / FILTER_STATE
+
+    @property
+    def filter_results(self) -> Path:
+        """``filter/results.jsonl``: per-question pass rates, appended as batches are judged."""
+        return self.filter / FILTER_RESULTS
+
+    @property
+    def band(self) -> Path:
+        """``filter/band``: the pass-rate band (a ``datasets`` folder), GRPO attempt #2's data."""
+        return self.filter / BAND_DIR
+
+    # -- evaluation, card, push --------------------------------------------------------------------------
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        return _EvalPaths(self.eval).eval_results
+
+    def predictions_file(self, benchmark: str) -> Path:
+        """``eval/predictions/<benchmark>.jsonl``."""
+        return _EvalPaths(self.eval).predictions_file(benchmark)
+
+    @property
+    def card(self) -> CardLayout:
+        return CardLayout(self.root / "card")
+
+    @property
+    def card_readme(self) -> Path:
+        """``card/README.md``: the model card."""
+        return self.card.readme
+
+    @property
+    def push_dry_run(self) -> Path:
+        return self.root / "push_dry_run"
+
+    @property
+    def push_plan(self) -> Path:
+        """``push_dry_run/plan.json``."""
+        return self.push_dry_run / PLAN_FILE
+
+
+@dataclass(frozen=True)
+class CardLayout:
+    """The card folder (``RUN/card``, and a Hub model repo written by ``slmsql card``): the shipped GRPO
+    attempt's files at the top, beside ``README.md``, ``eval/``, ``filter/``, ``base/``, ``grpo_attempt1/``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run_files import CardLayout
+    >>> card = CardLayout("runs/q/card")
+    >>> card.grpo.telemetry.as_posix(), card.readme.as_posix()
+    ('runs/q/card/telemetry.jsonl', 'runs/q/card/README.md')
+
+    ```
+    """
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def readme(self) -> Path:
+        return self.root / CARD_README
+
+    @property
+    def card_readme(self) -> Path:
+        """The model card (``README.md``), named as :attr:`RunLayout.card_readme` names a run's."""
+        return self.readme
+
+    @property
+    def grpo(self) -> StageFolder:
+        """The shipped attempt: the card folder itself."""
+        return StageFolder(self.root)
+
+    @property
+    def grpo_attempt1(self) -> StageFolder:
+        return StageFolder(self.root / "grpo_attempt1")
+
+    @property
+    def attempts(self) -> dict[str, StageFolder]:
+        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
+
+    @property
+    def lineage(self) -> dict[str, StageFolder]:
+        return {"base": StageFolder(self.root / "base")}
+
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        return _EvalPaths(self.eval).eval_results
+
+    def predictions_file(self, benchmark: str) -> Path:
+        return _EvalPaths(self.eval).predictions_file(benchmark)
+
+    @property
+    def filter(self) -> Path:
+        return self.root / "filter"
+
+    @property
+    def filter_report(self) -> Path:
+        return self.filter / FILTER_REPORT
+
+    @property
+    def filter_state(self) -> Path:
+        return self.filter / FILTER_STATE
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    @property
+    def configs(self) -> Path:
+        """``configs/``: each stage's recipe."""
+        return self.root / "configs"
+
+    @property
+    def eval_result_files(self) -> Path:
+        """``.eval_results/``: the Hub's per-benchmark result files."""
+        return self.root / ".eval_results"
+
+
+Layout = RunLayout | CardLayout
+
+
+def layout_of(folder: str | os.PathLike) -> Layout:
+    """The layout of ``folder``: a :class:`CardLayout` when a GRPO attempt's files or a card sit at its top
+    (``run_summary.json``, ``telemetry.jsonl``, ``README.md``), else a :class:`RunLayout`.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from slmsql_hub.run_files import layout_of
+    >>> type(layout_of(tempfile.mkdtemp())).__name__
+    'RunLayout'
+
+    ```
+    """
+    root = Path(folder)
+    if any((root / name).is_file() for name in (RUN_SUMMARY, TELEMETRY, CARD_README)):
+        return CardLayout(root)
+    return RunLayout(root)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading a run
+# ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -34,17 +356,19 @@ class Attempt:
         name: the folder name (``grpo`` or ``grpo_attempt1``).
         number: the attempt's number in the study (1: mastered data, 2: the pass-rate band).
         folder: the folder.
-        summary: its ``run_summary.json``.
+        summary: its ``run_summary.json`` (``None`` while the attempt is still training).
         config: its ``config.yaml`` (the resolved recipe; empty when missing).
         records: its ``telemetry.jsonl`` training records.
+        telemetry_file: the telemetry file, ``None`` when there is none yet.
     """
 
     name: str
     number: int
     folder: Path
-    summary: dict[str, Any]
+    summary: dict[str, Any] | None
     config: dict[str, Any]
     records: list[dict[str, Any]]
+    telemetry_file: Path | None = None
 
     @property
     def label(self) -> str:
@@ -68,34 +392,48 @@ class Stage:
 
 
 @dataclass
-class RunFiles:
-    """Everything the card reads from a run folder (see :func:`load_run`).
+class Run:
+    """What a run folder (or a card folder) holds, as :func:`read_run` found it; a missing piece is ``None`` or
+    absent.
 
     Args:
-        root: the run folder.
+        root: the folder read.
         recorded_root: the run folder as its files name it (e.g. ``outputs/quickstart``): the parent of the
-            GRPO run's ``output_dir``.
+            shipped GRPO run's ``output_dir``.
         eval_results: ``eval/eval_results.json``.
-        attempts: the GRPO attempts, attempt #1 first.
-        filter_report: ``filter/filter_report.json`` (``None`` without a filter).
+        attempts: the GRPO attempts found, attempt #1 first.
+        filter_report: ``filter/filter_report.json``.
         filter_config: the filter's settings (``filter/filter_config.json``'s ``config``).
         stages: the base and SFT stages found (``base``, ``sft_stage1``, ``sft_stage2``).
-        world: ``world/world.json`` (``None`` when the run has no world).
+        world: ``world/world.json``.
+        card_text: the model card (``card/README.md``; a card folder's ``README.md``).
+        layout: the folder's layout (default: a :class:`RunLayout` of ``root``).
     """
 
     root: Path
     recorded_root: PurePosixPath
-    eval_results: dict[str, Any]
+    eval_results: dict[str, Any] | None
     attempts: list[Attempt]
     filter_report: dict[str, Any] | None = None
     filter_config: dict[str, Any] | None = None
     stages: dict[str, Stage] = field(default_factory=dict)
     world: dict[str, Any] | None = None
+    card_text: str | None = None
+    layout: Layout | None = None
+
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            self.layout = RunLayout(self.root)
 
     @property
     def shipped(self) -> Attempt:
         """The attempt whose adapter ships (``grpo/``)."""
         return next(a for a in self.attempts if a.shipped)
+
+    @property
+    def eval_dir(self) -> Path | None:
+        """The folder of ``eval_results.json`` (``predictions/`` is relative to it); ``None`` without one."""
+        return self.layout.eval if self.eval_results is not None else None
 
     def local(self, recorded: str | os.PathLike) -> Path:
         """A path as the run's files record it, mapped into this run folder when it lies under the recorded
@@ -105,8 +443,8 @@ class RunFiles:
 
         ```python
         >>> from pathlib import Path, PurePosixPath
-        >>> from slmsql_hub.run_files import RunFiles
-        >>> run = RunFiles(Path("/data/run"), PurePosixPath("outputs/quickstart"), {}, [])
+        >>> from slmsql_hub.run_files import Run
+        >>> run = Run(Path("/data/run"), PurePosixPath("outputs/quickstart"), {}, [])
         >>> run.local("outputs/quickstart/sft/stage2"), run.local("Qwen/Qwen2.5-Coder-1.5B-Instruct")
         (PosixPath('/data/run/sft/stage2'), PosixPath('Qwen/Qwen2.5-Coder-1.5B-Instruct'))
 
@@ -117,6 +455,10 @@ class RunFiles:
             return self.root / path.relative_to(self.recorded_root)
         except ValueError:
             return Path(str(recorded))
+
+
+RunFiles = Run
+"""The former name of :class:`Run` (``card.py`` imports it)."""
 
 
 def read_json_object(path: Path, fix: str) -> dict[str, Any]:
@@ -200,28 +542,95 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _load_attempt(root: Path, name: str, number: int) -> Attempt | None:
-    folder = root / name
-    if not (folder / "run_summary.json").is_file():
+def _read_attempt(stage: StageFolder, name: str, number: int) -> Attempt | None:
+    summary = None
+    if stage.summary.is_file():
+        summary = read_json_object(stage.summary, f"rerun `slmsql train grpo` for {stage.path}")
+    telemetry = stage.path / str((summary or {}).get("telemetry_file") or TELEMETRY)
+    if summary is None and not telemetry.is_file():
         return None
-    summary = read_json_object(folder / "run_summary.json", f"rerun `slmsql train grpo` for {folder}")
-    telemetry = folder / str(summary.get("telemetry_file") or "telemetry.jsonl")
-    if not telemetry.is_file():
-        raise UsageError(
-            f"{telemetry} not found: the card's mechanism section and plots need the GRPO telemetry"
-        )
-    records = [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"]
-    return Attempt(name, number, folder, summary, read_yaml_mapping(folder / "config.yaml"), records)
+    records = (
+        [r for r in read_jsonl(telemetry) if r.get("kind", "train") == "train"] if telemetry.is_file() else []
+    )
+    return Attempt(
+        name,
+        number,
+        stage.path,
+        summary,
+        read_yaml_mapping(stage.config),
+        records,
+        telemetry if telemetry.is_file() else None,
+    )
 
 
-def load_run(run_dir: str | os.PathLike) -> RunFiles:
-    """Read the files of a run folder that the card is made of.
+def read_run(folder: str | os.PathLike) -> Run:
+    """Read what a run folder (or a card folder, see :func:`layout_of`) holds, tolerating missing stages.
+
+    A run in progress reads as the stages it has: an attempt with telemetry but no summary yet has
+    ``summary=None``; no evaluation is ``eval_results=None``. A file that is there but malformed (bad JSON or
+    YAML, not an object) is one :class:`UsageError` naming it and the command that writes it again.
+
+    Args:
+        folder: the run folder (``outputs/quickstart``) or a card folder.
+
+    Returns:
+        A :class:`Run`.
+
+    Raises:
+        UsageError: the folder does not exist, or a file in it is malformed.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from slmsql_hub.run_files import read_run
+    >>> run = read_run(tempfile.mkdtemp())
+    >>> run.attempts, run.eval_results, run.stages
+    ([], None, {})
+
+    ```
+    """
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"run folder not found: {root}; pass the folder `slmsql quickstart --out` wrote")
+    layout = layout_of(root)
+    attempts = [
+        attempt
+        for name, stage in layout.attempts.items()
+        if (attempt := _read_attempt(stage, name, ATTEMPT_FOLDERS[name])) is not None
+    ]
+    shipped = next((a for a in attempts if a.shipped and a.summary is not None), None)
+    output_dir = (shipped.summary if shipped else {}).get("output_dir")
+    recorded_root = PurePosixPath(str(output_dir)).parent if output_dir else PurePosixPath(root.as_posix())
+    run = Run(root, recorded_root, None, attempts, layout=layout)
+    if layout.eval_results.is_file():
+        run.eval_results = read_json_object(layout.eval_results, "rerun `slmsql eval`")
+    if layout.filter_report.is_file():
+        run.filter_report = read_json_object(layout.filter_report, "rerun `slmsql filter`")
+        if layout.filter_state.is_file():
+            run.filter_config = read_json_object(layout.filter_state, "rerun `slmsql filter`").get("config")
+    for name, stage in layout.lineage.items():
+        if stage.summary.is_file():
+            summary = read_json_object(stage.summary, f"rerun the stage that wrote {stage.path}")
+            run.stages[name] = Stage(name, stage.path, summary, read_yaml_mapping(stage.config))
+    if layout.card_readme.is_file():
+        run.card_text = layout.card_readme.read_text(encoding="utf-8")
+    if isinstance(layout, RunLayout) and layout.world_manifest.is_file():
+        run.world = read_json_object(layout.world_manifest, "rebuild the world (`slmsql world build`)")
+    return run
+
+
+def load_run(run_dir: str | os.PathLike) -> Run:
+    """Read a finished run folder: :func:`read_run`, plus the checks the model card needs.
+
+    Only attempts with a ``run_summary.json`` are kept; the shipped one must be there with its telemetry, and
+    ``eval/eval_results.json`` must compare both policies on every benchmark.
 
     Args:
         run_dir: the run folder (``outputs/quickstart``), laid out as ``slmsql quickstart`` writes it.
 
     Returns:
-        A :class:`RunFiles`.
+        A :class:`Run`.
 
     Raises:
         UsageError: the folder, ``grpo/run_summary.json``, its telemetry or ``eval/eval_results.json`` is
@@ -240,48 +649,32 @@ def load_run(run_dir: str | os.PathLike) -> RunFiles:
 
     ```
     """
-    root = Path(run_dir).expanduser()
-    if not root.is_dir():
-        raise UsageError(f"run folder not found: {root}; pass the folder `slmsql quickstart --out` wrote")
-    attempts = [a for name, n in ATTEMPT_FOLDERS.items() if (a := _load_attempt(root, name, n)) is not None]
-    if not any(a.shipped for a in attempts):
+    run = read_run(run_dir)
+    root, layout = run.root, RunLayout(run.root)
+    run.attempts = [a for a in run.attempts if a.summary is not None]
+    if not isinstance(run.layout, RunLayout) or not any(a.shipped for a in run.attempts):
         raise UsageError(
-            f"no GRPO run in {root}: {SHIPPED_ATTEMPT}/run_summary.json is missing; train it first "
-            f"(`slmsql train grpo --config recipes/world/grpo_band.yaml --output_dir {root / SHIPPED_ATTEMPT}`)"
+            f"no GRPO run in {root}: {SHIPPED_ATTEMPT}/{RUN_SUMMARY} is missing; train it first "
+            f"(`slmsql train grpo --config recipes/world/grpo_band.yaml --output_dir {layout.grpo.path}`)"
         )
-    eval_results = read_json_object(
-        root / "eval" / "eval_results.json",
-        f"evaluate the policies first (`slmsql eval --config ...`) into {root / 'eval'}",
-    )
-    benchmarks = eval_results.get("benchmarks")
+    for attempt in run.attempts:
+        if attempt.telemetry_file is None:
+            telemetry = attempt.folder / str(attempt.summary.get("telemetry_file") or TELEMETRY)
+            raise UsageError(
+                f"{telemetry} not found: the card's mechanism section and plots need the GRPO telemetry"
+            )
+    if run.eval_results is None:
+        read_json_object(
+            layout.eval_results,
+            f"evaluate the policies first (`slmsql eval --config ...`) into {layout.eval}",
+        )
+    benchmarks = run.eval_results.get("benchmarks")
     if not isinstance(benchmarks, dict) or not benchmarks:
-        raise UsageError(f"{root / 'eval' / 'eval_results.json'} has no benchmarks; rerun `slmsql eval`")
+        raise UsageError(f"{layout.eval_results} has no benchmarks; rerun `slmsql eval`")
     for key, entry in benchmarks.items():
         if "comparison" not in entry or not {"sft", "grpo"} <= set(entry.get("policies", {})):
             raise UsageError(
-                f"benchmark {key} of {root / 'eval' / 'eval_results.json'} lacks the sft/grpo comparison; evaluate "
+                f"benchmark {key} of {layout.eval_results} lacks the sft/grpo comparison; evaluate "
                 "both adapters (`slmsql eval` with policies sft and grpo)"
             )
-    shipped = next(a for a in attempts if a.shipped)
-    output_dir = str(shipped.summary.get("output_dir") or f"{root}/{SHIPPED_ATTEMPT}")
-    run = RunFiles(root, PurePosixPath(output_dir).parent, eval_results, attempts)
-    filter_dir = root / "filter"
-    if (filter_dir / "filter_report.json").is_file():
-        run.filter_report = read_json_object(filter_dir / "filter_report.json", "rerun `slmsql filter`")
-        if (filter_dir / "filter_config.json").is_file():
-            run.filter_config = read_json_object(
-                filter_dir / "filter_config.json", "rerun `slmsql filter`"
-            ).get("config")
-    for name, folder in (
-        ("base", root / "base"),
-        ("sft_stage1", root / "sft" / "stage1"),
-        ("sft_stage2", root / "sft" / "stage2"),
-    ):
-        if (folder / "run_summary.json").is_file():
-            summary = read_json_object(folder / "run_summary.json", f"rerun the stage that wrote {folder}")
-            run.stages[name] = Stage(name, folder, summary, read_yaml_mapping(folder / "config.yaml"))
-    if (root / "world" / "world.json").is_file():
-        run.world = read_json_object(
-            root / "world" / "world.json", "rebuild the world (`slmsql world build`)"
-        )
     return run

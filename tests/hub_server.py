@@ -17,6 +17,10 @@ use to push and pull repositories, with the shapes their clients parse:
 - ``HEAD``/``GET /{prefix}{id}/resolve/{rev}/{path}`` with ``X-Repo-Commit``, ``ETag`` (git blob id, or the
   sha256 as ``X-Linked-Etag`` for LFS files), ``Content-Length`` and ``Range`` requests.
 
+``HfApi.upload_folder`` (what ``slmsql push`` calls) needs no more than that: ``validate-yaml`` for a README, the
+recursive tree for ``delete_patterns``, preupload, the LFS batch and one commit with ``file`` / ``lfsFile`` /
+``deletedFile`` lines (clients run with ``HF_HUB_DISABLE_XET=1``, so it takes its single-commit path).
+
 Repositories are git-like: every commit is a full snapshot of ``path -> blob``; branches, tags and PR refs
 point at commits; regular files are stored inline and LFS files by sha256. Tokens map to users; private repos
 are visible to their owner only (others get 404 ``RepoNotFound``, as on the Hub). Every request is recorded in

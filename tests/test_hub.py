@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import HubServer
+from huggingface_hub import DatasetCard, ModelCard
 
 from slmsql_hub import hub
 from slmsql_hub.errors import UsageError
@@ -265,6 +266,9 @@ def test_missing_run_parts_name_the_command_that_makes_them(tmp_path, run_dir):
     (tmp_path / "demo" / "app.py").write_text("x = 1\n")
     with pytest.raises(UsageError, match="has no README.md"):
         hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "demo")
+    (tmp_path / "demo" / "README.md").write_text("---\n- not a mapping\n---\n# demo\n")
+    with pytest.raises(UsageError, match="the YAML metadata does not parse into a mapping"):
+        hub.plan_push(tmp_path / "run", "alice/x", "demo-space", demo_dir=tmp_path / "demo")
 
 
 def test_dataset_card_numbers_are_the_filter_reports():
@@ -274,6 +278,30 @@ def test_dataset_card_numbers_are_the_filter_reports():
     assert REPORT["summary"] in card
     assert "0.2 < p < 0.8" in card and "K = 4" in card
     assert 'load_dataset("alice/tiny-grpo-band", split="train")' in card
+
+
+def test_training_card_names_a_hub_base_lists_guard_statuses_and_leaves_a_local_base_out_of_the_metadata():
+    summary = {
+        "kind": "grpo",
+        "status": "completed",
+        "steps": 3,
+        "max_steps": 3,
+        "base_model": "outputs/quickstart/base",
+        "guards": {"results": [{"name": "adapter_changed", "status": "ok"}, {"name": "clipping", "status": "warn"}]},
+        "telemetry": {"mean": {"grad_norm": 0.25}},
+    }
+    local = ModelCard(hub.training_card(summary, "alice/tiny-grpo"))
+    assert local.data.base_model is None and local.data.library_name == "peft"
+    assert "Guards: adapter_changed: ok, clipping: warn." in local.text
+    assert "| mean grad_norm | 0.250 |" in local.text and "3 steps of 3" in local.text
+    on_hub = ModelCard(hub.training_card({**summary, "base_model": "Qwen/Qwen2.5-0.5B"}, "alice/tiny-grpo"))
+    assert on_hub.data.base_model == "Qwen/Qwen2.5-0.5B"
+
+
+def test_dataset_card_metadata_parses_with_the_hubs_card_class():
+    card = DatasetCard(hub.dataset_card(REPORT, "alice/tiny-grpo-band"))
+    assert card.data.pretty_name == "tiny-grpo-band: GRPO pass-rate band"
+    assert card.data.configs[0]["data_files"][0]["split"] == "train" and card.data.size_categories == ["n<1K"]
 
 
 def test_published_band_paths_do_not_name_this_machine():
@@ -480,8 +508,13 @@ def test_a_failure_after_the_base_was_pushed_says_so_and_a_rerun_finishes(server
         (["--repo-id", "alice/x", "--what", "metric-space"], "hf_not_a_token", "rejected the token"),
         (["--what", "model"], TOKEN, "no repository id: pass --repo-id NAMESPACE/NAME"),
         (["--repo-id", "alice/x", "--what", "everything"], TOKEN, "--what 'everything': choose among"),
+        (
+            ["--repo-id", "alice/x", "--what", "metric-space", "--revision", "dev", "--create-pr"],
+            TOKEN,
+            "--create-pr opens a pull request against main",
+        ),
     ],
-    ids=["no-token", "bad-token", "no-repo-id", "bad-what"],
+    ids=["no-token", "bad-token", "no-repo-id", "bad-what", "pr-against-a-branch"],
 )
 def test_a_missing_token_or_repo_id_is_one_line_with_exit_code_2(
     server, run_dir, tmp_path, args, token, message

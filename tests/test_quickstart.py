@@ -13,6 +13,7 @@ import pytest
 from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.quickstart import STAGES, QuickstartResult, _skip_attempt1, run_quickstart
+from slmsql_hub.run_files import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,7 @@ def test_every_stage_runs_a_registered_subcommand_with_a_world_recipe():
 
 def test_finished_stages_are_reused_and_nothing_runs(tmp_path):
     for stage in STAGES:
-        marker = tmp_path / stage.marker
+        marker = stage.marker(RunLayout(tmp_path))
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("{}")
     seen = []
@@ -42,14 +43,41 @@ def test_finished_stages_are_reused_and_nothing_runs(tmp_path):
     assert seen == ["reused"] * len(STAGES)
 
 
-def test_a_failing_stage_is_one_clear_error_naming_it(tmp_path, capsys):
-    # No recipes folder with base.yaml: the world stage works but `train base` cannot read its recipe.
+def test_stages_call_the_library_in_order_with_their_command_lines_options_not_the_cli(tmp_path, monkeypatch):
+    import slmsql_hub.cli
+    import slmsql_hub.quickstart as quickstart
+
+    monkeypatch.setattr(slmsql_hub.cli, "main", lambda *a: pytest.fail("the quickstart called the CLI"))
+    recipes, calls = REPO / "recipes" / "world", []
+
+    def fake(command):
+        def call(run, options, recipe):
+            stage = next(s for s in STAGES if s.command == command and s.name not in [c[0] for c in calls])
+            calls.append((stage.name, recipe, quickstart._flat(options)))
+            stage.marker(run).parent.mkdir(parents=True, exist_ok=True)
+            stage.marker(run).write_text("{}")
+            return {}
+
+        return call
+
+    monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in quickstart._CALLS})
+    result = run_quickstart(tmp_path, recipes=recipes, attempt1="always")
+    assert [name for name, _, _ in calls] == [s.name for s in STAGES] == list(result.ran)
+    for (name, recipe, flat), stage in zip(calls, STAGES):
+        argv = stage.argv(tmp_path, recipes, quickstart.DEFAULT_REPO_ID)
+        assert argv[len(argv) - len(flat) :] == flat, name  # the same options as the command line
+        assert recipe == (recipes / stage.recipe if stage.recipe else None)
+
+
+def test_a_failing_stage_is_one_clear_error_naming_it_and_its_cause(tmp_path):
+    # No recipes folder with base.yaml: the world stage is reused but `train base` cannot read its recipe.
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     (tmp_path / "run" / "world").mkdir(parents=True)
     (tmp_path / "run" / "world" / "world.json").write_text("{}")
-    with pytest.raises(UsageError, match="stage 'base' failed"):
+    with pytest.raises(UsageError, match=r"stage 'base' failed: .*base\.yaml.*; fix the cause and rerun") as err:
         run_quickstart(tmp_path / "run", recipes=recipes)
+    assert "\n" not in str(err.value)
 
 
 def test_attempt1_runs_only_when_it_fits_the_budget():
@@ -69,7 +97,7 @@ def test_quickstart_end_to_end_with_the_default_recipes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "quickstart finished" in printed and "spaces/demo/app.py" in printed
     for stage in STAGES:
-        assert (out / stage.marker).is_file(), stage.name
+        assert stage.marker(RunLayout(out)).is_file(), stage.name
 
     report = json.loads((out / "filter" / "filter_report.json").read_text())
     assert report["counts"]["band"] > 0 and sum(report["counts"].values()) == report["pool"]
@@ -95,13 +123,13 @@ def test_quickstart_end_to_end_with_the_default_recipes(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_path, capsys):
+def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_path):
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     for smoke in (REPO / "recipes" / "world").glob("*_smoke.yaml"):
         shutil.copy(smoke, recipes / smoke.name.replace("_smoke", ""))
     out = tmp_path / "run"
-    with pytest.raises(UsageError, match="stage 'grpo' failed"):
+    with pytest.raises(UsageError, match="stage 'grpo' failed: .*widen pass_rate_low/pass_rate_high"):
         run_quickstart(out, recipes=recipes)
     report = json.loads((out / "filter" / "filter_report.json").read_text())
     # The filter read the stage-2 adapter's record of both SFT stages' questions; none is in rl_pool.
@@ -109,4 +137,3 @@ def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_pa
     assert report["sft_record"]["complete"] and report["sft_record"]["questions"] > 0
     if report["counts"]["band"]:
         pytest.fail(f"the smoke band is not empty any more ({report['summary']}): test the full chain here instead")
-    assert "widen pass_rate_low/pass_rate_high" in capsys.readouterr().err

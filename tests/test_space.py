@@ -40,6 +40,9 @@ from slmsql_hub.sql import ExecResult, ExecStatus
 
 sys.path.insert(0, str(DEMO_DIR))
 import space_backend  # noqa: E402
+import space_data  # noqa: E402
+import space_settings  # noqa: E402
+import space_views  # noqa: E402
 from space_backend import ComparisonSpace, SpaceSettings, load_space_data  # noqa: E402
 
 SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
@@ -70,7 +73,7 @@ def compare_fn(demo):
 
 
 def test_space_modules_doctests_pass():
-    for module in (space_backend, demo_app):
+    for module in (space_backend, space_data, space_settings, space_views, demo_app):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -98,7 +101,7 @@ def test_missing_run_dir_is_a_message_in_the_page_and_the_log_not_a_traceback(tm
     import gradio as gr
 
     missing = tmp_path / "no-run"
-    with caplog.at_level(logging.ERROR, logger="space_backend"):
+    with caplog.at_level(logging.ERROR, logger="space_data"):
         space = ComparisonSpace(SpaceSettings(run_dir=str(missing)))
     try:
         assert any(f"No run folder at {missing}" in record.getMessage() for record in caplog.records)
@@ -268,6 +271,19 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
     assert ids("sft_only") == ["q1"] and ids("grpo_only") == ["q2", "q3"]
     with pytest.raises(UsageError, match="no benchmark 'spider_dev'"):
         space_backend.disagreements(data.eval_results, data.eval_dir, "spider_dev")
+
+
+def test_a_malformed_run_file_is_a_problem_naming_it_and_the_card_folder_still_feeds_the_page(tmp_path):
+    from slmsql_hub.run_files import RunLayout
+
+    run = RunLayout(tmp_path / "run")
+    run.eval.mkdir(parents=True)
+    run.eval_results.write_text("{not json")
+    run.card.root.mkdir()
+    run.card.readme.write_text(f"# m\n\n> **TL;DR — {CARD_TLDR}.**\n")
+    data = load_space_data(SpaceSettings(run_dir=str(run.root)))
+    assert any(f"{run.eval_results} is not valid JSON" in p and "slmsql eval" in p for p in data.problems)
+    assert data.eval_results is None and CARD_TLDR in data.card_text
 
 
 def test_an_adapter_that_is_neither_folder_nor_hub_id_is_a_problem_not_a_crash(tmp_path):

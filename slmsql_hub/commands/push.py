@@ -12,8 +12,8 @@ import argparse
 import logging
 from pathlib import Path
 
-# The Hub client's HTTP library logs every request at INFO; the push prints its own summary instead.
-_CHATTY_LOGGERS = ("httpx", "httpx2", "httpcore")
+# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
+_CHATTY_LOGGERS = ("httpx2", "httpcore2")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -81,7 +81,8 @@ def _human(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the push; then write the dry-run folders, or upload."""
-    from ..hub import DRY_RUN_DIR, plan_push, push, write_dry_run
+    from ..hub import plan_push, push, write_dry_run
+    from ..run_files import RunLayout
 
     if not getattr(args, "verbose", False):
         for name in _CHATTY_LOGGERS:
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     mode = "pull request against " + revision if args.create_pr else revision
     visibility = "private" if args.private else "public"
     if args.dry_run:
-        out_dir = Path(args.dry_run_dir) if args.dry_run_dir else Path(args.run_dir) / DRY_RUN_DIR
+        out_dir = Path(args.dry_run_dir) if args.dry_run_dir else RunLayout(args.run_dir).push_dry_run
         plan = write_dry_run(
             targets, out_dir, private=args.private, revision=args.revision, create_pr=args.create_pr
         )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
+
+from ..quickstart import DEFAULT_OUT, DEFAULT_REPO_ID
+from ..run_files import Run, RunLayout, read_run
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -15,15 +16,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Run (or resume) the main job on the embedded world into one run folder. Finished stages "
         "are reused; --force starts over.",
     )
-    parser.add_argument(
-        "--out", default="outputs/quickstart", help="the run folder (default: outputs/quickstart)"
-    )
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the run folder (default: {DEFAULT_OUT})")
     parser.add_argument(
         "--recipes", default=None, help="folder of the world recipes (default: recipes/world)"
     )
     parser.add_argument(
         "--repo-id",
-        default="slmsql/world-grpo-quickstart",
+        default=DEFAULT_REPO_ID,
         help="Hub id the card and dry-run push are written for",
     )
     parser.add_argument("--budget", type=float, default=600.0, help="time budget in seconds (default 600)")
@@ -61,34 +60,30 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         on_stage=progress,
     )
-    out = Path(args.out)
+    run = RunLayout(args.out)
+    out = run.root
     lines = [f"\nquickstart finished in {result.wall_s:.0f} s -> {out}/"]
     if result.skipped:
         lines += [f"  skipped {name}: {why}" for name, why in result.skipped.items()]
-    lines += _headline(out)
+    lines += _headline(read_run(out))
     lines += [
         "",
         "Where things are:",
-        f"  model card:        {out}/card/README.md  (plots in {out}/card/plots/)",
-        f"  evaluation:        {out}/eval/eval_results.json",
-        f"  GRPO telemetry:    {out}/grpo/telemetry.jsonl",
-        f"  filter report:     {out}/filter/filter_report.json",
-        f"  dry-run push:      {out}/push_dry_run/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
+        f"  model card:        {run.card.readme}  (plots in {run.card.plots}/)",
+        f"  evaluation:        {run.eval_results}",
+        f"  GRPO telemetry:    {run.grpo.telemetry}",
+        f"  filter report:     {run.filter_report}",
+        f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
         f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
     ]
     print("\n".join(lines))  # noqa: T201
     return 0
 
 
-def _headline(out: Path) -> list[str]:
+def _headline(run: Run) -> list[str]:
     lines = []
-    report = out / "filter" / "filter_report.json"
-    if report.is_file():
-        line = json.loads(report.read_text()).get("summary")
-        if line:
-            lines.append(f"  filter:  {line}")
-    results = out / "eval" / "eval_results.json"
-    if results.is_file():
-        for key, bench in json.loads(results.read_text()).get("benchmarks", {}).items():
-            lines.append(f"  {key}: {bench['comparison']['summary']}")
+    if (run.filter_report or {}).get("summary"):
+        lines.append(f"  filter:  {run.filter_report['summary']}")
+    for key, bench in (run.eval_results or {}).get("benchmarks", {}).items():
+        lines.append(f"  {key}: {bench['comparison']['summary']}")
     return lines

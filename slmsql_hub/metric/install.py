@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from ..run_files import write_atomic
+
 logger = logging.getLogger(__name__)
 
 METRIC_ID = "slmsql/ex"
@@ -116,9 +118,7 @@ def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
     target = target_dir / script_name
     source = METRIC_SCRIPT.read_bytes()
     if not target.is_file() or target.read_bytes() != source:
-        partial = target.with_suffix(".py.partial")
-        partial.write_bytes(source)
-        os.replace(partial, target)
+        write_atomic(target, source.decode("utf-8"))
         logger.info("installed %s at %s", METRIC_ID, target)
     else:
         os.utime(target)  # the newest cached version is the one evaluate loads

@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
@@ -196,32 +196,9 @@ def _example_choices(space: ComparisonSpace, key: str | None) -> list[tuple[str,
     ]
 
 
-def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
-    """Build the page for ``space`` (nothing is launched).
-
-    The Compare button (and Enter in the question box) calls ``/compare``; its inputs are the database key and
-    the question, its outputs per column the SQL (``gr.Code``, SQL highlighting), a status line and the result
-    table, then the gold's, then a JSON object with every detail (see :data:`COMPARE_API_DESCRIPTION`).
-
-    Args:
-        space: the :class:`~space_backend.ComparisonSpace` that answers; ``None`` builds one from the
-            ``SLMSQL_*`` environment variables (its sandbox lives as long as the process).
-
-    Returns:
-        `gr.Blocks`: the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
-    """
-    if space is None:
-        space = ComparisonSpace(SpaceSettings(**env_settings()))
-    settings, data = space.settings, space.data
-    display_rows = settings.display_rows
-    keys = list(data.databases)
-    default_key = keys[0] if keys else None
-    default_schema = ""
-    if default_key is not None:
-        try:
-            default_schema = space.schema(default_key)
-        except UsageError as err:
-            default_schema = f"-- {err}"
+def _compare_handler(space: ComparisonSpace) -> Callable:
+    """The ``/compare`` function: both answers, then the gold, then every detail (see the API description)."""
+    display_rows = space.settings.display_rows
 
     def compare(database: str, question: str):
         comparison = space.compare(database, question)
@@ -252,6 +229,100 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
         return tuple(outputs)
 
     compare.__doc__ = COMPARE_API_DESCRIPTION
+    return compare
+
+
+class _CompareControls(NamedTuple):
+    """The Compare tab's components that its events connect."""
+
+    database: Any
+    example: Any
+    schema: Any
+    question: Any
+    button: Any
+    outputs: list[Any]
+
+
+def _compare_tab(space: ComparisonSpace) -> _CompareControls:
+    """The Compare tab: database, example and question pickers, one column per policy and the gold, and the
+    ``/compare`` endpoint behind the button (and Enter in the question box)."""
+    settings, data = space.settings, space.data
+    display_rows = settings.display_rows
+    keys = list(data.databases)
+    default_key = keys[0] if keys else None
+    default_schema = ""
+    if default_key is not None:
+        try:
+            default_schema = space.schema(default_key)
+        except UsageError as err:
+            default_schema = f"-- {err}"
+    with gr.Row():
+        database = gr.Dropdown(
+            choices=[(data.databases[k].label, k) for k in keys],
+            value=default_key,
+            label="Database",
+            elem_id="database",
+            scale=1,
+        )
+        example = gr.Dropdown(
+            choices=_example_choices(space, default_key),
+            value=None,
+            label="Example question (with its gold SQL)",
+            elem_id="example",
+            scale=3,
+        )
+    with gr.Accordion("Schema", open=False):
+        schema = gr.Code(value=default_schema, language="sql", label="Schema", interactive=False)
+    with gr.Row():
+        question = gr.Textbox(
+            label=f"Question (at most {settings.max_question_chars} characters)",
+            placeholder="Pick an example above, or type a question about the database",
+            max_length=settings.max_question_chars,
+            elem_id="question",
+            scale=4,
+        )
+        button = gr.Button("Compare", variant="primary", elem_id="compare-button", scale=1)
+    outputs: list[Any] = []
+    with gr.Row(equal_height=False):
+        for name, title in (("sft", POLICY_LABELS["sft"]), ("grpo", POLICY_LABELS["grpo"]), ("gold", "Gold")):
+            with gr.Column(elem_id=f"column-{name}"):
+                gr.Markdown(f"### {title}")
+                outputs += [
+                    gr.Code(language="sql", label=f"{title} SQL", interactive=False, elem_id=f"{name}-sql"),
+                    gr.Markdown(label=f"{title} status", elem_id=f"{name}-status"),
+                    gr.Dataframe(
+                        label=f"{title} result (first {display_rows} rows)",
+                        interactive=False,
+                        max_height=360,
+                        elem_id=f"{name}-result",
+                    ),
+                ]
+    with gr.Accordion("Details (JSON)", open=False):
+        outputs.append(gr.JSON(label="Details", elem_id="details"))
+    gr.Markdown(
+        f"Greedy decoding, at most {data.max_new_tokens} new tokens, the prompt each adapter was trained "
+        f"with. Queries run read-only with a {settings.timeout_s:g} s deadline and at most "
+        f"{settings.max_rows} rows."
+    )
+    return _CompareControls(database, example, schema, question, button, outputs)
+
+
+def _wire_compare(space: ComparisonSpace, controls: _CompareControls) -> None:
+    """The Compare tab's events: ``/compare`` on the button (and Enter), the schema and examples on a pick."""
+    handler = _ui_errors(_compare_handler(space))
+    limits = {"concurrency_limit": space.settings.concurrency, "concurrency_id": "compare"}
+    inputs = [controls.database, controls.question]
+    controls.button.click(
+        handler,
+        inputs=inputs,
+        outputs=controls.outputs,
+        api_name="compare",
+        api_description=COMPARE_API_DESCRIPTION,
+        **limits,
+    )
+    controls.question.submit(
+        handler, inputs=inputs, outputs=controls.outputs, api_visibility="private", **limits
+    )
 
     def pick_database(key: str | None):
         schema = space.schema(key) if key else ""
@@ -260,30 +331,159 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
     def pick_example(question: str | None):
         return question or ""
 
+    controls.database.change(
+        _ui_errors(pick_database),
+        inputs=[controls.database],
+        outputs=[controls.schema, controls.example, controls.question],
+        api_visibility="private",
+    )
+    controls.example.input(
+        pick_example, inputs=[controls.example], outputs=[controls.question], api_visibility="private"
+    )
+
+
+def _telemetry_tab(space: ComparisonSpace) -> None:
+    """The Telemetry tab: per attempt, the headline means and the adapter update, then the training plots."""
+    if not space.data.attempts:
+        gr.Markdown("No GRPO telemetry found (`grpo/telemetry.jsonl`, written by `slmsql train grpo`).")
+        return
+    plots = space.telemetry_plots()
+    gr.Markdown(
+        "GRPO training telemetry, one line per attempt (attempt #1: data the SFT policy had already "
+        "mastered; attempt #2: the pass-rate band). Dashed lines are the means over logged steps. "
+        "The adapter update is how far the attempt moved the adapter's effective weights "
+        "(‖ΔW‖/‖W‖, from its `run_summary.json`)."
+    )
+    gr.Markdown(_markdown_table(space.telemetry_table()))
+    for start in range(0, len(plots), 2):
+        with gr.Row():
+            for path, title in plots[start : start + 2]:
+                gr.Image(value=path, label=title, interactive=False, show_label=True)
+
+
+_DISAGREEMENT_COLUMNS = {
+    "question_id": "id",
+    "db_id": "database",
+    "difficulty": "difficulty",
+    "question": "question",
+    "gold_sql": "gold SQL",
+    "sft_sql": "SFT SQL",
+    "sft_verdict": "SFT verdict",
+    "grpo_sql": "GRPO SQL",
+    "grpo_verdict": "GRPO verdict",
+}
+
+
+def _disagreements_handler(space: ComparisonSpace) -> Callable:
+    """The browser's function: the questions of one benchmark where the policies disagree, and their count."""
+    data = space.data
+
     def show_disagreements(benchmark: str | None, which: str):
         import pandas as pd
 
-        columns = {
-            "question_id": "id",
-            "db_id": "database",
-            "difficulty": "difficulty",
-            "question": "question",
-            "gold_sql": "gold SQL",
-            "sft_sql": "SFT SQL",
-            "sft_verdict": "SFT verdict",
-            "grpo_sql": "GRPO SQL",
-            "grpo_verdict": "GRPO verdict",
-        }
+        shown = list(_DISAGREEMENT_COLUMNS.values())
         if not benchmark:
-            return pd.DataFrame(columns=list(columns.values())), "No evaluation to browse."
+            return pd.DataFrame(columns=shown), "No evaluation to browse."
         records = disagreements(data.eval_results, data.eval_dir, benchmark, which)
         frame = pd.DataFrame(
-            [{shown: r.get(key) for key, shown in columns.items()} for r in records],
-            columns=list(columns.values()),
+            [{name: r.get(key) for key, name in _DISAGREEMENT_COLUMNS.items()} for r in records],
+            columns=shown,
         )
         bench = (data.eval_results or {}).get("benchmarks", {}).get(benchmark, {})
         return frame, f"**{len(records)}** of {bench.get('n', '?')} questions: {DISAGREEMENT_FILTERS[which]}."
 
+    return show_disagreements
+
+
+def _evaluation_tab(space: ComparisonSpace) -> None:
+    """The Evaluation tab: EX per benchmark with the paired statistics, then the disagreement browser."""
+    data = space.data
+    rows = eval_table(data.eval_results)
+    benchmarks = [row["Benchmark"] for row in rows]
+    if not rows:
+        gr.Markdown("No evaluation found (`eval/eval_results.json`, written by `slmsql eval`).")
+        return
+    gr.Markdown(
+        "Execution accuracy (EX, %) of both adapters on the same questions. ΔEX is GRPO − SFT; the "
+        "95% CI is a paired bootstrap; p is McNemar's exact test on the questions only one policy "
+        "solves.\n\n" + _markdown_table(rows)
+    )
+    summaries = [
+        f"- **{key}**: {bench['comparison']['summary']}"
+        for key, bench in (data.eval_results or {}).get("benchmarks", {}).items()
+        if (bench.get("comparison") or {}).get("summary")
+    ]
+    gr.Markdown("\n".join(summaries))
+    gr.Markdown("### Where SFT and GRPO disagree")
+    with gr.Row():
+        benchmark = gr.Dropdown(choices=benchmarks, value=benchmarks[0], label="Benchmark", scale=1)
+        which = gr.Radio(
+            choices=[(text, key) for key, text in DISAGREEMENT_FILTERS.items()],
+            value="all",
+            label="Show",
+            scale=2,
+        )
+    show_disagreements = _disagreements_handler(space)
+    try:
+        first_frame, first_count = show_disagreements(benchmarks[0], "all")
+    except UsageError as err:
+        first_frame, first_count = None, f"**{err}**"
+    count = gr.Markdown(first_count)
+    browser = gr.Dataframe(
+        value=first_frame, interactive=False, wrap=True, max_height=600, elem_id="disagreements"
+    )
+    for control in (benchmark, which):
+        control.change(
+            _ui_errors(show_disagreements),
+            inputs=[benchmark, which],
+            outputs=[browser, count],
+            api_visibility="private",
+        )
+
+
+def _about_tab(space: ComparisonSpace) -> None:
+    """The About tab: the model card's summary, how the Space works, what it loaded, and the API."""
+    data = space.data
+    summary = card_summary(data.card_text)
+    sources = "\n".join(f"- {what}: `{where}`" for what, where in data.sources.items()) or "- nothing loaded"
+    gr.Markdown(
+        (
+            "## From the model card\n\n" + summary
+            if summary
+            else "No model card found (`card/README.md`, written by `slmsql card`)."
+        )
+        + "\n\n## What this Space shows\n\n"
+        "The base model is loaded once with both LoRA adapters; for each question the SFT adapter and "
+        "then the GRPO adapter generate greedily with the prompt they were trained with (schema and "
+        "question). Each query runs in slmsql-hub's read-only sandbox (one statement, a deadline, a row "
+        "cap); for an example question the gold runs too and the verdict follows the benchmark's rule "
+        "(set equality for the embedded world, the test-suite rule for Spider). A gold that fails makes "
+        "the question unscorable, never wrong.\n\n"
+        "## Loaded from\n\n" + sources + "\n\n## API\n\n"
+        '```python\nfrom gradio_client import Client\n\nclient = Client("<this Space>")\n'
+        "(sft_sql, sft_status, sft_rows,\n grpo_sql, grpo_status, grpo_rows,\n gold_sql, gold_status, gold_rows,\n"
+        ' details) = client.predict("world/library", "How many books are there?", api_name="/compare")\n'
+        'print(details["sft"]["status"], details["grpo"]["status"])\n```\n\n' + COMPARE_API_DESCRIPTION
+    )
+
+
+def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
+    """Build the page for ``space`` (nothing is launched): one builder per tab.
+
+    The Compare button (and Enter in the question box) calls ``/compare``; its inputs are the database key and
+    the question, its outputs per column the SQL (``gr.Code``, SQL highlighting), a status line and the result
+    table, then the gold's, then a JSON object with every detail (see :data:`COMPARE_API_DESCRIPTION`).
+
+    Args:
+        space: the :class:`~space_backend.ComparisonSpace` that answers; ``None`` builds one from the
+            ``SLMSQL_*`` environment variables (its sandbox lives as long as the process).
+
+    Returns:
+        `gr.Blocks`: the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
+    """
+    if space is None:
+        space = ComparisonSpace(SpaceSettings(**env_settings()))
+    problems = space.data.problems
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
             f"# {TITLE}\n"
@@ -292,183 +492,17 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
             "judged against the gold when the question is an example. The study's finding — GRPO did not move "
             "execution accuracy — made visible one question at a time."
         )
-        gr.Markdown(_problems_markdown(data.problems), elem_id="problems", visible=bool(data.problems))
+        gr.Markdown(_problems_markdown(problems), elem_id="problems", visible=bool(problems))
         with gr.Tabs():
             with gr.Tab("Compare", id="compare"):
-                with gr.Row():
-                    database = gr.Dropdown(
-                        choices=[(data.databases[k].label, k) for k in keys],
-                        value=default_key,
-                        label="Database",
-                        elem_id="database",
-                        scale=1,
-                    )
-                    example = gr.Dropdown(
-                        choices=_example_choices(space, default_key),
-                        value=None,
-                        label="Example question (with its gold SQL)",
-                        elem_id="example",
-                        scale=3,
-                    )
-                with gr.Accordion("Schema", open=False):
-                    schema = gr.Code(value=default_schema, language="sql", label="Schema", interactive=False)
-                with gr.Row():
-                    question = gr.Textbox(
-                        label=f"Question (at most {settings.max_question_chars} characters)",
-                        placeholder="Pick an example above, or type a question about the database",
-                        max_length=settings.max_question_chars,
-                        elem_id="question",
-                        scale=4,
-                    )
-                    button = gr.Button("Compare", variant="primary", elem_id="compare-button", scale=1)
-                columns: dict[str, tuple] = {}
-                with gr.Row(equal_height=False):
-                    for name, title in (
-                        ("sft", POLICY_LABELS["sft"]),
-                        ("grpo", POLICY_LABELS["grpo"]),
-                        ("gold", "Gold"),
-                    ):
-                        with gr.Column(elem_id=f"column-{name}"):
-                            gr.Markdown(f"### {title}")
-                            sql = gr.Code(
-                                language="sql", label=f"{title} SQL", interactive=False, elem_id=f"{name}-sql"
-                            )
-                            status = gr.Markdown(label=f"{title} status", elem_id=f"{name}-status")
-                            table = gr.Dataframe(
-                                label=f"{title} result (first {display_rows} rows)",
-                                interactive=False,
-                                max_height=360,
-                                elem_id=f"{name}-result",
-                            )
-                            columns[name] = (sql, status, table)
-                with gr.Accordion("Details (JSON)", open=False):
-                    details = gr.JSON(label="Details", elem_id="details")
-                gr.Markdown(
-                    f"Greedy decoding, at most {data.max_new_tokens} new tokens, the prompt each adapter was trained "
-                    f"with. Queries run read-only with a {settings.timeout_s:g} s deadline and at most "
-                    f"{settings.max_rows} rows."
-                )
-
+                compare = _compare_tab(space)
             with gr.Tab("Telemetry", id="telemetry"):
-                plots = space.telemetry_plots() if data.attempts else []
-                if not data.attempts:
-                    gr.Markdown(
-                        "No GRPO telemetry found (`grpo/telemetry.jsonl`, written by `slmsql train grpo`)."
-                    )
-                else:
-                    gr.Markdown(
-                        "GRPO training telemetry, one line per attempt (attempt #1: data the SFT policy had already "
-                        "mastered; attempt #2: the pass-rate band). Dashed lines are the means over logged steps. "
-                        "The adapter update is how far the attempt moved the adapter's effective weights "
-                        "(‖ΔW‖/‖W‖, from its `run_summary.json`)."
-                    )
-                    gr.Markdown(_markdown_table(space.telemetry_table()))
-                    for start in range(0, len(plots), 2):
-                        with gr.Row():
-                            for path, title in plots[start : start + 2]:
-                                gr.Image(value=path, label=title, interactive=False, show_label=True)
-
+                _telemetry_tab(space)
             with gr.Tab("Evaluation", id="evaluation"):
-                rows = eval_table(data.eval_results)
-                benchmarks = [row["Benchmark"] for row in rows]
-                if not rows:
-                    gr.Markdown("No evaluation found (`eval/eval_results.json`, written by `slmsql eval`).")
-                else:
-                    gr.Markdown(
-                        "Execution accuracy (EX, %) of both adapters on the same questions. ΔEX is GRPO − SFT; the "
-                        "95% CI is a paired bootstrap; p is McNemar's exact test on the questions only one policy "
-                        "solves.\n\n" + _markdown_table(rows)
-                    )
-                    summaries = [
-                        f"- **{key}**: {bench['comparison']['summary']}"
-                        for key, bench in (data.eval_results or {}).get("benchmarks", {}).items()
-                        if (bench.get("comparison") or {}).get("summary")
-                    ]
-                    gr.Markdown("\n".join(summaries))
-                    gr.Markdown("### Where SFT and GRPO disagree")
-                    with gr.Row():
-                        benchmark = gr.Dropdown(
-                            choices=benchmarks, value=benchmarks[0], label="Benchmark", scale=1
-                        )
-                        which = gr.Radio(
-                            choices=[(text, key) for key, text in DISAGREEMENT_FILTERS.items()],
-                            value="all",
-                            label="Show",
-                            scale=2,
-                        )
-                    try:
-                        first_frame, first_count = show_disagreements(benchmarks[0], "all")
-                    except UsageError as err:
-                        first_frame, first_count = None, f"**{err}**"
-                    count = gr.Markdown(first_count)
-                    browser = gr.Dataframe(
-                        value=first_frame,
-                        interactive=False,
-                        wrap=True,
-                        max_height=600,
-                        elem_id="disagreements",
-                    )
-                    for control in (benchmark, which):
-                        control.change(
-                            _ui_errors(show_disagreements),
-                            inputs=[benchmark, which],
-                            outputs=[browser, count],
-                            api_visibility="private",
-                        )
-
+                _evaluation_tab(space)
             with gr.Tab("About", id="about"):
-                summary = card_summary(data.card_text)
-                sources = (
-                    "\n".join(f"- {what}: `{where}`" for what, where in data.sources.items())
-                    or "- nothing loaded"
-                )
-                gr.Markdown(
-                    (
-                        "## From the model card\n\n" + summary
-                        if summary
-                        else "No model card found (`card/README.md`, written by `slmsql card`)."
-                    )
-                    + "\n\n## What this Space shows\n\n"
-                    "The base model is loaded once with both LoRA adapters; for each question the SFT adapter and "
-                    "then the GRPO adapter generate greedily with the prompt they were trained with (schema and "
-                    "question). Each query runs in slmsql-hub's read-only sandbox (one statement, a deadline, a row "
-                    "cap); for an example question the gold runs too and the verdict follows the benchmark's rule "
-                    "(set equality for the embedded world, the test-suite rule for Spider). A gold that fails makes "
-                    "the question unscorable, never wrong.\n\n"
-                    "## Loaded from\n\n" + sources + "\n\n## API\n\n"
-                    '```python\nfrom gradio_client import Client\n\nclient = Client("<this Space>")\n'
-                    "(sft_sql, sft_status, sft_rows,\n grpo_sql, grpo_status, grpo_rows,\n gold_sql, gold_status, gold_rows,\n"
-                    ' details) = client.predict("world/library", "How many books are there?", api_name="/compare")\n'
-                    'print(details["sft"]["status"], details["grpo"]["status"])\n```\n\n'
-                    + COMPARE_API_DESCRIPTION
-                )
-
-        compare_outputs = [*columns["sft"], *columns["grpo"], *columns["gold"], details]
-        handler = _ui_errors(compare)
-        button.click(
-            handler,
-            inputs=[database, question],
-            outputs=compare_outputs,
-            api_name="compare",
-            api_description=COMPARE_API_DESCRIPTION,
-            concurrency_limit=settings.concurrency,
-            concurrency_id="compare",
-        )
-        question.submit(
-            handler,
-            inputs=[database, question],
-            outputs=compare_outputs,
-            api_visibility="private",
-            concurrency_limit=settings.concurrency,
-            concurrency_id="compare",
-        )
-        database.change(
-            _ui_errors(pick_database),
-            inputs=[database],
-            outputs=[schema, example, question],
-            api_visibility="private",
-        )
-        example.input(pick_example, inputs=[example], outputs=[question], api_visibility="private")
+                _about_tab(space)
+        _wire_compare(space, compare)
     return demo
 
 

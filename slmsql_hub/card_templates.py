@@ -1,0 +1,60 @@
+"""The Jinja templates of every card slmsql-hub writes (``model_card/*.md``): the model card, a local base
+model's card, the band's dataset card and the card a repository gets at the end of training.
+
+They render with ``huggingface_hub``'s ``ModelCard.from_template`` / ``DatasetCard.from_template``, which put the
+``ModelCardData`` / ``DatasetCardData`` in the YAML front matter; the Python side computes only the values the
+templates show. Plain Jinja renders an unknown variable as nothing, so :func:`render` refuses a template that
+uses one its context does not define.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+MODEL_CARD = "model_card.md"
+BASE_MODEL_CARD = "base_model_card.md"
+DATASET_CARD = "dataset_card.md"
+TRAINING_CARD = "training_card.md"
+
+
+def template_path(name: str) -> Path:
+    """``model_card/<name>`` of the clone (so edits take effect), else the copy the wheel installs.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.card_templates import template_path
+    >>> template_path("dataset_card.md").name
+    'dataset_card.md'
+
+    ```
+    """
+    from .resources import shipped_path
+
+    return shipped_path(f"model_card/{name}", f"model_card/{name}")
+
+
+def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
+    """``card_class.from_template(data, template_path=path, **context)`` (a ``ModelCard`` or ``DatasetCard``).
+
+    Raises:
+        UsageError: the template is missing.
+        ValueError: the template uses a variable the context does not define (it would render empty).
+    """
+    import jinja2
+    import jinja2.meta
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(
+            f"card template not found: {path}; restore model_card/{path.name} (or pass --template)"
+        )
+    known = set(context) | set(data.to_dict()) | {"card_data"}
+    used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
+    missing = sorted(used - known)
+    if missing:
+        raise ValueError(f"the template {path} uses undefined variable(s) {', '.join(missing)}")
+    return card_class.from_template(data, template_path=str(path), **context)

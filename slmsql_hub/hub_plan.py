@@ -1,0 +1,513 @@
+"""What ``slmsql push`` uploads where, decided from the run folder alone (no network), and the dry run that
+writes it out: see :mod:`slmsql_hub.hub` for the targets and their default repository ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import UsageError
+from .hub_band import BAND_SHARD, dataset_card, load_band
+from .repo_ids import check_repo_id, repo_url
+from .run_files import CARD_README, PLAN_FILE, RunLayout, read_run
+
+logger = logging.getLogger(__name__)
+
+MODEL = "model"
+
+BASE_MODEL = "base-model"
+"""The plan entry (and dry-run folder) of a local base model pushed with ``model`` as its own repository."""
+
+DATASET = "dataset"
+
+METRIC_SPACE = "metric-space"
+
+DEMO_SPACE = "demo-space"
+
+TARGETS: tuple[str, ...] = (MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
+"""The ``--what`` choices, in the order they are pushed."""
+
+REPO_TYPES = {
+    MODEL: "model",
+    BASE_MODEL: "model",
+    DATASET: "dataset",
+    METRIC_SPACE: "space",
+    DEMO_SPACE: "space",
+}
+
+METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
+"""The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
+
+STALE_MODEL_FILES: tuple[str, ...] = ("trl_model_card.md",)
+"""Deleted from the model repository on push when present: TRL's draft card, which ours replaces."""
+
+_CACHE_FOLDERS = (".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache")
+
+IGNORE_PATTERNS: tuple[str, ...] = (
+    *(pattern for name in _CACHE_FOLDERS for pattern in (f"{name}/*", f"*/{name}/*")),
+    ".DS_Store",
+    "*/.DS_Store",
+    *(f"*{suffix}" for suffix in (".pyc", ".partial", ".tmp", ".lock")),
+)
+"""Never uploaded (``upload_folder``'s ``ignore_patterns``; :func:`folder_files` lists with them too)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PushTarget:
+    """One repository to push to and what goes in it.
+
+    Attributes:
+        what: one of :data:`TARGETS`, or :data:`BASE_MODEL`.
+        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
+        repo_id: ``namespace/name``.
+        files: ``(path_in_repo, content)`` pairs, sorted by path: a local file's path, or the bytes of a file
+            written for the upload (a rewritten ``adapter_config.json``, a generated card). The dataset's parquet
+            shard is not among them: ``datasets`` writes it.
+        dataset_path: the saved band (``save_to_disk`` folder), for the dataset target.
+        space_sdk: the Space's SDK (from its README's front matter), for Spaces.
+        card: the README text for targets whose card is generated here (the dataset).
+
+    Example:
+
+    ```python
+    >>> target = PushTarget("metric-space", "space", "alice/ex", space_sdk="gradio")
+    >>> target.repo_type, target.files
+    ('space', ())
+
+    ```
+    """
+
+    what: str
+    repo_type: str
+    repo_id: str
+    files: tuple[tuple[str, Path | bytes], ...] = ()
+    dataset_path: Path | None = None
+    space_sdk: str | None = None
+    card: str | None = None
+
+
+def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
+    """The targets named by ``--what`` (comma-separated names of :data:`TARGETS`, or ``all``), de-duplicated, in
+    push order; an unknown or empty name is a UsageError.
+
+    Example:
+
+    ```python
+    >>> parse_what("dataset,model")
+    ('model', 'dataset')
+    >>> parse_what("all")
+    ('model', 'dataset', 'metric-space', 'demo-space')
+
+    ```
+    """
+    names = [text] if isinstance(text, str) else list(text)
+    wanted = {part.strip() for name in names for part in name.split(",") if part.strip()}
+    if "all" in wanted:
+        return TARGETS
+    unknown = sorted(wanted - set(TARGETS))
+    if unknown or not wanted:
+        raise UsageError(
+            f"--what {','.join(names)!r}: choose among {', '.join(TARGETS)} (comma-separated) or all"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+        )
+    return tuple(name for name in TARGETS if name in wanted)
+
+
+def default_repo_ids(repo_id: str) -> dict[str, str]:
+    """``{target: repo_id}`` for every target and :data:`BASE_MODEL`, derived from the model's ``NAMESPACE/NAME``
+    (the metric Space is one per namespace, as ``evaluate.load("NAMESPACE/ex")`` expects).
+
+    Example:
+
+    ```python
+    >>> default_repo_ids("alice/qwen-grpo")["base-model"]
+    'alice/qwen-grpo-base'
+    >>> default_repo_ids("alice/qwen-grpo")["metric-space"]
+    'alice/ex'
+
+    ```
+    """
+    namespace = repo_id.split("/")[0]
+    return {
+        MODEL: repo_id,
+        BASE_MODEL: f"{repo_id}-base",
+        DATASET: f"{repo_id}-band",
+        METRIC_SPACE: f"{namespace}/ex",
+        DEMO_SPACE: f"{repo_id}-demo",
+    }
+
+
+def folder_files(folder: str | os.PathLike) -> list[tuple[str, Path]]:
+    """Every file under ``folder`` as sorted ``(path_in_repo, local_path)`` pairs, without what
+    :data:`IGNORE_PATTERNS` leaves out (hidden folders the Hub uses, like ``.eval_results/``, are kept).
+
+    Example:
+
+    ```python
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> (root / ".eval_results").mkdir(); (root / ".eval_results" / "dev.yaml").write_text("[]")
+    2
+    >>> (root / "__pycache__").mkdir(); (root / "__pycache__" / "x.pyc").write_bytes(b"")
+    0
+    >>> [path for path, _ in folder_files(root)]
+    ['.eval_results/dev.yaml']
+
+    ```
+    """
+    from huggingface_hub.utils import filter_repo_objects
+
+    root = Path(folder)
+    files = {path.relative_to(root).as_posix(): path for path in root.rglob("*") if path.is_file()}
+    return sorted(
+        (name, files[name]) for name in filter_repo_objects(files, ignore_patterns=list(IGNORE_PATTERNS))
+    )
+
+
+def _load_card(readme: Path, card_class: Any = None, fix: str = "fix the card") -> Any:
+    """``card_class.load(readme)`` (default ``RepoCard``); malformed YAML metadata is one UsageError."""
+    import yaml
+    from huggingface_hub import RepoCard
+
+    try:
+        return (card_class or RepoCard).load(readme)
+    except (ValueError, yaml.YAMLError) as err:
+        raise UsageError(f"{readme}: the YAML metadata does not parse into a mapping ({err}); {fix}") from err
+
+
+def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
+    """The adapter's repository and, when its base is a local folder, the base's (pushed first)."""
+    from . import base_model as bm
+
+    card_dir = RunLayout(run_dir).card.root
+    readme = RunLayout(run_dir).card.readme
+    if not readme.is_file():
+        raise UsageError(
+            f"no model card folder at {card_dir}: run `slmsql card --run-dir {run_dir}` first (it assembles the "
+            "card, plots, .eval_results and adapter files that `slmsql push` uploads)"
+        )
+    if not (card_dir / bm.ADAPTER_CONFIG).is_file():
+        raise UsageError(
+            f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir}` after "
+            "GRPO training so the adapter files are copied in"
+        )
+    from huggingface_hub import ModelCard
+
+    card = _load_card(readme, ModelCard, "rerun `slmsql card`")
+    base = bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
+    files: dict[str, Path | bytes] = dict(folder_files(card_dir))
+    # Rewritten in what is uploaded only; card_for_hub edits `card`, so it runs after resolve_base read it.
+    rewritten = {
+        bm.ADAPTER_CONFIG: bm.adapter_config_for_hub(card_dir, base),
+        CARD_README: bm.card_for_hub(card, base),
+    }
+    files.update({path: content for path, content in rewritten.items() if content is not None})
+    targets = []
+    if base.local_dir is not None:
+        base_files: dict[str, Path | bytes] = dict(folder_files(base.local_dir))
+        base_files[CARD_README] = bm.base_card(
+            base, repo_id, license=card.data.license, adapter_url=repo_url("model", repo_id)
+        ).encode("utf-8")
+        targets.append(PushTarget(BASE_MODEL, "model", base.repo_id, tuple(sorted(base_files.items()))))
+    targets.append(PushTarget(MODEL, "model", repo_id, tuple(sorted(files.items()))))
+    return targets
+
+
+def _dataset_target(run_dir: Path, repo_id: str, model_repo_id: str | None) -> PushTarget:
+    layout = RunLayout(run_dir)
+    if not layout.filter_report.is_file() or not layout.band.is_dir():
+        raise UsageError(
+            f"no filtered band at {layout.band} (with {layout.filter_report.name} beside it): run `slmsql filter "
+            "--config recipes/world/filter.yaml` with output_dir under the run folder first"
+        )
+    card = dataset_card(read_run(run_dir).filter_report, repo_id, model_repo_id=model_repo_id)
+    return PushTarget(DATASET, "dataset", repo_id, dataset_path=layout.band, card=card)
+
+
+def _metric_target(repo_id: str) -> PushTarget:
+    folder = Path(__file__).resolve().parent / "metric"
+    missing = [name for name in METRIC_FILES if not (folder / name).is_file()]
+    if missing:
+        raise UsageError(
+            f"the installed slmsql_hub lacks metric files {missing} in {folder}; reinstall the package"
+        )
+    sdk = _load_card(folder / CARD_README).data.get("sdk", "gradio")
+    return PushTarget(
+        METRIC_SPACE,
+        "space",
+        repo_id,
+        tuple(sorted((name, folder / name) for name in METRIC_FILES)),
+        space_sdk=sdk,
+    )
+
+
+def default_demo_dir() -> Path:
+    """``spaces/demo`` in the working directory, else in the source checkout this package runs from, else the
+    copy a wheel installs as ``slmsql_hub/demo_space/``.
+
+    Returns:
+        The folder (it may not exist; :func:`plan_push` then says so).
+
+    Example:
+
+    ```python
+    >>> default_demo_dir().parts[-2:]
+    ('spaces', 'demo')
+
+    ```
+    """
+    from .resources import shipped_path
+
+    here = Path.cwd() / "spaces" / "demo"
+    return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")
+
+
+def _demo_target(repo_id: str, demo_dir: Path | None) -> PushTarget:
+    folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
+    files = folder_files(folder) if folder.is_dir() else []
+    if not files:
+        raise UsageError(f"no demo Space files in {folder}: build the demo there first, or pass --demo-dir")
+    readme = folder / CARD_README
+    if not readme.is_file():
+        raise UsageError(
+            f"{folder} has no README.md: a Space needs one with its metadata (sdk: gradio, app_file)"
+        )
+    sdk = _load_card(readme).data.get("sdk")
+    if sdk not in ("gradio", "streamlit", "docker", "static"):
+        raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
+    return PushTarget(DEMO_SPACE, "space", repo_id, tuple(files), space_sdk=sdk)
+
+
+def plan_push(
+    run_dir: str | os.PathLike,
+    repo_id: str | None,
+    what: str | Sequence[str] = MODEL,
+    *,
+    dataset_repo_id: str | None = None,
+    metric_space_id: str | None = None,
+    demo_space_id: str | None = None,
+    demo_dir: str | os.PathLike | None = None,
+    base_repo_id: str | None = None,
+    revision: str | None = None,
+) -> list[PushTarget]:
+    """Decide what each target repository receives, from the run folder alone (no network).
+
+    Args:
+        run_dir: the run folder (``outputs/quickstart``): ``card/`` for the model, ``filter/`` for the dataset.
+        repo_id: the model repository ``NAMESPACE/NAME``; the other ids default to names derived from it (see
+            :func:`default_repo_ids`). May be ``None`` when every target needed has its own id.
+        what: targets, as for :func:`parse_what`.
+        dataset_repo_id: the dataset repository (default ``NAMESPACE/NAME-band``).
+        metric_space_id: the metric Space (default ``NAMESPACE/ex``).
+        demo_space_id: the demo Space (default ``NAMESPACE/NAME-demo``).
+        demo_dir: the demo Space's files (default :func:`default_demo_dir`).
+        base_repo_id: where a local base model is published with ``model`` (default ``NAMESPACE/NAME-base``).
+        revision: the branch the push goes to; a local base pushed there is pinned to it in the adapter config.
+
+    Returns:
+        One :class:`PushTarget` per target, in push order; a local base model's (:data:`BASE_MODEL`) comes
+        just before the model's.
+
+    Raises:
+        UsageError: a repository id is missing or malformed, or the run lacks what a target needs (the
+            message names the command that makes it).
+
+    Example:
+
+    ```python
+    >>> [(t.what, t.repo_id, t.space_sdk) for t in plan_push(".", "alice/qwen-grpo", "metric-space")]
+    [('metric-space', 'alice/ex', 'gradio')]
+
+    ```
+    """
+    targets = parse_what(what)
+    run_dir = Path(run_dir)
+    explicit = {
+        DATASET: dataset_repo_id,
+        METRIC_SPACE: metric_space_id,
+        DEMO_SPACE: demo_space_id,
+        BASE_MODEL: base_repo_id,
+    }
+    options = {
+        DATASET: "--dataset-repo-id",
+        METRIC_SPACE: "--metric-space-id",
+        DEMO_SPACE: "--demo-space-id",
+        BASE_MODEL: "--base-repo-id",
+    }
+    derived = default_repo_ids(check_repo_id(repo_id)) if repo_id or MODEL in targets else {}
+    if not derived and any(explicit.get(name) is None for name in targets):
+        check_repo_id(repo_id)  # raises: some target has neither its own id nor one to derive it from
+    ids = {}
+    for name in (*targets, BASE_MODEL) if MODEL in targets else targets:
+        given = explicit.get(name)
+        ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
+    if {MODEL, DATASET} & set(targets) and not run_dir.is_dir():
+        raise UsageError(
+            f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
+        )
+    plan = []
+    for name in targets:
+        if name == MODEL:
+            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
+        elif name == DATASET:
+            plan.append(_dataset_target(run_dir, ids[name], ids.get(MODEL) or derived.get(MODEL)))
+        elif name == METRIC_SPACE:
+            plan.append(_metric_target(ids[name]))
+        else:
+            plan.append(_demo_target(ids[name], Path(demo_dir) if demo_dir is not None else None))
+    return plan
+
+
+def check_pull_request(revision: str | None, create_pr: bool) -> None:
+    """``upload_folder`` opens pull requests against ``main`` only: a UsageError for one against a branch."""
+    if create_pr and revision not in (None, "main"):
+        raise UsageError(
+            f"--create-pr opens a pull request against main; --revision {revision} cannot be combined with it: "
+            "drop one of them"
+        )
+
+
+def stage_files(
+    files: Iterable[tuple[str, Path | bytes]], folder: Path, *, link: bool = False, desc: str = ""
+) -> None:
+    """Write ``(path_in_repo, content)`` pairs under ``folder`` as they land in the repository: bytes written,
+    local files copied (``link=True``: symlinked, for a folder that is only uploaded)."""
+    from tqdm.auto import tqdm
+
+    for path_in_repo, local in tqdm(list(files), desc=desc or "staging", unit="file", leave=False):
+        destination = folder / path_in_repo
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(local, bytes):
+            destination.write_bytes(local)
+        elif link:
+            destination.symlink_to(Path(local).resolve())
+        else:
+            shutil.copyfile(local, destination)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _prepare_dry_run_dir(out_dir: Path) -> None:
+    """Empty ``out_dir`` if an earlier dry run wrote it; refuse a non-empty folder that is not a dry run."""
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not (out_dir / PLAN_FILE).is_file():
+            raise UsageError(
+                f"{out_dir} is not empty and holds no {PLAN_FILE} from an earlier dry run: pass an empty or new "
+                "--dry-run-dir"
+            )
+        for name in (*TARGETS, BASE_MODEL):
+            if (out_dir / name).is_dir():
+                shutil.rmtree(out_dir / name)
+        (out_dir / PLAN_FILE).unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _base_of(folder: Path) -> dict[str, Any]:
+    """The base model the written adapter config names (``base_model_name_or_path``, ``revision``)."""
+    from .base_model import read_adapter_config
+
+    config = read_adapter_config(folder)
+    return {"repo_id": config.get("base_model_name_or_path"), "revision": config.get("revision")}
+
+
+def write_dry_run(
+    targets: Sequence[PushTarget],
+    out_dir: str | os.PathLike,
+    *,
+    private: bool = True,
+    revision: str | None = None,
+    create_pr: bool = False,
+    endpoint: str | None = None,
+) -> dict:
+    """Write the exact folder each target would upload (``<out_dir>/<what>/``, staged as :func:`push` stages
+    it; for the dataset the parquet shard and card, to which ``datasets`` adds ``dataset_info`` on push) and
+    ``plan.json``, touching no network; an earlier dry run in ``out_dir`` is replaced.
+
+    Returns:
+        The plan, as in ``plan.json``: per target the repository, its URL, the folder and every file with its
+        size and sha256.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> plan = write_dry_run(plan_push(".", "alice/qwen-grpo", "metric-space"), tempfile.mkdtemp())
+    >>> [(t["repo_id"], t["repo_type"], t["private"]) for t in plan["targets"]]
+    [('alice/ex', 'space', True)]
+    >>> sorted(f["path"] for f in plan["targets"][0]["files"])
+    ['README.md', 'app.py', 'ex.py', 'requirements.txt']
+
+    ```
+    """
+    check_pull_request(revision, create_pr)
+    out = Path(out_dir)
+    _prepare_dry_run_dir(out)
+    plan: dict[str, Any] = {
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "slmsql_hub_version": __version__,
+        "dry_run": True,
+        "private": private,
+        "revision": revision or "main",
+        "create_pr": create_pr,
+        "targets": [],
+    }
+    for target in targets:
+        folder = out / target.what
+        folder.mkdir(parents=True)
+        stage_files(target.files, folder, desc=f"dry run: {target.what}")
+        if target.what == DATASET:
+            shard = folder / BAND_SHARD
+            shard.parent.mkdir(parents=True, exist_ok=True)
+            load_band(target.dataset_path).to_parquet(str(shard))
+            (folder / CARD_README).write_text(target.card or "", encoding="utf-8")
+        files = [
+            {"path": path, "size": local.stat().st_size, "sha256": _sha256(local)}
+            for path, local in folder_files(folder)
+        ]
+        entry = {
+            "what": target.what,
+            "repo_type": target.repo_type,
+            "repo_id": target.repo_id,
+            "url": repo_url(target.repo_type, target.repo_id, endpoint),
+            "private": private,
+            "revision": revision or "main",
+            "create_pr": create_pr,
+            "folder": str(folder),
+            "files": files,
+        }
+        if target.space_sdk:
+            entry["space_sdk"] = target.space_sdk
+        if target.what == MODEL:
+            entry["note"] = (
+                f"on push, {', '.join(STALE_MODEL_FILES)} (TRL's draft card) is deleted if present"
+            )
+            entry["base_model"] = _base_of(folder)
+        if target.what == BASE_MODEL:
+            merge = "; the adapter names the base's main branch, so merge this pull request first"
+            entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
+                merge if create_pr else ""
+            )
+        if target.what == DATASET:
+            entry["note"] = (
+                "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md"
+            )
+        plan["targets"].append(entry)
+        logger.info("dry run: %s -> %s (%d files) in %s", target.what, target.repo_id, len(files), folder)
+    (out / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    return plan

@@ -1,0 +1,93 @@
+"""Hub repository ids: every check goes through ``huggingface_hub.utils.validate_repo_id`` (here, once).
+
+Example:
+
+```python
+>>> from slmsql_hub.repo_ids import check_repo_id, looks_like_hub_id
+>>> check_repo_id("alice/qwen-grpo"), looks_like_hub_id("outputs/quickstart/base")
+('alice/qwen-grpo', False)
+
+```
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+
+def repo_id_problem(name: str) -> str | None:
+    """Why ``name`` is not a Hub repository id (``None`` when it is one)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError as err:
+        return str(err)
+    return None
+
+
+def check_repo_id(repo_id: str | None, option: str = "--repo-id", *, namespace: bool = True) -> str:
+    """``repo_id`` unchanged when the Hub accepts it (``namespace/name`` unless ``namespace=False``); else a
+    UsageError naming ``option``.
+
+    Example:
+
+    ```python
+    >>> check_repo_id("alice/qwen-grpo")
+    'alice/qwen-grpo'
+
+    ```
+    """
+    if not repo_id:
+        raise UsageError(
+            f"no repository id: pass {option} NAMESPACE/NAME (your user name or an organisation)"
+        )
+    problem = repo_id_problem(repo_id)
+    if problem is None and namespace and repo_id.count("/") != 1:
+        problem = "a namespace is needed"
+    if problem is not None:
+        what = "NAMESPACE/NAME" if namespace else "NAME or NAMESPACE/NAME"
+        raise UsageError(
+            f"{option} {repo_id!r} is not a Hub repository id: use {what} with letters, digits, '-', '_' "
+            f"or '.' (no '--' or '..'; {problem})"
+        )
+    return repo_id
+
+
+def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
+    """Whether ``name`` names a Hub model rather than a local folder (``run``: a
+    :class:`~slmsql_hub.run_files.RunFiles` whose own folders are never Hub ids).
+
+    Example:
+
+    ```python
+    >>> looks_like_hub_id("Qwen/Qwen2.5-Coder-1.5B-Instruct"), looks_like_hub_id("/models/qwen")
+    (True, False)
+
+    ```
+    """
+    if not name or repo_id_problem(name) is not None or Path(name.split("/")[0]).is_dir():
+        return False
+    # A path under the run's own folder (``outputs/quickstart/base``) is the run's, never a Hub id.
+    return run is None or run.local(name) == Path(name)
+
+
+def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
+    """The web address of a ``model``, ``dataset`` or ``space`` repository on ``endpoint`` (default
+    ``HF_ENDPOINT``, else huggingface.co).
+
+    Example:
+
+    ```python
+    >>> repo_url("space", "alice/ex", endpoint="https://huggingface.co")
+    'https://huggingface.co/spaces/alice/ex'
+
+    ```
+    """
+    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
+    return f"{endpoint}/{prefix}{repo_id}"

@@ -1,0 +1,189 @@
+"""The Evaluation and About tabs' content, computed from what :mod:`space_data` found: the per-benchmark table,
+the questions where SFT and GRPO disagree, and the model card's summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slmsql_hub.errors import UsageError
+from slmsql_hub.run_files import read_jsonl
+
+
+def _points(value: Any, signed: bool = True) -> str:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "n/a"
+    text = f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+    return text.replace("-", "−")
+
+
+def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """One row per benchmark: both policies' EX, ΔEX with its 95% CI, McNemar's p, discordant pairs, verdict.
+
+    Args:
+        eval_results: ``eval_results.json`` (``None`` gives no rows).
+
+    Returns:
+        `list[dict]`: display strings keyed by column name.
+
+    Example:
+
+    ```python
+    >>> from space_views import eval_table
+    >>> results = {"benchmarks": {"world_dev": {"n": 250, "n_scorable": 250, "mode": "bird",
+    ...     "policies": {"sft": {"ex": 0.612}, "grpo": {"ex": 0.62}},
+    ...     "comparison": {"delta_ex": 0.008, "ci95": [-0.024, 0.04], "mcnemar_p": 0.81,
+    ...                    "discordant": {"a_only": 9, "b_only": 11}, "n": 250, "verdict": "no significant difference"}}}}
+    >>> row = eval_table(results)[0]
+    >>> row["SFT EX"], row["GRPO EX"], row["ΔEX (points)"], row["95% CI (points)"], row["McNemar p"]
+    ('61.2', '62.0', '+0.8', '[−2.4, +4.0]', '0.81')
+
+    ```
+    """
+    rows = []
+    for key, bench in ((eval_results or {}).get("benchmarks") or {}).items():
+        comparison = bench.get("comparison") or {}
+        policies = bench.get("policies") or {}
+        ci = comparison.get("ci95") or [None, None]
+        p = comparison.get("mcnemar_p")
+        discordant = comparison.get("discordant") or {}
+        rows.append(
+            {
+                "Benchmark": key,
+                "Mode": str(bench.get("mode", "")),
+                "n": str(comparison.get("n", bench.get("n_scorable", bench.get("n", "")))),
+                "SFT EX": _points((policies.get("sft") or {}).get("ex"), signed=False),
+                "GRPO EX": _points((policies.get("grpo") or {}).get("ex"), signed=False),
+                "ΔEX (points)": _points(comparison.get("delta_ex")),
+                "95% CI (points)": f"[{_points(ci[0])}, {_points(ci[1])}]",
+                "McNemar p": "n/a" if not isinstance(p, (int, float)) else f"{p:.2f}",
+                "SFT-only / GRPO-only": f"{discordant.get('a_only', 'n/a')} / {discordant.get('b_only', 'n/a')}",
+                "Verdict": str(comparison.get("verdict", "")),
+            }
+        )
+    return rows
+
+
+DISAGREEMENT_FILTERS: dict[str, str] = {
+    "all": "every question where exactly one policy is correct",
+    "sft_only": "SFT correct, GRPO not",
+    "grpo_only": "GRPO correct, SFT not",
+}
+
+
+def disagreements(
+    eval_results: Mapping[str, Any] | None, eval_dir: Path | None, benchmark: str, which: str = "all"
+) -> list[dict[str, Any]]:
+    """The questions of one benchmark where SFT and GRPO disagree, from ``eval/predictions/<benchmark>.jsonl``.
+
+    A disagreement is a scorable question exactly one of the two policies answers correctly.
+
+    Args:
+        eval_results: ``eval_results.json``.
+        eval_dir: the folder holding it.
+        benchmark: the benchmark key (``world_dev``).
+        which: ``all``, ``sft_only`` or ``grpo_only`` (see :data:`DISAGREEMENT_FILTERS`).
+
+    Returns:
+        `list[dict]`: the prediction records, in file order.
+
+    Raises:
+        UsageError: an unknown benchmark or filter, or a missing predictions file.
+
+    Example:
+
+    ```python
+    >>> import json, pathlib, tempfile
+    >>> from space_views import disagreements
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> (folder / "predictions").mkdir()
+    >>> lines = [{"question_id": "q1", "sft_correct": 1, "grpo_correct": 0},
+    ...          {"question_id": "q2", "sft_correct": 1, "grpo_correct": 1},
+    ...          {"question_id": "q3", "sft_correct": None, "grpo_correct": 1}]
+    >>> _ = (folder / "predictions" / "world_dev.jsonl").write_text("".join(json.dumps(x) + "\\n" for x in lines))
+    >>> results = {"benchmarks": {"world_dev": {"predictions_file": "predictions/world_dev.jsonl"}}}
+    >>> [r["question_id"] for r in disagreements(results, folder, "world_dev")]
+    ['q1']
+
+    ```
+    """
+    benchmarks = (eval_results or {}).get("benchmarks") or {}
+    if benchmark not in benchmarks:
+        raise UsageError(f"no benchmark {benchmark!r} in the evaluation; choose one of {sorted(benchmarks)}")
+    if which not in DISAGREEMENT_FILTERS:
+        raise UsageError(f"unknown filter {which!r}; choose one of {sorted(DISAGREEMENT_FILTERS)}")
+    relative = benchmarks[benchmark].get("predictions_file") or f"predictions/{benchmark}.jsonl"
+    path = Path(eval_dir or ".") / relative
+    if not path.is_file():
+        raise UsageError(f"the predictions of {benchmark} are missing ({path}); rerun `slmsql eval`")
+    records = []
+    for record in read_jsonl(path):
+        sft, grpo = record.get("sft_correct"), record.get("grpo_correct")
+        if sft is None or grpo is None or sft == grpo:
+            continue
+        if which == "all" or (which == "sft_only") == bool(sft):
+            records.append(record)
+    return records
+
+
+def card_summary(card_text: str | None) -> str | None:
+    """The model card's summary: its TL;DR block and its Results section (front matter left out).
+
+    Args:
+        card_text: the card's ``README.md``.
+
+    Returns:
+        `str` or `None`: Markdown; ``None`` without a card.
+
+    Example:
+
+    ```python
+    >>> from space_views import card_summary
+    >>> card = "---\\nlicense: mit\\n---\\n# m\\n\\nIntro.\\n\\n> **TL;DR — no change.** Details.\\n\\n## Results\\n\\n| a |\\n\\n## More\\n"
+    >>> print(card_summary(card))
+    > **TL;DR — no change.** Details.
+    <BLANKLINE>
+    ## Results
+    <BLANKLINE>
+    | a |
+
+    ```
+    """
+    if not card_text:
+        return None
+    text = card_text
+    if text.startswith("---"):
+        end = text.find("\n---", 3)
+        text = text[end + 4 :] if end != -1 else text
+    lines = text.strip().splitlines()
+    parts: list[str] = []
+    start = next((i for i, line in enumerate(lines) if line.lstrip("> ").startswith("**TL;DR")), None)
+    if start is not None:
+        block = []
+        for line in lines[start:]:
+            if not line.startswith(">"):
+                break
+            block.append(line)
+        parts.append("\n".join(block))
+    else:
+        paragraph = []
+        for line in lines:
+            if line.startswith("#") or (not line.strip() and paragraph):
+                if paragraph:
+                    break
+                continue
+            if line.strip():
+                paragraph.append(line)
+        if paragraph:
+            parts.append("\n".join(paragraph))
+    results = next((i for i, line in enumerate(lines) if line.strip() == "## Results"), None)
+    if results is not None:
+        section = [lines[results]]
+        for line in lines[results + 1 :]:
+            if line.startswith("## "):
+                break
+            section.append(line)
+        parts.append("\n".join(section).strip())
+    return "\n\n".join(parts) if parts else None
