@@ -182,3 +182,43 @@ def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
         else:
             assert script.dataset_paths == ["band_train"]
         assert training.max_steps == 150 and training.adapter_path == "outputs/quickstart/sft/stage2"
+
+
+def test_the_card_section_and_folder_come_from_the_report(finished_grid, tmp_path):
+    from slmsql_hub.ablate.ship import card_section, copy_report, find_report
+
+    (tmp_path / "run").mkdir()
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(tmp_path / "other")})
+    assert find_report(tmp_path / "run") is None  # the folder beside the run is another run's study
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(tmp_path / "run")})
+    moved = find_report(tmp_path / "run")  # `make ablations`' folder beside the run, naming it
+    assert moved == finished_grid
+    shipped = copy_report(moved, tmp_path / "card")
+    assert {p.name for p in shipped.iterdir()} == {"report.json", "report.md", "plots"}
+    section = card_section(moved)
+    assert "negative (`frozen`, learning rate 0) held" in section and "positive" in section
+    assert "| `high_lr` | 0.011 | +17.5 (< 0.001) |" in section
+
+
+def test_slmsql_card_adds_an_ablations_section_and_ships_the_report(finished_grid, tmp_path):
+    import shutil
+
+    from slmsql_hub.card import build_card
+
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "fixtures" / "run", run)
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(run)})
+    build_card(run)
+    card = run / "card"
+    text = (card / "README.md").read_text(encoding="utf-8")
+    assert "## Ablations" in text and "ablations/report.md" in text and "`high_lr`" in text
+    assert (card / "ablations" / "report.json").is_file() and (
+        card / "ablations" / "plots" / "forest.png"
+    ).is_file()
+    assert main(["push", str(run), "--repo-id", "me/model", "--what", "model", "--dry-run"]) == 0
+    assert (
+        run / "push_dry_run" / "model" / "ablations" / "report.md"
+    ).is_file()  # published with the model repo
+    shutil.rmtree(finished_grid)  # no study: no section
+    build_card(run)
+    assert "## Ablations" not in (card / "README.md").read_text(encoding="utf-8")

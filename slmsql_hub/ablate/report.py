@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
-TEMPLATE = Path(__file__).resolve().parents[2] / "model_card" / "ablation_report.md"
+TEMPLATE = "ablation_report.md"
 FOREST_PLOT = "plots/forest.png"
 CURVES_PLOT = "plots/sql_correct_rate.png"
 
@@ -193,7 +193,9 @@ def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["points"] = format_points
     environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
-    template = environment.from_string(TEMPLATE.read_text(encoding="utf-8"))
+    from ..card_templates import template_path
+
+    template = environment.from_string(template_path(TEMPLATE).read_text(encoding="utf-8"))
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
     return template.render(
         report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA
