@@ -184,19 +184,22 @@ def write_report(
     return report
 
 
-def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
-    """``report.md`` from :data:`TEMPLATE` (jinja2): the table, the plots, ``relative_norm``, the finding."""
+def load_template(name: str) -> Any:
+    """A ``model_card/<name>`` jinja2 template with the study's filters: ``points`` (ΔEX) and ``pvalue``."""
     import jinja2
 
+    from ..card_templates import template_path
     from ..stats import format_p, format_points
 
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["points"] = format_points
     environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
-    from ..card_templates import template_path
+    return environment.from_string(template_path(name).read_text(encoding="utf-8"))
 
-    template = environment.from_string(template_path(TEMPLATE).read_text(encoding="utf-8"))
+
+def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
+    """``report.md`` from :data:`TEMPLATE`: the table, the plots, ``relative_norm``, the finding."""
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
-    return template.render(
+    return load_template(TEMPLATE).render(
         report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA
     )

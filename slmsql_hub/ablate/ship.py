@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .report import FOREST_PLOT, REPORT_JSON, REPORT_MD, claims
+from .report import FOREST_PLOT, REPORT_JSON, REPORT_MD, claims, load_template
 
 CARD_FOLDER = "ablations"
 """The report's folder inside the card folder (and the model repo)."""
@@ -59,17 +59,8 @@ def copy_report(report_dir: Path, card_root: Path) -> Path:
 
 def card_section(report_dir: Path) -> str:
     """The card's "Ablations" section (markdown) from :data:`TEMPLATE` and the report's pooled table."""
-    import jinja2
-
-    from ..stats import format_p, format_points
-
     report = json.loads((report_dir / REPORT_JSON).read_text(encoding="utf-8"))
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters["points"] = format_points
-    environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
-    from ..card_templates import template_path
-
-    template = environment.from_string(template_path(TEMPLATE).read_text(encoding="utf-8"))
+    template = load_template(TEMPLATE)
     return template.render(
         report=report, facts=claims(report["pooled"]), folder=CARD_FOLDER, forest=FOREST_PLOT
     )
