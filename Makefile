@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 
-.PHONY: setup quickstart test test-slow test-all lint clean
+.PHONY: setup quickstart ablations test test-slow test-all lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ setup: $(VENV)/.installed
 # The main job on the embedded world: every stage of the study into outputs/quickstart (reuses finished stages).
 quickstart: setup
 	$(VENV)/bin/slmsql quickstart $(ARGS)
+
+# The ablation study (issue #13) from a finished quickstart (run first when missing) into outputs/ablations/;
+# finished (variant, seed) folders are reused. ABLATE_ARGS passes e.g. --variants frozen high_lr --seeds 0.
+ablations: quickstart
+	$(VENV)/bin/slmsql ablate --config recipes/world/ablations.yaml $(ABLATE_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

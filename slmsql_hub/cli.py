@@ -30,6 +30,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.eval",
     "slmsql_hub.commands.card",
     "slmsql_hub.commands.quickstart",
+    "slmsql_hub.commands.ablate",
 )
 
 

@@ -432,6 +432,7 @@ RECIPE_KINDS: dict[str, str] = {
     "grpo": "slmsql_hub.training.configs:GRPO_ARGUMENTS",
     "filter": "slmsql_hub.filtering:load_filter_config",
     "eval": "slmsql_hub.evaluation:load_eval_config",
+    "ablations": "slmsql_hub.ablate.config:load_recipe",
 }
 """How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
 ``sft`` recipe): ``"module:NAME"`` of a tuple of dataclasses (read with :func:`parse_recipe`) or of a loader

@@ -308,3 +308,88 @@ def write_card_plots(
     if filter_report is not None:
         written[HISTOGRAM_PLOT] = plot_pass_rate_histogram(filter_report, out / f"{HISTOGRAM_PLOT}.png")
     return written
+
+
+def plot_forest(rows: Sequence[Mapping[str, Any]], slices: Sequence[str], path: str | os.PathLike) -> Path:
+    """ΔEX ± 95% CI per variant (rows) and slice (one panel each), in points, with 0 marked; save as PNG.
+
+    Each row is ``{"name": ..., "slices": {slice: {"delta", "ci", "p_holm"}}}`` (fractions); a point is
+    filled when its Holm-corrected p is below 0.05.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.plots import plot_forest
+    >>> rows = [{"name": "frozen", "slices": {"dev": {"delta": 0.0, "ci": [0.0, 0.0], "p_holm": 1.0}}}]
+    >>> plot_forest(rows, ["dev"], pathlib.Path(tempfile.mkdtemp()) / "f.png").suffix
+    '.png'
+
+    ```
+    """
+    height = 0.32 * len(rows) + 1.7
+    figure = _figure(width=2.6 * len(slices) + 1.4, height=height)
+    figure.subplots_adjust(left=0.12, right=0.98, bottom=0.55 / height, top=1 - 0.75 / height, wspace=0.08)
+    names = [str(row["name"]) for row in rows]
+    first = None
+    for index, name in enumerate(slices):
+        axes = figure.add_subplot(1, len(slices), index + 1, sharex=first)  # one scale: panels compare
+        first = first or axes
+        for y, row in enumerate(rows):
+            entry = row["slices"].get(name)
+            if not entry:
+                continue
+            delta, (low, high) = 100 * entry["delta"], entry["ci"]
+            significant = (entry.get("p_holm") if entry.get("p_holm") is not None else 1.0) < 0.05
+            color = _COLORS[1] if delta >= 0 else _COLORS[0]
+            axes.plot([100 * low, 100 * high], [y, y], color=color, linewidth=1.4)
+            axes.plot([delta], [y], "o", color=color, markersize=5, markerfacecolor=color if significant else "white")
+        axes.axvline(0.0, color="#444444", linewidth=0.8)
+        axes.set_yticks(range(len(rows)))
+        axes.set_yticklabels(names if index == 0 else [""] * len(rows), fontsize=8)
+        axes.invert_yaxis()
+        axes.set_title(name, fontsize=9)
+        axes.set_xlabel("ΔEX (points)", fontsize=8)
+        axes.tick_params(axis="x", labelsize=7)
+        axes.grid(alpha=0.3, axis="x")
+    figure.suptitle("GRPO − SFT, 95% CI (filled: Holm p < 0.05)", fontsize=10)
+    return _save(figure, path)
+
+
+def plot_curves(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, path: str | os.PathLike, window: int = 10
+) -> Path:
+    """One telemetry metric against the step for many runs (a rolling mean over ``window`` steps); save as PNG.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.plots import plot_curves
+    >>> runs = {"high_lr": [{"step": s, "sql/correct_rate": s / 20} for s in range(1, 21)]}
+    >>> plot_curves(runs, "sql/correct_rate", pathlib.Path(tempfile.mkdtemp()) / "c.png").suffix
+    '.png'
+
+    ```
+    """
+    from matplotlib import colormaps
+
+    figure = _figure(width=7.2, height=4.0)
+    figure.subplots_adjust(right=0.74)
+    axes = figure.add_subplot()
+    palette = colormaps["tab20"]
+    for index, (label, records) in enumerate(runs.items()):
+        steps, values = _series(records, metric)
+        if not steps:
+            continue
+        smooth = [sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1])
+                  for i in range(len(values))]  # fmt: skip
+        axes.plot(steps, smooth, linewidth=1.3, color=palette(index % 20), label=label)
+    if metric.endswith("_rate") or metric.startswith("frac_"):
+        axes.set_ylim(-0.03, 1.03)
+    axes.set_title(f"{metric} (rolling mean of {window} steps)", fontsize=10)
+    axes.set_xlabel("step")
+    axes.set_ylabel(metric)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(figure, path)

@@ -411,3 +411,30 @@ def paired_comparison(
         verdict=verdict,
         summary=verdict_sentence(verdict, delta, ci95, p_value, n),
     )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control across ``p_values``), in input order.
+
+    The i-th smallest p is multiplied by ``m - i`` (i from 0), then made non-decreasing along that order and
+    capped at 1; a hypothesis is rejected at level alpha when its adjusted p is below alpha.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.stats import holm
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    >>> holm([])
+    []
+
+    ```
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
+        adjusted[index] = running
+    return adjusted

@@ -459,3 +459,21 @@ def test_hub_adapters_are_downloaded_and_the_grpo_repo_feeds_the_other_tabs(spac
     assert CARD_TLDR in page and "alice/tiny-grpo" in page and "world_dev" in page
     assert (result[0], result[3]) == (SFT_SQL, GRPO_SQL)
     assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
+
+
+def test_ablations_tab_shows_the_studys_finding_and_table_or_says_there_is_none(tmp_path):
+    run = tmp_path / "run"
+    space = ComparisonSpace(SpaceSettings(run_dir=str(run)))
+    try:
+        values = component_values(demo_app.build_demo(space))
+        assert any(isinstance(v, str) and v.startswith("No ablation study") for v in values)
+        study = tmp_path / "ablations"  # `make ablations`' folder beside the run, naming it
+        (study / "plots").mkdir(parents=True)
+        (study / "report.json").write_text(json.dumps({"config": {"run_dir": str(run)}}))
+        (study / "report.md").write_text("## Finding\n\nGRPO learnt its training band.\n\n![f](plots/forest.png)\n"
+                                         "## Per seed\n\nper-seed rows\n")  # fmt: skip
+        values = component_values(demo_app.build_demo(space))
+        shown = [v for v in values if isinstance(v, str) and "GRPO learnt its training band" in v]
+        assert shown and "per-seed rows" not in shown[0] and "![f]" not in shown[0]
+    finally:
+        space.close()

@@ -565,8 +565,8 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
             )
         if self.beta < 0 or self.epsilon < 0:
             raise UsageError(f"beta and epsilon must be >= 0; got beta={self.beta}, epsilon={self.epsilon}")
-        if self.learning_rate <= 0:
-            raise UsageError(f"learning_rate must be > 0; got {self.learning_rate}")
+        if self.learning_rate < 0:
+            raise UsageError(f"learning_rate must be >= 0 (0 is the ablations' frozen control); got {self.learning_rate}")
         if self.max_completion_length is not None and self.max_completion_length < 8:
             raise UsageError(f"max_completion_length must be >= 8 tokens; got {self.max_completion_length}")
         import importlib.util

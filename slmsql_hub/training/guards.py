@@ -360,6 +360,8 @@ def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
     """
     lr = float(args.learning_rate)
     details = {"learning_rate": lr, "is_lora": bool(is_lora), "threshold": LORA_MIN_LEARNING_RATE}
+    if is_lora and lr == 0:
+        return GuardResult("lora_learning_rate", WARN, "learning_rate=0 keeps the adapter as it is (a control run)", details)
     if is_lora and lr <= LORA_MIN_LEARNING_RATE:
         return GuardResult(
             "lora_learning_rate",

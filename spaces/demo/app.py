@@ -441,6 +441,31 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
         )
 
 
+def _ablations_folder(space: ComparisonSpace) -> Any:
+    """The ablation report the card ships (``<card>/ablations``), else the run's own study; ``None`` when absent."""
+    from pathlib import Path
+
+    from slmsql_hub.ablate.ship import CARD_FOLDER, find_report
+
+    card = space.data.sources.get("model card")
+    if card and (Path(card).parent / CARD_FOLDER / "report.md").is_file():
+        return Path(card).parent / CARD_FOLDER
+    return find_report(space.settings.run_dir)
+
+
+def _ablations_tab(space: ComparisonSpace) -> None:
+    """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest plot."""
+    folder = _ablations_folder(space)
+    if folder is None:
+        gr.Markdown("No ablation study for this run (`slmsql ablate`; `slmsql card` ships its report in `ablations/`).")
+        return
+    text = (folder / "report.md").read_text(encoding="utf-8").split("## Per seed")[0]
+    gr.Markdown("\n".join(line for line in text.splitlines() if not line.startswith("![")))
+    forest = folder / "plots" / "forest.png"
+    if forest.is_file():
+        gr.Image(value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True)
+
+
 def _about_tab(space: ComparisonSpace) -> None:
     """The About tab: the model card's summary, how the Space works, what it loaded, and the API."""
     data = space.data
@@ -500,6 +525,8 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
                 _telemetry_tab(space)
             with gr.Tab("Evaluation", id="evaluation"):
                 _evaluation_tab(space)
+            with gr.Tab("Ablations", id="ablations"):
+                _ablations_tab(space)
             with gr.Tab("About", id="about"):
                 _about_tab(space)
         _wire_compare(space, compare)

@@ -1,0 +1,173 @@
+"""The study's band: an enlarged pool, its pass-rate filter, and the seeded-hash train / held-out split.
+
+The quickstart filters the world's 400-question ``rl_pool`` into a band of ~70, too few for a held-out half
+that can show an effect. The study instead builds a second world in its own folder (same seed and databases,
+a larger ``rl_pool``), leaves out every question of the run world's dev and test (by key and by question
+text), and runs the quickstart's filter on it; the filter itself leaves out what the SFT adapter trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+POOL_SPLIT = "study_pool"
+"""The split the study writes into its pool world: ``rl_pool`` less the run world's dev and test."""
+
+
+@dataclass(frozen=True)
+class BandSplit:
+    """The band and its two halves (rows as the filter saved them), plus where they came from."""
+
+    train: list[dict]
+    heldout: list[dict]
+    source: str
+    seed: int
+
+    def record(self) -> dict[str, Any]:
+        """What ``report.json`` says about the band under ``band``."""
+        return {
+            "source": self.source,
+            "seed": self.seed,
+            "rule": "band_heldout when int(sha256(f'{seed}:{question_id}')[:8], 16) / 2**32 < heldout_share",
+            "band": len(self.train) + len(self.heldout),
+            "band_train": len(self.train),
+            "band_heldout": len(self.heldout),
+            "band_train_ids": [row["question_id"] for row in self.train],
+            "band_heldout_ids": [row["question_id"] for row in self.heldout],
+        }
+
+
+def heldout_fraction(seed: int, question_id: str) -> float:
+    """A question's place in [0, 1), from a seeded hash of its id (stable across runs, machines and order).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.band import heldout_fraction
+    >>> heldout_fraction(0, "world-rl_pool-00001") == heldout_fraction(0, "world-rl_pool-00001")
+    True
+    >>> 0.0 <= heldout_fraction(1, "q") < 1.0
+    True
+
+    ```
+    """
+    digest = hashlib.sha256(f"{seed}:{question_id}".encode()).hexdigest()
+    return int(digest[:8], 16) / 2**32
+
+
+def split_band(rows: list[dict], seed: int, heldout_share: float = 0.5) -> tuple[list[dict], list[dict]]:
+    """Split band rows into (train, heldout) by :func:`heldout_fraction`, keeping their order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.band import split_band
+    >>> rows = [{"question_id": f"q{i}"} for i in range(200)]
+    >>> train, heldout = split_band(rows, seed=0)
+    >>> len(train) + len(heldout), 80 < len(heldout) < 120
+    (200, True)
+
+    ```
+    """
+    train, heldout = [], []
+    for row in rows:
+        (heldout if heldout_fraction(seed, row["question_id"]) < heldout_share else train).append(row)
+    return train, heldout
+
+
+def _keys_and_texts(world: Path, splits: tuple[str, ...]) -> tuple[set[str], set[tuple[str, str]]]:
+    import datasets
+
+    from ..data.sft_record import row_keys
+
+    keys: set[str] = set()
+    texts: set[tuple[str, str]] = set()
+    for split in splits:
+        stored = datasets.load_from_disk(str(world / "datasets" / split))
+        keys.update(row_keys(stored[:]))
+        texts.update(zip(stored["db_id"], (" ".join(q.lower().split()) for q in stored["question"])))
+    return keys, texts
+
+
+def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any]:
+    """Build the pool world under ``pool_dir/world`` and write its :data:`POOL_SPLIT` (reused when present).
+
+    Returns ``{"world", "rl_pool", "left_out_eval", "pool"}``: the pool world, its ``rl_pool`` size, the
+    questions left out because the run world's dev or test holds them, and the pool's size.
+    """
+    import datasets
+
+    from ..data.sft_record import row_keys
+    from ..world import WorldSizes, build_world
+
+    manifest = json.loads((run_world / "world.json").read_text(encoding="utf-8"))
+    sizes = {k: v for k, v in manifest["sizes"].items()}
+    sizes["rl_pool"] = rl_pool
+    world = pool_dir / "world"
+    split_dir = world / "datasets" / POOL_SPLIT
+    info_file = pool_dir / "pool.json"
+    if split_dir.is_dir() and info_file.is_file():
+        info = json.loads(info_file.read_text(encoding="utf-8"))
+        if info.get("rl_pool") == rl_pool:
+            return info
+    build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes))
+    keys, texts = _keys_and_texts(run_world, ("dev", "test"))
+    stored = datasets.load_from_disk(str(world / "datasets" / "rl_pool"))
+    row_key = row_keys(stored[:])
+    keep = [
+        i
+        for i, (key, db, question) in enumerate(zip(row_key, stored["db_id"], stored["question"]))
+        if key not in keys and (db, " ".join(question.lower().split())) not in texts
+    ]
+    stored.select(keep).save_to_disk(str(split_dir))
+    info = {
+        "world": str(world),
+        "rl_pool": rl_pool,
+        "left_out_eval": len(stored) - len(keep),
+        "pool": len(keep),
+    }
+    (pool_dir / "pool.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    logger.info(
+        "study pool: %d of %d rl_pool questions (%d are in dev/test)",
+        len(keep),
+        len(stored),
+        len(stored) - len(keep),
+    )
+    return info
+
+
+def run_pool_filter(filter_recipe: str, overrides: list[str]) -> dict[str, Any]:
+    """Run (or resume) the pass-rate filter on the pool: :func:`~slmsql_hub.filtering.run_filter` as is."""
+    from ..filtering import load_filter_config, run_filter
+
+    return run_filter(load_filter_config(filter_recipe, overrides))
+
+
+def load_band(band_dir: Path, seed: int, heldout_share: float, min_band: int) -> BandSplit:
+    """Read the filter's band dataset and split it; warn (naming its size) when it is under ``min_band``."""
+    import datasets
+
+    if not (band_dir / "state.json").is_file() and not (band_dir / "dataset_info.json").is_file():
+        raise UsageError(f"no band dataset at {band_dir}: run the filter first (slmsql filter)")
+    rows = [dict(row) for row in datasets.load_from_disk(str(band_dir))]
+    if len(rows) < min_band:
+        logger.warning(
+            "the band holds %d questions, under the study's %d: band_heldout gets ~%d, too few to show small "
+            "effects",
+            len(rows),
+            min_band,
+            round(len(rows) * heldout_share),
+        )
+    train, heldout = split_band(rows, seed, heldout_share)
+    if not train or not heldout:
+        raise UsageError(f"the band at {band_dir} ({len(rows)} questions) is too small to split")
+    return BandSplit(train=train, heldout=heldout, source=str(band_dir), seed=seed)

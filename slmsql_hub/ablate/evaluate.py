@@ -1,0 +1,172 @@
+"""The study's four slices, and one adapter's greedy answers to them, paired against the SFT adapter's.
+
+The answers come from the evaluation's own public pieces (:func:`~slmsql_hub.evaluation.build_prompts`,
+:func:`~slmsql_hub.evaluation.generate_and_judge`, :func:`~slmsql_hub.stats.paired_comparison`) with the
+settings of ``eval.yaml``; unlike ``slmsql eval`` the SFT answers are computed once per slice and reused by
+every variant (the same prompts in the same batches, so an unchanged adapter answers exactly as SFT).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..run_files import read_jsonl, write_atomic
+
+logger = logging.getLogger(__name__)
+
+SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
+"""The world study's slices, in report order (the transfer slices are the recipe's ``transfer`` keys)."""
+
+GROUPS = ("seen_dbs", "held_out_db")
+"""The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
+
+
+def load_eval_settings(config: Any, output_dir: Path) -> Any:
+    """The ``EvalConfig`` of the study's ``eval_recipe`` pointed at the run (decoding, SQL limits, bootstrap)."""
+    from ..evaluation import load_eval_config
+
+    overrides = [
+        "--model_name_or_path", config.base_path, "--sft_adapter", config.sft_path, "--grpo_adapter",
+        config.sft_path, "--world_dir", str(Path(config.run_dir) / "world"), "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    for flag, value in (
+        ("--model_revision", config.model_revision),
+        ("--sft_adapter_revision", config.sft_adapter_revision),
+    ):
+        if value is not None:
+            overrides += [flag, value]
+    if config.num_threads is not None:
+        overrides += ["--num_threads", str(config.num_threads)]
+    return load_eval_config(config.eval_recipe, overrides)
+
+
+def load_slices(
+    band_train: list[dict], band_heldout: list[dict], transfer: list[str], settings: Any
+) -> dict[str, dict]:
+    """``{slice: {"rows", "held_out_db", "mode"}}``: the band halves, then each ``transfer`` benchmark
+    (``name:split[:limit]``, keyed ``name_split``; the band is judged in ``bird`` mode, as the filter did)."""
+    from ..evaluation import BenchmarkSpec, load_slice
+
+    slices: dict[str, dict] = {
+        "band_train": {"rows": band_train, "held_out_db": None, "mode": "bird"},
+        "band_heldout": {"rows": band_heldout, "held_out_db": None, "mode": "bird"},
+    }
+    for text in transfer:
+        piece = load_slice(BenchmarkSpec.parse(text), settings)
+        slices[piece.spec.key] = {
+            "rows": piece.rows,
+            "held_out_db": piece.held_out_db,
+            "mode": piece.spec.mode,
+        }
+    return slices
+
+
+def answer(
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path, revision: str | None = None
+) -> dict[str, list[dict]]:
+    """One adapter's judged greedy answers to every slice, written to ``out_dir/<slice>.jsonl``.
+
+    ``revision`` is the adapter's Hub revision (the SFT adapter's, when it is a Hub id).
+
+    Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
+    """
+    import torch
+
+    from ..evaluation import build_prompts, generate_and_judge, resolve_prompt_config
+    from ..generation import load_policy
+    from ..sql import Judge, Sandbox
+
+    if settings.num_threads is not None:
+        torch.set_num_threads(settings.num_threads)
+    loaded = load_policy(
+        settings.model_name_or_path,
+        adapters={"policy": str(adapter)},
+        dtype=settings.dtype,
+        device=settings.device,
+        backend=settings.backend,
+        revision=settings.model_revision,
+        adapter_revisions={"policy": revision},
+    )
+    # as run_eval: the vLLM backend returns one VLLMPolicy that tokenizes for itself (unverified here)
+    model, tokenizer = (loaded, None) if settings.backend == "vllm" else loaded
+    prompt_config = resolve_prompt_config(
+        adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars
+    )
+    answers: dict[str, list[dict]] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with Sandbox(settings.sql_limits(), workers=settings.sandbox_workers) as sandbox:
+        cache: dict = {}
+        for name, piece in slices.items():
+            rows = piece["rows"]
+            judge = Judge(sandbox=sandbox, mode=piece["mode"])
+            prompts = {"policy": build_prompts(rows, prompt_config, sandbox, cache)}
+            outputs = generate_and_judge(
+                model, tokenizer, rows, prompts, judge, settings.generation_config(), progress=False
+            )["policy"]
+            answers[name] = [
+                {"question_id": row["question_id"], "db_id": row["db_id"], "correct": o.judgement.correct,
+                 "sql": o.judgement.pred_sql}
+                for row, o in zip(rows, outputs)
+            ]  # fmt: skip
+            lines = "".join(json.dumps(a, ensure_ascii=False) + "\n" for a in answers[name])
+            write_atomic(out_dir / f"{name}.jsonl", lines)
+    return answers
+
+
+def cached_answers(
+    adapter: str | Path, slices: dict[str, dict], settings: Any, out_dir: Path, revision: str | None = None
+) -> dict[str, list[dict]]:
+    """:func:`answer`, reusing ``out_dir/<slice>.jsonl`` when every slice is there with the same questions."""
+    files = {name: out_dir / f"{name}.jsonl" for name in slices}
+    if all(path.is_file() for path in files.values()):
+        cached = {name: read_jsonl(path) for name, path in files.items()}
+        if all(
+            [a["question_id"] for a in cached[name]] == [r["question_id"] for r in slices[name]["rows"]]
+            for name in slices
+        ):
+            return cached
+        logger.warning("the answers under %s are for other questions; answering again", out_dir)
+    return answer(adapter, slices, settings, out_dir, revision)
+
+
+def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:
+    from ..stats import paired_comparison
+
+    result = paired_comparison(
+        sft, grpo, resamples=settings.bootstrap_resamples, seed=settings.bootstrap_seed
+    )
+    return {
+        "sft_ex": result.ex_a,
+        "grpo_ex": result.ex_b,
+        "delta": result.delta_ex,
+        "ci": [result.ci95[0], result.ci95[1]],
+        "p": result.mcnemar_p,
+        "n": result.n,
+        "discordant": result.discordant,
+    }
+
+
+def compare_slices(
+    sft: dict[str, list[dict]], grpo: dict[str, list[dict]], slices: dict[str, dict], settings: Any
+) -> dict[str, dict]:
+    """Per slice ``{sft_ex, grpo_ex, delta, ci, p, n, discordant}``; world slices add :data:`GROUPS` entries.
+
+    ``sft`` and ``grpo`` are :func:`answer` results for the same slices and question order.
+    """
+    entries: dict[str, dict] = {}
+    for name, piece in slices.items():
+        a = [x["correct"] for x in sft[name]]
+        b = [x["correct"] for x in grpo[name]]
+        entry = _comparison(a, b, settings)
+        held = piece["held_out_db"]
+        if held is not None:
+            for group in GROUPS:
+                keep = [(x["db_id"] == held) == (group == "held_out_db") for x in sft[name]]
+                pairs = [(x, y) for x, y, k in zip(a, b, keep) if k]
+                if pairs:
+                    entry[group] = _comparison([x for x, _ in pairs], [y for _, y in pairs], settings)
+        entries[name] = entry
+    return entries

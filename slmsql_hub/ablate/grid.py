@@ -1,0 +1,198 @@
+"""The grid loop: per (variant, seed), GRPO from the run's SFT adapter on band_train, then the paired slices.
+
+Output folder::
+
+    pool/                 the pool world and its filter (when the recipe enlarges the pool)
+    band/                 band.json (the split), band_train/ (the dataset GRPO trains on)
+    sft/<slice>.jsonl     the SFT adapter's answers, computed once
+    runs/<variant>-seed<k>/grpo/           the adapter, telemetry.jsonl, run_summary.json
+    runs/<variant>-seed<k>/answers/        its answers per slice
+    runs/<variant>-seed<k>/result.json     the entry report.json merges (its presence = finished)
+    report.json  report.md  plots/
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..run_files import write_atomic
+from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
+from .config import AblationConfig, Variant
+from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
+from .timing import GenerateTimer, split_training_time
+
+logger = logging.getLogger(__name__)
+
+RESULT_FILE = "result.json"
+TREND_METRICS = (
+    "sql/correct_rate",
+    "reward",
+    "frac_reward_zero_std_exact",
+    "entropy",
+    "completions/mean_length",
+)
+"""Telemetry metrics whose trend (mean of the first vs the last quarter of steps) each entry records."""
+
+
+def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:
+    """``<output_dir>/runs/<variant>-seed<seed>``."""
+    return Path(output_dir) / "runs" / f"{variant}-seed{seed}"
+
+
+def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
+    """The band (the pool's filter, run or resumed, or the run's own band), split; writes ``band/``."""
+    import datasets
+
+    out, run, settings = Path(config.output_dir), Path(config.run_dir), config.band
+    band_dir = Path(settings.band_dir) if settings.band_dir else run / "filter" / "band"
+    pool: dict[str, Any] = {"source": "run", "band_dir": str(band_dir)}
+    if settings.pool_rl_pool is not None:
+        info = prepare_pool(run / "world", out / "pool", settings.pool_rl_pool)
+        overrides = [
+            "--model_name_or_path", config.base_path, "--adapter_path", config.sft_path,
+            "--data_root", info["world"], "--split", POOL_SPLIT, "--output_dir", str(out / "pool" / "filter"),
+        ]  # fmt: skip
+        if settings.pool_limit is not None:
+            overrides += ["--limit", str(settings.pool_limit)]
+        if config.num_threads is not None:
+            overrides += ["--num_threads", str(config.num_threads)]
+        started = time.perf_counter()
+        report = run_pool_filter(settings.filter_recipe, overrides)
+        band_dir = Path(report["outputs"]["band"])
+        pool = {"source": "pool", **info, "filter_summary": report["summary"], "filtered": report["pool"],
+                "excluded_sft": report.get("excluded_sft"), "filter_wall_s": round(time.perf_counter() - started, 1),
+                "filter_sampled": report["time"]["questions_sampled"], "band_dir": str(band_dir)}  # fmt: skip
+    band = load_band(band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
+    (out / "band").mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "pool": pool}, indent=2) + "\n")
+    train_dir = out / "band" / "band_train"
+    if train_dir.exists():  # rewritten each time: it must match band.json
+        shutil.rmtree(train_dir)
+    train_ids = {row["question_id"] for row in band.train}
+    datasets.load_from_disk(str(band_dir)).filter(
+        lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True
+    ).save_to_disk(str(train_dir))
+    return band, pool
+
+
+def telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
+    """Per :data:`TREND_METRICS`: ``{"first", "last", "change"}``, the means of the first and last quarter.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import telemetry_trends
+    >>> telemetry_trends([{"step": s, "reward": s / 8} for s in range(1, 9)])["reward"]
+    {'first': 0.1875, 'last': 0.9375, 'change': 0.75}
+
+    ```
+    """
+    trends: dict[str, dict[str, float]] = {}
+    for metric in TREND_METRICS:
+        values = [float(r[metric]) for r in records
+                  if r.get("kind", "train") == "train" and isinstance(r.get(metric), (int, float))]  # fmt: skip
+        if len(values) < 2:
+            continue
+        quarter = max(1, len(values) // 4)
+        first, last = sum(values[:quarter]) / quarter, sum(values[-quarter:]) / quarter
+        trends[metric] = {"first": first, "last": last, "change": last - first}
+    return trends
+
+
+def train_variant(
+    config: AblationConfig, variant: Variant, seed: int, folder: Path, band_train: Path
+) -> dict:
+    """GRPO for one (variant, seed) through :func:`~slmsql_hub.training.grpo.train_grpo`, timed by phase."""
+    from ..configs import parse_recipe
+    from ..training.configs import GRPO_ARGUMENTS
+    from ..training.grpo import train_grpo
+    from ..training.telemetry import read_telemetry
+
+    overrides = config.base_overrides(seed, folder / "grpo", band_train) + variant.override_args(
+        config.run_dir
+    )
+    parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides)
+    timer = GenerateTimer()
+    with timer.timing():
+        summary = train_grpo(*parsed)
+    records = read_telemetry(folder / "grpo" / "telemetry.jsonl")
+    return {"summary": summary, "records": records,
+            "time": split_training_time(summary["train_seconds"], timer.seconds, records)}  # fmt: skip
+
+
+def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: float) -> dict[str, Any]:
+    summary = trained["summary"]
+    update = summary.get("adapter_update") or {}
+    return {
+        "name": variant.name,
+        "seed": seed,
+        "hypothesis": variant.hypothesis,
+        "overrides": variant.overrides,
+        "adapter_update": {
+            "relative_norm": update.get("relative_norm"),
+            "update_norm": update.get("update_norm"),
+        },
+        "telemetry": {
+            "mean": (summary.get("telemetry") or {}).get("mean", {}),
+            "trend": telemetry_trends(trained["records"]),
+        },  # fmt: skip
+        "steps": summary.get("steps"),
+        "training_prompts": (summary.get("data") or {}).get("prompts"),
+        "slices": slices,
+        "time": {**trained["time"], "eval_s": round(eval_s, 3)},
+    }
+
+
+def run_grid(
+    config: AblationConfig,
+    variants: list[Variant],
+    on_progress: Callable[[str], None] = logger.info,
+) -> list[dict[str, Any]]:
+    """Train and evaluate every (variant, seed) not finished yet; return every entry of this grid.
+
+    A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start.
+    """
+    out = Path(config.output_dir)
+    started = time.perf_counter()
+    band, _ = prepare_band(config)
+    settings = load_eval_settings(config, out / "sft")
+    slices = load_slices(band.train, band.heldout, config.transfer, settings)
+    sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
+    jobs = [(v, s) for v in variants for s in config.seeds]
+    entries, run_seconds = [], []
+    for k, (variant, seed) in enumerate(jobs, start=1):
+        folder = run_folder(out, variant.name, seed)
+        elapsed = time.perf_counter() - started
+        eta = (
+            f"{sum(run_seconds) / len(run_seconds) * (len(jobs) - k + 1) / 60:.1f} min"
+            if run_seconds
+            else "?"
+        )
+        if (folder / RESULT_FILE).is_file():
+            on_progress(f"variant {k}/{len(jobs)} {variant.name} seed {seed}: finished earlier, reused")
+            entries.append(json.loads((folder / RESULT_FILE).read_text(encoding="utf-8")))
+            continue
+        on_progress(
+            f"variant {k}/{len(jobs)} {variant.name} seed {seed}: elapsed {elapsed / 60:.1f} min, ETA {eta}"
+        )
+        t0 = time.perf_counter()
+        if folder.exists():
+            shutil.rmtree(folder)  # an interrupted run: start it over
+        trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
+        t1 = time.perf_counter()
+        answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
+        entry = _entry(
+            variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
+        )
+        entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
+        entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
+        write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
+        run_seconds.append(time.perf_counter() - t0)
+        entries.append(entry)
+    return entries

@@ -1,0 +1,71 @@
+"""Where a GRPO step's time goes: generation, reward, and the rest (log-probs, backward, optimizer).
+
+TRL times the whole step (``step_time``) and the project's rewards time themselves (``timing/reward/*_s``);
+generation is timed here by wrapping ``transformers``' ``GenerationMixin.generate`` for the duration of a run
+(every HF model and PEFT's wrapper end there). The rest is what is left of the training time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+class GenerateTimer:
+    """Seconds and calls spent in ``GenerationMixin.generate`` while :meth:`timing` is active."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[GenerateTimer]:
+        """Wrap ``GenerationMixin.generate`` until the block ends (then restore it, even on error)."""
+        from transformers.generation.utils import GenerationMixin
+
+        original = GenerationMixin.generate
+
+        @functools.wraps(original)
+        def timed(model: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(model, *args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+
+        GenerationMixin.generate = timed
+        try:
+            yield self
+        finally:
+            GenerationMixin.generate = original
+
+
+def split_training_time(train_s: float, generation_s: float, records: list[dict]) -> dict[str, float]:
+    """``{"train_s", "generation_s", "reward_s", "other_s"}``: the reward from the telemetry's
+    ``timing/reward/*_s``, ``other_s`` what is left (log-probs, backward, optimizer, logging).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.timing import split_training_time
+    >>> split_training_time(10.0, 6.0, [{"timing/reward/execution_s": 0.5}, {"timing/reward/execution_s": 0.5}])
+    {'train_s': 10.0, 'generation_s': 6.0, 'reward_s': 1.0, 'other_s': 3.0}
+
+    ```
+    """
+    reward_s = sum(
+        float(v)
+        for r in records
+        for k, v in r.items()
+        if k.startswith("timing/reward/") and isinstance(v, (int, float))
+    )
+    return {
+        "train_s": round(train_s, 3),
+        "generation_s": round(generation_s, 3),
+        "reward_s": round(reward_s, 3),
+        "other_s": round(max(0.0, train_s - generation_s - reward_s), 3),
+    }

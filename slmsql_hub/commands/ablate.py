@@ -1,0 +1,55 @@
+"""``slmsql ablate --config recipes/world/ablations.yaml``: the hypothesis study (see :mod:`slmsql_hub.ablate`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``slmsql ablate``."""
+    parser = subparsers.add_parser(
+        "ablate",
+        help="the ablation study: GRPO variants x seeds from one run's SFT adapter, paired slices, one report",
+        description=(
+            "For each variant and seed, train GRPO from the run's SFT adapter on band_train, then evaluate it on "
+            "band_train, band_heldout, world dev and world test paired against SFT. Finished (variant, seed) "
+            "folders are reused; the report merges every finished folder under --output_dir. "
+            "Example: slmsql ablate --config recipes/world/ablations.yaml --variants frozen high_lr --seeds 0"
+        ),
+    )
+    parser.add_argument(
+        "--config", required=True, help="the study's recipe (e.g. recipes/world/ablations.yaml)"
+    )
+    parser.add_argument("--run_dir", help="the finished run folder to start from (default: the recipe's)")
+    parser.add_argument("--variants", nargs="+", metavar="NAME", help="run only these variants")
+    parser.add_argument("--seeds", nargs="+", type=int, metavar="N", help="run only these seeds")
+    parser.add_argument("--max_steps", type=int, help="GRPO steps per run (default: the recipe's)")
+    parser.add_argument("--output_dir", help="where runs and the report go (default: the recipe's)")
+    parser.add_argument(
+        "--report_only", action="store_true", help="only merge the finished folders into the report"
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the recipe and the selection, run the grid, write the report, print where it is."""
+    from ..ablate import run_study
+
+    report = run_study(
+        args.config,
+        variants=args.variants,
+        report_only=args.report_only,
+        run_dir=args.run_dir,
+        output_dir=args.output_dir,
+        seeds=args.seeds,
+        max_steps=args.max_steps,
+        on_progress=lambda line: print(line, flush=True),  # noqa: T201 - the command's progress
+    )
+    controls = report["controls"]
+    print(  # noqa: T201 - the command's output
+        f"{len(report['variants'])} finished (variant, seed) entries; negative control "
+        f"{'n/a' if controls['negative'] is None else 'held' if controls['negative'] else 'FAILED'}, positive control "
+        f"{'held' if controls['positive'] else 'FAILED'}\nreport: {report['path']}"
+    )
+    return 0

@@ -1,0 +1,224 @@
+"""`slmsql ablate` (slmsql_hub.ablate): the recipe and its validation, the band split, Holm, and the report built
+from finished folders. The grid itself (training) runs in tests/test_ablate_smoke.py (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slmsql_hub.ablate.band import split_band
+from slmsql_hub.ablate.config import load_ablation_config
+from slmsql_hub.ablate.report import write_report
+from slmsql_hub.cli import main
+from slmsql_hub.errors import UsageError
+from slmsql_hub.stats import holm
+
+REPO = Path(__file__).resolve().parents[1]
+WORLD = REPO / "recipes" / "world" / "ablations.yaml"
+QWEN = REPO / "recipes" / "qwen2.5-coder-1.5b" / "ablations.yaml"
+DEFAULT_GRID = ["frozen", "study_lr", "lora_lr", "world_lr", "high_lr", "binary_reward", "no_std_scaling",
+                "clip_active", "kl", "unfiltered", "hot"]  # fmt: skip
+
+
+def _recipe(tmp_path: Path, variants: str) -> Path:
+    text = WORLD.read_text(encoding="utf-8").split("variants:")[0] + "variants:\n" + variants
+    path = tmp_path / "ablations.yaml"
+    path.write_text(text.replace("recipes/world/", f"{REPO}/recipes/world/"), encoding="utf-8")
+    return path
+
+
+def test_world_recipe_holds_the_issues_default_grid_with_two_seeds():
+    config = load_ablation_config(WORLD)
+    assert [v.name for v in config.variants] == DEFAULT_GRID
+    assert config.seeds == [0, 1] and all(v.hypothesis for v in config.variants)
+    by_name = {v.name: v.overrides for v in config.variants}
+    assert by_name["frozen"] == {"learning_rate": 0.0} and by_name["high_lr"] == {"learning_rate": 2.0e-4}
+    assert by_name["unfiltered"]["dataset_paths"] == ["{run_dir}/world/datasets/grounding"]
+    assert config.band.min_band == 200 and config.band.pool_rl_pool  # the study enlarges the pool
+
+
+def test_qwen_recipe_parses_and_validates_against_the_grpo_dataclasses():
+    config = load_ablation_config(QWEN)
+    assert {"frozen", "study_lr", "high_lr"} <= {v.name for v in config.variants}
+    assert config.transfer == ["bird:dev:149", "spider:dev:200"] and config.sft_path.count("/") == 1
+
+
+def test_a_misspelt_override_fails_before_training_naming_the_variant(tmp_path):
+    path = _recipe(tmp_path, "  - name: typo\n    hypothesis: x\n    overrides: {learning_rte: 1.0e-4}\n")
+    with pytest.raises(UsageError, match="variant 'typo': unknown GRPO field.*learning_rte"):
+        load_ablation_config(path)
+
+
+def test_a_bad_override_value_fails_with_the_grpo_configs_own_message(tmp_path):
+    path = _recipe(tmp_path, "  - name: cold\n    hypothesis: x\n    overrides: {temperature: 0.0}\n")
+    with pytest.raises(UsageError, match="variant 'cold': temperature must be > 0"):
+        load_ablation_config(path)
+
+
+def test_an_unknown_variant_on_the_command_line_is_one_line_and_exit_2(capsys):
+    assert main(["ablate", "--config", str(WORLD), "--variants", "frozen", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown variant(s) nope" in err and "high_lr" in err
+
+
+def test_band_split_is_seeded_disjoint_and_independent_of_order():
+    rows = [{"question_id": f"world-rl_pool-{i:05d}"} for i in range(400)]
+    train, heldout = split_band(rows, seed=0)
+    assert {r["question_id"] for r in train}.isdisjoint(r["question_id"] for r in heldout)
+    assert len(train) + len(heldout) == 400 and 160 < len(heldout) < 240
+    again_train, _ = split_band(list(reversed(rows)), seed=0)
+    assert {r["question_id"] for r in again_train} == {r["question_id"] for r in train}
+    other_train, _ = split_band(rows, seed=1)
+    assert {r["question_id"] for r in other_train} != {r["question_id"] for r in train}
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    assert holm([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]
+    assert holm([0.5, 0.001]) == [0.5, 0.002]
+    assert holm([0.2, 0.01, 0.03]) == pytest.approx([0.2, 0.03, 0.06])
+    assert holm([0.9, 0.8, 0.7]) == [1.0, 1.0, 1.0]  # capped at 1
+
+
+def _finished_run(out: Path, name: str, seed: int, flips: int, relative_norm: float) -> None:
+    """A finished (variant, seed) folder whose answers turn the first ``flips`` wrong SFT answers right."""
+    folder = out / "runs" / f"{name}-seed{seed}"
+    (folder / "answers").mkdir(parents=True)
+    (folder / "grpo").mkdir()
+    (folder / "grpo" / "telemetry.jsonl").write_text(
+        "".join(json.dumps({"step": s, "kind": "train", "sql/correct_rate": 0.5}) + "\n" for s in range(1, 9))
+    )
+    slices = {}
+    for slice_name in ("band_train", "band_heldout", "world_dev"):
+        sft = [json.loads(line) for line in (out / "sft" / f"{slice_name}.jsonl").read_text().splitlines()]
+        left = flips if slice_name == "band_train" else 0
+        answers = []
+        for x in sft:
+            turned = left > 0 and x["correct"] == 0
+            left -= turned
+            answers.append({**x, "correct": 1 if turned else x["correct"]})
+        (folder / "answers" / f"{slice_name}.jsonl").write_text(
+            "".join(json.dumps(a) + "\n" for a in answers)
+        )
+        b = sum(a["correct"] for a in answers) - sum(x["correct"] for x in sft)
+        slices[slice_name] = {"sft_ex": 0.5, "grpo_ex": 0.5 + b / len(sft), "delta": b / len(sft), "ci": [0.0, 0.0],
+                              "p": 2 * 0.5 ** b if b else 1.0, "n": len(sft)}  # fmt: skip
+    entry = {"name": name, "seed": seed, "hypothesis": f"{name} hypothesis", "overrides": {},
+             "adapter_update": {"relative_norm": relative_norm}, "telemetry": {"mean": {}, "trend": {}},
+             "steps": 8, "slices": slices, "held_out_dbs": {}, "time": {"train_s": 1.0, "eval_s": 1.0}}  # fmt: skip
+    (folder / "result.json").write_text(json.dumps(entry))
+
+
+@pytest.fixture
+def finished_grid(tmp_path: Path) -> Path:
+    out = tmp_path / "ablations"
+    (out / "sft").mkdir(parents=True)
+    (out / "band").mkdir()
+    (out / "band" / "band.json").write_text(json.dumps(
+        {"band": 200, "band_train": 100, "band_heldout": 100, "seed": 0, "pool": {"source": "run"}}))  # fmt: skip
+    for slice_name in ("band_train", "band_heldout", "world_dev"):
+        rows = [{"question_id": f"q{i}", "db_id": "db", "correct": i % 2} for i in range(100)]
+        (out / "sft" / f"{slice_name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _finished_run(out, "frozen", 0, flips=0, relative_norm=0.0)
+    _finished_run(out, "high_lr", 0, flips=20, relative_norm=0.01)
+    _finished_run(out, "high_lr", 1, flips=15, relative_norm=0.012)
+    return out
+
+
+def test_report_merges_finished_folders_with_holm_pooled_entries_and_controls(finished_grid):
+    report = write_report(finished_grid, ["frozen", "high_lr"])
+    assert [(v["name"], v["seed"]) for v in report["variants"]] == [
+        ("frozen", 0),
+        ("high_lr", 0),
+        ("high_lr", 1),
+    ]
+    for entry in report["variants"]:
+        assert set(entry["slices"]) == {"band_train", "band_heldout", "world_dev"}
+        assert all("p_holm" in s and s["p_holm"] >= s["p"] for s in entry["slices"].values())
+    pooled = {p["name"]: p for p in report["pooled"]}
+    assert pooled["high_lr"]["seeds"] == [0, 1] and pooled["high_lr"]["slices"]["band_train"]["n"] == 200
+    assert pooled["high_lr"]["slices"]["band_train"]["delta"] == pytest.approx(35 / 200)
+    assert report["controls"] == {"negative": True, "positive": True}
+    assert (finished_grid / "plots" / "forest.png").is_file()
+    assert (finished_grid / "plots" / "sql_correct_rate.png").is_file()
+
+
+def test_report_finding_follows_from_the_table(finished_grid):
+    write_report(finished_grid, ["frozen", "high_lr"])
+    text = (finished_grid / "report.md").read_text(encoding="utf-8")
+    assert "The negative control held" in text
+    assert "GRPO learnt its training band in 1 of 2 variants: `high_lr` ΔEX +17.5 points" in text
+    assert "It did not generalise to held-out band questions" in text
+    assert "Nothing transferred to world_dev" in text
+    assert "| `frozen` | 0 | 0 | 0.0 [0.0, 0.0] (1.00) |" in text
+
+
+def test_a_frozen_run_that_moved_fails_the_negative_control(finished_grid):
+    path = finished_grid / "runs" / "frozen-seed0" / "result.json"
+    entry = json.loads(path.read_text())
+    entry["adapter_update"]["relative_norm"] = 1e-9
+    path.write_text(json.dumps(entry))
+    report = write_report(finished_grid, ["frozen", "high_lr"])
+    assert report["controls"]["negative"] is False
+    assert "The negative control FAILED" in (finished_grid / "report.md").read_text(encoding="utf-8")
+
+
+def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS, parse_recipe
+
+    config = load_ablation_config(WORLD)
+    attempt1 = parse_recipe(GRPO_ARGUMENTS, REPO / "recipes" / "world" / "grpo_attempt1.yaml")[0]
+    for variant in config.variants:
+        args = config.base_overrides(0, Path("o"), Path("band_train")) + variant.override_args(
+            "outputs/quickstart"
+        )
+        script, _, training = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, args)
+        if variant.name == "unfiltered":  # attempt #1's split, inside the run's world
+            assert [Path(p).name for p in script.dataset_paths] == [
+                Path(p).name for p in attempt1.dataset_paths
+            ]
+            assert script.dataset_paths == ["outputs/quickstart/world/datasets/grounding"]
+        else:
+            assert script.dataset_paths == ["band_train"]
+        assert training.max_steps == 150 and training.adapter_path == "outputs/quickstart/sft/stage2"
+
+
+def test_the_card_section_and_folder_come_from_the_report(finished_grid, tmp_path):
+    from slmsql_hub.ablate.ship import card_section, copy_report, find_report
+
+    (tmp_path / "run").mkdir()
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(tmp_path / "other")})
+    assert find_report(tmp_path / "run") is None  # the folder beside the run is another run's study
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(tmp_path / "run")})
+    moved = find_report(tmp_path / "run")  # `make ablations`' folder beside the run, naming it
+    assert moved == finished_grid
+    shipped = copy_report(moved, tmp_path / "card")
+    assert {p.name for p in shipped.iterdir()} == {"report.json", "report.md", "plots"}
+    section = card_section(moved)
+    assert "negative (`frozen`, learning rate 0) held" in section and "positive" in section
+    assert "| `high_lr` | 0.011 | +17.5 (< 0.001) |" in section
+
+
+def test_slmsql_card_adds_an_ablations_section_and_ships_the_report(finished_grid, tmp_path):
+    import shutil
+
+    from slmsql_hub.card import build_card
+
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "fixtures" / "run", run)
+    write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(run)})
+    build_card(run)
+    card = run / "card"
+    text = (card / "README.md").read_text(encoding="utf-8")
+    assert "## Ablations" in text and "ablations/report.md" in text and "`high_lr`" in text
+    assert (card / "ablations" / "report.json").is_file() and (
+        card / "ablations" / "plots" / "forest.png"
+    ).is_file()
+    assert main(["push", str(run), "--repo-id", "me/model", "--what", "model", "--dry-run"]) == 0
+    assert (
+        run / "push_dry_run" / "model" / "ablations" / "report.md"
+    ).is_file()  # published with the model repo
+    shutil.rmtree(finished_grid)  # no study: no section
+    build_card(run)
+    assert "## Ablations" not in (card / "README.md").read_text(encoding="utf-8")
