@@ -368,15 +368,6 @@ def plan_push(
     return plan
 
 
-def check_pull_request(revision: str | None, create_pr: bool) -> None:
-    """``upload_folder`` opens pull requests against ``main`` only: a UsageError for one against a branch."""
-    if create_pr and revision not in (None, "main"):
-        raise UsageError(
-            f"--create-pr opens a pull request against main; --revision {revision} cannot be combined with it: "
-            "drop one of them"
-        )
-
-
 def stage_files(
     files: Iterable[tuple[str, Path | bytes]], folder: Path, *, link: bool = False, desc: str = ""
 ) -> None:
@@ -455,7 +446,6 @@ def write_dry_run(
 
     ```
     """
-    check_pull_request(revision, create_pr)
     out = Path(out_dir)
     _prepare_dry_run_dir(out)
     plan: dict[str, Any] = {
