@@ -292,22 +292,10 @@ def push(
     create_pr: bool = False,
     commit_message: str | None = None,
 ) -> list[PushResult]:
-    """Create each target repository if needed and upload its plan.
-
-    Args:
-        targets: from :func:`plan_push`.
-        token: a token with write access; ``None`` uses ``HF_TOKEN`` or the stored login.
-        private: visibility of repositories created here (existing ones keep theirs).
-        revision: the branch to push to (created from ``main`` when missing); ``None`` is ``main``.
-        create_pr: open a pull request against ``revision`` instead of committing to it.
-        commit_message: the commit title (a default names the target).
-
-    Returns:
-        One :class:`PushResult` per target.
-
-    Raises:
-        UsageError: no token, a rejected token, a namespace the token cannot write to, or offline mode.
-    """
+    """Create each target repository of :func:`plan_push` if needed and upload its files; one
+    :class:`PushResult` per target (``private``, ``revision``, ``create_pr``: module docstring; ``token=None``
+    uses ``HF_TOKEN`` or the stored login). UsageError: no token, a rejected token, a namespace the token cannot
+    write to, or offline mode; InfrastructureError: the Hub failed, naming what was pushed before."""
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -463,17 +451,8 @@ def push_training_card(
     TRL's draft card out of ``README.md`` (it is ``trl_model_card.md``), so the repository has no card of ours.
     Call this on the main process after ``run_summary.json`` is written: one commit adds ``README.md`` (the
     full card from ``card_dir`` when given, else :func:`training_card`), the run files TRL's last push predates,
-    and deletes TRL's draft from the repository.
-
-    Args:
-        output_dir: the training output folder (holds ``run_summary.json``).
-        repo_id: the repository training pushed to (``trainer.hub_model_id``).
-        token: a token with write access (``training_args.hub_token``); ``None`` uses ``HF_TOKEN``/login.
-        revision: the branch training pushed to (``training_args.hub_revision``).
-        card_dir: a folder with a full card (``slmsql card``'s output) to upload instead of the training card.
-
-    Returns:
-        The ``CommitInfo`` of the commit.
+    and deletes TRL's draft from the repository. ``repo_id``, ``token`` and ``revision`` are the trainer's
+    (``hub_model_id``, ``hub_token``, ``hub_revision``). Returns the ``CommitInfo``.
     """
     from huggingface_hub.errors import HfHubHTTPError
 
