@@ -37,14 +37,6 @@ DEMO_SPACE = "demo-space"
 TARGETS: tuple[str, ...] = (MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
-REPO_TYPES = {
-    MODEL: "model",
-    BASE_MODEL: "model",
-    DATASET: "dataset",
-    METRIC_SPACE: "space",
-    DEMO_SPACE: "space",
-}
-
 METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
 """The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
 
