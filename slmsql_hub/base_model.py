@@ -42,12 +42,8 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 @dataclasses.dataclass(frozen=True)
 class BaseModel:
-    """The repository the pushed adapter names as its base.
-
-    Attributes:
-        repo_id: the Hub id written to ``base_model_name_or_path`` and to the card's ``base_model``.
-        revision: the base's revision the adapter config pins (``None``: the default branch).
-        local_dir: the local base to publish as ``repo_id`` (``None``: it is on the Hub already).
+    """The repository the pushed adapter names as its base: ``revision`` is the one the adapter config pins
+    (``None``: the default branch), ``local_dir`` a local base to publish as ``repo_id`` (``None``: on the Hub).
 
     Example:
 
@@ -78,20 +74,9 @@ def read_adapter_config(card_dir: Path) -> dict[str, Any]:
 def resolve_base(
     card_dir: Path, card: ModelCard, base_repo_id: str, *, revision: str | None = None
 ) -> BaseModel:
-    """Which repository the pushed adapter names as its base (see the module docstring for the order).
-
-    Args:
-        card_dir: the card folder ``slmsql card`` assembled.
-        card: its ``README.md``, loaded.
-        base_repo_id: the repository a local base is published as.
-        revision: the branch the push goes to; a local base pushed to a branch other than ``main`` is pinned to
-            it in the adapter config (a pull request's ref is not known before the push: none is pinned).
-
-    Returns:
-        The :class:`BaseModel`.
-
-    Raises:
-        UsageError: the base is a local folder that the card folder does not ship, or a name is no Hub id.
+    """Which repository the adapter in ``card_dir`` (its loaded ``card``) names as its base, in the module
+    docstring's order; a local base becomes ``base_repo_id``, pinned to ``revision`` unless that is ``main``.
+    UsageError: a local base the card folder does not ship, or a name that is no Hub id.
 
     Example:
 
@@ -127,10 +112,8 @@ def resolve_base(
 
 
 def adapter_config_for_hub(card_dir: Path, base: BaseModel) -> bytes | None:
-    """The ``adapter_config.json`` to upload: ``base_model_name_or_path`` and ``revision`` name ``base``.
-
-    Returns:
-        The file's new bytes, or ``None`` when the card folder's file already names ``base``.
+    """The ``adapter_config.json`` bytes to upload, naming ``base`` (``base_model_name_or_path``,
+    ``revision``); ``None`` when the card folder's file already does.
 
     Example:
 
@@ -152,10 +135,8 @@ def adapter_config_for_hub(card_dir: Path, base: BaseModel) -> bytes | None:
 
 
 def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
-    """The adapter's ``README.md`` to upload: its metadata names ``base`` with ``base_model_relation: adapter``.
-
-    Returns:
-        The card's new bytes, or ``None`` when it already says so (the body is never changed).
+    """The adapter's ``README.md`` bytes to upload, its metadata naming ``base`` with ``base_model_relation:
+    adapter``; ``None`` when it already does (the body is never changed).
 
     Example:
 
@@ -186,16 +167,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, adapter_url: str) -> str:
     """The base repository's card: metadata, what the model is (from ``base/run_summary.json`` and
-    ``config.json``) and the one-liner that loads the adapter on it.
-
-    Args:
-        base: a local base (``local_dir`` set).
-        adapter_repo_id: the adapter repository that names it.
-        license: the adapter card's license id.
-        adapter_url: the adapter repository's web address.
-
-    Returns:
-        The README text (metadata block included).
+    ``config.json``) and the one-liner that loads ``adapter_repo_id`` on it; ``base`` is a local base.
 
     Example:
 

@@ -140,16 +140,9 @@ _CARD_ENTRIES = frozenset(
 class CardOptions:
     """What the run's files cannot say: where the card will live and what the Hub should call things.
 
-    Args:
-        repo_id: the model repo (``namespace/name``); gives the ``.eval_results`` source URLs and the usage
-            snippet's repo. ``None``: a local folder (the snippet loads from ``card_path``).
-        base_model_id: the base model's Hub id when the run used a local copy (``None``: the run's
-            ``base_model`` when it is a Hub id; otherwise ``base_model`` is left out of the metadata and the
-            base model ships in ``base/``).
-        license: the license id (``None``: the project's license).
-        model_name: the model-index name (``None``: the repo's name, else ``slmsql-<run>-grpo``).
-        datasets: extra dataset ids for the metadata (e.g. the band's dataset repo).
-        card_path: the card folder, for the usage snippet when there is no ``repo_id``.
+    ``repo_id=None`` is a local folder (the usage snippet loads from ``card_path``); ``base_model_id`` names the
+    base on the Hub when the run used a local copy (``None``: the run's ``base_model`` when it is a Hub id, else
+    the base ships in ``base/``); ``model_name`` defaults to the repo's name, else ``slmsql-<run>-grpo``.
     """
 
     repo_id: str | None = None
@@ -274,15 +267,8 @@ def _model_name(run: Run, options: CardOptions) -> str:
 
 def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """The ``.eval_results/<benchmark>.yaml`` contents: one entry per benchmark, the shipped (GRPO) adapter's EX
-    in percent, in the Hub's format (built with ``huggingface_hub.EvalResultEntry``).
-
-    Args:
-        run: the run's files.
-        repo_id: the model repo; gives each entry's ``source`` (the benchmark's predictions file in the repo).
-            ``None`` leaves ``source`` out.
-
-    Returns:
-        File name (``<benchmark key>.yaml``) -> the YAML list to write.
+    in percent, in the Hub's format (``huggingface_hub.EvalResultEntry``), as ``{"<benchmark key>.yaml": list}``;
+    ``repo_id`` gives each entry's ``source`` (its predictions file in the repo).
 
     Example:
 
@@ -386,15 +372,8 @@ def card_context(
     files: Sequence[str] = (),
     configs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Every value the template renders, computed from the run's files.
-
-    Args:
-        run: the run's files.
-        options: see :class:`CardOptions`.
-        plots: the plot file stems drawn (``plots/<stem>.png``).
-        files: the card folder's top-level entries (for the files table).
-        configs: stage name -> the shipped config file (``configs/<stage>.yaml``) the commands run.
-    """
+    """Every value the template renders, computed from the run's files; ``plots`` are the stems drawn
+    (``plots/<stem>.png``), ``files`` the card folder's top-level entries, ``configs`` stage -> shipped config."""
     options = options or CardOptions()
     rows = result_rows(run)
     outcome = is_significant_outcome(rows)
@@ -468,21 +447,9 @@ def render_card(
     template_path: str | os.PathLike | None = None,
     **context_args: Any,
 ) -> ModelCard:
-    """Render the card with ``ModelCard.from_template`` from the Jinja template.
-
-    Args:
-        run: the run's files.
-        options: see :class:`CardOptions`.
-        template_path: the template (default: :func:`default_template_path`).
-        **context_args: ``plots``, ``files``, ``configs`` for :func:`card_context`.
-
-    Returns:
-        The ``huggingface_hub.ModelCard``.
-
-    Raises:
-        UsageError: the template is missing.
-        ValueError: the template uses a variable the context does not define (it would render empty).
-    """
+    """The ``ModelCard`` rendered by ``ModelCard.from_template`` from the Jinja template (default
+    :func:`default_template_path`); ``context_args`` go to :func:`card_context`. UsageError: no template;
+    ValueError: the template uses a variable the context does not define (it would render empty)."""
     from huggingface_hub import ModelCard
 
     options = options or CardOptions()
@@ -494,16 +461,7 @@ def render_card(
 
 @dataclass
 class CardBuild:
-    """What :func:`build_card` wrote.
-
-    Args:
-        folder: the card folder (the model repo folder).
-        readme: its ``README.md``.
-        plots: file stem -> PNG path.
-        eval_results: the ``.eval_results/*.yaml`` files.
-        outcome: ``null``, ``improved``, ``regressed`` or ``mixed``.
-        files: every file in the folder, relative to it.
-    """
+    """What :func:`build_card` wrote; ``outcome`` is ``null``, ``improved``, ``regressed`` or ``mixed``."""
 
     folder: Path
     readme: Path
@@ -566,19 +524,8 @@ def build_card(
     """Assemble the model repo folder of a run: card, plots, ``.eval_results``, adapter and run files.
 
     The folder is built next to ``out_dir`` and swapped in at the end, so a failure leaves the previous card
-    intact; an existing ``out_dir`` is replaced only when it holds nothing but card files.
-
-    Args:
-        run_dir: the run folder.
-        out_dir: the card folder (default ``<run_dir>/card``).
-        options: see :class:`CardOptions`.
-        template_path: the Jinja template (default ``model_card/model_card.md``).
-
-    Returns:
-        A :class:`CardBuild`.
-
-    Raises:
-        UsageError: the run lacks a file the card needs, or ``out_dir`` holds other files.
+    intact; an existing ``out_dir`` (default ``<run_dir>/card``) is replaced only when it holds nothing but
+    card files, else a UsageError, as is a run that lacks a file the card needs.
 
     Example:
 

@@ -58,14 +58,7 @@ PRED_ERROR_VERDICTS = frozenset(
 
 @dataclass(frozen=True)
 class LevelScore:
-    """EX of the examples at one level (or of all of them).
-
-    Args:
-        level: the level label (``easy``, ``simple``, …, ``unknown``, or ``all``).
-        count: examples at this level.
-        scored: scorable examples among them.
-        correct: correct examples among them.
-    """
+    """EX of the examples at one level (``easy``, ``simple``, …, ``unknown``, or ``all``)."""
 
     level: str
     count: int
@@ -91,16 +84,8 @@ class LevelScore:
 class VerdictCounts:
     """Counts over a list of judgements (the numbers the ``slmsql/ex`` metric returns).
 
-    Args:
-        num_examples: all examples.
-        num_scored: examples whose gold ran (EX is over these).
-        num_correct: correct examples.
-        num_unscorable: examples whose gold SQL failed; excluded from EX.
-        num_pred_errors: scorable examples whose prediction did not run: SQLite error, refused by the
-            sandbox, too many rows, or no SQL found in the output.
-        num_timeouts: scorable examples whose prediction hit the instruction limit.
-        num_infra_failures: examples lost to the machine (wall-clock timeout, dead worker); excluded from EX.
-        verdicts: count per verdict value.
+    ``num_scored``: gold ran (EX is over these); ``num_pred_errors``: :data:`PRED_ERROR_VERDICTS`;
+    ``num_timeouts``: the instruction limit; ``num_infra_failures``: lost to the machine, excluded from EX.
     """
 
     num_examples: int
@@ -136,12 +121,6 @@ def format_percent(fraction: float | None, digits: int = 2) -> str:
 def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
     """Count verdicts the way every EX number in slmsql-hub is counted.
 
-    Args:
-        judgements: judgements from :meth:`~slmsql_hub.sql.Judge.judge_many`.
-
-    Returns:
-        The counts.
-
     Example:
 
     ```python
@@ -170,12 +149,6 @@ def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
 def hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
     """Spider hardness of each gold query; ``unknown`` where it does not parse.
 
-    Args:
-        gold_sqls: the gold queries.
-
-    Returns:
-        One of ``easy``, ``medium``, ``hard``, ``extra``, ``unknown`` per query.
-
     Example:
 
     ```python
@@ -197,14 +170,8 @@ def hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
 def example_levels(
     gold_sqls: Sequence[str], difficulties: Sequence[str | None] | None = None
 ) -> tuple[str, list[str]]:
-    """The breakdown to use and each example's level: given difficulties if any, else Spider hardness.
-
-    Args:
-        gold_sqls: the gold queries (for hardness).
-        difficulties: given labels (``None`` entries are ``unknown``); ignored when all are ``None``.
-
-    Returns:
-        ``("difficulty", labels)`` or ``("hardness", labels)``.
+    """``("difficulty", labels)`` from given difficulties (``None`` is ``unknown``) unless all are ``None``,
+    else ``("hardness", spider_levels)``.
 
     Example:
 
@@ -229,15 +196,9 @@ def _ordered_levels(present: set[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class ExReport:
-    """An execution-accuracy report. Build it with :func:`build_ex_report`.
-
-    Args:
-        counts: the verdict counts over all examples.
-        breakdown_by: ``"hardness"``, ``"difficulty"`` or ``None`` (no breakdown).
-        levels: one :class:`LevelScore` per level present, in the official order, then ``all``.
-        mode: the comparison mode the judgements used (for the record), or ``None``.
-        keep_distinct: whether DISTINCT was kept (spider mode), or ``None``.
-    """
+    """An execution-accuracy report (build it with :func:`build_ex_report`): ``levels`` has one
+    :class:`LevelScore` per level present, in the official order, then ``all``; ``mode`` and
+    ``keep_distinct`` are the judge's settings, for the record."""
 
     counts: VerdictCounts
     breakdown_by: str | None
@@ -304,19 +265,8 @@ def build_ex_report(
     mode: str | None = None,
     keep_distinct: bool | None = None,
 ) -> ExReport:
-    """Build an :class:`ExReport` from judgements and (optionally) each example's level.
-
-    Args:
-        judgements: judgements from :meth:`~slmsql_hub.sql.Judge.judge_many`.
-        levels: one level label per judgement (see :func:`example_levels`); ``None`` for no breakdown.
-        breakdown_by: what the levels are (``"hardness"`` or ``"difficulty"``), for the record.
-        mode, keep_distinct: the judge's settings, for the record.
-
-    Returns:
-        The report.
-
-    Raises:
-        ValueError: ``levels`` and ``judgements`` differ in length.
+    """An :class:`ExReport` of ``judgements``, broken down by ``levels`` (one label per judgement, see
+    :func:`example_levels`; ``None``: no breakdown). ValueError when the lengths differ.
 
     Example:
 

@@ -37,7 +37,7 @@ The adapter that is uploaded names its base as the Hub knows it (``base_model_na
 
 Repositories are created **private** unless asked otherwise; an existing repository keeps its visibility.
 ``revision`` pushes to a branch (created from ``main`` when missing); ``create_pr`` opens a pull request
-instead of committing to the branch. A re-push of unchanged files makes no commit (the client compares
+against that branch instead of committing to it. A re-push of unchanged files makes no commit (the client compares
 hashes with the Hub's).
 
 Training recipes with ``push_to_hub: true`` push checkpoints as TRL does (``hub_strategy``); TRL's draft card
@@ -69,7 +69,6 @@ from .hub_plan import (
     STALE_MODEL_FILES,
     TARGETS,
     PushTarget,
-    check_pull_request,
     default_repo_ids,
     folder_files,
     parse_what,
@@ -209,21 +208,43 @@ def _upload(
     message: str,
 ):
     """One ``upload_folder`` commit of ``files`` (staged as symlinks); TRL's draft card is deleted from a model
-    repository (``delete_patterns``)."""
+    repository (``delete_patterns``). A pull request against a branch other than ``main``, which
+    ``upload_folder`` refuses, is the same operations through ``create_commit``."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="slmsql-push-") as folder:
         stage_files(files, Path(folder), link=True, desc=f"staging {target.what}")
+        stale = list(STALE_MODEL_FILES) if target.what == MODEL else None
+        if create_pr and revision not in (None, "main"):
+            return _pull_request_on_branch(api, target, folder, revision, stale, message)
         return api.upload_folder(
             repo_id=target.repo_id,
             folder_path=folder,
             repo_type=target.repo_type,
-            revision=None if create_pr else revision,
+            revision=revision,
             create_pr=create_pr,
             commit_message=message,
             ignore_patterns=list(IGNORE_PATTERNS),
-            delete_patterns=list(STALE_MODEL_FILES) if target.what == MODEL else None,
+            delete_patterns=stale,
         )
+
+
+def _pull_request_on_branch(api: HfApi, target: PushTarget, folder: str, branch: str, stale, message: str):
+    """``upload_folder``'s additions and deletions as one ``create_commit`` opening a pull request on ``branch``."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    added = folder_files(folder)
+    remote = api.list_repo_files(target.repo_id, repo_type=target.repo_type, revision=branch) if stale else []
+    operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=local) for path, local in added]
+    operations += [CommitOperationDelete(path) for path in remote if path in stale]
+    return api.create_commit(
+        target.repo_id,
+        operations,
+        commit_message=message,
+        repo_type=target.repo_type,
+        revision=branch,
+        create_pr=True,
+    )
 
 
 def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: str | None, create_pr: bool):
@@ -271,28 +292,15 @@ def push(
     create_pr: bool = False,
     commit_message: str | None = None,
 ) -> list[PushResult]:
-    """Create each target repository if needed and upload its plan.
-
-    Args:
-        targets: from :func:`plan_push`.
-        token: a token with write access; ``None`` uses ``HF_TOKEN`` or the stored login.
-        private: visibility of repositories created here (existing ones keep theirs).
-        revision: the branch to push to (created from ``main`` when missing); ``None`` is ``main``.
-        create_pr: open a pull request against ``revision`` instead of committing to it.
-        commit_message: the commit title (a default names the target).
-
-    Returns:
-        One :class:`PushResult` per target.
-
-    Raises:
-        UsageError: no token, a rejected token, a namespace the token cannot write to, or offline mode.
-    """
+    """Create each target repository of :func:`plan_push` if needed and upload its files; one
+    :class:`PushResult` per target (``private``, ``revision``, ``create_pr``: module docstring; ``token=None``
+    uses ``HF_TOKEN`` or the stored login). UsageError: no token, a rejected token, a namespace the token cannot
+    write to, or offline mode; InfrastructureError: the Hub failed, naming what was pushed before."""
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
     if not targets:
         return []
-    check_pull_request(revision, create_pr)
     api, user = _hub_api(token)
     logger.info("pushing as %s to %s", user, api.endpoint)
     results = []
@@ -356,8 +364,7 @@ def _push_one(
         commit, first = _push_dataset(api, target, private=private, revision=revision, create_pr=create_pr)
         pr_url = first.pr_url
     else:
-        if not create_pr:
-            _ensure_branch(api, target, revision)
+        _ensure_branch(api, target, revision)
         message = (
             commit_message
             or {
@@ -444,17 +451,8 @@ def push_training_card(
     TRL's draft card out of ``README.md`` (it is ``trl_model_card.md``), so the repository has no card of ours.
     Call this on the main process after ``run_summary.json`` is written: one commit adds ``README.md`` (the
     full card from ``card_dir`` when given, else :func:`training_card`), the run files TRL's last push predates,
-    and deletes TRL's draft from the repository.
-
-    Args:
-        output_dir: the training output folder (holds ``run_summary.json``).
-        repo_id: the repository training pushed to (``trainer.hub_model_id``).
-        token: a token with write access (``training_args.hub_token``); ``None`` uses ``HF_TOKEN``/login.
-        revision: the branch training pushed to (``training_args.hub_revision``).
-        card_dir: a folder with a full card (``slmsql card``'s output) to upload instead of the training card.
-
-    Returns:
-        The ``CommitInfo`` of the commit.
+    and deletes TRL's draft from the repository. ``repo_id``, ``token`` and ``revision`` are the trainer's
+    (``hub_model_id``, ``hub_token``, ``hub_revision``). Returns the ``CommitInfo``.
     """
     from huggingface_hub.errors import HfHubHTTPError
 

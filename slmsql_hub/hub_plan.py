@@ -37,14 +37,6 @@ DEMO_SPACE = "demo-space"
 TARGETS: tuple[str, ...] = (MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
-REPO_TYPES = {
-    MODEL: "model",
-    BASE_MODEL: "model",
-    DATASET: "dataset",
-    METRIC_SPACE: "space",
-    DEMO_SPACE: "space",
-}
-
 METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
 """The files of ``slmsql_hub/metric/`` that make the ``ex`` Space (the card is its README)."""
 
@@ -64,18 +56,11 @@ IGNORE_PATTERNS: tuple[str, ...] = (
 
 @dataclasses.dataclass(frozen=True)
 class PushTarget:
-    """One repository to push to and what goes in it.
+    """One repository to push to (``what``: one of :data:`TARGETS` or :data:`BASE_MODEL`) and what goes in it.
 
-    Attributes:
-        what: one of :data:`TARGETS`, or :data:`BASE_MODEL`.
-        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
-        repo_id: ``namespace/name``.
-        files: ``(path_in_repo, content)`` pairs, sorted by path: a local file's path, or the bytes of a file
-            written for the upload (a rewritten ``adapter_config.json``, a generated card). The dataset's parquet
-            shard is not among them: ``datasets`` writes it.
-        dataset_path: the saved band (``save_to_disk`` folder), for the dataset target.
-        space_sdk: the Space's SDK (from its README's front matter), for Spaces.
-        card: the README text for targets whose card is generated here (the dataset).
+    ``files`` are ``(path_in_repo, content)`` pairs sorted by path, content a local path or bytes written for
+    the upload (a rewritten ``adapter_config.json``, a generated card); the dataset's parquet shard is not among
+    them (``datasets`` writes it from ``dataset_path``, with ``card`` as its README).
 
     Example:
 
@@ -253,10 +238,7 @@ def _metric_target(repo_id: str) -> PushTarget:
 
 def default_demo_dir() -> Path:
     """``spaces/demo`` in the working directory, else in the source checkout this package runs from, else the
-    copy a wheel installs as ``slmsql_hub/demo_space/``.
-
-    Returns:
-        The folder (it may not exist; :func:`plan_push` then says so).
+    copy a wheel installs as ``slmsql_hub/demo_space/`` (it may not exist; :func:`plan_push` then says so).
 
     Example:
 
@@ -300,27 +282,12 @@ def plan_push(
     base_repo_id: str | None = None,
     revision: str | None = None,
 ) -> list[PushTarget]:
-    """Decide what each target repository receives, from the run folder alone (no network).
+    """One :class:`PushTarget` per target of ``what`` (:func:`parse_what`), in push order, a local base
+    model's (:data:`BASE_MODEL`) just before the model's, decided from ``run_dir`` alone (no network).
 
-    Args:
-        run_dir: the run folder (``outputs/quickstart``): ``card/`` for the model, ``filter/`` for the dataset.
-        repo_id: the model repository ``NAMESPACE/NAME``; the other ids default to names derived from it (see
-            :func:`default_repo_ids`). May be ``None`` when every target needed has its own id.
-        what: targets, as for :func:`parse_what`.
-        dataset_repo_id: the dataset repository (default ``NAMESPACE/NAME-band``).
-        metric_space_id: the metric Space (default ``NAMESPACE/ex``).
-        demo_space_id: the demo Space (default ``NAMESPACE/NAME-demo``).
-        demo_dir: the demo Space's files (default :func:`default_demo_dir`).
-        base_repo_id: where a local base model is published with ``model`` (default ``NAMESPACE/NAME-base``).
-        revision: the branch the push goes to; a local base pushed there is pinned to it in the adapter config.
-
-    Returns:
-        One :class:`PushTarget` per target, in push order; a local base model's (:data:`BASE_MODEL`) comes
-        just before the model's.
-
-    Raises:
-        UsageError: a repository id is missing or malformed, or the run lacks what a target needs (the
-            message names the command that makes it).
+    The ids default to :func:`default_repo_ids` of ``repo_id`` (``None`` when every target has its own id);
+    ``revision`` pins a local base pushed to that branch in the adapter config. UsageError: a repository id is
+    missing or malformed, or the run lacks what a target needs (naming the command that makes it).
 
     Example:
 
@@ -366,15 +333,6 @@ def plan_push(
         else:
             plan.append(_demo_target(ids[name], Path(demo_dir) if demo_dir is not None else None))
     return plan
-
-
-def check_pull_request(revision: str | None, create_pr: bool) -> None:
-    """``upload_folder`` opens pull requests against ``main`` only: a UsageError for one against a branch."""
-    if create_pr and revision not in (None, "main"):
-        raise UsageError(
-            f"--create-pr opens a pull request against main; --revision {revision} cannot be combined with it: "
-            "drop one of them"
-        )
 
 
 def stage_files(
@@ -437,11 +395,8 @@ def write_dry_run(
 ) -> dict:
     """Write the exact folder each target would upload (``<out_dir>/<what>/``, staged as :func:`push` stages
     it; for the dataset the parquet shard and card, to which ``datasets`` adds ``dataset_info`` on push) and
-    ``plan.json``, touching no network; an earlier dry run in ``out_dir`` is replaced.
-
-    Returns:
-        The plan, as in ``plan.json``: per target the repository, its URL, the folder and every file with its
-        size and sha256.
+    ``plan.json``, touching no network; an earlier dry run in ``out_dir`` is replaced. Returns the plan: per
+    target the repository, its URL, the folder and every file with its size and sha256.
 
     Example:
 
@@ -455,7 +410,6 @@ def write_dry_run(
 
     ```
     """
-    check_pull_request(revision, create_pr)
     out = Path(out_dir)
     _prepare_dry_run_dir(out)
     plan: dict[str, Any] = {

@@ -40,22 +40,12 @@ def build_messages(
     template: str = USER_TEMPLATE,
     evidence_template: str = EVIDENCE_TEMPLATE,
 ) -> list[dict[str, str]]:
-    """The chat prompt for one question: ``[{"role": "system", ...}, {"role": "user", ...}]``.
+    """The chat prompt for one question: ``[{"role": "system", ...}, {"role": "user", ...}]``, ready for
+    ``apply_chat_template(..., add_generation_prompt=True)``. An empty ``evidence`` (BIRD's) or
+    ``system_prompt`` leaves that part out.
 
-    Args:
-        question: the natural-language question.
-        schema: the database description, usually :func:`~slmsql_hub.sql.schema.schema_text`.
-        evidence: external knowledge (BIRD's ``evidence``); empty leaves the evidence line out.
-        system_prompt: the system turn; empty leaves the system turn out.
-        template: the user turn, with ``{schema}``, ``{question}`` and optionally ``{evidence}``.
-        evidence_template: how non-empty evidence is rendered, with ``{evidence}``.
-
-    Returns:
-        The messages, ready for ``tokenizer.apply_chat_template(..., add_generation_prompt=True)``.
-
-    Raises:
-        UsageError: the template lacks ``{schema}`` or ``{question}``, names another placeholder, or evidence
-            is given but the template has no ``{evidence}``.
+    UsageError: the template lacks ``{schema}`` or ``{question}``, names another placeholder, or evidence is
+    given but the template has no ``{evidence}``.
 
     Example:
 
@@ -92,13 +82,7 @@ def build_messages(
 
 
 def format_answer(sql: str) -> str:
-    """The assistant turn for one SQL answer (the SFT target): the query in a ```` ```sql ```` block.
-
-    Args:
-        sql: the query; surrounding whitespace is dropped.
-
-    Returns:
-        ```` "```sql\\n<sql>\\n```" ````.
+    """The assistant turn for one SQL answer (the SFT target): the stripped query in a ```` ```sql ```` block.
 
     Example:
 
@@ -116,14 +100,8 @@ def format_answer(sql: str) -> str:
 
 @dataclass(frozen=True)
 class PromptConfig:
-    """Everything that shapes a prompt, in one place (recipes set it; training and evaluation share it).
-
-    Args:
-        sample_rows: sample rows shown per table in the schema (0: none).
-        max_value_chars: longest value shown in a sample row.
-        system_prompt: the system turn ("" leaves it out).
-        template: the user turn (see :data:`USER_TEMPLATE`).
-        evidence_template: how evidence is rendered (see :data:`EVIDENCE_TEMPLATE`).
+    """Everything that shapes a prompt, in one place (recipes set it; training and evaluation share it):
+    ``sample_rows`` per table in the schema (0: none), each value cut at ``max_value_chars``.
 
     Example:
 
@@ -180,16 +158,8 @@ def build_prompts(
     """The chat prompt of every row: its database's schema, its evidence and its question (rows -> prompts).
 
     Each database's schema is read once (through ``sandbox``) and kept in ``schema_cache``, keyed by
-    ``(db_path, prompt_config)``; a row's own non-empty ``schema`` value is used as is.
-
-    Args:
-        rows: mappings with ``question`` and ``db_path``, optionally ``evidence`` and ``schema``.
-        prompt_config: the prompt settings.
-        sandbox: reads the schemas (``None``: read in this process).
-        schema_cache: a dict to share schema texts across calls (e.g. over slices or policies).
-
-    Returns:
-        One message list per row, in order.
+    ``(db_path, prompt_config)`` (pass a dict to share it across calls); a row's own non-empty ``schema`` is
+    used as is. Rows have ``question`` and ``db_path``, optionally ``evidence`` and ``schema``.
 
     Example:
 

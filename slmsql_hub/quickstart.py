@@ -35,18 +35,9 @@ Options = dict[str, str | bool]
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the quickstart: what it runs, with which options, and the file that proves it finished.
-
-    Args:
-        name: the stage's name (``sft1``).
-        description: one line for the progress output.
-        command: the ``slmsql`` subcommand that does the same (``train sft``); ``{out}`` is the run folder.
-        marker: the file the stage writes last, in the run's layout.
-        options: the subcommand's options in the run (``--output_dir`` ...): for recipe stages these are the
-            recipe overrides; ``True`` is a bare flag.
-        recipe: the recipe file under the recipes folder (``None`` for ``world``, ``card``, ``push``).
-        optional: whether the budget may skip it.
-    """
+    """One step of the quickstart: the ``slmsql`` subcommand that does the same (``{out}``: the run folder), its
+    ``options`` (a recipe stage's overrides; ``True`` is a bare flag), its ``recipe`` file, and the ``marker``
+    file it writes last; an ``optional`` stage may be skipped for the budget."""
 
     name: str
     description: str
@@ -235,14 +226,8 @@ def default_recipes_dir() -> Path:
 
 
 def run_stage(stage: Stage, run: RunLayout, recipes: Path, repo_id: str) -> dict[str, Any]:
-    """Run one stage into the run folder (its subcommand's library call) and check it wrote its marker.
-
-    Returns:
-        What the stage's function returned (a run summary, the filter report, the evaluation, ...).
-
-    Raises:
-        UsageError: the stage failed (the message names it and its cause) or wrote no marker.
-    """
+    """Run one stage into the run folder (its subcommand's library call), check it wrote its marker and return
+    what the call returned; a UsageError names the stage that failed or wrote no marker."""
     logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id)))
     recipe = Path(recipes) / stage.recipe if stage.recipe else None
     options = stage.options(run, repo_id)
@@ -267,21 +252,12 @@ def run_quickstart(
     force: bool = False,
     on_stage: Callable[[int, int, Stage, str], None] | None = None,
 ) -> QuickstartResult:
-    """Run (or resume) every stage into ``out``.
+    """Run (or resume) every stage into ``out``; ``force`` deletes it first.
 
-    Args:
-        out: the run folder.
-        recipes: folder of the world recipes (default: ``recipes/world`` of the checkout).
-        repo_id: the Hub id the card and the dry-run push are written for (nothing is uploaded).
-        budget_s: the time budget; attempt #1 runs under ``attempt1="auto"`` only when the stages so far leave
-            room for it (estimated from the band run) and for evaluation.
-        attempt1: ``"auto"``, ``"always"`` or ``"never"``.
-        force: delete the run folder first.
-        on_stage: called as ``on_stage(index, total, stage, state)`` with state ``start``, ``done``,
-            ``reused`` or ``skipped`` (the CLI prints progress with it).
-
-    Raises:
-        UsageError: a stage failed (the message names it and why); rerunning resumes from it.
+    ``repo_id`` is what the card and the dry-run push are written for (nothing is uploaded). With
+    ``attempt1="auto"`` attempt #1 runs only when ``budget_s`` leaves room for it (estimated from the band run)
+    and for evaluation (``"always"``, ``"never"``). ``on_stage(index, total, stage, state)`` is told ``start``,
+    ``done``, ``reused`` or ``skipped``. A failed stage is a UsageError naming it; rerunning resumes from it.
     """
     if attempt1 not in ("auto", "always", "never"):
         raise UsageError(f"attempt1 must be auto, always or never; got {attempt1!r}")

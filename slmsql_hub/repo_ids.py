@@ -60,7 +60,7 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id", *, namespace: 
 
 def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
     """Whether ``name`` names a Hub model rather than a local folder (``run``: a
-    :class:`~slmsql_hub.run_files.RunFiles` whose own folders are never Hub ids).
+    :class:`~slmsql_hub.run_files.Run` whose own folders are never Hub ids).
 
     Example:
 

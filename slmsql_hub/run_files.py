@@ -350,17 +350,8 @@ def layout_of(folder: str | os.PathLike) -> Layout:
 
 @dataclass
 class Attempt:
-    """One GRPO attempt of a run: its folder and files.
-
-    Args:
-        name: the folder name (``grpo`` or ``grpo_attempt1``).
-        number: the attempt's number in the study (1: mastered data, 2: the pass-rate band).
-        folder: the folder.
-        summary: its ``run_summary.json`` (``None`` while the attempt is still training).
-        config: its ``config.yaml`` (the resolved recipe; empty when missing).
-        records: its ``telemetry.jsonl`` training records.
-        telemetry_file: the telemetry file, ``None`` when there is none yet.
-    """
+    """One GRPO attempt of a run (``number`` 1: mastered data, 2: the pass-rate band); ``summary`` is ``None``
+    while it trains, ``config`` ``{}`` when missing, ``telemetry_file`` ``None`` when there is none yet."""
 
     name: str
     number: int
@@ -394,21 +385,9 @@ class Stage:
 @dataclass
 class Run:
     """What a run folder (or a card folder) holds, as :func:`read_run` found it; a missing piece is ``None`` or
-    absent.
-
-    Args:
-        root: the folder read.
-        recorded_root: the run folder as its files name it (e.g. ``outputs/quickstart``): the parent of the
-            shipped GRPO run's ``output_dir``.
-        eval_results: ``eval/eval_results.json``.
-        attempts: the GRPO attempts found, attempt #1 first.
-        filter_report: ``filter/filter_report.json``.
-        filter_config: the filter's settings (``filter/filter_config.json``'s ``config``).
-        stages: the base and SFT stages found (``base``, ``sft_stage1``, ``sft_stage2``).
-        world: ``world/world.json``.
-        card_text: the model card (``card/README.md``; a card folder's ``README.md``).
-        layout: the folder's layout (default: a :class:`RunLayout` of ``root``).
-    """
+    absent. ``recorded_root`` is the run folder as its files name it (e.g. ``outputs/quickstart``: the parent of
+    the shipped GRPO run's ``output_dir``); ``attempts`` run #1 first; ``filter_config`` is
+    ``filter_config.json``'s ``config``."""
 
     root: Path
     recorded_root: PurePosixPath
@@ -455,10 +434,6 @@ class Run:
             return self.root / path.relative_to(self.recorded_root)
         except ValueError:
             return Path(str(recorded))
-
-
-RunFiles = Run
-"""The former name of :class:`Run` (``card.py`` imports it)."""
 
 
 def read_json_object(path: Path, fix: str) -> dict[str, Any]:
@@ -567,17 +542,8 @@ def read_run(folder: str | os.PathLike) -> Run:
     """Read what a run folder (or a card folder, see :func:`layout_of`) holds, tolerating missing stages.
 
     A run in progress reads as the stages it has: an attempt with telemetry but no summary yet has
-    ``summary=None``; no evaluation is ``eval_results=None``. A file that is there but malformed (bad JSON or
-    YAML, not an object) is one :class:`UsageError` naming it and the command that writes it again.
-
-    Args:
-        folder: the run folder (``outputs/quickstart``) or a card folder.
-
-    Returns:
-        A :class:`Run`.
-
-    Raises:
-        UsageError: the folder does not exist, or a file in it is malformed.
+    ``summary=None``; no evaluation is ``eval_results=None``. A missing folder, or a file that is there but
+    malformed (bad JSON or YAML, not an object), is one :class:`UsageError` naming the command that writes it.
 
     Example:
 
@@ -624,18 +590,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     """Read a finished run folder: :func:`read_run`, plus the checks the model card needs.
 
     Only attempts with a ``run_summary.json`` are kept; the shipped one must be there with its telemetry, and
-    ``eval/eval_results.json`` must compare both policies on every benchmark.
-
-    Args:
-        run_dir: the run folder (``outputs/quickstart``), laid out as ``slmsql quickstart`` writes it.
-
-    Returns:
-        A :class:`Run`.
-
-    Raises:
-        UsageError: the folder, ``grpo/run_summary.json``, its telemetry or ``eval/eval_results.json`` is
-            missing or unreadable, or the evaluation lacks a policy comparison; the message names the command
-            that writes the missing file.
+    ``eval/eval_results.json`` must compare both policies on every benchmark, else a :class:`UsageError` names
+    the command that writes the missing file.
 
     Example:
 

@@ -82,11 +82,7 @@ def benchmark_features() -> datasets.Features:
 
 def seeded_subset(n: int, limit: int | None, seed: int = 0) -> list[int]:
     """Sorted indices of ``limit`` items of ``range(n)`` drawn with ``seed`` (all of them if ``limit`` is ``None``
-    or ``>= n``).
-
-    Two draws with one seed often nest (``random.sample``'s first picks do not depend on ``limit``), so a subset
-    is held out from another tool's only when that tool's questions are left out first: see
-    :mod:`slmsql_hub.data.sft_record`.
+    or ``>= n``). Two draws with one seed often nest: see :mod:`slmsql_hub.data.sft_record` for holding out.
 
     Example:
 
@@ -221,10 +217,7 @@ def load_spider(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """Spider ``dev`` (``dev.json``) or ``train`` (``train_spider.json`` + ``train_others.json`` if present).
-
-    ``difficulty`` is the official hardness of the gold; databases are read from ``database/`` (or
-    ``databases/``).
+    """Spider ``dev`` or ``train`` (layout and fields: module docstring).
 
     Example:
 
@@ -269,7 +262,7 @@ def load_bird(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """BIRD ``<split>.json`` + ``<split>_databases/``, in ``root`` or ``root/<split>``, with evidence and difficulty.
+    """BIRD's ``split``, in ``root`` or ``root/<split>`` (module docstring).
 
     Example:
 
@@ -310,10 +303,8 @@ def load_synsql(
     seed: int = 0,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """SynSQL-2.5M (``data.json`` + ``databases/``; one split, ``train``), read whole into memory.
-
-    ``evidence`` is the question's ``external_knowledge`` and ``difficulty`` its ``sql_complexity``. The full
-    release is several GB: point ``root`` at a shard for quick runs.
+    """SynSQL-2.5M (one split, ``train``), read whole into memory: the full release is several GB, so point
+    ``root`` at a shard for quick runs.
 
     Example:
 

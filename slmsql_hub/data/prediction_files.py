@@ -49,16 +49,9 @@ BIRD_SEPARATOR = "\t----- bird -----\t"
 
 @dataclass(frozen=True)
 class PredictionRecord:
-    """One question to judge: the prediction, its gold SQL and where its database is.
-
-    Args:
-        index: position of the question in the files (0-based).
-        prediction: the predicted SQL or raw model output (``""`` when the file gives none).
-        gold_sql: the gold SQL.
-        db_id: the database id (``<db-root>/<db_id>/<db_id>.sqlite``), or ``None`` when ``db_path`` is given.
-        db_path: an explicit database path from a JSONL file, or ``None``.
-        difficulty: a given difficulty label (BIRD: simple / moderate / challenging), or ``None``.
-    """
+    """One question to judge (``index``: 0-based position in the files): the prediction (SQL or raw output,
+    ``""`` when the file gives none), its gold SQL and its database, as ``db_id``
+    (``<db-root>/<db_id>/<db_id>.sqlite``) or a JSONL file's ``db_path``."""
 
     index: int
     prediction: str
@@ -89,11 +82,8 @@ def _lines(text: str) -> list[str]:
 
 
 def read_spider_predictions(path: str | os.PathLike) -> list[str]:
-    """Spider-style predictions, one SQL per line, in order.
-
-    Text after a TAB is ignored (the official evaluator keeps the first TAB-separated field). A blank line
-    inside the file is an empty prediction (judged ``no_sql``), so the alignment is never shifted; blank
-    lines at the very end are ignored.
+    """Spider-style predictions, one SQL per line, text after a TAB ignored. A blank line inside the file is an
+    empty prediction (judged ``no_sql``), so the alignment never shifts; blank lines at the end are ignored.
 
     Example:
 
@@ -134,12 +124,9 @@ def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
 
 
 def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None]]:
-    """``(sql, db_id or None)`` pairs, in index order, of BIRD-style predictions: a JSON object
-    ``{"0": "SQL\\t----- bird -----\\tdb_id", ...}``.
-
-    Keys must be the indices ``0 .. n-1`` (any order). A value without the ``----- bird -----`` separator is
-    taken whole as the SQL; a value that is not a string (``null``) is an empty prediction, as BIRD's
-    evaluator treats it.
+    """``(sql, db_id or None)`` pairs, in index order, of BIRD-style predictions (keys ``0 .. n-1`` in any
+    order). A value without the separator is the SQL whole; a non-string (``null``) is an empty prediction,
+    as BIRD's evaluator treats it.
 
     Example:
 
@@ -189,10 +176,8 @@ def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None
 
 
 def read_difficulties(path: str | os.PathLike) -> list[str | None]:
-    """One difficulty label (lower case, or ``None``) per question, in order.
-
-    Reads a JSON list of objects (BIRD's ``dev.json``) or JSONL with one object per line; each object's
-    ``difficulty`` is used (``null`` or absent: no label).
+    """Each object's ``difficulty`` (lower case; ``None`` when null or absent), from a JSON list of objects
+    (BIRD's ``dev.json``) or JSONL.
 
     Example:
 
@@ -239,8 +224,8 @@ def read_difficulties(path: str | os.PathLike) -> list[str | None]:
 
 
 def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
-    """The records, in line order, of the JSONL format: one object per line with ``prediction``, ``gold_sql``,
-    ``db_id`` or ``db_path``, and optionally ``difficulty``. A ``null`` prediction is an empty one (``no_sql``).
+    """The records, in line order, of the JSONL format (module docstring); a ``null`` prediction is an empty
+    one (``no_sql``).
 
     Example:
 
@@ -332,18 +317,10 @@ def load_prediction_records(
     fmt: str | None = None,
     difficulty_path: str | os.PathLike | None = None,
 ) -> list[PredictionRecord]:
-    """Read predictions (and gold) in any supported format into aligned :class:`PredictionRecord` objects.
-
-    Args:
-        pred_path: the predictions file.
-        gold_path: the gold file (``SQL<TAB>db_id`` per line); required for ``spider`` and ``bird``, not
-            accepted for ``jsonl`` (whose lines carry their gold).
-        fmt: ``"spider"``, ``"bird"`` or ``"jsonl"``; ``None`` detects it with :func:`detect_format`.
-        difficulty_path: optional difficulty labels, one per question (see :func:`read_difficulties`);
-            they override labels from a JSONL file.
-
-    Raises:
-        UsageError: a file is missing or malformed, or predictions, gold and difficulties differ in length.
+    """Predictions (and gold) in any of :data:`FORMATS` (``None``: :func:`detect_format`) as aligned
+    :class:`PredictionRecord` objects. ``gold_path`` is required for ``spider`` and ``bird``, refused for
+    ``jsonl``; ``difficulty_path`` labels (:func:`read_difficulties`) override a JSONL file's. UsageError: a
+    file is missing or malformed, or the files differ in length.
 
     Example:
 
@@ -418,12 +395,9 @@ def _check_lengths(path_a: str | os.PathLike, n_a: int, path_b: str | os.PathLik
 def resolve_db_paths(
     records: Sequence[PredictionRecord], db_root: str | os.PathLike | None = None
 ) -> list[Path]:
-    """Find the database file of every record, and check that each one exists before anything runs.
-
-    A ``db_id`` maps to ``<db_root>/<db_id>/<db_id>.sqlite``. A ``db_path`` is used as is when absolute,
-    otherwise relative to the working directory, or else to ``db_root``.
-
-    A missing database (named with the path expected), or a ``db_id`` without ``db_root``, is a ``UsageError``.
+    """The database file of every record, each checked to exist before anything runs: a ``db_id`` is
+    ``<db_root>/<db_id>/<db_id>.sqlite``; a relative ``db_path`` is tried in the working directory, then under
+    ``db_root``. A missing database, or a ``db_id`` without ``db_root``, is a ``UsageError``.
 
     Example:
 

@@ -11,13 +11,11 @@ The pass-rate filter (:mod:`slmsql_hub.filtering`) removes the recorded question
 draws its seeded subset and reports ``excluded_sft`` (how many it removed) and ``sft_overlap`` (how many of its
 pool are still SFT questions: 0, or ``null`` when the adapter's record is missing or incomplete).
 
-Why exclusion and not another seed: :func:`~slmsql_hub.data.benchmarks.seeded_subset` draws with
-``random.Random(seed).sample``, whose first picks do not depend on how many are drawn (while it keeps one
-method), so two tools drawing from one split with one seed often take nested subsets (the filter's 1,367
-SynSQL questions were the first 1,367 of SFT stage 1's 100,000). Drawing each tool's subset from its own seed would not make them disjoint either:
-independent draws of k1 and k2 of n questions share about k1 * k2 / n (about 55 of 1,367 for 100,000 of
-SynSQL's 2.5M), and all of them when SFT takes a whole shard. Only leaving out what SFT trained on makes the pool
-held out, and drawing after the exclusion keeps the pool at its ``limit``.
+Why exclusion and not another seed: :func:`~slmsql_hub.data.benchmarks.seeded_subset`'s first picks do not
+depend on how many are drawn, so two tools drawing from one split with one seed often take nested subsets (the
+filter's 1,367 SynSQL questions were the first 1,367 of SFT stage 1's 100,000); independent seeds still share
+about k1 * k2 / n questions (all of them when SFT takes a whole shard). Only leaving out what SFT trained on
+makes the pool held out, and drawing after the exclusion keeps the pool at its ``limit``.
 
 The file (about 1.9 MB for 100,000 questions)::
 
@@ -68,9 +66,8 @@ def question_key(db_id: str, question: str, gold_sql: str) -> str:
 
 
 def row_keys(columns: dict[str, Sequence]) -> list[str]:
-    """:func:`question_key` of every row of a column mapping (a ``datasets.Dataset`` works).
-
-    ``db_id`` falls back to the stem of ``db_path`` (``<db>/<db>.sqlite``), then to ``""``.
+    """:func:`question_key` of every row of a column mapping (a ``datasets.Dataset`` works); ``db_id`` falls
+    back to the stem of ``db_path``, then to ``""``.
 
     Example:
 
@@ -95,15 +92,8 @@ def row_keys(columns: dict[str, Sequence]) -> list[str]:
 
 @dataclass
 class SFTRecord:
-    """The questions an adapter's SFT lineage trained on.
-
-    Args:
-        keys: :func:`question_key` of every question.
-        complete: False when some stage continued an adapter that had no record.
-        stages: one ``{"stage", "output_dir", "questions"}`` per SFT stage of the lineage.
-        unrecorded: the adapters continued without a record.
-        path: the file it was read from or written to.
-    """
+    """The questions (:func:`question_key` ``keys``) an adapter's SFT lineage trained on; ``complete`` is False
+    when some stage continued an adapter (listed in ``unrecorded``) that had no record."""
 
     keys: frozenset[str]
     complete: bool = True
@@ -128,12 +118,8 @@ class SFTRecord:
 
 
 def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
-    """The record of a local adapter folder, as its ``run_summary.json`` names it; ``None`` when it has none.
-
-    A Hub id, a folder without ``run_summary.json`` or a summary without ``sft_questions`` has no record.
-
-    Raises:
-        UsageError: the summary names a record file that is missing or not a record.
+    """The record of a local adapter folder, as its ``run_summary.json`` names it; ``None`` for a Hub id or a
+    folder without one. UsageError: the summary names a record file that is missing or not a record.
 
     Example:
 
@@ -226,8 +212,8 @@ def write_sft_record(
 def report_fields(record: SFTRecord | None, adapter: str | None, pool: Sequence[dict], excluded: int) -> dict:
     """What ``filter_report.json`` says about SFT data: ``excluded_sft``, ``sft_overlap`` and ``sft_record``.
 
-    ``sft_overlap`` counts the ``pool`` rows still in the record (0 once they were left out); it is ``None``
-    when the record is missing or incomplete, which is logged as a warning when there is an ``adapter``.
+    ``sft_overlap`` counts the ``pool`` rows still in the record; ``None`` (and a warning when there is an
+    ``adapter``) when the record is missing or incomplete.
 
     Example:
 

@@ -31,30 +31,11 @@ def compute_execution_accuracy(
 ) -> dict:
     """Execution accuracy (EX) of predictions against gold SQL, judged by running both in the sandbox.
 
-    Each prediction may be raw model output (the SQL is pulled out with
-    :func:`~slmsql_hub.sql.extract_sql`) or plain SQL. EX is the share of correct predictions among the
-    **scorable** examples: an example whose gold SQL fails to run is *unscorable*, counted in
-    ``num_unscorable`` and left out of EX (never scored 0).
-
-    Args:
-        predictions: model outputs or SQL, one per example (``None`` counts as no SQL).
-        references: gold SQL, one per example.
-        db_path: the SQLite file of each example.
-        mode: ``"bird"`` (set equality of rows, column order matters) or ``"spider"`` (test-suite rule:
-            DISTINCT removed, columns may be permuted, multiset of rows, ordered when the gold has ORDER BY).
-        keep_distinct: ``spider`` mode only: keep DISTINCT in both queries.
-        timeout_s, workers: the deadline per query and the worker processes of the sandbox this function
-            creates (ignored with ``sandbox``).
-        max_ops: per-query SQLite instruction budget (deterministic: running out is the prediction's
-            ``timeout``); keep it well inside ``timeout_s``, which only catches a loaded machine.
-        return_details: also return ``details``, one :meth:`Judgement.to_dict
-            <slmsql_hub.sql.Judgement.to_dict>` per example in input order.
-        sandbox: an open :class:`~slmsql_hub.sql.Sandbox` to reuse (its limits apply; it is left open).
-        progress: show a progress bar over the executions.
-
-    Returns:
-        ``execution_accuracy`` (in [0, 1]) and the ``num_*`` counts of
-        :class:`~slmsql_hub.ex_report.VerdictCounts`, plus ``details`` with ``return_details``.
+    Each prediction may be raw model output (the SQL is pulled out with :func:`~slmsql_hub.sql.extract_sql`) or
+    plain SQL. The arguments and the result (``execution_accuracy`` and the ``num_*`` counts of
+    :class:`~slmsql_hub.ex_report.VerdictCounts`) are those of the metric's ``_KWARGS_DESCRIPTION``
+    (:mod:`slmsql_hub.metric.ex`); a ``None`` prediction is no SQL; ``timeout_s`` and ``workers`` are ignored
+    with an open ``sandbox`` (which is left open).
 
     Raises:
         UsageError: the inputs differ in length or are empty, ``mode`` is unknown, a database file is

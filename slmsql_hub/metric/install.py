@@ -3,10 +3,9 @@
 ``evaluate.load("owner/name")`` first asks the Hub for the script; when that fails (offline, or
 ``HF_EVALUATE_OFFLINE=1``) it falls back to the newest cached copy under
 ``<modules cache>/evaluate_modules/metrics/owner--name/<hash>/name.py``, where ``<hash>`` is
-``evaluate.loading.files_to_hash([script])`` (recomputed here by :func:`script_hash`, without importing
-``evaluate``): a 64-character SHA-256 folder name, which is how the fallback recognises a cached version. The modules cache is ``$HF_MODULES_CACHE``, by default ``$HF_HOME/modules``.
-Each folder on that path is a Python package (an ``__init__.py``) because ``evaluate`` imports the script
-as ``evaluate_modules.metrics.owner--name.<hash>.name``.
+``evaluate.loading.files_to_hash([script])`` (recomputed by :func:`script_hash`: importing ``evaluate`` costs
+seconds, as it imports transformers and torch). Each folder on that path is a Python package (an
+``__init__.py``) because ``evaluate`` imports the script as ``evaluate_modules.metrics.owner--name.<hash>.name``.
 """
 
 from __future__ import annotations
@@ -29,12 +28,8 @@ _DYNAMIC_MODULES = "evaluate_modules"  # evaluate.config.MODULE_NAME_FOR_DYNAMIC
 
 
 def default_modules_cache() -> Path:
-    """``evaluate``'s modules cache: the one an imported ``evaluate`` uses, else the one it would resolve.
-
-    ``evaluate`` resolves it once, at import: ``$HF_MODULES_CACHE``, else ``$HF_HOME/modules``, else
-    ``$XDG_CACHE_HOME/huggingface/modules`` (``~/.cache/huggingface/modules``). Importing ``evaluate`` just
-    to read that costs seconds (it imports transformers and torch), so it is only read from an ``evaluate``
-    that is already imported.
+    """``evaluate``'s modules cache: the one an already imported ``evaluate`` uses, else the one it would
+    resolve (``$HF_MODULES_CACHE``, else ``$HF_HOME/modules``, else ``~/.cache/huggingface/modules``).
 
     Example:
 
@@ -54,10 +49,8 @@ def default_modules_cache() -> Path:
 
 
 def script_hash(path: str | os.PathLike) -> str:
-    """The folder name (64 hex digits) ``evaluate`` caches a script under: ``evaluate.loading.files_to_hash([path])``.
-
-    SHA-256 of the script's lines with ``#`` comments removed and empty lines dropped, joined by newlines
-    (the lines keep their own line endings, as ``readlines`` returns them).
+    """The folder name ``evaluate`` caches a script under (``evaluate.loading.files_to_hash([path])``): SHA-256
+    of its ``readlines()`` with ``#`` comments removed and empty lines dropped, joined by newlines.
 
     Example:
 
