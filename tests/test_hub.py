@@ -724,7 +724,7 @@ def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_d
 
 def _seed(server, tmp_path, repo_type: str, repo_id: str, path: str) -> None:
     """``repo_id`` with a branch ``dev`` that has ``path`` (which ``main`` lacks)."""
-    python(
+    python_json(
         f"""
         from huggingface_hub import HfApi
         api = HfApi()
