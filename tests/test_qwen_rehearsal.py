@@ -128,7 +128,8 @@ def _pinned(name: str) -> str:
 
 
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
-    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml"))
+    stages = sorted(p.name for p in QWEN.glob("*.yaml") if p.name != "ablations.yaml")  # the study: test_ablate
+    assert sorted(OVERRIDES) == stages
     for name, groups in OVERRIDES.items():
         assert set(groups) <= {"model", "length", "data", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
