@@ -1,10 +1,5 @@
-"""``slmsql eval --config RECIPE.yaml [--field value ...]``: SFT vs GRPO on benchmark slices, paired statistics.
-
-Loads the base model once with the SFT and GRPO adapters, generates greedily on every slice, judges in each
-benchmark's own semantics and writes ``eval_results.json`` and ``predictions/``; see
-:mod:`slmsql_hub.evaluation`. Every field of :class:`~slmsql_hub.evaluation.EvalConfig` can be overridden on
-the command line and wins over the recipe.
-"""
+"""``slmsql eval --config RECIPE.yaml [--field value ...]``: SFT vs GRPO with paired statistics
+(:mod:`slmsql_hub.evaluation`)."""
 
 from __future__ import annotations
 

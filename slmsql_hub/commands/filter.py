@@ -1,10 +1,4 @@
-"""``slmsql filter --config RECIPE.yaml [--field value ...]``: the DAPO-style pass-rate filter.
-
-Samples K completions per question from the SFT policy, scores them by execution, and keeps the band of
-questions it sometimes solves; see :mod:`slmsql_hub.filtering`. Every field of
-:class:`~slmsql_hub.filtering.FilterConfig` can be overridden on the command line and wins over the recipe.
-Rerunning the same command after an interruption resumes where it stopped.
-"""
+"""``slmsql filter --config RECIPE.yaml [--field value ...]``: the pass-rate filter (:mod:`slmsql_hub.filtering`)."""
 
 from __future__ import annotations
 

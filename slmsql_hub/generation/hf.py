@@ -240,16 +240,9 @@ def generate_completions(
     computed once and repeated K times). The active adapter of a PEFT model is used (choose it with
     :func:`use_adapter`).
 
-    Args:
-        model: The policy from :func:`load_policy` (any ``transformers`` causal LM, PEFT-wrapped or not, or
-            a :class:`VLLMPolicy` with ``backend="vllm"``).
-        tokenizer: Its tokenizer.
-        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
-        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
-        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
-
-    Returns:
-        `list[list[Completion]]`: ``len(prompts)`` lists of ``num_samples`` completions, in input order.
+    ``model`` is a ``transformers`` causal LM (PEFT-wrapped or not) or a :class:`VLLMPolicy` with
+    ``backend="vllm"``; ``config`` defaults to greedy. Returns ``len(prompts)`` lists of ``num_samples``
+    completions, in input order.
 
     Example:
 
@@ -285,16 +278,6 @@ def generate(
 
     Same as :func:`generate_completions` without the token counts.
 
-    Args:
-        model: The policy from :func:`load_policy`.
-        tokenizer: Its tokenizer.
-        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
-        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
-        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
-
-    Returns:
-        `list[list[str]]`: Decoded completions (special tokens stripped), grouped per prompt.
-
     Example:
 
     ```python
@@ -325,17 +308,8 @@ def generate_with_processor(
     sampler). Prompts are rendered, LEFT padded, stopped and split into completions exactly as in
     :func:`generate_completions`; the model's train/eval mode is restored afterwards.
 
-    Args:
-        model: a ``transformers`` causal LM, PEFT-wrapped or not (its active adapter is used).
-        tokenizer: its tokenizer.
-        prompts: chats or templated strings; all of them go into one call (batch them yourself).
-        logits_processor: a ``transformers`` logits processor (``(input_ids, scores) -> scores``) that sees
-            ``len(prompts) * num_samples`` rows.
-        num_samples (`int`, defaults to `1`): rows per prompt.
-        max_new_tokens (`int`, defaults to `256`): the completion length cap.
-
-    Returns:
-        `list[list[Completion]]`: ``num_samples`` completions per prompt, in input order.
+    All prompts go into one call (batch them yourself); ``logits_processor`` sees ``len(prompts) * num_samples``
+    rows. Returns ``num_samples`` completions per prompt, in input order.
 
     Example:
 
