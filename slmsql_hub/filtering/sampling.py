@@ -126,9 +126,7 @@ def generate_keyed_samples(
     """Sample ``config.num_samples`` completions per prompt in ONE ``generate`` call, seeded per (prompt, sample).
 
     Sample ``j`` of prompt ``i`` is drawn with :func:`sample_seed` ``(config.seed, keys[i], j)`` through
-    :class:`KeyedSampler` (on vLLM: as the request's ``SamplingParams(seed=...)``), so it does not depend on
-    the other prompts of the call. Chats are rendered with the chat template, prompts LEFT padded, and completions cut at ``<|im_end|>`` or eos, as in
-    :func:`~slmsql_hub.generation.generate_completions`.
+    :class:`KeyedSampler` (on vLLM: the request's ``SamplingParams(seed=...)``); see the package docstring.
 
     ``keys``: one stable key per prompt (the question id); ``config.seed`` must be set and ``do_sample`` true.
     All prompts go into one call. Returns ``num_samples`` completions per prompt, in input order.
