@@ -33,3 +33,34 @@ def test_help_still_prints_the_usage_and_exits_0(capsys):
         cli.main(["ex", "--help"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: slmsql ex")
+
+
+@pytest.mark.parametrize(
+    ("command", "config_name"),
+    [(["train", "sft"], "SFTTrainingConfig"), (["filter"], "FilterConfig"), (["eval"], "EvalConfig")],
+)
+def test_recipe_commands_reject_an_unknown_field_in_the_same_one_line(command, config_name, capsys):
+    recipe = {"train": "sft_stage1", "filter": "filter", "eval": "eval"}[command[0]]
+    argv = [*command, "--config", f"recipes/world/{recipe}.yaml", "--no_such_field", "3"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith(f"slmsql {command[0]}: error: unknown argument(s) --no_such_field 3; overrides are")
+    assert config_name in err
+
+
+@pytest.mark.parametrize(("command", "field"), [("filter", "--num_samples"), ("eval", "--sft_adapter")])
+def test_filter_and_eval_help_lists_the_recipe_fields(command, field, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "recipe fields" in out and f"\n  {field}\n" in out
+
+
+def test_recipe_overrides_pass_through_in_order():
+    args = cli.build_parser().parse_args(
+        ["filter", "--config", "f.yaml", "--num_samples", "4", "--benchmarks", "world:dev", "world:test:6"]
+    )
+    assert args.config == "f.yaml"
+    assert args.overrides == ["--num_samples", "4", "--benchmarks", "world:dev", "world:test:6"]

@@ -11,6 +11,9 @@ class OneLineParser(argparse.ArgumentParser):
     """An ``argparse`` parser whose errors are one line on stderr, ``PROG: error: MESSAGE (see PROG --help)``, and
     exit code 2, instead of the usage block followed by the message. Subcommand parsers inherit the class.
 
+    With ``keep_overrides=True`` every option it does not know is kept, in order, as ``args.overrides`` (the
+    recipe commands' ``--field value``; see :mod:`slmsql_hub.commands._recipe`) instead of being rejected.
+
     Example:
 
     ```python
@@ -21,9 +24,22 @@ class OneLineParser(argparse.ArgumentParser):
     Traceback (most recent call last):
     ...
     SystemExit: 2
+    >>> OneLineParser(prog="slmsql demo", keep_overrides=True).parse_args(["--k", "4"]).overrides
+    ['--k', '4']
 
     ```
     """
+
+    def __init__(self, *args, keep_overrides: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep_overrides = keep_overrides
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not self.keep_overrides:
+            return namespace, extras
+        namespace.overrides = extras
+        return namespace, []
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -1,59 +1,67 @@
-"""Shared plumbing of the recipe commands (``slmsql eval``, ``slmsql filter``): one ``--field value`` override per
-field of the command's config dataclass, handed to the recipe parser so overrides win over the YAML."""
+"""One override style for the recipe commands (``slmsql train KIND``, ``slmsql filter``, ``slmsql eval``):
+``--config RECIPE.yaml`` plus any ``--field value`` options, passed through in order to
+:func:`~slmsql_hub.configs.parse_recipe`, where they win over the YAML and an unknown field is one
+:class:`~slmsql_hub.errors.UsageError` line (exit 2). Only the light configs (filter, eval) are imported to list
+their fields in ``--help``; the training configs import TRL and torch, so ``slmsql train`` does not."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import shutil
+import textwrap
 
-_BOOLEAN_VALUE = "true"
+from . import OneLineParser
+
+# the parser class of `slmsql train`'s KIND subcommands
+RecipeParser = functools.partial(OneLineParser, keep_overrides=True)
 
 
-def add_recipe_arguments(parser: argparse.ArgumentParser, config_cls: type, example: str) -> None:
-    """Add ``--config`` and one override per field of ``config_cls`` (absent from the namespace unless given).
-
-    A boolean field alone (``--overwrite``) means true; a ``list[str]`` field takes several values.
-    """
+def add_recipe_parser(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,  # noqa: A002 - argparse's own keyword
+    description: str,
+    example: str,
+    config_cls: type,
+) -> argparse.ArgumentParser:
+    """Register ``slmsql NAME --config RECIPE [--field value ...]``; ``args.overrides`` holds the overrides and
+    ``--help`` lists the fields of the dataclass ``config_cls``."""
+    width = max(shutil.get_terminal_size().columns - 2, 40)
+    parser = subparsers.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(description, width),
+        epilog=fields_help(config_cls, width),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        keep_overrides=True,
+    )
     parser.add_argument("--config", required=True, help=f"the YAML recipe (e.g. {example})")
-    overrides = parser.add_argument_group("overrides (win over the recipe)")
-    for f in dataclasses.fields(config_cls):
-        help_text = f.metadata.get("help", "").replace("%", "%%")
-        if f.type in ("bool", bool):
-            overrides.add_argument(
-                f"--{f.name}",
-                nargs="?",
-                const=_BOOLEAN_VALUE,
-                default=argparse.SUPPRESS,
-                metavar="BOOL",
-                help=help_text,
-            )
-        elif f.type in ("list[str]", list[str]):
-            overrides.add_argument(
-                f"--{f.name}", nargs="+", default=argparse.SUPPRESS, metavar="VALUE", help=help_text
-            )
-        else:
-            overrides.add_argument(f"--{f.name}", default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+    return parser
 
 
-def recipe_overrides(args: argparse.Namespace, config_cls: type) -> list[str]:
-    """The overrides given on the command line, as ``--field value ...`` strings for the recipe parser.
+def fields_help(config_cls: type, width: int = 100) -> str:
+    """The ``--help`` section naming each field of ``config_cls`` with its ``help`` metadata.
 
     Example:
 
     ```python
-    >>> import argparse, dataclasses
     >>> @dataclasses.dataclass
     ... class C:
-    ...     k: int = 1
-    ...     names: list[str] = dataclasses.field(default_factory=list)
-    >>> recipe_overrides(argparse.Namespace(k="4", names=["a", "b"]), C)
-    ['--k', '4', '--names', 'a', 'b']
+    ...     k: int = dataclasses.field(default=1, metadata={"help": "samples per question"})
+    >>> print(fields_help(C))
+    recipe fields (each as --field value wins over the recipe):
+      --k
+          samples per question
 
     ```
     """
-    given: list[str] = []
-    for f in dataclasses.fields(config_cls):
-        if hasattr(args, f.name):
-            value = getattr(args, f.name)
-            given += [f"--{f.name}", *(value if isinstance(value, list) else [str(value)])]
-    return given
+    lines = ["recipe fields (each as --field value wins over the recipe):"]
+    for field in dataclasses.fields(config_cls):
+        lines.append(f"  --{field.name}")
+        lines += textwrap.wrap(
+            field.metadata.get("help", ""), width, initial_indent=" " * 6, subsequent_indent=" " * 6
+        )
+    return "\n".join(lines)

@@ -1,23 +1,19 @@
-"""``slmsql eval --config RECIPE.yaml [--field value ...]``: SFT vs GRPO on benchmark slices, paired statistics.
-
-Loads the base model once with the SFT and GRPO adapters, generates greedily on every slice, judges in each
-benchmark's own semantics and writes ``eval_results.json`` and ``predictions/``; see
-:mod:`slmsql_hub.evaluation`. Every field of :class:`~slmsql_hub.evaluation.EvalConfig` can be overridden on
-the command line and wins over the recipe.
-"""
+"""``slmsql eval --config RECIPE.yaml [--field value ...]``: SFT vs GRPO with paired statistics
+(:mod:`slmsql_hub.evaluation`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ._recipe import add_recipe_arguments, recipe_overrides
+from ._recipe import add_recipe_parser
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``slmsql eval``: ``--config`` plus one ``--field value`` override per config field."""
+    """Register ``slmsql eval --config RECIPE [--field value ...]``."""
     from ..evaluation import EvalConfig  # light: no torch, TRL or datasets at import
 
-    parser = subparsers.add_parser(
+    parser = add_recipe_parser(
+        subparsers,
         "eval",
         help="evaluate the SFT and GRPO adapters on benchmark slices, with paired statistics",
         description=(
@@ -26,8 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "verdict). Writes <output_dir>/eval_results.json and predictions/<benchmark>.jsonl. "
             "Example: slmsql eval --config recipes/world/eval.yaml --benchmarks world:dev:50"
         ),
+        example="recipes/world/eval.yaml",
+        config_cls=EvalConfig,
     )
-    add_recipe_arguments(parser, EvalConfig, "recipes/world/eval.yaml")
     parser.set_defaults(run=run)
     return parser
 
@@ -36,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, run the evaluation, and print each slice's EX and verdict."""
     from pathlib import Path
 
-    from ..evaluation import RESULTS_FILE, EvalConfig, load_eval_config, run_eval, summary_lines
+    from ..evaluation import RESULTS_FILE, load_eval_config, run_eval, summary_lines
 
-    config = load_eval_config(args.config, recipe_overrides(args, EvalConfig))
+    config = load_eval_config(args.config, args.overrides)
     results = run_eval(config)
     out = Path(str(config.output_dir))
     lines = [

@@ -1,23 +1,18 @@
-"""``slmsql filter --config RECIPE.yaml [--field value ...]``: the DAPO-style pass-rate filter.
-
-Samples K completions per question from the SFT policy, scores them by execution, and keeps the band of
-questions it sometimes solves; see :mod:`slmsql_hub.filtering`. Every field of
-:class:`~slmsql_hub.filtering.FilterConfig` can be overridden on the command line and wins over the recipe.
-Rerunning the same command after an interruption resumes where it stopped.
-"""
+"""``slmsql filter --config RECIPE.yaml [--field value ...]``: the pass-rate filter (:mod:`slmsql_hub.filtering`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ._recipe import add_recipe_arguments, recipe_overrides
+from ._recipe import add_recipe_parser
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``slmsql filter``: ``--config`` plus one ``--field value`` override per config field."""
+    """Register ``slmsql filter --config RECIPE [--field value ...]``."""
     from ..filtering import FilterConfig  # light: no torch, TRL or datasets at import
 
-    parser = subparsers.add_parser(
+    parser = add_recipe_parser(
+        subparsers,
         "filter",
         help="keep the questions the SFT policy sometimes solves (pass-rate band) for GRPO",
         description=(
@@ -26,17 +21,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "(a dataset), results.jsonl and filter_report.json; an interrupted run resumes. "
             "Example: slmsql filter --config recipes/world/filter.yaml --num_samples 4"
         ),
+        example="recipes/world/filter.yaml",
+        config_cls=FilterConfig,
     )
-    add_recipe_arguments(parser, FilterConfig, "recipes/world/filter.yaml")
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, run the filter, and print the study's summary line."""
-    from ..filtering import FilterConfig, load_filter_config, run_filter
+    from ..filtering import load_filter_config, run_filter
 
-    config = load_filter_config(args.config, recipe_overrides(args, FilterConfig))
+    config = load_filter_config(args.config, args.overrides)
     report = run_filter(config)
     outputs = report["outputs"]
     lines = [

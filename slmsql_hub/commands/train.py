@@ -8,7 +8,7 @@ import argparse
 import json
 import logging
 
-from . import OneLineParser
+from ._recipe import RecipeParser as _RecipeParser
 
 logger = logging.getLogger(__name__)
 
@@ -23,17 +23,6 @@ _KINDS = {
         "grpo_band.yaml",
     ),
 }
-
-
-class _RecipeParser(OneLineParser):
-    """A subcommand parser that keeps every option it does not know as a recipe override (``--field value``),
-    in order, instead of rejecting it: the fields are those of the recipe's dataclasses, which are only
-    imported (with TRL and torch) when the command runs."""
-
-    def parse_known_args(self, args=None, namespace=None):
-        namespace, extras = super().parse_known_args(args, namespace)
-        namespace.overrides = extras
-        return namespace, []
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

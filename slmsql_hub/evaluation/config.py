@@ -99,61 +99,10 @@ class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     here reads no file and touches no network, so a recipe for a model this machine cannot run still
     validates; paths are checked when the run starts.
 
-    Args:
-        model_name_or_path (`str`):
-            The base model both adapters were trained on: a folder (``outputs/quickstart/base``) or a Hub id.
-        sft_adapter (`str`):
-            The SFT LoRA adapter (policy ``a``): a folder (``outputs/quickstart/sft/stage2``) or a Hub id.
-        grpo_adapter (`str`):
-            The GRPO LoRA adapter (policy ``b``): a folder (``outputs/quickstart/grpo``) or a Hub id.
-        model_revision, sft_adapter_revision, grpo_adapter_revision (`str`, *optional*):
-            Hub revisions (commit sha, tag or branch) of the base and of each adapter; ``None``: the main branch.
-        tokenizer_name_or_path (`str`, *optional*):
-            Where the tokenizer comes from; defaults to ``model_name_or_path``.
-        dtype (`str`, defaults to `"auto"`):
-            ``auto`` (bfloat16 on a GPU that has it, float32 otherwise), ``float32``, ``bfloat16``, ``float16``.
-        device (`str`, *optional*):
-            ``cuda``, ``cpu``...; defaults to CUDA when available.
-        num_threads (`int`, *optional*):
-            ``torch.set_num_threads`` for the run (``None``: torch's default).
-        backend (`str`, defaults to `"transformers"`):
-            ``transformers`` or ``vllm`` (needs ``pip install 'slmsql-hub[vllm]'``; checked when the run starts).
-        benchmarks (`list[str]`, defaults to `["world:dev", "world:test"]`):
-            The slices, each ``name:split`` or ``name:split:limit`` (a seeded subset): ``world:dev``,
-            ``world:test``, ``spider:dev:200``, ``bird:dev:149``.
-        world_root (`str`, *optional*):
-            The world folder (``slmsql world build --out``); needed by ``world:*`` slices (``world_dir``: its
-            deprecated name).
-        spider_root (`str`, *optional*):
-            A Spider folder (``dev.json``, ``database/``); needed by ``spider:*`` slices.
-        bird_root (`str`, *optional*):
-            A BIRD folder (``dev.json``, ``dev_databases/``); needed by ``bird:*`` slices.
-        seed (`int`, defaults to `0`):
-            The seed of the ``limit`` subsets (the same seed always picks the same questions).
-        skip_missing_db (`bool`, defaults to `False`):
-            Drop questions whose database file is missing (logged with a count) instead of failing.
-        dataset_ids (`list[str]`, defaults to `[]`):
-            ``benchmark=hub_id`` overrides of :data:`DEFAULT_DATASET_IDS` (recorded for the model card).
-        max_new_tokens (`int`, defaults to `256`):
-            Most tokens per answer (greedy decoding).
-        batch_size (`int`, defaults to `8`):
-            Prompts per ``generate`` call.
-        sql_timeout_s, sql_max_ops, sql_max_rows:
-            The sandbox limits (:mod:`slmsql_hub.sql.recipe_limits`); set them as in the filter and GRPO recipes.
-        timeout_s (`float`, *optional*):
-            Deprecated name of ``sql_timeout_s`` (removed in the next release).
-        sandbox_workers (`int`, *optional*):
-            Sandbox worker processes (``None``: one per CPU core).
-        keep_distinct (`bool`, defaults to `False`):
-            Spider slices only: keep DISTINCT instead of removing it (the official evaluator removes it).
-        prompt_sample_rows, prompt_max_value_chars:
-            The schema text (:class:`~slmsql_hub.configs.PromptArguments`); unset: as each adapter was trained.
-        bootstrap_resamples (`int`, defaults to `10000`):
-            Paired bootstrap resamples for the CI of ΔEX (at least 10,000).
-        bootstrap_seed (`int`, defaults to `0`):
-            The bootstrap's seed.
-        output_dir (`str`):
-            Where ``eval_results.json`` and ``predictions/`` go.
+    Each field's ``help`` says what it is; the contract beyond that: ``benchmarks`` are held-out slices
+    ``NAME:SPLIT[:LIMIT]`` (``world:dev``, ``spider:dev:200``; ``LIMIT`` is a subset seeded by ``seed``), each
+    needing its ``<name>_root``; decoding is greedy; ``bootstrap_resamples`` is at least 10,000; ``dataset_ids``
+    (``benchmark=hub_id``) override :data:`DEFAULT_DATASET_IDS` in the results and the model card.
 
     Example:
 
@@ -315,15 +264,9 @@ class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
 def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
     """Read an :class:`EvalConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
 
-    The same parser as the training recipes (:func:`~slmsql_hub.configs.parse_recipe`): an unknown
-    key or a bad value is one :class:`~slmsql_hub.errors.UsageError` naming the fix.
+    ``config`` ``None``: defaults and overrides only. Parsed by :func:`~slmsql_hub.configs.parse_recipe`: an
+    unknown key or a bad value is one :class:`~slmsql_hub.errors.UsageError`.
 
-    Args:
-        config: the YAML recipe (``None``: defaults and overrides only).
-        overrides: command-line style arguments, e.g. ``["--max_new_tokens", "128"]``.
-
-    Returns:
-        `EvalConfig`: the validated config.
 
     Example:
 

@@ -39,11 +39,7 @@ logger = logging.getLogger(__name__)
 class EvalSlice:
     """One loaded benchmark slice.
 
-    Args:
-        spec (`BenchmarkSpec`): what was asked for.
-        rows (`list[dict]`): the questions (:data:`~slmsql_hub.data.benchmarks.BENCHMARK_COLUMNS`).
-        dataset_id (`str`): the Hub dataset id recorded for it.
-        held_out_db (`str`, *optional*): the world's held-out database (``None`` elsewhere).
+    ``held_out_db`` is the world's held-out database (``None`` elsewhere).
     """
 
     spec: BenchmarkSpec
@@ -55,15 +51,8 @@ class EvalSlice:
 def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
     """Load one slice through :func:`~slmsql_hub.data.benchmarks.load_benchmark` (seeded ``limit`` subset).
 
-    Args:
-        spec: the slice.
-        config: for the benchmark's root, the subset seed, ``skip_missing_db`` and the dataset ids.
-
-    Returns:
-        `EvalSlice`: the rows, plus the world's held-out database (from its ``world.json``).
-
-    Raises:
-        UsageError: a missing root, split or database, an empty slice, or repeated question ids.
+    Adds the world's held-out database (from its ``world.json``). Raises :class:`UsageError` on a missing root,
+    split or database, an empty slice, or repeated question ids.
     """
     from ..data.benchmarks import load_benchmark
 
@@ -135,17 +124,9 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
                             "significant", "rule", "verdict", "summary"},
              "predictions_file": "predictions/<name>_<split>.jsonl"}}}
 
-    Args:
-        config (`EvalConfig`): the run's settings.
-        policy (`tuple`, *optional*): an already loaded ``(model, tokenizer)`` whose PEFT adapters are named
-            ``sft`` and ``grpo``; ``None`` loads ``config.model_name_or_path`` with both adapters once.
-        progress (`bool`, defaults to `True`): show tqdm bars.
-
-    Returns:
-        `dict`: what was written to ``eval_results.json``.
-
-    Raises:
-        UsageError: missing data, model or adapters, or a slice with no scorable question.
+    ``policy``: an already loaded ``(model, tokenizer)`` with PEFT adapters named ``sft`` and ``grpo``; ``None``
+    loads them once. Returns what was written to ``eval_results.json``. Raises :class:`UsageError` on missing
+    data, model or adapters, or a slice with no scorable question.
 
     Example:
 

@@ -25,9 +25,7 @@ logger = logging.getLogger(__name__)
 class PolicyOutput:
     """One policy's answer to one question and its judgement.
 
-    Args:
-        completion (`Completion`): the generated text, its token count and whether the turn ended.
-        judgement (`Judgement`): the verdict (``correct`` is 1, 0 or ``None`` = unscorable).
+    ``judgement.correct`` is 1, 0 or ``None`` (unscorable).
     """
 
     completion: Completion
@@ -49,17 +47,8 @@ def generate_and_judge(
     Each adapter is activated in turn with :func:`~slmsql_hub.generation.use_adapter` (``None`` runs the base
     alone); all answers are then judged together, so each gold query runs once (the sandbox deduplicates).
 
-    Args:
-        model: the policy from :func:`~slmsql_hub.generation.load_policy`, loaded with the adapters.
-        tokenizer: its tokenizer.
-        rows: the questions (``gold_sql`` and ``db_path`` used).
-        prompts: per adapter name (``None``: base only), the prompts in row order.
-        judge: the :class:`~slmsql_hub.sql.Judge` (its mode is the benchmark's).
-        generation_config: greedy decoding settings.
-        progress: show tqdm bars.
-
-    Returns:
-        Per adapter name, one :class:`PolicyOutput` per row, in order.
+    ``prompts``: per adapter name (``None``: base only), the prompts in row order. Returns, per adapter name,
+    one :class:`PolicyOutput` per row, in order.
     """
     from ..generation import generate_completions, use_adapter
 
@@ -116,16 +105,9 @@ def policy_scores(
     Every group reports ``n`` (questions), ``n_scorable`` (EX's denominator), ``correct`` and ``ex``
     (``None`` when nothing in the group could be scored).
 
-    Args:
-        rows: the questions (``difficulty``, ``db_id`` and ``gold_sql`` used).
-        outputs: the policy's :class:`PolicyOutput` per row.
-        breakdown_by: ``hardness`` or ``difficulty`` (what the ``difficulty`` column holds).
-        held_out_db: the world's held-out database: adds ``held_out_db`` and ``seen_dbs`` groups.
-        mode: the comparison mode, for the record.
-
-    Returns:
-        `dict`: ``ex``, ``correct``, ``n_scorable``, ``verdicts``, ``by_difficulty``, ``by_db`` (and
-        ``held_out_db``/``seen_dbs``), ``mean_completion_tokens``, ``finished_share``.
+    ``breakdown_by`` names what the ``difficulty`` column holds; ``held_out_db`` adds ``held_out_db`` and
+    ``seen_dbs`` groups. Keys: ``ex``, ``correct``, ``n_scorable``, ``verdicts``, ``by_difficulty``, ``by_db``,
+    ``mean_completion_tokens``, ``finished_share``.
     """
     from ..ex_report import build_ex_report, example_levels
 

@@ -52,74 +52,12 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     here needs no network and reads no file, so a recipe for a model this machine cannot run still validates;
     paths are checked when the run starts.
 
-    Args:
-        model_name_or_path (`str`):
-            The base model: a local folder (the world's ``outputs/world/base``) or a Hub id
-            (``Qwen/Qwen2.5-Coder-1.5B-Instruct``).
-        adapter_path (`str`, *optional*):
-            The SFT LoRA adapter (folder or Hub id) the policy runs with; ``None`` samples the base alone.
-        model_revision (`str`, *optional*):
-            Hub revision (commit sha, tag or branch) of ``model_name_or_path``; ``None``: the main branch.
-        adapter_revision (`str`, *optional*):
-            Hub revision of ``adapter_path``; ``None``: the main branch.
-        tokenizer_name_or_path (`str`, *optional*):
-            Where the tokenizer comes from; defaults to ``model_name_or_path``.
-        dtype (`str`, defaults to `"auto"`):
-            Weights' dtype: ``auto`` (bfloat16 on a GPU that has it, float32 otherwise), ``float32``,
-            ``bfloat16`` or ``float16``.
-        device (`str`, *optional*):
-            ``cuda``, ``cpu``...; defaults to CUDA when available.
-        benchmarks (`list[str]`):
-            The pool, ONE ``NAME:SPLIT[:LIMIT]`` entry (:class:`~slmsql_hub.configs.BenchmarkArguments`):
-            ``world:rl_pool``, ``synsql:train:1367``. The world's ``dev`` and ``test`` are refused: they are what
-            EX is measured on. ``LIMIT`` filters a seeded subset, drawn after the adapter's SFT questions are
-            left out.
-        world_root, spider_root, bird_root, synsql_root (`str`):
-            The benchmark's folder (for the world: the folder ``slmsql world build --out`` wrote).
-        benchmark, data_root, split, limit:
-            Deprecated spellings of ``benchmarks`` + ``<name>_root`` (one release).
-        seed (`int`, defaults to `0`):
-            Seeds the subset and every question's sampling (with its ``question_id``).
-        skip_missing_db (`bool`, defaults to `False`):
-            Drop questions whose database file is missing instead of failing.
-        num_samples (`int`, defaults to `8`):
-            K, the completions sampled per question (the study: 8, GRPO's group size). At least 2.
-        pass_rate_low (`float`, defaults to `0.2`):
-            Questions with pass rate ``<= pass_rate_low`` are ``all_fail``.
-        pass_rate_high (`float`, defaults to `0.8`):
-            Questions with pass rate ``>= pass_rate_high`` are ``all_pass``; the band is strictly between.
-        temperature (`float`, defaults to `1.0`):
-            Sampling temperature; use the one GRPO will sample with (the study: 0.8).
-        top_p (`float`, defaults to `1.0`):
-            Nucleus sampling mass in ``(0, 1]``.
-        top_k (`int`, defaults to `0`):
-            Sample among the ``top_k`` most likely tokens; ``0`` turns it off.
-        max_new_tokens (`int`, defaults to `256`):
-            Most tokens per completion.
-        batch_size (`int`, defaults to `8`):
-            Questions per ``generate`` call (each call decodes ``batch_size * num_samples`` sequences); also
-            how often results are saved.
-        compare_mode (`str`, defaults to `"bird"`):
-            How results are compared: ``bird`` (set equality) or ``spider`` (test-suite rule).
-        keep_distinct (`bool`, defaults to `False`):
-            Spider mode only: keep DISTINCT instead of removing it.
-        sql_timeout_s, sql_max_ops, sql_max_rows:
-            The sandbox limits (:mod:`slmsql_hub.sql.recipe_limits`); set them as in the GRPO and eval recipes.
-        timeout_s (`float`, *optional*):
-            Deprecated name of ``sql_timeout_s`` (removed in the next release).
-        sandbox_workers (`int`, *optional*):
-            Sandbox worker processes (``None``: one per CPU core).
-        prompt_sample_rows, prompt_max_value_chars:
-            The schema text (:class:`~slmsql_hub.configs.PromptArguments`); unset: as the adapter was trained.
-        backend (`str`, defaults to `"transformers"`):
-            ``transformers`` or ``vllm`` (needs ``pip install 'slmsql-hub[vllm]'``); both draw sample ``j`` of
-            a question from its own seed, so a resumed run draws the same samples.
-        num_threads (`int`, *optional*):
-            ``torch.set_num_threads`` for the run (``None``: torch's default).
-        output_dir (`str`):
-            Where ``results.jsonl``, ``band/`` and ``filter_report.json`` go.
-        overwrite (`bool`, defaults to `False`):
-            Discard earlier results in ``output_dir`` instead of resuming from them.
+    Each field's ``help`` says what it is; the contract beyond that: ``benchmarks`` is ONE
+    ``NAME:SPLIT[:LIMIT]`` pool entry (the world's ``dev`` and ``test`` are refused: EX is measured on them;
+    ``LIMIT`` draws a seeded subset after the adapter's SFT questions are left out); ``num_samples`` (K) is at
+    least 2; the band is strictly between ``pass_rate_low`` and ``pass_rate_high``; sample ``j`` of a question is
+    drawn from its own seed on either backend, so a resumed run draws the same samples. Set ``temperature`` and
+    the ``sql_*`` limits as in the GRPO recipe.
 
     Example:
 
@@ -288,15 +226,9 @@ def load_filter_config(
 ) -> FilterConfig:
     """Read a :class:`FilterConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
 
-    The same parser as the training recipes (:func:`~slmsql_hub.configs.parse_recipe`): unknown keys
-    and bad values are one :class:`~slmsql_hub.errors.UsageError` naming the fix.
+    ``config`` ``None``: defaults and overrides only. Parsed by :func:`~slmsql_hub.configs.parse_recipe`: an
+    unknown key or a bad value is one :class:`~slmsql_hub.errors.UsageError`.
 
-    Args:
-        config: the YAML recipe (``None``: defaults and overrides only).
-        overrides: command-line style arguments, e.g. ``["--num_samples", "4"]``.
-
-    Returns:
-        The validated config.
 
     Example:
 

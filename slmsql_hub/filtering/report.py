@@ -40,14 +40,7 @@ CLASS_RULES = (
 def classify(n_correct: int, n_scorable: int, low: float = 0.2, high: float = 0.8) -> str:
     """The class of one question from its sample counts (see :data:`CLASS_RULES`).
 
-    Args:
-        n_correct: samples whose result matched the gold.
-        n_scorable: samples that could be scored (0 when the gold SQL failed).
-        low: the all-fail threshold (``p <= low``).
-        high: the all-pass threshold (``p >= high``).
-
-    Returns:
-        ``"band"``, ``"all_fail"``, ``"all_pass"`` or ``"unscorable"``.
+    ``n_scorable`` is 0 when the gold SQL failed. Returns ``band``, ``all_fail``, ``all_pass`` or ``unscorable``.
 
     Example:
 

@@ -44,14 +44,8 @@ _FREE_FIELDS = frozenset(
 def read_results(path: str | os.PathLike) -> dict[str, dict]:
     """Read a results log, repairing a torn last line (a run killed mid-write) by truncating it away.
 
-    Args:
-        path: ``<output_dir>/results.jsonl``; a missing file reads as empty.
-
-    Returns:
-        ``{question_id: row}`` (a later row for the same id wins).
-
-    Raises:
-        UsageError: a complete line is not a JSON object with a ``question_id``.
+    A missing file reads as empty. Returns ``{question_id: row}`` (a later row for the same id wins); raises
+    :class:`UsageError` when a complete line is not a JSON object with a ``question_id``.
 
     Example:
 

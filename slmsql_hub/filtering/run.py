@@ -134,20 +134,10 @@ def _score_batch(
 def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, progress: bool = True) -> dict:
     """Run the pass-rate filter end to end (resuming from ``output_dir`` when it holds earlier results).
 
-    Args:
-        config: the run's settings.
-        policy: an already loaded ``(model, tokenizer)``; ``None`` loads ``config.model_name_or_path`` with
-            ``config.adapter_path`` through :func:`~slmsql_hub.generation.load_policy` (only when some
-            question is left to sample).
-        progress: show a tqdm bar over questions.
-
-    Returns:
-        The report written to ``<output_dir>/filter_report.json``: ``counts`` per class (adding up to
-        ``pool``), thresholds, policy, dataset, time, the pass-rate histogram and ``summary`` (the study's
-        line).
-
-    Raises:
-        UsageError: missing data or model, or ``output_dir`` holding results of other settings.
+    ``policy``: an already loaded ``(model, tokenizer)``; ``None`` loads the model and adapter only when some
+    question is left to sample. Returns the report written to ``filter_report.json`` (``counts`` per class adding
+    up to ``pool``, thresholds, policy, dataset, time, histogram, ``summary``). Raises :class:`UsageError` on
+    missing data or model, or an ``output_dir`` holding results of other settings.
 
     Example:
 

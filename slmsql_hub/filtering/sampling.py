@@ -38,16 +38,11 @@ class KeyedSampler:
     """A logits processor that samples each row with its OWN random generator (Gumbel-max).
 
     ``model.generate`` runs greedy; this processor applies temperature and top-k (transformers' warpers) and
-    top-p, then adds Gumbel noise drawn from the row's generator, so the arg-max is a sample from the filtered softmax. Row ``r``'s
-    ``t``-th token always uses the ``t``-th draw of generator ``r``, whatever the other rows are: a row's
-    samples depend on its seed and its own logits only, not on the batch.
+    top-p, then adds Gumbel noise drawn from the row's generator, so the arg-max is a sample from the filtered
+    softmax. Row ``r``'s ``t``-th token always uses the ``t``-th draw of generator ``r``, whatever the other rows
+    are: a row's samples depend on its seed and its own logits only, not on the batch.
 
-    Args:
-        row_seeds (`Sequence[int]`): one seed per row of the batch (rows in ``input_ids`` order).
-        temperature (`float`, defaults to `1.0`): softmax temperature (> 0).
-        top_k (`int`, defaults to `0`): keep the ``top_k`` largest logits (0: off).
-        top_p (`float`, defaults to `1.0`): keep the smallest set of tokens with this much probability.
-        device (*optional*): where the generators live; by default the device of the first logits it sees.
+    ``row_seeds``: one seed per row, in ``input_ids`` order. ``device`` defaults to that of the first logits.
 
     Example:
 
@@ -131,20 +126,10 @@ def generate_keyed_samples(
     """Sample ``config.num_samples`` completions per prompt in ONE ``generate`` call, seeded per (prompt, sample).
 
     Sample ``j`` of prompt ``i`` is drawn with :func:`sample_seed` ``(config.seed, keys[i], j)`` through
-    :class:`KeyedSampler` (on vLLM: as the request's ``SamplingParams(seed=...)``), so it does not depend on
-    the other prompts of the call. Chats are rendered with
-    the chat template, prompts LEFT padded, and completions cut at ``<|im_end|>`` or eos, as in
-    :func:`~slmsql_hub.generation.generate_completions`.
+    :class:`KeyedSampler` (on vLLM: the request's ``SamplingParams(seed=...)``); see the package docstring.
 
-    Args:
-        model: the policy (a ``transformers`` causal LM, PEFT-wrapped or not); its active adapter is used.
-        tokenizer: its tokenizer.
-        prompts: chats or templated strings (all of them go into one call: batch them yourself).
-        keys: one stable key per prompt (the question id).
-        config: decoding settings; ``config.seed`` must be set and ``do_sample`` true.
-
-    Returns:
-        `list[list[Completion]]`: ``num_samples`` completions per prompt, in input order.
+    ``keys``: one stable key per prompt (the question id); ``config.seed`` must be set and ``do_sample`` true.
+    All prompts go into one call. Returns ``num_samples`` completions per prompt, in input order.
 
     Example:
 

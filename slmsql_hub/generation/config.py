@@ -31,31 +31,11 @@ Prompt = Sequence[Message] | str
 class GenerationConfig:
     """How to decode: greedy or sampled, how many samples per prompt, in batches of how many prompts.
 
-    Args:
-        max_new_tokens (`int`, defaults to `256`):
-            Most tokens generated per completion (the end-of-turn token included).
-        temperature (`float`, defaults to `1.0`):
-            Softmax temperature for sampling; must be > 0. Ignored when ``do_sample=False``.
-        top_p (`float`, defaults to `1.0`):
-            Nucleus sampling mass in ``(0, 1]``; ``1.0`` keeps every token.
-        top_k (`int`, defaults to `0`):
-            Sample among the ``top_k`` most likely tokens; ``0`` turns the filter off.
-        do_sample (`bool`, defaults to `False`):
-            ``False``: greedy decoding (deterministic). ``True``: sample with the settings above.
-        num_samples (`int`, defaults to `1`):
-            Completions per prompt (the K of pass@K and of GRPO's group). ``K > 1`` needs ``do_sample=True``.
-        batch_size (`int`, defaults to `8`):
-            Prompts per ``generate`` call; each call decodes ``batch_size * num_samples`` sequences.
-        seed (`int` or `None`, defaults to `0`):
-            Seeds sampling: the same seed, prompts and ``batch_size`` give the same samples (prompts are
-            batched longest first; batch ``i`` is seeded with ``seed + i``). ``None`` leaves the RNG alone.
-        backend (`str`, defaults to `"transformers"`):
-            ``"transformers"`` (always available) or ``"vllm"`` (needs ``pip install 'slmsql-hub[vllm]'``).
-        share_prefill (`bool`, defaults to `True`):
-            With ``num_samples > 1`` on the transformers backend, run each prompt through the model ONCE and
-            repeat its KV cache K times, instead of letting ``num_return_sequences=K`` prefill K copies of
-            the prompt. Same rows, same samples, K-1 fewer prefills (schema prompts are long, SQL answers
-            short). ``False`` uses ``num_return_sequences=K`` as is.
+    ``do_sample=False`` is greedy; ``num_samples`` (K) > 1 needs sampling. Seeding: the same seed, prompts and
+    ``batch_size`` give the same samples (prompts are batched longest first; batch ``i`` is seeded with
+    ``seed + i``); ``None`` leaves the RNG alone. ``share_prefill`` (transformers, K > 1) runs each prompt through
+    the model once and repeats its KV cache K times instead of ``num_return_sequences=K`` prefilling K copies:
+    same samples, K-1 fewer prefills. ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
 
     Example:
 
@@ -120,13 +100,8 @@ class GenerationConfig:
 class Completion:
     """One generated completion.
 
-    Args:
-        text (`str`):
-            The decoded completion, special tokens stripped, cut at the end-of-turn token.
-        num_tokens (`int`):
-            Tokens the model generated for it, the stop token included when it was reached.
-        finished (`bool`):
-            ``True`` when the model ended its turn; ``False`` when ``max_new_tokens`` cut it off.
+    ``text`` is decoded without special tokens and cut at the end-of-turn token; ``num_tokens`` counts the
+    generated tokens, the stop token included; ``finished`` is false when ``max_new_tokens`` cut it off.
 
     Example:
 
@@ -151,14 +126,7 @@ def _require_vllm() -> None:
 def render_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]) -> list[str]:
     """Turn chats into prompt strings with the tokenizer's chat template and ``add_generation_prompt``.
 
-    Strings pass through unchanged (they are taken as already templated).
-
-    Args:
-        tokenizer: A tokenizer with a chat template.
-        prompts: Chats (lists of ``{"role", "content"}`` dicts) and/or strings.
-
-    Returns:
-        `list[str]`: One prompt string per input, ending where the assistant's answer starts.
+    Strings pass through unchanged (taken as already templated).
 
     Example:
 
@@ -193,12 +161,8 @@ def render_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]
 def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: Any = None) -> list[int]:
     """Token ids that end a completion: ``<|im_end|>`` when known, the tokenizer's eos, the model's eos.
 
-    Args:
-        tokenizer: The policy's tokenizer.
-        model (*optional*): The policy; its ``generation_config.eos_token_id`` (int or list) is added.
-
-    Returns:
-        `list[int]`: Distinct ids, ``<|im_end|>`` first.
+    ``model``'s ``generation_config.eos_token_id`` (int or list) is added when given. Distinct, ``<|im_end|>``
+    first.
 
     Example:
 

@@ -233,23 +233,12 @@ def generate_completions(
 ) -> list[list[Completion]]:
     """Generate ``config.num_samples`` completions per prompt, in batches, with their token counts.
 
-    Chats are rendered with the tokenizer's chat template (``add_generation_prompt=True``); prompts are
-    LEFT padded and batched longest first (results come back in input order); generation stops at
-    ``<|im_end|>`` or the eos token; with ``do_sample=True`` each prompt is encoded once and sampled K times
-    as K rows of one batch (``num_return_sequences=K``; with ``share_prefill`` the prompt's KV cache is
-    computed once and repeated K times). The active adapter of a PEFT model is used (choose it with
-    :func:`use_adapter`).
+    Rendering, padding, stopping and K-sampling as in the package docstring; prompts are batched longest first
+    and come back in input order. The active adapter is used (choose it with :func:`use_adapter`).
 
-    Args:
-        model: The policy from :func:`load_policy` (any ``transformers`` causal LM, PEFT-wrapped or not, or
-            a :class:`VLLMPolicy` with ``backend="vllm"``).
-        tokenizer: Its tokenizer.
-        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
-        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
-        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
-
-    Returns:
-        `list[list[Completion]]`: ``len(prompts)`` lists of ``num_samples`` completions, in input order.
+    ``model`` is a ``transformers`` causal LM (PEFT-wrapped or not) or a :class:`VLLMPolicy` with
+    ``backend="vllm"``; ``config`` defaults to greedy. Returns ``len(prompts)`` lists of ``num_samples``
+    completions, in input order.
 
     Example:
 
@@ -285,16 +274,6 @@ def generate(
 
     Same as :func:`generate_completions` without the token counts.
 
-    Args:
-        model: The policy from :func:`load_policy`.
-        tokenizer: Its tokenizer.
-        prompts: Chats (lists of ``{"role", "content"}``) or already templated strings.
-        config (`GenerationConfig`, *optional*): Decoding settings; greedy with defaults when omitted.
-        progress (`bool`, defaults to `True`): Show a tqdm bar over batches.
-
-    Returns:
-        `list[list[str]]`: Decoded completions (special tokens stripped), grouped per prompt.
-
     Example:
 
     ```python
@@ -320,22 +299,12 @@ def generate_with_processor(
     """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), choosing each
     token greedily over the scores that ``logits_processor(input_ids, scores)`` returns.
 
-    A processor that adds each row's own seeded Gumbel noise makes this per-row sampling whose draws do not
-    depend on the rest of the batch (:class:`~slmsql_hub.filtering.KeyedSampler`, the pass-rate filter's
-    sampler). Prompts are rendered, LEFT padded, stopped and split into completions exactly as in
-    :func:`generate_completions`; the model's train/eval mode is restored afterwards.
+    With :class:`~slmsql_hub.filtering.KeyedSampler` this is the pass-rate filter's per-row seeded sampling.
+    Prompts are rendered, padded and stopped as in :func:`generate_completions`; the model's train/eval mode is
+    restored afterwards.
 
-    Args:
-        model: a ``transformers`` causal LM, PEFT-wrapped or not (its active adapter is used).
-        tokenizer: its tokenizer.
-        prompts: chats or templated strings; all of them go into one call (batch them yourself).
-        logits_processor: a ``transformers`` logits processor (``(input_ids, scores) -> scores``) that sees
-            ``len(prompts) * num_samples`` rows.
-        num_samples (`int`, defaults to `1`): rows per prompt.
-        max_new_tokens (`int`, defaults to `256`): the completion length cap.
-
-    Returns:
-        `list[list[Completion]]`: ``num_samples`` completions per prompt, in input order.
+    All prompts go into one call (batch them yourself); ``logits_processor`` sees ``len(prompts) * num_samples``
+    rows. Returns ``num_samples`` completions per prompt, in input order.
 
     Example:
 

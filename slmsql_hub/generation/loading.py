@@ -97,29 +97,12 @@ def load_policy(
     :func:`use_adapter` context manager, which also runs the base alone (``use_adapter(model, None)``).
     Without adapters it is the plain ``transformers`` model. The model is returned in eval mode, frozen.
 
-    Args:
-        base_model (`str` or `Path`):
-            Folder or Hub id of the base causal LM (e.g. ``Qwen/Qwen2.5-Coder-1.5B-Instruct``).
-        adapter (`str` or `Path`, *optional*):
-            One PEFT adapter folder, loaded under the name ``"default"``.
-        adapters (`dict[str, str | Path]`, *optional*):
-            More adapters by name, e.g. ``{"sft": ".../sft/stage2", "grpo": ".../grpo"}``. The first one
-            loaded (``adapter`` if given) is active on return.
-        tokenizer (`str` or `Path`, *optional*):
-            Where to load the tokenizer from; defaults to ``base_model``.
-        dtype (`str` or `torch.dtype`, *optional*):
-            Weights dtype; defaults to bfloat16 on a GPU that supports it, float32 otherwise.
-        device (`str`, *optional*):
-            ``"cuda"``, ``"cpu"``...; defaults to CUDA when available.
-        backend (`str`, defaults to `"transformers"`):
-            ``"vllm"`` returns a :class:`VLLMPolicy` instead (needs ``pip install 'slmsql-hub[vllm]'``).
-        revision (`str`, *optional*):
-            Hub revision (commit sha, tag, branch) of ``base_model``, and of the tokenizer when it comes from it.
-        adapter_revisions (`dict[str, str | None]`, *optional*):
-            Hub revision per adapter name (``"default"`` for ``adapter``); adapters not named use the main branch.
-
-    Returns:
-        `tuple`: ``(model, tokenizer)``, ready for :func:`generate`.
+    ``adapter`` loads under the name ``"default"``, ``adapters`` by their names (``{"sft": ..., "grpo": ...}``);
+    the first loaded is active on return. ``tokenizer`` defaults to ``base_model``; ``dtype`` to bfloat16 on a GPU
+    that has it, float32 otherwise; ``device`` to CUDA when present. ``revision`` is the Hub revision of
+    ``base_model`` (and of its tokenizer); ``adapter_revisions`` by adapter name (unnamed: main).
+    ``backend="vllm"`` returns a :class:`VLLMPolicy` (needs ``pip install 'slmsql-hub[vllm]'``). Returns
+    ``(model, tokenizer)``.
 
     Example:
 
@@ -187,13 +170,6 @@ def use_adapter(model: Any, name: str | None) -> Iterator[Any]:
     The previously active adapter and every parameter's ``requires_grad`` are restored on exit, so this is
     safe in the middle of training. Works on a ``peft.PeftModel``, a :class:`VLLMPolicy`, and (for
     ``name=None`` only) a plain model.
-
-    Args:
-        model: The policy from :func:`load_policy`.
-        name (`str` or `None`): Adapter to activate; ``None`` runs the base model alone.
-
-    Returns:
-        A context manager yielding ``model``.
 
     Example:
 

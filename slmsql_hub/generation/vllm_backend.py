@@ -26,10 +26,8 @@ class VLLMPolicy:
     Built by ``load_policy(..., backend="vllm")``; it mirrors the PEFT switching API (``set_adapter``,
     ``disable_adapter``, ``active_adapter``) so :func:`use_adapter` works on both backends.
 
-    Args:
-        llm: The ``vllm.LLM`` engine (LoRA enabled when adapters were given).
-        lora_paths (`dict[str, str]`): Adapter folders by name.
-        active_adapter (`str` or `None`): The adapter in use; ``None`` runs the base.
+    ``llm`` is the ``vllm.LLM`` engine (LoRA enabled when adapters were given); ``lora_paths`` the adapter
+    folders by name; ``active_adapter`` the one in use (``None``: the base).
     """
 
     llm: Any
@@ -106,8 +104,7 @@ class VLLMPolicy:
         A sample then depends on its prompt and its seed only, not on what else is in the call: the pass-rate
         filter's per-(question, sample) seeds draw the same samples when a run resumes.
 
-        Returns:
-            `list[list[Completion]]`: ``len(seeds[i])`` completions for prompt ``i``, in input order.
+        Returns ``len(seeds[i])`` completions for prompt ``i``, in input order.
         """
         texts = render_prompts(self.llm.get_tokenizer(), list(prompts))
         flat_texts = [text for text, row in zip(texts, seeds) for _ in row]

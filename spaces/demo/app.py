@@ -499,12 +499,8 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
     the question, its outputs per column the SQL (``gr.Code``, SQL highlighting), a status line and the result
     table, then the gold's, then a JSON object with every detail (see :data:`COMPARE_API_DESCRIPTION`).
 
-    Args:
-        space: the :class:`~space_backend.ComparisonSpace` that answers; ``None`` builds one from the
-            ``SLMSQL_*`` environment variables (its sandbox lives as long as the process).
-
-    Returns:
-        `gr.Blocks`: the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
+    ``space`` ``None`` builds one from the ``SLMSQL_*`` environment variables (its sandbox lives as long as the
+    process). Returns the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
     """
     if space is None:
         space = ComparisonSpace(SpaceSettings(**env_settings()))

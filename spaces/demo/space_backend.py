@@ -83,16 +83,8 @@ _EXEC_STATUS = {
 class Answer:
     """One policy's answer to the question, executed (and judged when there is a gold).
 
-    Args:
-        policy (`str`): ``sft`` or ``grpo``.
-        output (`str`): the raw completion.
-        sql (`str`, *optional*): the SQL extracted from it.
-        status (`str`): a key of :data:`STATUS_TEXT`.
-        result: the :class:`~slmsql_hub.sql.ExecResult` of ``sql`` (``None`` without SQL).
-        latency_s (`float`): seconds spent generating.
-        num_tokens (`int`): tokens generated.
-        finished (`bool`): whether the model ended its turn (``False``: cut at the token limit).
-        error (`str`, *optional*): the execution error.
+    ``status`` is a key of :data:`STATUS_TEXT`; ``result`` is ``None`` without SQL; ``finished`` is false when
+    the token limit cut the answer.
     """
 
     policy: str
@@ -129,12 +121,7 @@ class Answer:
 class Comparison:
     """Both policies' answers to one question, and the gold's result when the question is an example.
 
-    Args:
-        database (`Database`): where the queries ran.
-        question (`str`): the question asked.
-        gold_sql (`str`, *optional*): the gold query (``None`` for a typed question).
-        gold: the gold's :class:`~slmsql_hub.sql.ExecResult` (``None`` without a gold).
-        answers (`dict[str, Answer]`): by policy name, SFT first.
+    ``gold_sql`` and ``gold`` are ``None`` for a typed question; ``answers`` by policy name, SFT first.
     """
 
     database: Database
@@ -168,9 +155,7 @@ class ComparisonSpace:
     switching adapters changes the shared model. Close it (or use it as a context manager) to stop the sandbox
     and remove the plots it drew.
 
-    Args:
-        settings (`SpaceSettings`): the settings.
-        data (`SpaceData`, *optional*): already loaded data; ``None`` runs :func:`load_space_data`.
+    ``data`` ``None`` runs :func:`load_space_data`.
 
     Example:
 
@@ -210,8 +195,8 @@ class ComparisonSpace:
     def load(self) -> tuple[Any, Any]:
         """Load the base model once with both adapters; later calls return the same ``(model, tokenizer)``.
 
-        Raises:
-            UsageError: the policy is not available (the message says what is missing and how to fix it).
+        Raises :class:`UsageError` when the policy is not available (the message says what is missing and
+        how to fix it).
         """
         if not self.ready:
             reasons = "; ".join(self.data.problems) or "the base model or an adapter is missing"
@@ -235,8 +220,7 @@ class ComparisonSpace:
     def preload(self) -> bool:
         """Load the policy now (at startup) when it is available; a failure becomes a problem for the page.
 
-        Returns:
-            `bool`: whether the model and both adapters are loaded.
+        Returns whether the model and both adapters are loaded.
         """
         if not self.ready:
             return False
@@ -271,8 +255,7 @@ class ComparisonSpace:
     def database(self, key: str) -> Database:
         """The database with this key.
 
-        Raises:
-            UsageError: an unknown key (the message lists the known ones).
+        Raises :class:`UsageError` on an unknown key (the message lists the known ones).
         """
         database = self.data.databases.get(key or "")
         if database is None:
@@ -323,15 +306,8 @@ class ComparisonSpace:
         against it (the benchmark's own rule: set equality for the world, Spider's test-suite rule for Spider).
         A typed question has no gold: each answer is only run.
 
-        Args:
-            key: the database key (``world/library``).
-            question: the question.
-
-        Returns:
-            `Comparison`: both answers with their SQL, result, status, latency and token count; the gold.
-
-        Raises:
-            UsageError: an unknown database, an empty or over-long question, or models that are not available.
+        ``key``: e.g. ``world/library``. Raises :class:`UsageError` on an unknown database, an empty or
+        over-long question, or models that are not available.
         """
         from slmsql_hub.sql import Judge, extract_sql
 

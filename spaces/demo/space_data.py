@@ -55,12 +55,8 @@ _MISSING_RUN_HINT = (
 class Database:
     """One database the page offers.
 
-    Args:
-        key (`str`): ``<source>/<db_id>``, the value the ``/compare`` endpoint takes.
-        db_id (`str`): the database name.
-        source (`str`): ``world`` or ``spider``.
-        path (`Path`): the SQLite file.
-        mode (`str`): how answers are judged: ``bird`` (set equality) for the world, ``spider`` for Spider.
+    ``key`` is ``<source>/<db_id>`` (what ``/compare`` takes); ``source`` is ``world`` or ``spider``; ``mode``
+    how answers are judged (``bird`` set equality for the world, ``spider`` for Spider).
     """
 
     key: str
@@ -77,15 +73,7 @@ class Database:
 
 @dataclass(frozen=True)
 class Example:
-    """An example question with its gold SQL.
-
-    Args:
-        question_id (`str`): the benchmark's id.
-        question (`str`): the question.
-        gold_sql (`str`): the gold query.
-        difficulty (`str`): the benchmark's difficulty or hardness label (may be empty).
-        evidence (`str`): external knowledge given with the question (may be empty).
-    """
+    """An example question with its gold SQL (``difficulty`` and ``evidence`` may be empty)."""
 
     question_id: str
     question: str
@@ -98,11 +86,7 @@ class Example:
 class PolicySpec:
     """One adapter: where it is, and the prompt settings it was trained with.
 
-    Args:
-        name (`str`): ``sft`` or ``grpo``.
-        adapter (`str`): the adapter folder.
-        source (`str`): where it came from, as configured (a folder or a Hub id).
-        prompt: its :class:`~slmsql_hub.prompts.PromptConfig`.
+    ``source`` is the adapter as configured (a folder or a Hub id); ``adapter`` the folder it resolved to.
     """
 
     name: str
@@ -119,19 +103,11 @@ class PolicySpec:
 class SpaceData:
     """Everything the page shows besides live answers; what could not be found is in ``problems``.
 
-    Args:
-        databases (`dict[str, Database]`): by key, in display order.
-        examples (`dict[str, list[Example]]`): example questions per database key.
-        base_model (`str`, *optional*): the base model (folder or Hub id); ``None`` when unavailable.
-        policies (`dict[str, PolicySpec]`): both adapters; empty when unavailable.
-        eval_results (`dict`, *optional*): ``eval_results.json``.
-        eval_dir (`Path`, *optional*): the folder holding it (``predictions/`` is relative to it).
-        attempts (`dict[str, list[dict]]`): GRPO telemetry records per attempt label, attempt #1 first.
-        adapter_updates (`dict[str, dict]`): per attempt label, ``adapter_update`` of its ``run_summary.json``.
-        card_text (`str`, *optional*): the model card (``README.md``).
-        max_new_tokens (`int`): the answer length limit used.
-        problems (`list[str]`): one sentence per missing piece, with its fix.
-        sources (`dict[str, str]`): what was loaded from where, for the About tab.
+    ``databases`` by key in display order; ``base_model`` ``None`` and ``policies`` empty when unavailable;
+    ``eval_dir`` holds ``eval_results.json`` (``predictions/`` is relative to it); ``attempts`` are GRPO
+    telemetry records per attempt label, attempt #1 first, and ``adapter_updates`` the ``adapter_update`` of
+    each attempt's ``run_summary.json``; ``problems`` is one sentence per missing piece, with its fix;
+    ``sources`` says what was loaded from where (the About tab).
     """
 
     databases: dict[str, Database] = field(default_factory=dict)
@@ -269,12 +245,6 @@ def _build_world(settings: SpaceSettings) -> Path:
 
 def load_space_data(settings: SpaceSettings) -> SpaceData:
     """Find everything the page shows. Nothing here raises for a missing piece: it becomes a problem message.
-
-    Args:
-        settings: the :class:`SpaceSettings`.
-
-    Returns:
-        `SpaceData`: databases, examples, the policy's location, evaluation, telemetry, card and problems.
 
     Example:
 

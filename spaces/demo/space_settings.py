@@ -21,48 +21,15 @@ DEFAULT_RUN_DIR = str(DEFAULT_OUT)
 class SpaceSettings:
     """What the Space serves and under which limits.
 
-    Args:
-        run_dir (`str`, defaults to `"outputs/quickstart"`):
-            A run folder (``world/``, ``base/``, ``sft/stage2/``, ``grpo/``, ``eval/``, ``card/``).
-        base_model (`str`, *optional*):
-            The base model (folder or Hub id) instead of ``<run_dir>/base``.
-        sft_adapter (`str`, *optional*):
-            The SFT adapter (folder or Hub id) instead of ``<run_dir>/sft/stage2``.
-        grpo_adapter (`str`, *optional*):
-            The GRPO adapter (folder or Hub id) instead of ``<run_dir>/grpo``. A Hub repo written by
-            ``slmsql card`` / ``slmsql push`` also carries the telemetry, the evaluation and the card.
-        world_dir (`str`, *optional*):
-            The embedded world instead of ``<run_dir>/world``. With Hub models and no world, the world is built
-            at startup (deterministic in ``world_seed``, about 15 s) into ``cache_dir``.
-        world_seed (`int`, defaults to `0`):
-            The seed of a world built at startup (the quickstart's).
-        spider_dir (`str`, *optional*):
-            A Spider-layout folder (``database/<db>/<db>.sqlite``, optionally ``dev.json``) whose databases
-            are offered too, judged with Spider's test-suite rule.
-        example_split (`str`, defaults to `"dev"`):
-            The world split whose questions are offered as examples.
-        max_new_tokens (`int`, *optional*):
-            Most tokens per answer; ``None`` uses the evaluation's setting, else 256.
-        timeout_s (`float`, defaults to `10.0`):
-            Sandbox deadline per query.
-        max_rows (`int`, defaults to `10000`):
-            Rows a query may return before it counts as too large.
-        display_rows (`int`, defaults to `50`):
-            Rows shown per result table.
-        max_question_chars (`int`, defaults to `500`):
-            Longest question accepted.
-        concurrency (`int`, defaults to `2`):
-            Comparisons running at once (the queue holds the others; generation itself is serialized).
-        queue_size (`int`, defaults to `64`):
-            Requests the queue holds before it turns new ones away.
-        device (`str`, *optional*):
-            ``cpu`` or ``cuda``; defaults to CUDA when available.
-        dtype (`str`, defaults to `"auto"`):
-            Weights dtype: ``auto``, ``float32``, ``bfloat16`` or ``float16``.
-        sandbox_workers (`int`, defaults to `2`):
-            Sandbox worker processes.
-        cache_dir (`str`, *optional*):
-            Where a world built at startup goes (default ``~/.cache/slmsql-hub``).
+    ``run_dir`` is a run folder (``world/``, ``base/``, ``sft/stage2/``, ``grpo/``, ``eval/``, ``card/``);
+    ``base_model``, ``sft_adapter``, ``grpo_adapter`` and ``world_dir`` (folders or Hub ids) replace its parts,
+    and a Hub repo written by ``slmsql card`` / ``slmsql push`` also carries the telemetry, evaluation and
+    card. With Hub models and no world, the world is built at startup (deterministic in ``world_seed``, about
+    15 s) into ``cache_dir`` (default ``~/.cache/slmsql-hub``). ``spider_dir`` (``database/<db>/<db>.sqlite``,
+    optionally ``dev.json``) adds databases judged with Spider's test-suite rule. ``max_new_tokens`` ``None``
+    uses the evaluation's setting, else 256. ``concurrency`` comparisons run at once (generation itself is
+    serialized); the queue holds ``queue_size`` more. ``max_rows`` rows make a result too large;
+    ``display_rows`` are shown.
 
     Example:
 
@@ -133,8 +100,7 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     ``SLMSQL_MAX_NEW_TOKENS``, ``SLMSQL_TIMEOUT_S``, ``SLMSQL_MAX_QUESTION_CHARS``, ``SLMSQL_CONCURRENCY``,
     ``SLMSQL_QUEUE_SIZE``, ``SLMSQL_DEVICE``, ``SLMSQL_DTYPE``, ``SLMSQL_CACHE_DIR``.
 
-    Raises:
-        UsageError: a number that does not parse.
+    Raises :class:`UsageError` on a number that does not parse.
 
     Example:
 

@@ -22,11 +22,7 @@ def _points(value: Any, signed: bool = True) -> str:
 def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
     """One row per benchmark: both policies' EX, ΔEX with its 95% CI, McNemar's p, discordant pairs, verdict.
 
-    Args:
-        eval_results: ``eval_results.json`` (``None`` gives no rows).
-
-    Returns:
-        `list[dict]`: display strings keyed by column name.
+    ``None`` gives no rows; the values are display strings keyed by column name.
 
     Example:
 
@@ -80,17 +76,9 @@ def disagreements(
 
     A disagreement is a scorable question exactly one of the two policies answers correctly.
 
-    Args:
-        eval_results: ``eval_results.json``.
-        eval_dir: the folder holding it.
-        benchmark: the benchmark key (``world_dev``).
-        which: ``all``, ``sft_only`` or ``grpo_only`` (see :data:`DISAGREEMENT_FILTERS`).
-
-    Returns:
-        `list[dict]`: the prediction records, in file order.
-
-    Raises:
-        UsageError: an unknown benchmark or filter, or a missing predictions file.
+    ``which`` is ``all``, ``sft_only`` or ``grpo_only`` (:data:`DISAGREEMENT_FILTERS`). Returns the prediction
+    records in file order; raises :class:`UsageError` on an unknown benchmark or filter, or a missing
+    predictions file.
 
     Example:
 
@@ -131,11 +119,7 @@ def disagreements(
 def card_summary(card_text: str | None) -> str | None:
     """The model card's summary: its TL;DR block and its Results section (front matter left out).
 
-    Args:
-        card_text: the card's ``README.md``.
-
-    Returns:
-        `str` or `None`: Markdown; ``None`` without a card.
+    ``None`` without a card.
 
     Example:
 
