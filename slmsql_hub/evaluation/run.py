@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import logging
@@ -100,7 +99,7 @@ def resolve_prompt_config(
 
 def _config_record(config: EvalConfig) -> dict:
     """The resolved config as a recipe-shaped mapping (every value is already YAML/JSON-safe)."""
-    return dataclasses.asdict(config)
+    return configs.config_to_dict(config)
 
 
 def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progress: bool = True) -> dict:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..configs import BenchmarkArguments
+from ..configs import BenchmarkArguments, config_to_dict
 from ..errors import UsageError
 from ..run_files import read_jsonl, write_atomic
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
@@ -155,7 +155,7 @@ def _check_or_write_state(out: Path, fingerprint: dict, config: FilterConfig, ha
                 "settings to resume, choose another output_dir, or set `overwrite: true` to start over"
             )
         return
-    payload = {"fingerprint": fingerprint, "config": dataclasses.asdict(config)}
+    payload = {"fingerprint": fingerprint, "config": config_to_dict(config)}
     write_atomic(state_file, json.dumps(payload, indent=2, default=str) + "\n")
 
 
