@@ -112,8 +112,27 @@ class _EvalPaths:
         return self.predictions / f"{benchmark}.jsonl"
 
 
+class _FilterFiles:
+    """``filter/`` below ``self.root``, the same in a run folder and a card folder."""
+
+    root: Path
+
+    @property
+    def filter(self) -> Path:
+        return self.root / "filter"
+
+    @property
+    def filter_report(self) -> Path:
+        return self.filter / FILTER_REPORT
+
+    @property
+    def filter_state(self) -> Path:
+        """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
+        return self.filter / FILTER_STATE
+
+
 @dataclass(frozen=True)
-class RunLayout:
+class RunLayout(_FilterFiles):
     """Every path of a run folder (see the module docstring for what writes each).
 
     Example:
@@ -181,19 +200,6 @@ class RunLayout:
 
     # -- filter ------------------------------------------------------------------------------------------
     @property
-    def filter(self) -> Path:
-        return self.root / "filter"
-
-    @property
-    def filter_report(self) -> Path:
-        return self.filter / FILTER_REPORT
-
-    @property
-    def filter_state(self) -> Path:
-        """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
-        return self.filter / FILTER_STATE
-
-    @property
     def filter_results(self) -> Path:
         """``filter/results.jsonl``: per-question pass rates, appended as batches are judged."""
         return self.filter / FILTER_RESULTS
@@ -236,7 +242,7 @@ class RunLayout:
 
 
 @dataclass(frozen=True)
-class CardLayout:
+class CardLayout(_FilterFiles):
     """The card folder (``RUN/card``, and a Hub model repo written by ``slmsql card``): the shipped GRPO
     attempt's files at the top, beside ``README.md``, ``eval/``, ``filter/``, ``base/``, ``grpo_attempt1/``.
 
@@ -292,18 +298,6 @@ class CardLayout:
 
     def predictions_file(self, benchmark: str) -> Path:
         return _EvalPaths(self.eval).predictions_file(benchmark)
-
-    @property
-    def filter(self) -> Path:
-        return self.root / "filter"
-
-    @property
-    def filter_report(self) -> Path:
-        return self.filter / FILTER_REPORT
-
-    @property
-    def filter_state(self) -> Path:
-        return self.filter / FILTER_STATE
 
     @property
     def plots(self) -> Path:
