@@ -30,7 +30,7 @@ def load_eval_settings(config: Any, output_dir: Path) -> Any:
 
     overrides = [
         "--model_name_or_path", config.base_path, "--sft_adapter", config.sft_path, "--grpo_adapter",
-        config.sft_path, "--world_dir", str(Path(config.run_dir) / "world"), "--output_dir", str(output_dir),
+        config.sft_path, "--world_root", str(Path(config.run_dir) / "world"), "--output_dir", str(output_dir),
     ]  # fmt: skip
     for flag, value in (
         ("--model_revision", config.model_revision),

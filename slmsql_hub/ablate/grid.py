@@ -56,10 +56,9 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
         info = prepare_pool(run / "world", out / "pool", settings.pool_rl_pool)
         overrides = [
             "--model_name_or_path", config.base_path, "--adapter_path", config.sft_path,
-            "--data_root", info["world"], "--split", POOL_SPLIT, "--output_dir", str(out / "pool" / "filter"),
+            "--world_root", info["world"], "--output_dir", str(out / "pool" / "filter"),
+            "--benchmarks", f"world:{POOL_SPLIT}" + (f":{settings.pool_limit}" if settings.pool_limit is not None else ""),
         ]  # fmt: skip
-        if settings.pool_limit is not None:
-            overrides += ["--limit", str(settings.pool_limit)]
         if config.num_threads is not None:
             overrides += ["--num_threads", str(config.num_threads)]
         started = time.perf_counter()
