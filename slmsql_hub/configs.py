@@ -241,7 +241,7 @@ class BenchmarkArguments:
         """Rewrite the deprecated spellings into ``benchmarks`` + ``<name>_root``, one warning each."""
         if self.world_dir is not None:
             _deprecated("world_dir", f"world_root: {self.world_dir}")
-            self.world_root = self.world_root or self.world_dir
+            self._set_root("world", self.world_dir, "world_dir")
             self.world_dir = None
         # Old run folders' config.yaml hold benchmark_split/benchmark_limit beside no NAME=ROOT entry: nothing to read.
         if not any("=" in b for b in self.benchmarks):
@@ -263,14 +263,25 @@ class BenchmarkArguments:
             if self.limit is not None and self.limit < 1:
                 raise UsageError(f"limit must be >= 1, or null for all; got {self.limit}")
             entry = f"{name}:{split}" + (f":{self.limit}" if self.limit is not None else "")
-            if name in BENCHMARK_NAMES and self.data_root and not self.root(name):
-                setattr(self, f"{name}_root", self.data_root)
+            if self.benchmarks:
+                raise UsageError(
+                    f"benchmarks: {self.benchmarks} and the deprecated benchmark/data_root/split/limit are both "
+                    f"given; keep one: benchmarks: [{entry}] and {name}_root"
+                )
+            if name in BENCHMARK_NAMES and self.data_root:
+                self._set_root(name, self.data_root, "data_root")
             _deprecated(
                 "benchmark/data_root/split/limit",
                 f"benchmarks: [{entry}]" + (f" and {name}_root: {self.data_root}" if self.data_root else ""),
             )
             self.benchmarks = [*self.benchmarks, entry]
             self.benchmark = self.data_root = self.split = self.limit = None
+
+    def _set_root(self, name: str, root: str, old_field: str) -> None:
+        current = self.root(name)
+        if current and current != root:
+            raise UsageError(f"{old_field} {root} disagrees with {name}_root: {current}; keep {name}_root")
+        setattr(self, f"{name}_root", root)
 
     def _upgrade_entry(self, text: str) -> str:
         name, _, root = (part.strip() for part in text.partition("="))

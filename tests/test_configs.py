@@ -108,3 +108,12 @@ def test_a_saved_config_keeps_the_new_spelling_only(tmp_path):
     text = save_resolved_config(tmp_path / "config.yaml", args).read_text()
     assert "bird_root: data/bird" in text and "- bird:train" in text
     assert "benchmark_split" not in text and "data_root" not in text and "world_dir" not in text
+
+
+def test_an_old_spelling_that_disagrees_with_the_new_one_is_one_error_not_silently_dropped():
+    with pytest.raises(UsageError, match="world_dir elsewhere disagrees with world_root: outputs/world"):
+        BenchmarkArguments(benchmarks=["world:dev"], world_root="outputs/world", world_dir="elsewhere")
+    with pytest.raises(UsageError, match="both given; keep one"):
+        BenchmarkArguments(benchmarks=["world:rl_pool"], world_root="outputs/world", data_root="elsewhere")
+    same = BenchmarkArguments(benchmarks=["world:dev"], world_root="outputs/world", world_dir="outputs/world")
+    assert same.world_root == "outputs/world"
