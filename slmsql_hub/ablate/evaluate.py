@@ -132,12 +132,13 @@ def cached_answers(
     return answer(adapter, slices, settings, out_dir, revision)
 
 
-def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:
+def comparison_entry(sft: list, grpo: list, resamples: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """``{sft_ex, grpo_ex, delta, ci, p, n, discordant}`` of paired correctness lists (``resamples`` ``None``: the
+    stats default)."""
     from ..stats import paired_comparison
 
-    result = paired_comparison(
-        sft, grpo, resamples=settings.bootstrap_resamples, seed=settings.bootstrap_seed
-    )
+    kwargs = {} if resamples is None else {"resamples": resamples}
+    result = paired_comparison(sft, grpo, seed=seed, **kwargs)
     return {
         "sft_ex": result.ex_a,
         "grpo_ex": result.ex_b,
@@ -147,6 +148,11 @@ def _comparison(sft: list, grpo: list, settings: Any) -> dict[str, Any]:
         "n": result.n,
         "discordant": result.discordant,
     }
+
+
+def in_group(db_id: str, held_out_db: str | None, group: str | None) -> bool:
+    """Whether a question on ``db_id`` belongs to ``group`` (``None``: the whole slice; else one of :data:`GROUPS`)."""
+    return group is None or (db_id == held_out_db) == (group == "held_out_db")
 
 
 def compare_slices(
@@ -160,13 +166,15 @@ def compare_slices(
     for name, piece in slices.items():
         a = [x["correct"] for x in sft[name]]
         b = [x["correct"] for x in grpo[name]]
-        entry = _comparison(a, b, settings)
+        entry = comparison_entry(a, b, settings.bootstrap_resamples, settings.bootstrap_seed)
         held = piece["held_out_db"]
         if held is not None:
             for group in GROUPS:
-                keep = [(x["db_id"] == held) == (group == "held_out_db") for x in sft[name]]
-                pairs = [(x, y) for x, y, k in zip(a, b, keep) if k]
+                pairs = [(x, y) for x, y, row in zip(a, b, sft[name]) if in_group(row["db_id"], held, group)]
                 if pairs:
-                    entry[group] = _comparison([x for x, _ in pairs], [y for _, y in pairs], settings)
+                    entry[group] = comparison_entry(
+                        [x for x, _ in pairs], [y for _, y in pairs], settings.bootstrap_resamples,
+                        settings.bootstrap_seed,
+                    )
         entries[name] = entry
     return entries

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..run_files import read_jsonl, write_atomic
-from ..stats import ALPHA, holm, paired_comparison
-from .evaluate import GROUPS, SLICES
+from ..stats import ALPHA, holm
+from .evaluate import GROUPS, SLICES, comparison_entry, in_group
 from .grid import RESULT_FILE
 
 logger = logging.getLogger(__name__)
@@ -60,14 +60,12 @@ def _pooled_slice(
     for run in runs:
         answers = read_jsonl(Path(run["folder"]) / "answers" / f"{name}.jsonl")
         for x, y in zip(sft, answers):
-            if group is None or (x["db_id"] == held_out) == (group == "held_out_db"):
+            if in_group(x["db_id"], held_out, group):
                 a.append(x["correct"])
                 b.append(y["correct"])
     if not a:
         return None
-    result = paired_comparison(a, b)
-    return {"sft_ex": result.ex_a, "grpo_ex": result.ex_b, "delta": result.delta_ex,
-            "ci": list(result.ci95), "p": result.mcnemar_p, "n": result.n}  # fmt: skip
+    return comparison_entry(a, b)
 
 
 def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None]) -> list[dict]:
