@@ -45,6 +45,12 @@ def test_qwen_recipe_parses_and_validates_against_the_grpo_dataclasses():
     assert config.transfer == ["bird:dev:149", "spider:dev:200"] and config.sft_path.count("/") == 1
 
 
+def test_the_qwen_study_needs_no_base_sft_or_world_in_its_run_folder():
+    # Hub ids for the model and adapter, BIRD/Spider for transfer, the filter's band_dir: run_dir holds none of these.
+    assert load_ablation_config(QWEN).run_inputs() == []
+    assert load_ablation_config(WORLD).run_inputs() == ["base", "sft/stage2", "world/world.json"]
+
+
 def test_a_misspelt_override_fails_before_training_naming_the_variant(tmp_path):
     path = _recipe(tmp_path, "  - name: typo\n    hypothesis: x\n    overrides: {learning_rte: 1.0e-4}\n")
     with pytest.raises(UsageError, match="variant 'typo': unknown GRPO field.*learning_rte"):

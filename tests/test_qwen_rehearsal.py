@@ -24,12 +24,18 @@ recipes' own paths chain the stages, as they do for a GPU user. The overrides, b
 Everything else (LoRA shape, batch shapes, 8 generations, 512-token completions, activation checkpointing, the
 rewards, the prompts' 3 sample rows, the filter's K and band, every path) is the recipe's. The whole chain takes
 about a minute of one core.
+
+The study (``ablations.yaml``, ``slmsql ablate``) runs its smoke grid on the chain's SFT adapter and band. Its
+command takes no ``--field`` overrides, so it runs on copies of ``ablations.yaml`` and of the GRPO and eval
+recipes it names, each with the fields of :data:`STUDY_OVERRIDES` changed (the same kinds), and the grid chosen
+on the command line (:data:`STUDY_GRID`: ``--max_steps 1`` is the length override).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -78,11 +84,32 @@ OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
 }
 """Per recipe, by kind, every override the rehearsal passes (``{tiny}`` is the tiny model's folder)."""
 
+STUDY_GRID = ["--variants", "frozen", "high_lr", "--seeds", "0", "--max_steps", "1"]
+"""The smoke grid: the negative control, the positive one, one seed, one GRPO step."""
+
+STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
+    "ablations.yaml": {
+        "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
+        "cores": {"num_threads": "1"},
+    },
+    # The study gives these two the model, the adapter and the length; the rest is their own rehearsal's.
+    **{
+        name: {kind: OVERRIDES[name][kind] for kind in ("precision", "cores")}
+        for name in ("grpo_band.yaml", "eval_bird_spider.yaml")
+    },
+}
+"""Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies)."""
+
 COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
 
 
+def _fields(groups: dict[str, dict[str, str]], tiny: Path) -> dict[str, str]:
+    """One table entry's fields, every kind together, ``{tiny}`` filled in."""
+    return {key: value.format(tiny=tiny) for group in groups.values() for key, value in group.items()}
+
+
 def _overrides(name: str, tiny: Path) -> dict[str, str]:
-    return {key: value.format(tiny=tiny) for group in OVERRIDES[name].values() for key, value in group.items()}
+    return _fields(OVERRIDES[name], tiny)
 
 
 def _argv(name: str, tiny: Path) -> list[str]:
@@ -115,7 +142,7 @@ def chain(tmp_path_factory):
                 done[name] = slmsql(_argv(name, tiny))
         return done[name]
 
-    run.tiny, run.out = tiny, root / "outputs" / "qwen2.5-coder-1.5b"
+    run.tiny, run.out, run.root = tiny, root / "outputs" / "qwen2.5-coder-1.5b", root
     return run
 
 
@@ -127,13 +154,39 @@ def _pinned(name: str) -> str:
     return yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))["model_revision"]
 
 
+def _study_recipes(root: Path, tiny: Path) -> Path:
+    """Copies of the study's recipes under ``root/study_recipes``, overridden by :data:`STUDY_OVERRIDES`, the copy
+    of ``ablations.yaml`` naming the other two copies; returns that copy."""
+    folder = root / "study_recipes"
+    folder.mkdir(exist_ok=True)
+    for name, groups in STUDY_OVERRIDES.items():
+        data = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))
+        data.update({key: yaml.safe_load(value) for key, value in _fields(groups, tiny).items()})
+        if name == "ablations.yaml":
+            data.update({key: str(folder / Path(data[key]).name) for key in ("grpo_recipe", "eval_recipe")})
+        (folder / name).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return folder / "ablations.yaml"
+
+
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
-    stages = sorted(p.name for p in QWEN.glob("*.yaml") if p.name != "ablations.yaml")  # the study: test_ablate
-    assert sorted(OVERRIDES) == stages
-    for name, groups in OVERRIDES.items():
+    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name != "ablations.yaml")
+    study = yaml.safe_load((QWEN / "ablations.yaml").read_text(encoding="utf-8"))
+    named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")}
+    assert named == set(STUDY_OVERRIDES) - {"ablations.yaml"}  # the GRPO and eval recipes it reads are copied
+    for name, groups in [*OVERRIDES.items(), *STUDY_OVERRIDES.items()]:
         assert set(groups) <= {"model", "length", "data", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
         assert len(keys) == len(set(keys)), f"{name} overrides a field twice"
+
+
+def test_the_study_copies_differ_from_the_recipes_only_by_the_table(tmp_path):
+    copy = _study_recipes(tmp_path, tmp_path / "tiny").parent
+    for name, groups in STUDY_OVERRIDES.items():
+        recipe = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))
+        copied = yaml.safe_load((copy / name).read_text(encoding="utf-8"))
+        differ = {key for key in recipe if recipe[key] != copied[key]} | (set(copied) - set(recipe))
+        named = {"grpo_recipe", "eval_recipe"} if name == "ablations.yaml" else set()
+        assert differ - named == set(_fields(groups, tmp_path)), name
 
 
 @pytest.mark.slow
@@ -194,3 +247,47 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
     for policy in results["policies"].values():
         assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
+
+
+@pytest.mark.slow
+def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as_sft(chain, caplog, capsys):
+    assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
+    argv = ["ablate", "--config", str(_study_recipes(chain.root, chain.tiny)), *STUDY_GRID]
+    with contextlib.chdir(chain.root), caplog.at_level(logging.WARNING, logger="slmsql_hub.ablate"):
+        assert slmsql(argv) == 0, capsys.readouterr().err[-3000:]
+    out = chain.out / "ablations"  # the recipe's output_dir
+    report = _json(out / "report.json")
+    band = report["band"]
+    assert band["source"] == "outputs/qwen2.5-coder-1.5b/filter_synsql/band"  # the recipe's band_dir
+    assert band["band"] == _json(chain.out / "filter_synsql" / "filter_report.json")["counts"]["band"] < 200
+    assert f"the band holds {band['band']} questions, under the study's 200" in caplog.text  # warned, went on
+    assert report["config"]["transfer"] == ["bird:dev:149", "spider:dev:200"]
+    entries = {entry["name"]: entry for entry in report["variants"]}
+    assert sorted(entries) == ["frozen", "high_lr"] and {e["seed"] for e in entries.values()} == {0}
+    sizes = {**{half: band[half] for half in ("band_train", "band_heldout")}, "bird_dev": 4, "spider_dev": 2}
+    for entry in entries.values():
+        assert {name: s["n"] for name, s in entry["slices"].items()} == sizes and entry["steps"] == 1
+    frozen = entries["frozen"]
+    assert frozen["adapter_update"]["relative_norm"] == 0.0 and report["controls"]["negative"] is True
+    for name, slice_ in frozen["slices"].items():
+        assert slice_["delta"] == 0.0 and slice_["discordant"] == {"a_only": 0, "b_only": 0}, name
+        # the same SQL, not only the same verdicts
+        assert (out / "runs" / "frozen-seed0" / "answers" / f"{name}.jsonl").read_text() == (
+            out / "sft" / f"{name}.jsonl"
+        ).read_text()
+    assert entries["high_lr"]["adapter_update"]["relative_norm"] > 0
+    # The GRPO runs are the copy of grpo_band.yaml with the study's per-run fields and the variant's override.
+    recipe = config_to_dict(*load_recipe(chain.root / "study_recipes" / "grpo_band.yaml"))
+    resolved = yaml.safe_load((out / "runs/high_lr-seed0/grpo/config.yaml").read_text(encoding="utf-8"))
+    per_run = {"model_name_or_path", "adapter_path", "dataset_paths", "output_dir", "seed", "save_strategy",
+               "max_steps", "num_threads", "learning_rate"}  # fmt: skip
+    derived = {"logging_dir", "run_name", "generation_batch_size", "dataloader_pin_memory"}
+    assert {key for key in recipe if recipe[key] != resolved.get(key)} - derived <= per_run
+
+    # A rerun reuses both finished folders and trains nothing.
+    capsys.readouterr()
+    finished = (out / "runs" / "high_lr-seed0" / "result.json").stat().st_mtime_ns
+    with contextlib.chdir(chain.root):
+        assert slmsql(argv) == 0
+    assert capsys.readouterr().out.count("finished earlier, reused") == 2
+    assert (out / "runs" / "high_lr-seed0" / "result.json").stat().st_mtime_ns == finished

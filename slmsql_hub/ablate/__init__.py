@@ -46,7 +46,7 @@ def run_study(
     config = load_ablation_config(config_path, **cli)
     selected = config.selected(variants)
     run = Path(config.run_dir)
-    for needed in ("base", "sft/stage2", "world/world.json"):
+    for needed in config.run_inputs():
         if not (run / needed).exists():
             raise UsageError(
                 f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"

@@ -108,6 +108,35 @@ class AblationConfig:
         """The SFT adapter every variant continues: ``sft_adapter``, else the run's ``sft/stage2``."""
         return self.sft_adapter or str(Path(self.run_dir) / "sft" / "stage2")
 
+    def run_inputs(self) -> list[str]:
+        """The parts of ``run_dir`` this study reads: ``base`` and ``sft/stage2`` unless the recipe names a model
+        and an adapter (the Qwen recipe's Hub ids), ``world/world.json`` when the pool or a transfer slice is the
+        world's.
+
+        Example:
+
+        ```python
+        >>> from slmsql_hub.ablate.config import AblationConfig
+        >>> AblationConfig("g.yaml", "e.yaml", []).run_inputs()
+        ['base', 'sft/stage2', 'world/world.json']
+        >>> AblationConfig("g.yaml", "e.yaml", [], model_name_or_path="Qwen/x", sft_adapter="me/sft",
+        ...                transfer=["bird:dev:149"]).run_inputs()
+        []
+
+        ```
+        """
+        from ..evaluation import BenchmarkSpec
+
+        world = self.band.pool_rl_pool is not None or any(
+            BenchmarkSpec.parse(text).name == "world" for text in self.transfer
+        )
+        return [
+            needed
+            for needed, used in (("base", self.model_name_or_path is None), ("sft/stage2", self.sft_adapter is None),
+                                 ("world/world.json", world))
+            if used
+        ]  # fmt: skip
+
     def base_overrides(self, seed: int, output_dir: Path, dataset: Path) -> list[str]:
         """The overrides every variant's GRPO run gets: the run's base and SFT adapter, band_train, seed."""
         args = [
