@@ -12,7 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .schemas import CATEGORY, DATE, LABEL, NUMBER, Column, Table
-from .slots import OPS, Context, aggregate_of, as_text, join_on, sql_literal, unique_max
+from .slots import OPS, Context, NoFit, aggregate_of, as_text, bridge_on, join_on, sql_literal, unique_max
+
+
+def _tally(values: list) -> list[int]:
+    """How often each distinct value occurs (in no particular order)."""
+    return [values.count(v) for v in set(values)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -112,10 +117,7 @@ def _aggregate_where(ctx: Context):
 
 def _lookup(ctx: Context):
     t = ctx.table(LABEL)
-    others = t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE)
-    if not others:
-        return None
-    c = ctx.pick(others)
+    c = ctx.pick(t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE))
     v = ctx.pick(ctx.values(t, t.label))
     q = ctx.pick(
         (
@@ -294,7 +296,7 @@ def _like(ctx: Context):
     words = sorted({w for v in labels for w in v.replace("-", " ").split() if len(w) > 2})
     # a word in most labels ("The" of every title) would make a filter that keeps everything
     words = [w for w in words if sum(w.lower() in v.lower() for v in labels) <= len(labels) // 2]
-    if not words or t.label.gen[0] == "code":
+    if t.label.gen[0] == "code":
         return None
     w = ctx.pick(words)
     q = ctx.pick(
@@ -325,10 +327,7 @@ def _between(ctx: Context):
 def _having(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
-    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
-    k = ctx.pick(counts[:-1]) if len(counts) > 1 else None
-    if k is None:
-        return None
+    k = ctx.pick(sorted(set(_tally(ctx.values(t, c))))[:-1])
     words, op = ctx.pick((("more than", ">"), ("at least", ">=")))
     q = ctx.pick(("Which {C} values have {O} {K} {P}?", "List the {C}s that have {O} {K} {P}.")).format(
         C=c.words, O=words, K=k, P=t.plural_words
@@ -340,10 +339,7 @@ def _group_having_aggregate(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
-    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
-    if len(counts) < 2:
-        return None
-    k = ctx.pick(counts[:-1])
+    k = ctx.pick(sorted(set(_tally(ctx.values(t, c))))[:-1])
     words, fn = aggregate_of(ctx, n)
     q = f"For each {c.words} with more than {k} {t.plural_words}, show the {c.words} and the {words} {n.words}."
     return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name} HAVING count(*) > {k}"
@@ -352,9 +348,8 @@ def _group_having_aggregate(ctx: Context):
 def _group_argmax(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
-    values = ctx.values(t, c)
     most = ctx.rng.random() < 0.6
-    counts = [values.count(v) for v in set(values)]
+    counts = _tally(ctx.values(t, c))
     if not unique_max(counts if most else [-n for n in counts]):
         return None
     q = ctx.pick(("Which {C} has the {W} {P}?", "What is the {C} with the {W} {P}?")).format(
@@ -371,8 +366,7 @@ def _group_argmax(ctx: Context):
 def _join_filter(ctx: Context):
     child, fk, parent = ctx.fk()
     shown = ctx.listed(child)
-    pv = ctx.pick(ctx.values(child, fk))  # a parent that has children
-    pv = ctx.values(parent, parent.label)[pv - 1]
+    pv = ctx.parent_value(child, fk, parent)
     q = ctx.pick(
         (
             "List the {X} of {CP} of the {PS} {V}.",
@@ -404,8 +398,6 @@ def _join_count(ctx: Context):
 
 def _join_parent_attribute(ctx: Context):
     child, fk, parent = ctx.fk(parent_label=False)
-    if not parent.by_role(CATEGORY):
-        return None
     c = ctx.pick(parent.by_role(CATEGORY))
     v = ctx.pick(ctx.values(parent, c))
     shown = ctx.listed(child)
@@ -417,8 +409,6 @@ def _join_parent_attribute(ctx: Context):
 
 def _join_lookup(ctx: Context):
     links = [(c, f, p) for c, f, p in ctx.spec.foreign_keys() if c.label is not None and p.label is not None]
-    if not links:
-        return None
     child, fk, parent = ctx.pick(links)
     v = ctx.pick(ctx.values(child, child.label))
     q = ctx.pick(
@@ -448,10 +438,8 @@ def _join_group_count(ctx: Context):
 
 def _join_aggregate(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(NUMBER):
-        return None
     n = ctx.pick(child.by_role(NUMBER))
-    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    pv = ctx.parent_value(child, fk, parent)
     words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of {CP} of the {PS} {V}?", "Find the {A} {N} of the {CP} of the {PS} {V}.")
@@ -464,8 +452,7 @@ def _join_aggregate(ctx: Context):
 
 def _join_group_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
-    counts = [ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))]
-    if not unique_max(counts):
+    if not unique_max(_tally(ctx.values(child, fk))):
         return None
     q = ctx.pick(
         (
@@ -481,7 +468,7 @@ def _join_group_argmax(ctx: Context):
 
 def _join_having(ctx: Context):
     child, fk, parent = ctx.fk()
-    counts = sorted({ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))})
+    counts = sorted(set(_tally(ctx.values(child, fk))))
     if len(counts) < 3:
         return None
     k = ctx.pick(counts[len(counts) // 3 : -1])
@@ -521,12 +508,8 @@ def _join_order(ctx: Context):
 
 
 def _three_join(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
-    a_id = ctx.pick(ctx.values(event, fa))
-    av = ctx.values(a, a.label)[a_id - 1]
+    event, fa, a, fb, b = ctx.bridge()
+    av = ctx.parent_value(event, fa, a)
     q = ctx.pick(
         (
             "List the {BL} of {BP} that have {EP} with the {AS} {V}.",
@@ -534,17 +517,13 @@ def _three_join(ctx: Context):
         )
     ).format(BL=b.label.words, BP=b.plural_words, EP=event.plural_words, AS=a.singular, V=av)
     return q, (
-        f"SELECT DISTINCT T3.{b.label.name} FROM {event.name} AS T1 "
-        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)}"
+        f"SELECT DISTINCT T3.{b.label.name} FROM {bridge_on(event, fa, a, fb, b)} "
+        f"WHERE T2.{a.label.name} = {sql_literal(av)}"
     )
 
 
 def _three_join_count(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
+    event, fa, a, fb, b = ctx.bridge()
     row = ctx.pick(ctx.rows[event.name])
     av = ctx.values(a, a.label)[row[event.columns.index(fa)] - 1]
     bv = ctx.values(b, b.label)[row[event.columns.index(fb)] - 1]
@@ -555,8 +534,7 @@ def _three_join_count(ctx: Context):
         )
     ).format(EP=event.plural_words, AS=a.singular, A=av, BS=b.singular, B=bv)
     return q, (
-        f"SELECT count(*) FROM {event.name} AS T1 JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} "
+        f"SELECT count(*) FROM {bridge_on(event, fa, a, fb, b)} "
         f"WHERE T2.{a.label.name} = {sql_literal(av)} AND T3.{b.label.name} = {sql_literal(bv)}"
     )
 
@@ -592,17 +570,7 @@ def _not_in(ctx: Context):
 
 def _in_subquery(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY) and not child.by_role(NUMBER):
-        return None
-    if child.by_role(CATEGORY) and (not child.by_role(NUMBER) or ctx.rng.random() < 0.5):
-        c = ctx.pick(child.by_role(CATEGORY))
-        v = ctx.pick(ctx.values(child, c))
-        cond_words, cond = f"{c.words} {v}", f"{c.name} = {sql_literal(v)}"
-    else:
-        n = ctx.pick(child.by_role(NUMBER))
-        words, op = ctx.pick(OPS)
-        x = ctx.threshold(child, n, op)
-        cond_words, cond = f"{n.words} {words} {as_text(x)}", f"{n.name} {op} {sql_literal(x)}"
+    cond_words, cond, _ = _condition(ctx, child)
     q = ctx.pick(
         (
             "List the {PL} of {PP} that have {CP} with {W}.",
@@ -666,8 +634,6 @@ def _union(ctx: Context):
 
 def _except_join(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY):
-        return None
     c = ctx.pick(child.by_role(CATEGORY))
     v = ctx.pick(ctx.values(child, c))
     q = ctx.pick(
@@ -684,8 +650,6 @@ def _except_join(ctx: Context):
 
 def _intersect_join(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY):
-        return None
     c = ctx.pick(child.by_role(CATEGORY))
     choices = sorted(set(ctx.values(child, c)))
     if len(choices) < 2:
@@ -701,11 +665,11 @@ def _intersect_join(ctx: Context):
     return q, f"{part}{sql_literal(v1)} INTERSECT {part}{sql_literal(v2)}"
 
 
-def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]] | None:
+def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]]:
     """A random condition on ``table``: ``(words, sql, mask over its rows)``, a category or a number test."""
     cats, nums = table.by_role(CATEGORY), table.by_role(NUMBER)
     if not cats and not nums:
-        return None
+        raise NoFit
     if cats and (not nums or ctx.rng.random() < 0.5):
         c = ctx.pick(cats)
         v = ctx.pick(ctx.values(table, c))
@@ -721,12 +685,9 @@ def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, l
 
 def _join_where_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
-    cond = _condition(ctx, child, "T1.")
-    if cond is None:
-        return None
-    words, sql_cond, mask = cond
+    words, sql_cond, mask = _condition(ctx, child, "T1.")
     kept = [p for p, keep in zip(ctx.values(child, fk), mask) if keep]
-    counts = [kept.count(p) for p in set(kept)]
+    counts = _tally(kept)
     if not counts or not unique_max(counts):
         return None
     q = ctx.pick(
@@ -742,14 +703,11 @@ def _join_where_argmax(ctx: Context):
 
 
 def _three_join_argmax(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
+    event, fa, a, fb, b = ctx.bridge()
     a_id = ctx.pick(ctx.values(event, fa))
     av = ctx.values(a, a.label)[a_id - 1]
     kept = [bid for aid, bid in zip(ctx.values(event, fa), ctx.values(event, fb)) if aid == a_id]
-    if not unique_max([kept.count(bid) for bid in set(kept)]):
+    if not unique_max(_tally(kept)):
         return None
     q = ctx.pick(
         (
@@ -758,9 +716,7 @@ def _three_join_argmax(ctx: Context):
         )
     ).format(BS=b.singular, EP=event.plural_words, AS=a.singular, V=av, BL=b.label.words)
     return q, (
-        f"SELECT T3.{b.label.name} FROM {event.name} AS T1 "
-        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)} "
+        f"SELECT T3.{b.label.name} FROM {bridge_on(event, fa, a, fb, b)} WHERE T2.{a.label.name} = {sql_literal(av)} "
         f"GROUP BY T1.{fb.name} ORDER BY count(*) DESC LIMIT 1"
     )
 
@@ -785,10 +741,7 @@ def _above_average_filter(ctx: Context):
 
 def _not_in_filter(ctx: Context):
     child, fk, parent = ctx.fk()
-    cond = _condition(ctx, parent)
-    if cond is None:
-        return None
-    words, sql_cond, _ = cond
+    words, sql_cond, _ = _condition(ctx, parent)
     q = ctx.pick(
         (
             "List the {PL} of {PP} with {W} that have no {CP}.",
@@ -803,8 +756,6 @@ def _not_in_filter(ctx: Context):
 
 def _intersect_join_number(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(NUMBER):
-        return None
     n = ctx.pick(child.by_role(NUMBER))
     x = ctx.threshold(child, n, ">")
     y = ctx.threshold(child, n, "<")
@@ -827,14 +778,14 @@ def _intersect_join_number(ctx: Context):
 
 # ---------------------------------------------------------------------------------------------------------
 # Evidence templates (BIRD-style external knowledge)
-def _adjective(ctx: Context, *need: str) -> tuple[Table, Column] | None:
+def _adjective(ctx: Context, *need: str) -> tuple[Table, Column]:
     found = [
         (t, c)
         for t in ctx.spec.tables
         for c in t.by_role(NUMBER)
         if c.adjective and all(t.by_role(r) for r in need)
     ]
-    return ctx.pick(found) if found else None
+    return ctx.pick(found)
 
 
 def _evidence_text(table: Table, column: Column) -> str:
@@ -843,20 +794,14 @@ def _evidence_text(table: Table, column: Column) -> str:
 
 
 def _evidence_count(ctx: Context):
-    found = _adjective(ctx)
-    if found is None:
-        return None
-    t, n = found
+    t, n = _adjective(ctx)
     word, op, value = n.adjective
     q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(W=word, P=t.plural_words)
     return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}", _evidence_text(t, n)
 
 
 def _evidence_list(ctx: Context):
-    found = _adjective(ctx, LABEL)
-    if found is None:
-        return None
-    t, n = found
+    t, n = _adjective(ctx, LABEL)
     word, op, value = n.adjective
     q = ctx.pick(("List the {L} of {W} {P}.", "Which {P} are {W}? Give their {L}.")).format(
         L=t.label.words, W=word, P=t.plural_words
@@ -869,10 +814,7 @@ def _evidence_list(ctx: Context):
 
 
 def _evidence_filter(ctx: Context):
-    found = _adjective(ctx, CATEGORY)
-    if found is None:
-        return None
-    t, n = found
+    t, n = _adjective(ctx, CATEGORY)
     word, op, value = n.adjective
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
@@ -900,7 +842,7 @@ def _evidence_join_count(ctx: Context):
         return None
     child, fk, parent, n = ctx.pick(links)
     word, op, value = n.adjective
-    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    pv = ctx.parent_value(child, fk, parent)
     q = ctx.pick(("How many {W} {CP} does the {PS} {V} have?", "Count the {W} {CP} of the {PS} {V}.")).format(
         W=word, CP=child.plural_words, PS=parent.singular, V=pv
     )
