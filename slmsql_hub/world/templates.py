@@ -1,7 +1,8 @@
 """The world's question templates: one function per SQL shape, and the table that weighs them.
 
-Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``,
-``(question, sql, evidence)`` or ``None`` when this draw does not fit. Families: ``single`` (one table),
+Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``
+or ``(question, sql, evidence)``; a draw that does not fit returns ``None`` or raises
+:class:`~slmsql_hub.world.slots.NoFit` (an empty pick does). Families: ``single`` (one table),
 ``join`` (two or three tables), ``nested``, ``setop`` (INTERSECT / EXCEPT / UNION) and ``evidence`` (a domain
 word defined by BIRD-style evidence: "long books" with "long refers to pages > 500").
 """
@@ -858,9 +859,7 @@ def _evidence_join_count(ctx: Context):
 
 @dataclass(frozen=True)
 class Template:
-    """One SQL shape: an id, a family, the template's own hardness label, a sampling weight and the function
-    that fills it from a database (returning ``(question, sql)`` or ``(question, sql, evidence)``, or ``None``
-    when this draw does not fit)."""
+    """One SQL shape: ``label`` is its own hardness label, ``make`` one of the functions above."""
 
     id: str
     family: str
@@ -925,4 +924,3 @@ TEMPLATES: tuple[Template, ...] = (
     Template("evidence_filter", "evidence", "medium", 1.0, _evidence_filter),
     Template("evidence_join_count", "evidence", "medium", 1.0, _evidence_join_count),
 )
-"""Every question template, with its family, own hardness label and sampling weight."""
