@@ -40,58 +40,78 @@ def _list_label(ctx: Context):
     return q, f"SELECT {lab.name} FROM {t.name}"
 
 
-def _filter_category(ctx: Context):
-    t = ctx.table(LABEL, CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    v = ctx.pick(ctx.values(t, c))
-    q = ctx.pick(
-        (
-            "List the {L} of {P} whose {C} is {V}.",
-            "Which {P} have {C} {V}? Give their {L}.",
-            "Show the {L} of {P} with {C} {V}.",
-        )
-    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v)
-    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+def _filtered(need: tuple[str, ...], *phrasings: str):
+    """A template over one table (a :meth:`Context.table` with ``need``) filtered on a category value (``{C}``
+    ``{V}``) or a number threshold (``{N}`` ``{O}`` ``{X}``); lists its label ``{L}`` when ``need`` has one,
+    else counts its rows ``{P}``."""
+
+    def make(ctx: Context):
+        t = ctx.table(*need)
+        if CATEGORY in need:
+            c = ctx.pick(t.by_role(CATEGORY))
+            v = ctx.pick(ctx.values(t, c))
+            slots, where = {"C": c.words, "V": v}, f"{c.name} = {sql_literal(v)}"
+        else:
+            n = ctx.pick(t.by_role(NUMBER))
+            words, op = ctx.pick(OPS)
+            x = ctx.threshold(t, n, op)
+            slots, where = {"N": n.words, "O": words, "X": as_text(x)}, f"{n.name} {op} {sql_literal(x)}"
+        listed = LABEL in need
+        q = ctx.pick(phrasings).format(L=t.label.words if listed else "", P=t.plural_words, **slots)
+        return q, f"SELECT {t.label.name if listed else 'count(*)'} FROM {t.name} WHERE {where}"
+
+    return make
 
 
-def _count_category(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    v = ctx.pick(ctx.values(t, c))
-    q = ctx.pick(
-        (
-            "How many {P} have {C} {V}?",
-            "Count the {P} whose {C} is {V}.",
-            "What is the number of {P} with {C} {V}?",
-        )
-    ).format(P=t.plural_words, C=c.words, V=v)
-    return q, f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+_filter_category = _filtered(
+    (LABEL, CATEGORY),
+    "List the {L} of {P} whose {C} is {V}.",
+    "Which {P} have {C} {V}? Give their {L}.",
+    "Show the {L} of {P} with {C} {V}.",
+)
+_count_category = _filtered(
+    (CATEGORY,),
+    "How many {P} have {C} {V}?",
+    "Count the {P} whose {C} is {V}.",
+    "What is the number of {P} with {C} {V}?",
+)
+_filter_number = _filtered(
+    (LABEL, NUMBER),
+    "List the {L} of {P} with {N} {O} {X}.",
+    "Which {P} have {N} {O} {X}? Give their {L}.",
+    "Show the {L} of {P} whose {N} is {O} {X}.",
+)
+_count_number = _filtered((NUMBER,), "How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")
 
 
-def _filter_number(ctx: Context):
-    t = ctx.table(LABEL, NUMBER)
-    n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(OPS)
-    x = ctx.threshold(t, n, op)
-    q = ctx.pick(
-        (
-            "List the {L} of {P} with {N} {O} {X}.",
-            "Which {P} have {N} {O} {X}? Give their {L}.",
-            "Show the {L} of {P} whose {N} is {O} {X}.",
-        )
-    ).format(L=t.label.words, P=t.plural_words, N=n.words, O=words, X=as_text(x))
-    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+def _per_category(sql: str, *phrasings: str):
+    """A template over one category column (``{C}``; ``{c}`` in ``sql``) of a table (``{P}``; ``{t}``)."""
+
+    def make(ctx: Context):
+        t = ctx.table(CATEGORY)
+        c = ctx.pick(t.by_role(CATEGORY))
+        return ctx.pick(phrasings).format(C=c.words, P=t.plural_words), sql.format(c=c.name, t=t.name)
+
+    return make
 
 
-def _count_number(ctx: Context):
-    t = ctx.table(NUMBER)
-    n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(OPS)
-    x = ctx.threshold(t, n, op)
-    q = ctx.pick(("How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")).format(
-        P=t.plural_words, N=n.words, O=words, X=as_text(x)
-    )
-    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+_distinct = _per_category(
+    "SELECT DISTINCT {c} FROM {t}",
+    "List the distinct {C} values of {P}.",
+    "What are the different {C}s of {P}?",
+    "Show all distinct {C} of {P}.",
+)
+_count_distinct = _per_category(
+    "SELECT count(DISTINCT {c}) FROM {t}",
+    "How many different {C}s do the {P} have?",
+    "Count the distinct {C} values among {P}.",
+)
+_group_count = _per_category(
+    "SELECT {c}, count(*) FROM {t} GROUP BY {c}",
+    "How many {P} are there for each {C}?",
+    "For each {C}, count the {P}.",
+    "Show each {C} and the number of {P}.",
+)
 
 
 def _aggregate(ctx: Context):
@@ -128,28 +148,6 @@ def _lookup(ctx: Context):
         )
     ).format(C=c.words, S=t.singular, L=t.label.words, V=v)
     return q, f"SELECT {c.name} FROM {t.name} WHERE {t.label.name} = {sql_literal(v)}"
-
-
-def _distinct(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        (
-            "List the distinct {C} values of {P}.",
-            "What are the different {C}s of {P}?",
-            "Show all distinct {C} of {P}.",
-        )
-    ).format(C=c.words, P=t.plural_words)
-    return q, f"SELECT DISTINCT {c.name} FROM {t.name}"
-
-
-def _count_distinct(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        ("How many different {C}s do the {P} have?", "Count the distinct {C} values among {P}.")
-    ).format(C=c.words, P=t.plural_words)
-    return q, f"SELECT count(DISTINCT {c.name}) FROM {t.name}"
 
 
 def _date_compare(ctx: Context):
@@ -202,19 +200,6 @@ def _two_columns(ctx: Context):
         ("List the {L} and {N} of {P} whose {C} is {V}.", "Show the {L} and the {N} of {P} with {C} {V}.")
     ).format(L=t.label.words, N=n.words, P=t.plural_words, C=c.words, V=v)
     return q, f"SELECT {t.label.name}, {n.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
-
-
-def _group_count(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        (
-            "How many {P} are there for each {C}?",
-            "For each {C}, count the {P}.",
-            "Show each {C} and the number of {P}.",
-        )
-    ).format(P=t.plural_words, C=c.words)
-    return q, f"SELECT {c.name}, count(*) FROM {t.name} GROUP BY {c.name}"
 
 
 def _group_aggregate(ctx: Context):
