@@ -779,41 +779,37 @@ def _evidence_text(table: Table, column: Column) -> str:
     return f"{word} {table.plural_words} refers to {column.name} {op} {as_text(value)}"
 
 
+def _adjective_sql(column: Column, alias: str = "") -> str:
+    """The condition an adjective stands for (``pages > 400``)."""
+    _, op, value = column.adjective
+    return f"{alias}{column.name} {op} {sql_literal(value)}"
+
+
 def _evidence_count(ctx: Context):
     t, n = _adjective(ctx)
-    word, op, value = n.adjective
-    q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(W=word, P=t.plural_words)
-    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}", _evidence_text(t, n)
+    q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(
+        W=n.adjective[0], P=t.plural_words
+    )
+    return q, f"SELECT count(*) FROM {t.name} WHERE {_adjective_sql(n)}", _evidence_text(t, n)
 
 
 def _evidence_list(ctx: Context):
     t, n = _adjective(ctx, LABEL)
-    word, op, value = n.adjective
     q = ctx.pick(("List the {L} of {W} {P}.", "Which {P} are {W}? Give their {L}.")).format(
-        L=t.label.words, W=word, P=t.plural_words
+        L=t.label.words, W=n.adjective[0], P=t.plural_words
     )
-    return (
-        q,
-        f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}",
-        _evidence_text(t, n),
-    )
+    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {_adjective_sql(n)}", _evidence_text(t, n)
 
 
 def _evidence_filter(ctx: Context):
     t, n = _adjective(ctx, CATEGORY)
-    word, op, value = n.adjective
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
     q = ctx.pick(("How many {W} {P} have {C} {V}?", "Count the {W} {P} whose {C} is {V}.")).format(
-        W=word, P=t.plural_words, C=c.words, V=v
+        W=n.adjective[0], P=t.plural_words, C=c.words, V=v
     )
-    return (
-        q,
-        (
-            f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {n.name} {op} {sql_literal(value)}"
-        ),
-        _evidence_text(t, n),
-    )
+    sql = f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {_adjective_sql(n)}"
+    return q, sql, _evidence_text(t, n)
 
 
 def _evidence_join_count(ctx: Context):
@@ -824,22 +820,16 @@ def _evidence_join_count(ctx: Context):
         for n in child.by_role(NUMBER)
         if n.adjective
     ]
-    if not links:
-        return None
     child, fk, parent, n = ctx.pick(links)
-    word, op, value = n.adjective
     pv = ctx.parent_value(child, fk, parent)
     q = ctx.pick(("How many {W} {CP} does the {PS} {V} have?", "Count the {W} {CP} of the {PS} {V}.")).format(
-        W=word, CP=child.plural_words, PS=parent.singular, V=pv
+        W=n.adjective[0], CP=child.plural_words, PS=parent.singular, V=pv
     )
-    return (
-        q,
-        (
-            f"SELECT count(*) FROM {join_on(child, fk, parent)} "
-            f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND T1.{n.name} {op} {sql_literal(value)}"
-        ),
-        _evidence_text(child, n),
+    sql = (
+        f"SELECT count(*) FROM {join_on(child, fk, parent)} "
+        f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND {_adjective_sql(n, 'T1.')}"
     )
+    return q, sql, _evidence_text(child, n)
 
 
 @dataclass(frozen=True)
