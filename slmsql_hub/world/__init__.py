@@ -5,7 +5,9 @@ end-to-end pipeline trains and evaluates on, and the tiny base model pretrained 
 
 - :mod:`~slmsql_hub.world.schemas`: the databases (tables, columns, foreign keys, question words),
 - :mod:`~slmsql_hub.world.populate`: deterministic rows and SQLite files,
-- :mod:`~slmsql_hub.world.questions`: question templates across Spider's hardness levels,
+- :mod:`~slmsql_hub.world.templates` and :mod:`~slmsql_hub.world.slots`: question templates across Spider's
+  hardness levels, and what they draw,
+- :mod:`~slmsql_hub.world.questions`: the generator that draws them into distinct questions,
 - :mod:`~slmsql_hub.world.build`: :func:`build_world`, splits, dataset cards and ``world.json``,
 - :mod:`~slmsql_hub.world.tokenizer`: a small Qwen-style byte-level BPE tokenizer learnt from the world,
 - :mod:`~slmsql_hub.world.pretrain`: pretrains a tiny ``Qwen2ForCausalLM`` on the world's text

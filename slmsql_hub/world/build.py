@@ -46,16 +46,8 @@ DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extra")
 
 @dataclass(frozen=True)
 class WorldSizes:
-    """How many questions each split gets.
-
-    Args:
-        foundation: stage-1 SFT questions (no evidence questions).
-        grounding: stage-2 SFT questions.
-        rl_pool: questions for the GRPO pass-rate filter.
-        dev: development questions.
-        test: test questions.
-        held_out_share: share of ``dev`` and ``test`` drawn from the held-out database.
-    """
+    """How many questions each split gets; ``held_out_share`` of ``dev`` and ``test`` come from the held-out
+    database."""
 
     foundation: int = 3000
     grounding: int = 1200
@@ -78,18 +70,9 @@ class WorldSizes:
 
 @dataclass
 class WorldManifest:
-    """What ``world.json`` records about a built world.
-
-    Args:
-        root: the world folder (not stored in the JSON).
-        version: :data:`WORLD_VERSION` of the generator that built it.
-        seed: the world seed.
-        sizes: the requested :class:`WorldSizes`, as a dict.
-        databases: every database id.
-        held_out_db: the database only ``dev`` and ``test`` use.
-        splits: questions per split.
-        difficulty: questions per split and hardness label.
-    """
+    """What ``world.json`` records about a built world (all but ``root``, the world folder): the generator's
+    :data:`WORLD_VERSION`, the seed, the asked :class:`WorldSizes` as a dict, questions per split and per split
+    and hardness label."""
 
     root: Path
     version: str
@@ -115,11 +98,7 @@ class WorldManifest:
 
     @classmethod
     def read(cls, root: str | os.PathLike) -> WorldManifest:
-        """Read ``<root>/world.json``.
-
-        Raises:
-            UsageError: the file is missing or is not a world manifest.
-        """
+        """Read ``<root>/world.json``; :class:`UsageError` when it is missing or not a world manifest."""
         root = Path(root)
         path = root / "world.json"
         try:
@@ -310,16 +289,12 @@ def build_world(
     held_out_db: str = HELD_OUT_DB,
     sandbox=None,
 ) -> WorldManifest:
-    """Build (or reuse) the embedded world under ``out_dir``: deterministic in ``seed`` (byte-identical
-    databases, the same questions in the same order), written to a temporary sibling folder and moved into place.
+    """Build (or reuse) the embedded world under ``out_dir`` and return its manifest: deterministic in
+    ``seed``, written to a temporary sibling folder and moved into place. A complete world with the same seed
+    and sizes is reused unless ``overwrite``; golds run in ``sandbox`` (default: a temporary one).
 
-    A complete world with the same seed and sizes is reused unless ``overwrite``. ``held_out_db`` is used only
-    by ``dev`` and ``test``; golds are checked in ``sandbox`` (default: a temporary one). Returns the manifest
-    (also written to ``<out_dir>/world.json``).
-
-    Raises:
-        UsageError: ``out_dir`` holds something else, a world built differently (without ``overwrite``),
-            or the sizes ask for more questions than the generator makes.
+    :class:`UsageError` when ``out_dir`` holds something else or a world built differently (without
+    ``overwrite``), or the sizes ask for more questions than the generator makes.
 
     Example:
 

@@ -24,17 +24,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Candidate:
-    """One generated question before its gold is executed.
-
-    Args:
-        db_id: the world database.
-        question: the natural-language question.
-        sql: the gold SQL.
-        template: the id of the template that made it.
-        family: ``single``, ``join``, ``nested``, ``setop`` or ``evidence``.
-        label: the template's own hardness label (used when ``spider_hardness`` cannot parse the gold).
-        evidence: BIRD-style external knowledge ("" for most questions).
-    """
+    """One generated question before its gold is executed; ``template``, ``family`` and ``label`` come from
+    its :class:`~slmsql_hub.world.templates.Template` (``label`` is used when ``spider_hardness`` cannot parse
+    the gold)."""
 
     db_id: str
     question: str
@@ -75,12 +67,10 @@ def generate_candidates(
     max_draws_per_question: int = 12,
     patience: int = 1000,
 ) -> list[Candidate]:
-    """Up to ``n`` distinct questions for one database (distinct by normalized question and by normalized SQL).
-
-    Templates are drawn by weight; a draw that does not fit (a tie in an argmax, a table without the needed
-    columns) or repeats an earlier question or SQL is dropped. Deterministic in ``seed``. Gives up after
-    ``n * max_draws_per_question`` draws, or after ``patience`` draws in a row that add nothing (the templates
-    are exhausted). Returns the candidates in generation order.
+    """Up to ``n`` questions for one database, distinct by normalized question and by normalized SQL, in
+    generation order; deterministic in ``seed``. Templates are drawn by weight; a draw that does not fit or
+    repeats is dropped. Gives up after ``n * max_draws_per_question`` draws, or ``patience`` draws in a row that
+    add nothing.
 
     Example:
 

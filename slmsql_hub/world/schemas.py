@@ -25,8 +25,7 @@ class Column:
     """One column of a world table.
 
     Args:
-        name: SQL name (snake_case).
-        role: one of ``id``, ``label``, ``category``, ``number``, ``date``, ``fk``.
+        role: one of the roles above.
         gen: how values are generated (see :mod:`~slmsql_hub.world.populate`): for ``label``
             ``("person",)``, ``("combo", first_words, second_words)``, ``("code", prefix)`` or
             ``("fixed", values)``; for ``category`` ``("choice", values)`` or ``("by_label", ((label, value), ...))``;
@@ -36,6 +35,7 @@ class Column:
         phrase: the words questions use for the column (default: the name with spaces).
         adjective: for ``number`` columns, ``(word, operator, threshold)`` used by evidence questions
             ("long books" -> ``pages > 400``).
+        additive: whether a total (``sum``) of the column means something.
     """
 
     name: str
@@ -61,14 +61,8 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """One world table.
-
-    Args:
-        name: SQL name, a singular noun (``book``); questions say ``name`` and ``name + "s"``.
-        rows: how many rows it gets (``("fixed", values)`` labels override it with their count).
-        columns: the columns, the ``id`` one first.
-        plural: the plural noun when it is not ``name + "s"``.
-    """
+    """One world table: ``name`` is a singular noun (``plural`` when not ``name + "s"``), ``rows`` its row count
+    (a ``("fixed", values)`` label overrides it), ``columns`` start with the ``id`` one."""
 
     name: str
     rows: int
@@ -93,9 +87,6 @@ class Table:
 
     def by_role(self, role: str) -> list[Column]:
         return [c for c in self.columns if c.role == role]
-
-    def column(self, name: str) -> Column:
-        return next(c for c in self.columns if c.name == name)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class Context:
             raise NoFit
         return self.pick(links)
 
-    def bridge(self) -> tuple[Table, Column, Table, Column, Table] | None:
+    def bridge(self) -> tuple[Table, Column, Table, Column, Table]:
         """A table with two foreign keys to labelled parents: ``(event, fk_a, parent_a, fk_b, parent_b)``."""
         bridges = []
         for table in self.spec.tables:
@@ -91,7 +91,11 @@ class Context:
                         bridges.append(
                             (table, a, self.spec.table(a.references), b, self.spec.table(b.references))
                         )
-        return self.pick(bridges) if bridges else None
+        return self.pick(bridges)
+
+    def parent_value(self, child: Table, fk: Column, parent: Table):
+        """The label of a random parent that has rows in ``child``."""
+        return self.values(parent, parent.label)[self.pick(self.values(child, fk)) - 1]
 
     def listed(self, table: Table) -> Column:
         """What to list for rows of ``table``: its label, else a number, date or category column."""
@@ -114,3 +118,8 @@ def unique_max(values: list) -> bool:
 
 def join_on(child: Table, fk: Column, parent: Table) -> str:
     return f"{child.name} AS T1 JOIN {parent.name} AS T2 ON T1.{fk.name} = T2.{parent.pk.name}"
+
+
+def bridge_on(event: Table, fa: Column, a: Table, fb: Column, b: Table) -> str:
+    """The FROM clause joining a :meth:`Context.bridge` table to both parents (T1, T2, T3)."""
+    return f"{join_on(event, fa, a)} JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name}"

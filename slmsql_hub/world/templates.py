@@ -1,7 +1,8 @@
 """The world's question templates: one function per SQL shape, and the table that weighs them.
 
-Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``,
-``(question, sql, evidence)`` or ``None`` when this draw does not fit. Families: ``single`` (one table),
+Each function draws its slots from a :class:`~slmsql_hub.world.slots.Context` and returns ``(question, sql)``
+or ``(question, sql, evidence)``; a draw that does not fit returns ``None`` or raises
+:class:`~slmsql_hub.world.slots.NoFit` (an empty pick does). Families: ``single`` (one table),
 ``join`` (two or three tables), ``nested``, ``setop`` (INTERSECT / EXCEPT / UNION) and ``evidence`` (a domain
 word defined by BIRD-style evidence: "long books" with "long refers to pages > 500").
 """
@@ -12,7 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .schemas import CATEGORY, DATE, LABEL, NUMBER, Column, Table
-from .slots import OPS, Context, aggregate_of, as_text, join_on, sql_literal, unique_max
+from .slots import OPS, Context, NoFit, aggregate_of, as_text, bridge_on, join_on, sql_literal, unique_max
+
+
+def _tally(values: list) -> list[int]:
+    """How often each distinct value occurs (in no particular order)."""
+    return [values.count(v) for v in set(values)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -34,58 +40,78 @@ def _list_label(ctx: Context):
     return q, f"SELECT {lab.name} FROM {t.name}"
 
 
-def _filter_category(ctx: Context):
-    t = ctx.table(LABEL, CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    v = ctx.pick(ctx.values(t, c))
-    q = ctx.pick(
-        (
-            "List the {L} of {P} whose {C} is {V}.",
-            "Which {P} have {C} {V}? Give their {L}.",
-            "Show the {L} of {P} with {C} {V}.",
-        )
-    ).format(L=t.label.words, P=t.plural_words, C=c.words, V=v)
-    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+def _filtered(need: tuple[str, ...], *phrasings: str):
+    """A template over one table (a :meth:`Context.table` with ``need``) filtered on a category value (``{C}``
+    ``{V}``) or a number threshold (``{N}`` ``{O}`` ``{X}``); lists its label ``{L}`` when ``need`` has one,
+    else counts its rows ``{P}``."""
+
+    def make(ctx: Context):
+        t = ctx.table(*need)
+        if CATEGORY in need:
+            c = ctx.pick(t.by_role(CATEGORY))
+            v = ctx.pick(ctx.values(t, c))
+            slots, where = {"C": c.words, "V": v}, f"{c.name} = {sql_literal(v)}"
+        else:
+            n = ctx.pick(t.by_role(NUMBER))
+            words, op = ctx.pick(OPS)
+            x = ctx.threshold(t, n, op)
+            slots, where = {"N": n.words, "O": words, "X": as_text(x)}, f"{n.name} {op} {sql_literal(x)}"
+        listed = LABEL in need
+        q = ctx.pick(phrasings).format(L=t.label.words if listed else "", P=t.plural_words, **slots)
+        return q, f"SELECT {t.label.name if listed else 'count(*)'} FROM {t.name} WHERE {where}"
+
+    return make
 
 
-def _count_category(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    v = ctx.pick(ctx.values(t, c))
-    q = ctx.pick(
-        (
-            "How many {P} have {C} {V}?",
-            "Count the {P} whose {C} is {V}.",
-            "What is the number of {P} with {C} {V}?",
-        )
-    ).format(P=t.plural_words, C=c.words, V=v)
-    return q, f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
+_filter_category = _filtered(
+    (LABEL, CATEGORY),
+    "List the {L} of {P} whose {C} is {V}.",
+    "Which {P} have {C} {V}? Give their {L}.",
+    "Show the {L} of {P} with {C} {V}.",
+)
+_count_category = _filtered(
+    (CATEGORY,),
+    "How many {P} have {C} {V}?",
+    "Count the {P} whose {C} is {V}.",
+    "What is the number of {P} with {C} {V}?",
+)
+_filter_number = _filtered(
+    (LABEL, NUMBER),
+    "List the {L} of {P} with {N} {O} {X}.",
+    "Which {P} have {N} {O} {X}? Give their {L}.",
+    "Show the {L} of {P} whose {N} is {O} {X}.",
+)
+_count_number = _filtered((NUMBER,), "How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")
 
 
-def _filter_number(ctx: Context):
-    t = ctx.table(LABEL, NUMBER)
-    n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(OPS)
-    x = ctx.threshold(t, n, op)
-    q = ctx.pick(
-        (
-            "List the {L} of {P} with {N} {O} {X}.",
-            "Which {P} have {N} {O} {X}? Give their {L}.",
-            "Show the {L} of {P} whose {N} is {O} {X}.",
-        )
-    ).format(L=t.label.words, P=t.plural_words, N=n.words, O=words, X=as_text(x))
-    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+def _per_category(sql: str, *phrasings: str):
+    """A template over one category column (``{C}``; ``{c}`` in ``sql``) of a table (``{P}``; ``{t}``)."""
+
+    def make(ctx: Context):
+        t = ctx.table(CATEGORY)
+        c = ctx.pick(t.by_role(CATEGORY))
+        return ctx.pick(phrasings).format(C=c.words, P=t.plural_words), sql.format(c=c.name, t=t.name)
+
+    return make
 
 
-def _count_number(ctx: Context):
-    t = ctx.table(NUMBER)
-    n = ctx.pick(t.by_role(NUMBER))
-    words, op = ctx.pick(OPS)
-    x = ctx.threshold(t, n, op)
-    q = ctx.pick(("How many {P} have {N} {O} {X}?", "Count the {P} whose {N} is {O} {X}.")).format(
-        P=t.plural_words, N=n.words, O=words, X=as_text(x)
-    )
-    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(x)}"
+_distinct = _per_category(
+    "SELECT DISTINCT {c} FROM {t}",
+    "List the distinct {C} values of {P}.",
+    "What are the different {C}s of {P}?",
+    "Show all distinct {C} of {P}.",
+)
+_count_distinct = _per_category(
+    "SELECT count(DISTINCT {c}) FROM {t}",
+    "How many different {C}s do the {P} have?",
+    "Count the distinct {C} values among {P}.",
+)
+_group_count = _per_category(
+    "SELECT {c}, count(*) FROM {t} GROUP BY {c}",
+    "How many {P} are there for each {C}?",
+    "For each {C}, count the {P}.",
+    "Show each {C} and the number of {P}.",
+)
 
 
 def _aggregate(ctx: Context):
@@ -112,10 +138,7 @@ def _aggregate_where(ctx: Context):
 
 def _lookup(ctx: Context):
     t = ctx.table(LABEL)
-    others = t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE)
-    if not others:
-        return None
-    c = ctx.pick(others)
+    c = ctx.pick(t.by_role(NUMBER) + t.by_role(CATEGORY) + t.by_role(DATE))
     v = ctx.pick(ctx.values(t, t.label))
     q = ctx.pick(
         (
@@ -125,28 +148,6 @@ def _lookup(ctx: Context):
         )
     ).format(C=c.words, S=t.singular, L=t.label.words, V=v)
     return q, f"SELECT {c.name} FROM {t.name} WHERE {t.label.name} = {sql_literal(v)}"
-
-
-def _distinct(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        (
-            "List the distinct {C} values of {P}.",
-            "What are the different {C}s of {P}?",
-            "Show all distinct {C} of {P}.",
-        )
-    ).format(C=c.words, P=t.plural_words)
-    return q, f"SELECT DISTINCT {c.name} FROM {t.name}"
-
-
-def _count_distinct(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        ("How many different {C}s do the {P} have?", "Count the distinct {C} values among {P}.")
-    ).format(C=c.words, P=t.plural_words)
-    return q, f"SELECT count(DISTINCT {c.name}) FROM {t.name}"
 
 
 def _date_compare(ctx: Context):
@@ -199,19 +200,6 @@ def _two_columns(ctx: Context):
         ("List the {L} and {N} of {P} whose {C} is {V}.", "Show the {L} and the {N} of {P} with {C} {V}.")
     ).format(L=t.label.words, N=n.words, P=t.plural_words, C=c.words, V=v)
     return q, f"SELECT {t.label.name}, {n.name} FROM {t.name} WHERE {c.name} = {sql_literal(v)}"
-
-
-def _group_count(ctx: Context):
-    t = ctx.table(CATEGORY)
-    c = ctx.pick(t.by_role(CATEGORY))
-    q = ctx.pick(
-        (
-            "How many {P} are there for each {C}?",
-            "For each {C}, count the {P}.",
-            "Show each {C} and the number of {P}.",
-        )
-    ).format(P=t.plural_words, C=c.words)
-    return q, f"SELECT {c.name}, count(*) FROM {t.name} GROUP BY {c.name}"
 
 
 def _group_aggregate(ctx: Context):
@@ -294,7 +282,7 @@ def _like(ctx: Context):
     words = sorted({w for v in labels for w in v.replace("-", " ").split() if len(w) > 2})
     # a word in most labels ("The" of every title) would make a filter that keeps everything
     words = [w for w in words if sum(w.lower() in v.lower() for v in labels) <= len(labels) // 2]
-    if not words or t.label.gen[0] == "code":
+    if t.label.gen[0] == "code":
         return None
     w = ctx.pick(words)
     q = ctx.pick(
@@ -325,10 +313,7 @@ def _between(ctx: Context):
 def _having(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
-    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
-    k = ctx.pick(counts[:-1]) if len(counts) > 1 else None
-    if k is None:
-        return None
+    k = ctx.pick(sorted(set(_tally(ctx.values(t, c))))[:-1])
     words, op = ctx.pick((("more than", ">"), ("at least", ">=")))
     q = ctx.pick(("Which {C} values have {O} {K} {P}?", "List the {C}s that have {O} {K} {P}.")).format(
         C=c.words, O=words, K=k, P=t.plural_words
@@ -340,10 +325,7 @@ def _group_having_aggregate(ctx: Context):
     t = ctx.table(CATEGORY, NUMBER)
     c = ctx.pick(t.by_role(CATEGORY))
     n = ctx.pick(t.by_role(NUMBER))
-    counts = sorted({ctx.values(t, c).count(v) for v in set(ctx.values(t, c))})
-    if len(counts) < 2:
-        return None
-    k = ctx.pick(counts[:-1])
+    k = ctx.pick(sorted(set(_tally(ctx.values(t, c))))[:-1])
     words, fn = aggregate_of(ctx, n)
     q = f"For each {c.words} with more than {k} {t.plural_words}, show the {c.words} and the {words} {n.words}."
     return q, f"SELECT {c.name}, {fn}({n.name}) FROM {t.name} GROUP BY {c.name} HAVING count(*) > {k}"
@@ -352,9 +334,8 @@ def _group_having_aggregate(ctx: Context):
 def _group_argmax(ctx: Context):
     t = ctx.table(CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
-    values = ctx.values(t, c)
     most = ctx.rng.random() < 0.6
-    counts = [values.count(v) for v in set(values)]
+    counts = _tally(ctx.values(t, c))
     if not unique_max(counts if most else [-n for n in counts]):
         return None
     q = ctx.pick(("Which {C} has the {W} {P}?", "What is the {C} with the {W} {P}?")).format(
@@ -371,8 +352,7 @@ def _group_argmax(ctx: Context):
 def _join_filter(ctx: Context):
     child, fk, parent = ctx.fk()
     shown = ctx.listed(child)
-    pv = ctx.pick(ctx.values(child, fk))  # a parent that has children
-    pv = ctx.values(parent, parent.label)[pv - 1]
+    pv = ctx.parent_value(child, fk, parent)
     q = ctx.pick(
         (
             "List the {X} of {CP} of the {PS} {V}.",
@@ -404,8 +384,6 @@ def _join_count(ctx: Context):
 
 def _join_parent_attribute(ctx: Context):
     child, fk, parent = ctx.fk(parent_label=False)
-    if not parent.by_role(CATEGORY):
-        return None
     c = ctx.pick(parent.by_role(CATEGORY))
     v = ctx.pick(ctx.values(parent, c))
     shown = ctx.listed(child)
@@ -417,8 +395,6 @@ def _join_parent_attribute(ctx: Context):
 
 def _join_lookup(ctx: Context):
     links = [(c, f, p) for c, f, p in ctx.spec.foreign_keys() if c.label is not None and p.label is not None]
-    if not links:
-        return None
     child, fk, parent = ctx.pick(links)
     v = ctx.pick(ctx.values(child, child.label))
     q = ctx.pick(
@@ -448,10 +424,8 @@ def _join_group_count(ctx: Context):
 
 def _join_aggregate(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(NUMBER):
-        return None
     n = ctx.pick(child.by_role(NUMBER))
-    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    pv = ctx.parent_value(child, fk, parent)
     words, fn = aggregate_of(ctx, n)
     q = ctx.pick(
         ("What is the {A} {N} of {CP} of the {PS} {V}?", "Find the {A} {N} of the {CP} of the {PS} {V}.")
@@ -464,8 +438,7 @@ def _join_aggregate(ctx: Context):
 
 def _join_group_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
-    counts = [ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))]
-    if not unique_max(counts):
+    if not unique_max(_tally(ctx.values(child, fk))):
         return None
     q = ctx.pick(
         (
@@ -481,7 +454,7 @@ def _join_group_argmax(ctx: Context):
 
 def _join_having(ctx: Context):
     child, fk, parent = ctx.fk()
-    counts = sorted({ctx.values(child, fk).count(i) for i in set(ctx.values(child, fk))})
+    counts = sorted(set(_tally(ctx.values(child, fk))))
     if len(counts) < 3:
         return None
     k = ctx.pick(counts[len(counts) // 3 : -1])
@@ -521,12 +494,8 @@ def _join_order(ctx: Context):
 
 
 def _three_join(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
-    a_id = ctx.pick(ctx.values(event, fa))
-    av = ctx.values(a, a.label)[a_id - 1]
+    event, fa, a, fb, b = ctx.bridge()
+    av = ctx.parent_value(event, fa, a)
     q = ctx.pick(
         (
             "List the {BL} of {BP} that have {EP} with the {AS} {V}.",
@@ -534,17 +503,13 @@ def _three_join(ctx: Context):
         )
     ).format(BL=b.label.words, BP=b.plural_words, EP=event.plural_words, AS=a.singular, V=av)
     return q, (
-        f"SELECT DISTINCT T3.{b.label.name} FROM {event.name} AS T1 "
-        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)}"
+        f"SELECT DISTINCT T3.{b.label.name} FROM {bridge_on(event, fa, a, fb, b)} "
+        f"WHERE T2.{a.label.name} = {sql_literal(av)}"
     )
 
 
 def _three_join_count(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
+    event, fa, a, fb, b = ctx.bridge()
     row = ctx.pick(ctx.rows[event.name])
     av = ctx.values(a, a.label)[row[event.columns.index(fa)] - 1]
     bv = ctx.values(b, b.label)[row[event.columns.index(fb)] - 1]
@@ -555,8 +520,7 @@ def _three_join_count(ctx: Context):
         )
     ).format(EP=event.plural_words, AS=a.singular, A=av, BS=b.singular, B=bv)
     return q, (
-        f"SELECT count(*) FROM {event.name} AS T1 JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} "
+        f"SELECT count(*) FROM {bridge_on(event, fa, a, fb, b)} "
         f"WHERE T2.{a.label.name} = {sql_literal(av)} AND T3.{b.label.name} = {sql_literal(bv)}"
     )
 
@@ -592,17 +556,7 @@ def _not_in(ctx: Context):
 
 def _in_subquery(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY) and not child.by_role(NUMBER):
-        return None
-    if child.by_role(CATEGORY) and (not child.by_role(NUMBER) or ctx.rng.random() < 0.5):
-        c = ctx.pick(child.by_role(CATEGORY))
-        v = ctx.pick(ctx.values(child, c))
-        cond_words, cond = f"{c.words} {v}", f"{c.name} = {sql_literal(v)}"
-    else:
-        n = ctx.pick(child.by_role(NUMBER))
-        words, op = ctx.pick(OPS)
-        x = ctx.threshold(child, n, op)
-        cond_words, cond = f"{n.words} {words} {as_text(x)}", f"{n.name} {op} {sql_literal(x)}"
+    cond_words, cond, _ = _condition(ctx, child)
     q = ctx.pick(
         (
             "List the {PL} of {PP} that have {CP} with {W}.",
@@ -666,8 +620,6 @@ def _union(ctx: Context):
 
 def _except_join(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY):
-        return None
     c = ctx.pick(child.by_role(CATEGORY))
     v = ctx.pick(ctx.values(child, c))
     q = ctx.pick(
@@ -684,8 +636,6 @@ def _except_join(ctx: Context):
 
 def _intersect_join(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(CATEGORY):
-        return None
     c = ctx.pick(child.by_role(CATEGORY))
     choices = sorted(set(ctx.values(child, c)))
     if len(choices) < 2:
@@ -701,11 +651,11 @@ def _intersect_join(ctx: Context):
     return q, f"{part}{sql_literal(v1)} INTERSECT {part}{sql_literal(v2)}"
 
 
-def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]] | None:
+def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, list[bool]]:
     """A random condition on ``table``: ``(words, sql, mask over its rows)``, a category or a number test."""
     cats, nums = table.by_role(CATEGORY), table.by_role(NUMBER)
     if not cats and not nums:
-        return None
+        raise NoFit
     if cats and (not nums or ctx.rng.random() < 0.5):
         c = ctx.pick(cats)
         v = ctx.pick(ctx.values(table, c))
@@ -721,12 +671,9 @@ def _condition(ctx: Context, table: Table, alias: str = "") -> tuple[str, str, l
 
 def _join_where_argmax(ctx: Context):
     child, fk, parent = ctx.fk()
-    cond = _condition(ctx, child, "T1.")
-    if cond is None:
-        return None
-    words, sql_cond, mask = cond
+    words, sql_cond, mask = _condition(ctx, child, "T1.")
     kept = [p for p, keep in zip(ctx.values(child, fk), mask) if keep]
-    counts = [kept.count(p) for p in set(kept)]
+    counts = _tally(kept)
     if not counts or not unique_max(counts):
         return None
     q = ctx.pick(
@@ -742,14 +689,11 @@ def _join_where_argmax(ctx: Context):
 
 
 def _three_join_argmax(ctx: Context):
-    found = ctx.bridge()
-    if found is None:
-        return None
-    event, fa, a, fb, b = found
+    event, fa, a, fb, b = ctx.bridge()
     a_id = ctx.pick(ctx.values(event, fa))
     av = ctx.values(a, a.label)[a_id - 1]
     kept = [bid for aid, bid in zip(ctx.values(event, fa), ctx.values(event, fb)) if aid == a_id]
-    if not unique_max([kept.count(bid) for bid in set(kept)]):
+    if not unique_max(_tally(kept)):
         return None
     q = ctx.pick(
         (
@@ -758,9 +702,7 @@ def _three_join_argmax(ctx: Context):
         )
     ).format(BS=b.singular, EP=event.plural_words, AS=a.singular, V=av, BL=b.label.words)
     return q, (
-        f"SELECT T3.{b.label.name} FROM {event.name} AS T1 "
-        f"JOIN {a.name} AS T2 ON T1.{fa.name} = T2.{a.pk.name} "
-        f"JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name} WHERE T2.{a.label.name} = {sql_literal(av)} "
+        f"SELECT T3.{b.label.name} FROM {bridge_on(event, fa, a, fb, b)} WHERE T2.{a.label.name} = {sql_literal(av)} "
         f"GROUP BY T1.{fb.name} ORDER BY count(*) DESC LIMIT 1"
     )
 
@@ -785,10 +727,7 @@ def _above_average_filter(ctx: Context):
 
 def _not_in_filter(ctx: Context):
     child, fk, parent = ctx.fk()
-    cond = _condition(ctx, parent)
-    if cond is None:
-        return None
-    words, sql_cond, _ = cond
+    words, sql_cond, _ = _condition(ctx, parent)
     q = ctx.pick(
         (
             "List the {PL} of {PP} with {W} that have no {CP}.",
@@ -803,8 +742,6 @@ def _not_in_filter(ctx: Context):
 
 def _intersect_join_number(ctx: Context):
     child, fk, parent = ctx.fk()
-    if not child.by_role(NUMBER):
-        return None
     n = ctx.pick(child.by_role(NUMBER))
     x = ctx.threshold(child, n, ">")
     y = ctx.threshold(child, n, "<")
@@ -827,14 +764,14 @@ def _intersect_join_number(ctx: Context):
 
 # ---------------------------------------------------------------------------------------------------------
 # Evidence templates (BIRD-style external knowledge)
-def _adjective(ctx: Context, *need: str) -> tuple[Table, Column] | None:
+def _adjective(ctx: Context, *need: str) -> tuple[Table, Column]:
     found = [
         (t, c)
         for t in ctx.spec.tables
         for c in t.by_role(NUMBER)
         if c.adjective and all(t.by_role(r) for r in need)
     ]
-    return ctx.pick(found) if found else None
+    return ctx.pick(found)
 
 
 def _evidence_text(table: Table, column: Column) -> str:
@@ -842,50 +779,37 @@ def _evidence_text(table: Table, column: Column) -> str:
     return f"{word} {table.plural_words} refers to {column.name} {op} {as_text(value)}"
 
 
+def _adjective_sql(column: Column, alias: str = "") -> str:
+    """The condition an adjective stands for (``pages > 400``)."""
+    _, op, value = column.adjective
+    return f"{alias}{column.name} {op} {sql_literal(value)}"
+
+
 def _evidence_count(ctx: Context):
-    found = _adjective(ctx)
-    if found is None:
-        return None
-    t, n = found
-    word, op, value = n.adjective
-    q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(W=word, P=t.plural_words)
-    return q, f"SELECT count(*) FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}", _evidence_text(t, n)
+    t, n = _adjective(ctx)
+    q = ctx.pick(("How many {W} {P} are there?", "Count the {W} {P}.")).format(
+        W=n.adjective[0], P=t.plural_words
+    )
+    return q, f"SELECT count(*) FROM {t.name} WHERE {_adjective_sql(n)}", _evidence_text(t, n)
 
 
 def _evidence_list(ctx: Context):
-    found = _adjective(ctx, LABEL)
-    if found is None:
-        return None
-    t, n = found
-    word, op, value = n.adjective
+    t, n = _adjective(ctx, LABEL)
     q = ctx.pick(("List the {L} of {W} {P}.", "Which {P} are {W}? Give their {L}.")).format(
-        L=t.label.words, W=word, P=t.plural_words
+        L=t.label.words, W=n.adjective[0], P=t.plural_words
     )
-    return (
-        q,
-        f"SELECT {t.label.name} FROM {t.name} WHERE {n.name} {op} {sql_literal(value)}",
-        _evidence_text(t, n),
-    )
+    return q, f"SELECT {t.label.name} FROM {t.name} WHERE {_adjective_sql(n)}", _evidence_text(t, n)
 
 
 def _evidence_filter(ctx: Context):
-    found = _adjective(ctx, CATEGORY)
-    if found is None:
-        return None
-    t, n = found
-    word, op, value = n.adjective
+    t, n = _adjective(ctx, CATEGORY)
     c = ctx.pick(t.by_role(CATEGORY))
     v = ctx.pick(ctx.values(t, c))
     q = ctx.pick(("How many {W} {P} have {C} {V}?", "Count the {W} {P} whose {C} is {V}.")).format(
-        W=word, P=t.plural_words, C=c.words, V=v
+        W=n.adjective[0], P=t.plural_words, C=c.words, V=v
     )
-    return (
-        q,
-        (
-            f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {n.name} {op} {sql_literal(value)}"
-        ),
-        _evidence_text(t, n),
-    )
+    sql = f"SELECT count(*) FROM {t.name} WHERE {c.name} = {sql_literal(v)} AND {_adjective_sql(n)}"
+    return q, sql, _evidence_text(t, n)
 
 
 def _evidence_join_count(ctx: Context):
@@ -896,29 +820,21 @@ def _evidence_join_count(ctx: Context):
         for n in child.by_role(NUMBER)
         if n.adjective
     ]
-    if not links:
-        return None
     child, fk, parent, n = ctx.pick(links)
-    word, op, value = n.adjective
-    pv = ctx.values(parent, parent.label)[ctx.pick(ctx.values(child, fk)) - 1]
+    pv = ctx.parent_value(child, fk, parent)
     q = ctx.pick(("How many {W} {CP} does the {PS} {V} have?", "Count the {W} {CP} of the {PS} {V}.")).format(
-        W=word, CP=child.plural_words, PS=parent.singular, V=pv
+        W=n.adjective[0], CP=child.plural_words, PS=parent.singular, V=pv
     )
-    return (
-        q,
-        (
-            f"SELECT count(*) FROM {join_on(child, fk, parent)} "
-            f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND T1.{n.name} {op} {sql_literal(value)}"
-        ),
-        _evidence_text(child, n),
+    sql = (
+        f"SELECT count(*) FROM {join_on(child, fk, parent)} "
+        f"WHERE T2.{parent.label.name} = {sql_literal(pv)} AND {_adjective_sql(n, 'T1.')}"
     )
+    return q, sql, _evidence_text(child, n)
 
 
 @dataclass(frozen=True)
 class Template:
-    """One SQL shape: an id, a family, the template's own hardness label, a sampling weight and the function
-    that fills it from a database (returning ``(question, sql)`` or ``(question, sql, evidence)``, or ``None``
-    when this draw does not fit)."""
+    """One SQL shape: ``label`` is its own hardness label, ``make`` one of the functions above."""
 
     id: str
     family: str
@@ -983,4 +899,3 @@ TEMPLATES: tuple[Template, ...] = (
     Template("evidence_filter", "evidence", "medium", 1.0, _evidence_filter),
     Template("evidence_join_count", "evidence", "medium", 1.0, _evidence_join_count),
 )
-"""Every question template, with its family, own hardness label and sampling weight."""

@@ -19,14 +19,8 @@ from ..errors import UsageError
 logger = logging.getLogger(__name__)
 
 PAD_TOKEN = "<|endoftext|>"
-"""Padding token (Qwen's ``<|endoftext|>``)."""
-
 IM_START = "<|im_start|>"
-"""Start of a chat turn."""
-
-IM_END = "<|im_end|>"
-"""End of a chat turn; also the EOS token, so generation stops after the assistant's turn."""
-
+IM_END = "<|im_end|>"  # also the EOS token
 SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, IM_START, IM_END)
 """The special tokens, in id order (0, 1, 2)."""
 
@@ -57,13 +51,8 @@ def train_tokenizer(
     model_max_length: int = 1024,
 ):
     """A byte-level BPE tokenizer learnt from ``texts`` (read once), as a ``transformers.PreTrainedTokenizerFast``
-    with the ChatML special tokens (pad ``<|endoftext|>``, eos ``<|im_end|>``) and :data:`CHAT_TEMPLATE`.
-
-    ``vocab_size`` counts the special tokens and the 256 byte symbols; a pair is merged after ``min_frequency``
-    occurrences; ``model_max_length`` is the longest sequence the tokenizer reports it accepts.
-
-    Raises:
-        UsageError: ``vocab_size`` is too small to hold the bytes and special tokens, or ``texts`` is empty.
+    with the ChatML special tokens and :data:`CHAT_TEMPLATE`. ``vocab_size`` counts the special tokens and the
+    256 bytes; :class:`UsageError` when it cannot hold them, or ``texts`` is empty.
 
     Example:
 
