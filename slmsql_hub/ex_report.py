@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from .sql import Judgement, Verdict
 from .sql.hardness import spider_hardness
@@ -71,13 +71,7 @@ class LevelScore:
         return self.correct / self.scored if self.scored else None
 
     def to_dict(self) -> dict:
-        return {
-            "level": self.level,
-            "count": self.count,
-            "scored": self.scored,
-            "correct": self.correct,
-            "execution_accuracy": self.execution_accuracy,
-        }
+        return {**asdict(self), "execution_accuracy": self.execution_accuracy}
 
 
 @dataclass(frozen=True)
@@ -213,17 +207,9 @@ class ExReport:
 
     def to_dict(self) -> dict:
         """The report as a JSON-serialisable dict."""
-        counts = self.counts
         return {
             "execution_accuracy": self.execution_accuracy,
-            "num_examples": counts.num_examples,
-            "num_scored": counts.num_scored,
-            "num_correct": counts.num_correct,
-            "num_unscorable": counts.num_unscorable,
-            "num_pred_errors": counts.num_pred_errors,
-            "num_timeouts": counts.num_timeouts,
-            "num_infra_failures": counts.num_infra_failures,
-            "verdicts": dict(counts.verdicts),
+            **asdict(self.counts),
             "mode": self.mode,
             "keep_distinct": self.keep_distinct,
             "breakdown_by": self.breakdown_by,

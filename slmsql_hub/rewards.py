@@ -65,8 +65,7 @@ class BatchJudge:
     ```python
     >>> import sqlite3, tempfile, os
     >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
+    >>> _ = sqlite3.connect(db).execute("CREATE TABLE t (x INTEGER)")
     >>> shared = BatchJudge(workers=1)
     >>> execution, fmt = ExecutionReward(judging=shared), FormatReward(judging=shared)
     >>> batch = dict(completions=["```sql\\nSELECT 1\\n```"] * 2, gold_sql=["SELECT x FROM t", "SELECT nope"],
@@ -185,9 +184,7 @@ class ExecutionReward(_JudgedReward):
     ```python
     >>> import sqlite3, tempfile, os
     >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
+    >>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3)")
     >>> reward = ExecutionReward(workers=1)
     >>> completions = [[{"role": "assistant", "content": f"```sql\\n{sql}\\n```"}]
     ...                for sql in ("SELECT count(*) FROM t", "SELECT 1", "SELECT nope FROM t")]
@@ -266,9 +263,7 @@ class ResultF1Reward(_JudgedReward):
     ```python
     >>> import sqlite3, tempfile, os
     >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,)])
+    >>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3), (4)")
     >>> reward = ResultF1Reward(workers=1)
     >>> reward(completions=["SELECT x FROM t WHERE x <= 2", "SELECT x FROM t"],
     ...        gold_sql=["SELECT x FROM t WHERE x <= 2"] * 2, db_path=[db] * 2)

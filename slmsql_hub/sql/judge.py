@@ -117,9 +117,7 @@ class Judge:
     ```python
     >>> import sqlite3, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(path) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (name TEXT, age INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?, ?)", [("ann", 30), ("bob", 41)])
+    >>> _ = sqlite3.connect(path).executescript("CREATE TABLE t (name TEXT, age INTEGER); INSERT INTO t VALUES ('ann', 30), ('bob', 41)")
     >>> with Judge(mode="bird", workers=1) as judge:
     ...     js = judge.judge_many(
     ...         ["```sql\\nSELECT name FROM t WHERE age > 35\\n```", "SELECT age FROM t", "SELECT nme FROM t"],

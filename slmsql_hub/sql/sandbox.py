@@ -308,9 +308,7 @@ class Sandbox:
     ```python
     >>> import sqlite3, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(path) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])
+    >>> _ = sqlite3.connect(path).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2)")
     >>> with Sandbox(Limits(timeout_s=5), workers=1) as sandbox:
     ...     ok = sandbox.execute(path, "SELECT x FROM t ORDER BY x;")
     ...     bad = sandbox.execute(path, "DROP TABLE t")

@@ -57,8 +57,7 @@ def build_prompt_dataset(
     >>> from datasets import Dataset
     >>> from slmsql_hub.prompts import PromptConfig
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER, name TEXT)")
+    >>> _ = sqlite3.connect(db).execute("CREATE TABLE pet (id INTEGER, name TEXT)")
     >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
     ...                           "db_path": [db]})
     >>> example = build_prompt_dataset(rows, PromptConfig(sample_rows=0), progress=False)[0]
@@ -118,8 +117,7 @@ def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[s
     >>> from datasets import Dataset
     >>> from slmsql_hub.sql import Judge
     >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")
+    >>> _ = sqlite3.connect(db).execute("CREATE TABLE pet (id INTEGER)")
     >>> rows = Dataset.from_dict({"gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
     >>> with Judge(workers=1) as judge:
     ...     kept, counts = drop_unscorable_golds(rows, judge)
