@@ -103,7 +103,6 @@ def format_percent(fraction: float | None, digits: int = 2) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.ex_report import format_percent
     >>> format_percent(0.5), format_percent(2 / 3, 1), format_percent(None)
     ('50.00', '66.7', 'n/a')
 

@@ -1,21 +1,17 @@
 """Reward functions for TRL's ``GRPOTrainer``: execution, format and result-F1.
 
-Each is a picklable class whose instances follow TRL's reward-function contract exactly: called with
-``prompts``, ``completions``, ``completion_ids``, every dataset column as a keyword argument (here
-``gold_sql`` and ``db_path``), ``trainer_state``, and the ``log_metric`` / ``log_extra`` hooks; it returns one
-``float | None`` per completion. ``None`` means "no reward for this sample" (TRL turns it into NaN and leaves
-the sample out): that is what an **unscorable gold** gets, never 0. Each instance has a stable ``__name__``
-(``execution``, ``format``, ``result_f1``), which TRL uses for its ``rewards/<name>/mean|std`` metrics.
+Each is a picklable class following TRL's reward-function contract: called with ``completions``, every dataset
+column as a keyword argument (here ``gold_sql`` and ``db_path``), ``prompts`` and the ``log_metric`` /
+``log_extra`` hooks, it returns one ``float | None`` per completion under a stable ``__name__`` (TRL's
+``rewards/<name>/mean|std``). ``None`` means "no reward for this sample" (TRL leaves it out): that is what an
+**unscorable gold** gets, never 0.
 
-All SQL goes through :class:`slmsql_hub.sql.Judge`: a group of samples that are mostly the same string runs
-each distinct query once, and the gold's result comes from the sandbox's cache after the first step.
-
-The rewards of one run share a :class:`BatchJudge`: one judging step per batch, so every reward sees the same
-verdict for a row, and a row with no verdict gets ``None`` from ALL of them. That matters because TRL drops a
-row only when every reward returns ``None``: otherwise an unscorable gold or an infrastructure failure (a
-wall-clock timeout under CPU contention, a dead worker) would leave the format term alone as the row's reward,
-with full-size advantages under group scaling. Only an op-budget timeout, which is deterministic, is the model's
-fault (``fails``).
+All SQL goes through one :class:`slmsql_hub.sql.Judge` (each distinct query runs once; gold results come from
+the sandbox's cache after the first step). The rewards of one run share a :class:`BatchJudge`, so they agree
+on every row and a row with no verdict gets ``None`` from ALL of them: TRL drops a row only when every reward
+returns ``None``, and otherwise an unscorable gold or an infrastructure failure (a wall-clock timeout, a dead
+worker) would leave the format term alone as the row's reward. Only an op-budget timeout, which is
+deterministic, is the model's fault (``fails``).
 """
 
 from __future__ import annotations
@@ -54,11 +50,9 @@ def completion_text(completion) -> str:
 
 
 class BatchJudge:
-    """One judging step per batch, shared by the rewards of a run so that they agree on every row: the first
-    reward called on a batch judges it (and logs :func:`execution_metrics` once), the others reuse it.
-
-    ``mode``/``keep_distinct`` are the comparison rule, ``limits``/``workers`` the sandbox of the judge it creates;
-    ``judge`` reuses an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
+    """One judging step per batch for the rewards of a run: the first reward called on a batch judges it (and
+    logs :func:`execution_metrics` once), the others reuse it. ``judge``: an existing Judge (and its cache)
+    instead of one made from the other settings.
 
     Example:
 
@@ -103,7 +97,6 @@ class BatchJudge:
         return self._judge
 
     def __call__(self, completions, gold_sql, db_path, prompts=None, log_metric=None, *, who: str = "reward"):
-        """The judgements of a batch: computed on the first call, reused by the other rewards' calls."""
         if gold_sql is None or db_path is None:
             raise ValueError(
                 f"the {who!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
@@ -134,8 +127,7 @@ class BatchJudge:
 
 
 class _JudgedReward:
-    """A reward of each judgement: ``None`` without a verdict, else :meth:`_score`; the :class:`BatchJudge` it
-    reads is its own by default. ``logs_verdicts``: also log each verdict through TRL's ``log_extra``."""
+    """``None`` without a verdict, else :meth:`_score`; its own :class:`BatchJudge` unless given ``judging``."""
 
     logs_verdicts = False
 
@@ -172,12 +164,8 @@ class _JudgedReward:
 
 
 class ExecutionReward(_JudgedReward):
-    """Outcome reward by execution: ``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but
-    is wrong, ``fails`` otherwise (error, op-budget timeout, too large, refused, no SQL); ``None`` (no reward) if the
-    gold is unscorable or the machine failed (a wall-clock timeout, a dead worker: never the model's fault).
-
-    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). ``judging`` is the run's
-    shared :class:`BatchJudge`; without it, keyword arguments configure the reward's own.
+    """``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but is wrong, ``fails``
+    otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape).
 
     Example:
 
@@ -213,8 +201,8 @@ class ExecutionReward(_JudgedReward):
 
 
 class FormatReward:
-    """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0; with ``judging``,
-    ``None`` for a row with no verdict, as from every other reward. Without it, only the text is read.
+    """``value`` when the completion contains a ```sql fenced block, else 0.0; with ``judging``, ``None`` for a
+    row with no verdict (without it, only the text is read).
 
     Example:
 
@@ -255,8 +243,8 @@ class FormatReward:
 
 
 class ResultF1Reward(_JudgedReward):
-    """Partial credit (a denser signal than 0/1): F1 between the predicted and gold result rows (multisets), 1.0
-    when correct, 0.0 when the prediction fails, ``None`` with no verdict. Judging as :class:`ExecutionReward`.
+    """Partial credit: :func:`rows_f1` of the predicted and gold rows, 1.0 when correct, 0.0 when the
+    prediction fails, ``None`` with no verdict.
 
     Example:
 
@@ -313,9 +301,8 @@ def _group_keys(prompts, gold_sql, db_path) -> list:
 
 
 def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
-    """Per-batch ``sql/*`` metrics. ``sql/unscorable_rate`` and ``sql/infra_failure_rate`` are over all samples, the
-    other rates over scorable ones; ``sql/frac_correct_zero_std`` (groups whose *correctness* has zero variance;
-    the reward's own: :mod:`slmsql_hub.training.zero_variance`) over groups with a scorable sample.
+    """Per-batch ``sql/*`` metrics: the unscorable and infra-failure rates over all samples, the other rates
+    over scorable ones, ``sql/frac_correct_zero_std`` over groups (``group_keys``) with a scorable sample.
 
     Example:
 

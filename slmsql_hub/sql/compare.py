@@ -81,7 +81,6 @@ class CompareMode(str, enum.Enum):
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import CompareMode
     >>> str(CompareMode("spider"))
     'spider'
 
@@ -182,7 +181,6 @@ def prepare_sql(sql: str, mode: CompareMode | str, keep_distinct: bool = False) 
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import prepare_sql
     >>> prepare_sql("SELECT count(DISTINCT name) FROM t WHERE age > = 3", "spider")
     'SELECT count( name) FROM t WHERE age >= 3'
     >>> prepare_sql("SELECT name FROM t WHERE note = 'distinct'", "spider")
@@ -210,7 +208,6 @@ def order_matters(prepared_gold_sql: str, mode: CompareMode | str) -> bool:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import order_matters
     >>> order_matters("SELECT a FROM t ORDER BY a", "spider"), order_matters("SELECT a FROM t ORDER BY a", "bird")
     (True, False)
 
@@ -362,7 +359,6 @@ def rows_match(
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import rows_match
     >>> rows_match([(1,), (1,), (2,)], [(2,), (1,)], "bird")
     True
     >>> rows_match([(1,), (1,), (2,)], [(2,), (1,)], "spider")

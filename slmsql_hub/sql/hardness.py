@@ -246,7 +246,6 @@ def hardness_counts(sql: str) -> HardnessCounts:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.hardness import hardness_counts
     >>> hardness_counts("SELECT name FROM singer WHERE age > 20 ORDER BY age LIMIT 1")
     HardnessCounts(component1=3, component2=0, others=0)
 
@@ -298,7 +297,6 @@ def spider_hardness(sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.hardness import spider_hardness
     >>> spider_hardness("SELECT count(*) FROM singer")
     'easy'
     >>> spider_hardness("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)")

@@ -39,7 +39,6 @@ class SQLLimitsArguments:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.recipe_limits import SQLLimitsArguments
     >>> args = SQLLimitsArguments(sql_timeout_s=10.0, sql_max_ops=200_000_000)
     >>> args.resolve_sql_limits()
     >>> args.sql_limits().max_rows

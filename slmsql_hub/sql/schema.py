@@ -67,7 +67,6 @@ def clear_schema_cache() -> None:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.schema import clear_schema_cache
     >>> clear_schema_cache()
 
     ```
@@ -93,7 +92,6 @@ def format_value(value: object, max_value_chars: int = 40) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.schema import format_value
     >>> format_value(None), format_value(3.5), format_value("a very long title indeed", max_value_chars=10)
     ('NULL', '3.5', 'a very lon...')
 
@@ -158,7 +156,6 @@ def schema_text(
     ```python
     >>> import sqlite3, tempfile, pathlib
     >>> from slmsql_hub.sql import Sandbox
-    >>> from slmsql_hub.sql.schema import schema_text
     >>> db = pathlib.Path(tempfile.mkdtemp()) / "pets.sqlite"
     >>> con = sqlite3.connect(db)
     >>> _ = con.execute("CREATE TABLE pet (id INTEGER PRIMARY KEY, name TEXT)")
