@@ -12,6 +12,30 @@ on every row and a row with no verdict gets ``None`` from ALL of them: TRL drops
 returns ``None``, and otherwise an unscorable gold or an infrastructure failure (a wall-clock timeout, a dead
 worker) would leave the format term alone as the row's reward. Only an op-budget timeout, which is
 deterministic, is the model's fault (``fails``).
+
+Example:
+
+```python
+>>> import sqlite3, tempfile, os
+>>> from slmsql_hub.rewards import BatchJudge, ExecutionReward, FormatReward, ResultF1Reward
+>>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+>>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3), (4)")
+>>> shared = BatchJudge(workers=1)
+>>> rewards = ExecutionReward(judging=shared), FormatReward(judging=shared), ResultF1Reward(judging=shared)
+>>> batch = dict(
+...     completions=[[{"role": "assistant", "content": "```sql\\nSELECT count(*) FROM t\\n```"}],
+...                  "SELECT x FROM t", "SELECT nope FROM t", "SELECT 1"],
+...     gold_sql=["SELECT count(*) FROM t", "SELECT x FROM t WHERE x <= 2", "SELECT x FROM t", "SELECT nope"],
+...     db_path=[db] * 4,
+... )
+>>> for reward in rewards:  # the last gold fails: no reward from any of them
+...     print(reward.__name__, reward(**batch))
+execution [1.0, 0.1, 0.0, None]
+format [0.2, 0.0, 0.0, None]
+result_f1 [1.0, 0.6666666666666666, 0.0, None]
+>>> shared.close()
+
+```
 """
 
 from __future__ import annotations
@@ -52,24 +76,7 @@ def completion_text(completion) -> str:
 class BatchJudge:
     """One judging step per batch for the rewards of a run: the first reward called on a batch judges it (and
     logs :func:`execution_metrics` once), the others reuse it. ``judge``: an existing Judge (and its cache)
-    instead of one made from the other settings.
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> _ = sqlite3.connect(db).execute("CREATE TABLE t (x INTEGER)")
-    >>> shared = BatchJudge(workers=1)
-    >>> execution, fmt = ExecutionReward(judging=shared), FormatReward(judging=shared)
-    >>> batch = dict(completions=["```sql\\nSELECT 1\\n```"] * 2, gold_sql=["SELECT x FROM t", "SELECT nope"],
-    ...              db_path=[db] * 2)
-    >>> execution(**batch), fmt(**batch)  # the second gold fails: no reward from either
-    ([0.1, None], [0.2, None])
-    >>> shared.close()
-
-    ```
-    """
+    instead of one made from the other settings."""
 
     def __init__(
         self,
@@ -165,25 +172,7 @@ class _JudgedReward:
 
 class ExecutionReward(_JudgedReward):
     """``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but is wrong, ``fails``
-    otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape).
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3)")
-    >>> reward = ExecutionReward(workers=1)
-    >>> completions = [[{"role": "assistant", "content": f"```sql\\n{sql}\\n```"}]
-    ...                for sql in ("SELECT count(*) FROM t", "SELECT 1", "SELECT nope FROM t")]
-    >>> reward(completions=completions, gold_sql=["SELECT count(*) FROM t"] * 3, db_path=[db] * 3)
-    [1.0, 0.1, 0.0]
-    >>> reward.__name__
-    'execution'
-    >>> reward.close()
-
-    ```
-    """
+    otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape)."""
 
     logs_verdicts = True
 
@@ -244,22 +233,7 @@ class FormatReward:
 
 class ResultF1Reward(_JudgedReward):
     """Partial credit: :func:`rows_f1` of the predicted and gold rows, 1.0 when correct, 0.0 when the
-    prediction fails, ``None`` with no verdict.
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3), (4)")
-    >>> reward = ResultF1Reward(workers=1)
-    >>> reward(completions=["SELECT x FROM t WHERE x <= 2", "SELECT x FROM t"],
-    ...        gold_sql=["SELECT x FROM t WHERE x <= 2"] * 2, db_path=[db] * 2)
-    [1.0, 0.6666666666666666]
-    >>> reward.close()
-
-    ```
-    """
+    prediction fails, ``None`` with no verdict."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
