@@ -78,13 +78,8 @@ _SPACED_OPERATORS = (("> =", ">="), ("< =", "<="), ("! =", "!="))
 class CompareMode(str, enum.Enum):
     """Which official rule decides a match: ``bird`` (set equality) or ``spider`` (test-suite rule).
 
-    Example:
-
-    ```python
     >>> str(CompareMode("spider"))
     'spider'
-
-    ```
     """
 
     BIRD = "bird"
@@ -127,12 +122,8 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def _distinct_spans_fallback(sql: str) -> tuple[list[tuple[int, int]], int | None]:
-    """The same as :func:`_distinct_spans_with_tokenizer`, by a small quote-aware scanner.
-
-    Used only when the tokenizer rejects the text (an unterminated string, a stray character). It skips
-    quoted text and comments (:func:`~slmsql_hub.sql.extract.skip_quoted_or_comment`) and reports bare words
-    equal to ``distinct`` and the first ``;`` outside them.
-    """
+    """:func:`_distinct_spans_with_tokenizer` by a quote- and comment-aware scanner, for text the tokenizer
+    rejects (an unterminated string, a stray character)."""
     spans: list[tuple[int, int]] = []
     index, length = 0, len(sql)
     while index < length:
@@ -244,14 +235,9 @@ def _passes_quick_check(gold: list[tuple], pred: list[tuple], ordered: bool) -> 
 
 
 def _quick_check_can_decide(value_sets: list[set], rows: tuple[list[tuple], ...]) -> bool:
-    """Whether the quick reject can say no where a matching column permutation exists.
-
-    A matching permutation pairs every prediction row with an equal gold row, value by value. Sorted by
-    ``str(value) + str(type(value))``, two such rows differ only when equal values have different sort keys:
-    an int and a float of the same value (``1`` and ``1.0``) or ``0.0`` and ``-0.0``. Without floats, or with
-    floats but no other numbers and no zero, the quick reject cannot change the verdict and is skipped (it is
-    the slow part on large results: one ``str`` per value). ``value_sets``: the distinct values of every column
-    of both results; ``rows``: both results (scanned only when a float zero is present).
+    """Whether the quick reject can say no where a matching column permutation exists: only when equal values
+    have different sort keys (an int and a float of the same value, or ``0.0`` and ``-0.0``). ``value_sets``:
+    the distinct values of every column of both results; ``rows``: both results (scanned only for a float zero).
     """
     types = set(map(type, chain.from_iterable(value_sets)))
     if float not in types:

@@ -47,8 +47,7 @@ def build_prompt_dataset(
     progress: bool = True,
 ) -> Dataset:
     """Rows (``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``) -> TRL's
-    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (found from any working
-    directory or process). Each database's schema is read once through ``sandbox`` (``None``: a short-lived one).
+    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (:func:`row_schemas`).
 
     Example:
 
@@ -105,10 +104,8 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 
 
 def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
-    """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
-    rows whose gold fails (their rewards would always be ``None``); return the kept rows and the counts.
-
-    A gold that meets an infrastructure failure is kept, so the data does not depend on the machine's load.
+    """The rows whose gold runs, and the counts: each gold runs once through the rewards' ``judge`` (whose cache
+    then serves training); one that meets an infrastructure failure is kept (the data must not depend on load).
 
     Example:
 
