@@ -127,11 +127,15 @@ def _split_completions(
     return completions
 
 
+def _forward_parameters(model: Any) -> Any:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return inspect.signature(type(base).forward).parameters
+
+
 def _cache_kwarg(model: Any) -> str:
     """The keyword a model's forward (and generate) take a KV cache by: ``cache`` (transformers >= 5.x)
     or ``past_key_values`` (older releases)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
 def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
@@ -145,10 +149,7 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         return None
     name = _cache_kwarg(model)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    extra = (
-        {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
-    )
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
     output = model(
         input_ids=input_ids[:, :-1],
         attention_mask=attention_mask[:, :-1],
