@@ -134,7 +134,8 @@ class BatchJudge:
 
 
 class _JudgedReward:
-    """``None`` without a verdict, else :meth:`_score`; its own :class:`BatchJudge` unless given ``judging``."""
+    """``None`` without a verdict, else :meth:`_score` of the completion and its judgement; its own
+    :class:`BatchJudge` unless given ``judging``."""
 
     logs_verdicts = False
 
@@ -158,16 +159,19 @@ class _JudgedReward:
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs,
     ) -> list[float | None]:
+        if self.judging is None:  # a FormatReward without a judge reads the text only
+            return [self._score(c, None) for c in completions]
         judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
         if log_extra is not None and self.logs_verdicts:
             log_extra("sql_verdict", [j.verdict.value for j in judgements])
-        return [self._score(j) if j.scorable else None for j in judgements]
+        return [self._score(c, j) if j.scorable else None for c, j in zip(completions, judgements)]
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         raise NotImplementedError
 
     def close(self) -> None:
-        self.judging.close()
+        if self.judging is not None:
+            self.judging.close()
 
 
 class ExecutionReward(_JudgedReward):
@@ -183,13 +187,13 @@ class ExecutionReward(_JudgedReward):
         self.executes = executes
         self.fails = fails
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
             return self.correct
         return self.executes if judgement.verdict is Verdict.WRONG else self.fails
 
 
-class FormatReward:
+class FormatReward(_JudgedReward):
     """``value`` when the completion contains a ```sql fenced block, else 0.0; with ``judging``, ``None`` for a
     row with no verdict (without it, only the text is read).
 
@@ -209,26 +213,8 @@ class FormatReward:
         if judging is not None:
             judging.users += 1
 
-    def __call__(
-        self,
-        completions: list,
-        gold_sql: Sequence[str] | None = None,
-        db_path: Sequence[str] | None = None,
-        prompts: list | None = None,
-        log_metric: Callable[[str, float], None] | None = None,
-        **kwargs,
-    ) -> list[float | None]:
-        rewards: list[float | None] = [
-            self.value if has_sql_block(completion_text(c)) else 0.0 for c in completions
-        ]
-        if self.judging is None:
-            return rewards
-        judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
-        return [r if j.scorable else None for r, j in zip(rewards, judgements)]
-
-    def close(self) -> None:
-        if self.judging is not None:
-            self.judging.close()
+    def _score(self, completion, judgement) -> float:
+        return self.value if has_sql_block(completion_text(completion)) else 0.0
 
 
 class ResultF1Reward(_JudgedReward):
@@ -239,7 +225,7 @@ class ResultF1Reward(_JudgedReward):
         super().__init__(**kwargs)
         self.__name__ = "result_f1"
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
             return 1.0
         if judgement.verdict is Verdict.WRONG:

@@ -50,8 +50,7 @@ used closed first); results are cached by (path, size, mtime, SQL, limits); a ba
 (database, SQL) once, spread over ``workers`` processes, so SQLite runs on every core (threads in one
 process would serialise on the GIL through the progress handler), longest expected first: the statements
 with the most full-table scans in SQLite's query plan start first, so a runaway does not start last and
-add all of its time to the batch's tail. The default worker count shares the
-node's cores among the processes of one ``accelerate launch`` / ``torchrun`` (``LOCAL_WORLD_SIZE``).
+add all of its time to the batch's tail.
 """
 
 from __future__ import annotations
