@@ -1,12 +1,8 @@
 """Execution-accuracy reports: overall EX, verdict counts and a breakdown by level, as a dict and a table.
 
-EX is computed over **scorable** examples only: an example whose gold SQL fails is counted apart
-(``num_unscorable``) and never scored 0. The breakdown is by Spider hardness (``easy`` / ``medium`` /
-``hard`` / ``extra``, from the gold SQL; ``unknown`` when it does not parse) or by given difficulty labels
-(BIRD: ``simple`` / ``moderate`` / ``challenging``). The text table follows the official evaluators' print-out:
-one column per level plus ``all``, with the count and the EX of each.
-
-Used by ``slmsql ex``, the ``slmsql/ex`` metric (counts) and the evaluation module.
+EX is over **scorable** examples only: an example whose gold SQL fails is counted apart (``num_unscorable``),
+never scored 0. The breakdown is by Spider hardness (from the gold SQL; ``unknown`` when it does not parse) or
+by given difficulty labels (BIRD); the table follows the official evaluators' print-out.
 
 Example:
 
@@ -38,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from .sql import Judgement, Verdict
 from .sql.hardness import spider_hardness
@@ -71,22 +67,13 @@ class LevelScore:
         return self.correct / self.scored if self.scored else None
 
     def to_dict(self) -> dict:
-        return {
-            "level": self.level,
-            "count": self.count,
-            "scored": self.scored,
-            "correct": self.correct,
-            "execution_accuracy": self.execution_accuracy,
-        }
+        return {**asdict(self), "execution_accuracy": self.execution_accuracy}
 
 
 @dataclass(frozen=True)
 class VerdictCounts:
-    """Counts over a list of judgements (the numbers the ``slmsql/ex`` metric returns).
-
-    ``num_scored``: gold ran (EX is over these); ``num_pred_errors``: :data:`PRED_ERROR_VERDICTS`;
-    ``num_timeouts``: the instruction limit; ``num_infra_failures``: lost to the machine, excluded from EX.
-    """
+    """Counts over a list of judgements (the numbers the ``slmsql/ex`` metric returns); EX is over
+    ``num_scored``, ``num_pred_errors`` counts :data:`PRED_ERROR_VERDICTS`."""
 
     num_examples: int
     num_scored: int
@@ -104,12 +91,11 @@ class VerdictCounts:
 
 
 def format_percent(fraction: float | None, digits: int = 2) -> str:
-    """A fraction as a percentage number with ``digits`` decimals, ``"n/a"`` for ``None`` (EX of nothing scorable).
+    """A fraction as a percentage number with ``digits`` decimals, ``"n/a"`` for ``None``.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.ex_report import format_percent
     >>> format_percent(0.5), format_percent(2 / 3, 1), format_percent(None)
     ('50.00', '66.7', 'n/a')
 
@@ -196,9 +182,8 @@ def _ordered_levels(present: set[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class ExReport:
-    """An execution-accuracy report (build it with :func:`build_ex_report`): ``levels`` has one
-    :class:`LevelScore` per level present, in the official order, then ``all``; ``mode`` and
-    ``keep_distinct`` are the judge's settings, for the record."""
+    """An execution-accuracy report (:func:`build_ex_report`): one :class:`LevelScore` per level present, in
+    the official order, then ``all``; ``mode``/``keep_distinct`` record the judge's settings."""
 
     counts: VerdictCounts
     breakdown_by: str | None
@@ -208,22 +193,12 @@ class ExReport:
 
     @property
     def execution_accuracy(self) -> float | None:
-        """EX over scorable examples, in [0, 1]; ``None`` when no example could be scored."""
         return self.counts.execution_accuracy
 
     def to_dict(self) -> dict:
-        """The report as a JSON-serialisable dict."""
-        counts = self.counts
         return {
             "execution_accuracy": self.execution_accuracy,
-            "num_examples": counts.num_examples,
-            "num_scored": counts.num_scored,
-            "num_correct": counts.num_correct,
-            "num_unscorable": counts.num_unscorable,
-            "num_pred_errors": counts.num_pred_errors,
-            "num_timeouts": counts.num_timeouts,
-            "num_infra_failures": counts.num_infra_failures,
-            "verdicts": dict(counts.verdicts),
+            **asdict(self.counts),
             "mode": self.mode,
             "keep_distinct": self.keep_distinct,
             "breakdown_by": self.breakdown_by,
@@ -231,7 +206,7 @@ class ExReport:
         }
 
     def render(self) -> str:
-        """The report as text: a summary line, the verdict counts and an aligned table per level."""
+        """A summary line, the verdict counts and a table of the levels."""
         counts = self.counts
         ex = self.execution_accuracy
         if ex is None:

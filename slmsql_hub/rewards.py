@@ -1,21 +1,41 @@
 """Reward functions for TRL's ``GRPOTrainer``: execution, format and result-F1.
 
-Each is a picklable class whose instances follow TRL's reward-function contract exactly: called with
-``prompts``, ``completions``, ``completion_ids``, every dataset column as a keyword argument (here
-``gold_sql`` and ``db_path``), ``trainer_state``, and the ``log_metric`` / ``log_extra`` hooks; it returns one
-``float | None`` per completion. ``None`` means "no reward for this sample" (TRL turns it into NaN and leaves
-the sample out): that is what an **unscorable gold** gets, never 0. Each instance has a stable ``__name__``
-(``execution``, ``format``, ``result_f1``), which TRL uses for its ``rewards/<name>/mean|std`` metrics.
+Each is a picklable class following TRL's reward-function contract: called with ``completions``, every dataset
+column as a keyword argument (here ``gold_sql`` and ``db_path``), ``prompts`` and the ``log_metric`` /
+``log_extra`` hooks, it returns one ``float | None`` per completion under a stable ``__name__`` (TRL's
+``rewards/<name>/mean|std``). ``None`` means "no reward for this sample" (TRL leaves it out): that is what an
+**unscorable gold** gets, never 0.
 
-All SQL goes through :class:`slmsql_hub.sql.Judge`: a group of samples that are mostly the same string runs
-each distinct query once, and the gold's result comes from the sandbox's cache after the first step.
+All SQL goes through one :class:`slmsql_hub.sql.Judge` (each distinct query runs once; gold results come from
+the sandbox's cache after the first step). The rewards of one run share a :class:`BatchJudge`, so they agree
+on every row and a row with no verdict gets ``None`` from ALL of them: TRL drops a row only when every reward
+returns ``None``, and otherwise an unscorable gold or an infrastructure failure (a wall-clock timeout, a dead
+worker) would leave the format term alone as the row's reward. Only an op-budget timeout, which is
+deterministic, is the model's fault (``fails``).
 
-The rewards of one run share a :class:`BatchJudge`: one judging step per batch, so every reward sees the same
-verdict for a row, and a row with no verdict gets ``None`` from ALL of them. That matters because TRL drops a
-row only when every reward returns ``None``: otherwise an unscorable gold or an infrastructure failure (a
-wall-clock timeout under CPU contention, a dead worker) would leave the format term alone as the row's reward,
-with full-size advantages under group scaling. Only an op-budget timeout, which is deterministic, is the model's
-fault (``fails``).
+Example:
+
+```python
+>>> import sqlite3, tempfile, os
+>>> from slmsql_hub.rewards import BatchJudge, ExecutionReward, FormatReward, ResultF1Reward
+>>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
+>>> _ = sqlite3.connect(db).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3), (4)")
+>>> shared = BatchJudge(workers=1)
+>>> rewards = ExecutionReward(judging=shared), FormatReward(judging=shared), ResultF1Reward(judging=shared)
+>>> batch = dict(
+...     completions=[[{"role": "assistant", "content": "```sql\\nSELECT count(*) FROM t\\n```"}],
+...                  "SELECT x FROM t", "SELECT nope FROM t", "SELECT 1"],
+...     gold_sql=["SELECT count(*) FROM t", "SELECT x FROM t WHERE x <= 2", "SELECT x FROM t", "SELECT nope"],
+...     db_path=[db] * 4,
+... )
+>>> for reward in rewards:  # the last gold fails: no reward from any of them
+...     print(reward.__name__, reward(**batch))
+execution [1.0, 0.1, 0.0, None]
+format [0.2, 0.0, 0.0, None]
+result_f1 [1.0, 0.6666666666666666, 0.0, None]
+>>> shared.close()
+
+```
 """
 
 from __future__ import annotations
@@ -54,29 +74,9 @@ def completion_text(completion) -> str:
 
 
 class BatchJudge:
-    """One judging step per batch, shared by the rewards of a run so that they agree on every row: the first
-    reward called on a batch judges it (and logs :func:`execution_metrics` once), the others reuse it.
-
-    ``mode``/``keep_distinct`` are the comparison rule, ``limits``/``workers`` the sandbox of the judge it creates;
-    ``judge`` reuses an existing :class:`~slmsql_hub.sql.Judge` (and its cache) instead.
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    >>> shared = BatchJudge(workers=1)
-    >>> execution, fmt = ExecutionReward(judging=shared), FormatReward(judging=shared)
-    >>> batch = dict(completions=["```sql\\nSELECT 1\\n```"] * 2, gold_sql=["SELECT x FROM t", "SELECT nope"],
-    ...              db_path=[db] * 2)
-    >>> execution(**batch), fmt(**batch)  # the second gold fails: no reward from either
-    ([0.1, None], [0.2, None])
-    >>> shared.close()
-
-    ```
-    """
+    """One judging step per batch for the rewards of a run: the first reward called on a batch judges it (and
+    logs :func:`execution_metrics` once), the others reuse it. ``judge``: an existing Judge (and its cache)
+    instead of one made from the other settings."""
 
     def __init__(
         self,
@@ -104,7 +104,6 @@ class BatchJudge:
         return self._judge
 
     def __call__(self, completions, gold_sql, db_path, prompts=None, log_metric=None, *, who: str = "reward"):
-        """The judgements of a batch: computed on the first call, reused by the other rewards' calls."""
         if gold_sql is None or db_path is None:
             raise ValueError(
                 f"the {who!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
@@ -135,8 +134,8 @@ class BatchJudge:
 
 
 class _JudgedReward:
-    """A reward of each judgement: ``None`` without a verdict, else :meth:`_score`; the :class:`BatchJudge` it
-    reads is its own by default. ``logs_verdicts``: also log each verdict through TRL's ``log_extra``."""
+    """``None`` without a verdict, else :meth:`_score` of the completion and its judgement; its own
+    :class:`BatchJudge` unless given ``judging``."""
 
     logs_verdicts = False
 
@@ -160,45 +159,24 @@ class _JudgedReward:
         log_extra: Callable[[str, list], None] | None = None,
         **kwargs,
     ) -> list[float | None]:
+        if self.judging is None:  # a FormatReward without a judge reads the text only
+            return [self._score(c, None) for c in completions]
         judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
         if log_extra is not None and self.logs_verdicts:
             log_extra("sql_verdict", [j.verdict.value for j in judgements])
-        return [self._score(j) if j.scorable else None for j in judgements]
+        return [self._score(c, j) if j.scorable else None for c, j in zip(completions, judgements)]
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         raise NotImplementedError
 
     def close(self) -> None:
-        self.judging.close()
+        if self.judging is not None:
+            self.judging.close()
 
 
 class ExecutionReward(_JudgedReward):
-    """Outcome reward by execution: ``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but
-    is wrong, ``fails`` otherwise (error, op-budget timeout, too large, refused, no SQL); ``None`` (no reward) if the
-    gold is unscorable or the machine failed (a wall-clock timeout, a dead worker: never the model's fault).
-
-    The defaults (1.0 / 0.1 / 0.0) are the study's (the Arctic-Text2SQL-R1 shape). ``judging`` is the run's
-    shared :class:`BatchJudge`; without it, keyword arguments configure the reward's own.
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,)])
-    >>> reward = ExecutionReward(workers=1)
-    >>> completions = [[{"role": "assistant", "content": f"```sql\\n{sql}\\n```"}]
-    ...                for sql in ("SELECT count(*) FROM t", "SELECT 1", "SELECT nope FROM t")]
-    >>> reward(completions=completions, gold_sql=["SELECT count(*) FROM t"] * 3, db_path=[db] * 3)
-    [1.0, 0.1, 0.0]
-    >>> reward.__name__
-    'execution'
-    >>> reward.close()
-
-    ```
-    """
+    """``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but is wrong, ``fails``
+    otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape)."""
 
     logs_verdicts = True
 
@@ -209,15 +187,15 @@ class ExecutionReward(_JudgedReward):
         self.executes = executes
         self.fails = fails
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
             return self.correct
         return self.executes if judgement.verdict is Verdict.WRONG else self.fails
 
 
-class FormatReward:
-    """``value`` (0.2 by default) when the completion contains a ```sql fenced block, else 0.0; with ``judging``,
-    ``None`` for a row with no verdict, as from every other reward. Without it, only the text is read.
+class FormatReward(_JudgedReward):
+    """``value`` when the completion contains a ```sql fenced block, else 0.0; with ``judging``, ``None`` for a
+    row with no verdict (without it, only the text is read).
 
     Example:
 
@@ -235,54 +213,19 @@ class FormatReward:
         if judging is not None:
             judging.users += 1
 
-    def __call__(
-        self,
-        completions: list,
-        gold_sql: Sequence[str] | None = None,
-        db_path: Sequence[str] | None = None,
-        prompts: list | None = None,
-        log_metric: Callable[[str, float], None] | None = None,
-        **kwargs,
-    ) -> list[float | None]:
-        rewards: list[float | None] = [
-            self.value if has_sql_block(completion_text(c)) else 0.0 for c in completions
-        ]
-        if self.judging is None:
-            return rewards
-        judgements = self.judging(completions, gold_sql, db_path, prompts, log_metric, who=self.__name__)
-        return [r if j.scorable else None for r, j in zip(rewards, judgements)]
-
-    def close(self) -> None:
-        if self.judging is not None:
-            self.judging.close()
+    def _score(self, completion, judgement) -> float:
+        return self.value if has_sql_block(completion_text(completion)) else 0.0
 
 
 class ResultF1Reward(_JudgedReward):
-    """Partial credit (a denser signal than 0/1): F1 between the predicted and gold result rows (multisets), 1.0
-    when correct, 0.0 when the prediction fails, ``None`` with no verdict. Judging as :class:`ExecutionReward`.
-
-    Example:
-
-    ```python
-    >>> import sqlite3, tempfile, os
-    >>> db = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (3,), (4,)])
-    >>> reward = ResultF1Reward(workers=1)
-    >>> reward(completions=["SELECT x FROM t WHERE x <= 2", "SELECT x FROM t"],
-    ...        gold_sql=["SELECT x FROM t WHERE x <= 2"] * 2, db_path=[db] * 2)
-    [1.0, 0.6666666666666666]
-    >>> reward.close()
-
-    ```
-    """
+    """Partial credit: :func:`rows_f1` of the predicted and gold rows, 1.0 when correct, 0.0 when the
+    prediction fails, ``None`` with no verdict."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.__name__ = "result_f1"
 
-    def _score(self, judgement) -> float:
+    def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
             return 1.0
         if judgement.verdict is Verdict.WRONG:
@@ -318,9 +261,8 @@ def _group_keys(prompts, gold_sql, db_path) -> list:
 
 
 def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
-    """Per-batch ``sql/*`` metrics. ``sql/unscorable_rate`` and ``sql/infra_failure_rate`` are over all samples, the
-    other rates over scorable ones; ``sql/frac_correct_zero_std`` (groups whose *correctness* has zero variance;
-    the reward's own: :mod:`slmsql_hub.training.zero_variance`) over groups with a scorable sample.
+    """Per-batch ``sql/*`` metrics: the unscorable and infra-failure rates over all samples, the other rates
+    over scorable ones, ``sql/frac_correct_zero_std`` over groups (``group_keys``) with a scorable sample.
 
     Example:
 

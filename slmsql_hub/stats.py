@@ -19,7 +19,6 @@ reported as not significant. This replaces the study's rule of thumb "difference
 Example:
 
 ```python
->>> from slmsql_hub.stats import paired_comparison
 >>> sft  = [1] * 60 + [0] * 30 + [1] * 5 + [0] * 5
 >>> grpo = [1] * 60 + [0] * 30 + [0] * 5 + [1] * 5
 >>> result = paired_comparison(sft, grpo)
@@ -45,22 +44,13 @@ from .errors import UsageError
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESAMPLES = 10_000
-"""Bootstrap resamples used unless told otherwise (the issue asks for at least 10,000)."""
-
-ALPHA = 0.05
-"""Significance level: the CI is the central 1 − ALPHA (95%) interval and p must be below ALPHA."""
-
+ALPHA = 0.05  # the CI is the central 1 − ALPHA interval and p must be below ALPHA
 NO_DIFFERENCE = "no significant difference"
-"""The verdict when the rule below does not declare a difference (the study's null result)."""
-
-SIGNIFICANCE_RULE = (
+SIGNIFICANCE_RULE = (  # also written into eval_results.json
     "significant when the paired bootstrap 95% CI of ΔEX excludes 0 AND the McNemar exact p < 0.05; "
     "otherwise no significant difference"
 )
-"""The decision rule in one line (also written into ``eval_results.json``)."""
-
-MINUS = "\u2212"
-"""The minus sign used in verdict sentences (U+2212, as typeset; not the ASCII hyphen)."""
+MINUS = "\u2212"  # the typeset minus of verdict sentences, not the ASCII hyphen
 
 
 def _paired_arrays(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -84,24 +74,13 @@ def _paired_arrays(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[np
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts.
-
-    Under the null hypothesis (both policies equally accurate) each of the ``n = a_only + b_only`` questions
-    that exactly one policy solves is that of ``a`` with probability 1/2, so ``min(a_only, b_only)`` is the
-    lower tail of Binomial(n, 1/2): ``p = min(1, 2 * P(X <= min(a_only, b_only)))``. Computed with exact
-    integer binomial coefficients. With no discordant pairs there is no evidence of a difference: p = 1.
-
-    Args:
-        a_only (`int`): questions only policy ``a`` solves.
-        b_only (`int`): questions only policy ``b`` solves.
-
-    Returns:
-        `float`: the p-value in ``(0, 1]``.
+    """Two-sided exact McNemar p-value in ``(0, 1]`` from the discordant counts (questions only ``a`` /
+    only ``b`` solves): ``min(1, 2 * P(X <= min(a_only, b_only)))`` for X ~ Binomial(a_only + b_only, 1/2),
+    with exact integer binomial coefficients.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import mcnemar_exact
     >>> mcnemar_exact(0, 5)        # 2 * (1/2)**5
     0.0625
     >>> round(mcnemar_exact(9, 11), 4)
@@ -131,33 +110,15 @@ def paired_bootstrap_ci(
     seed: int = 0,
     confidence: float = 1 - ALPHA,
 ) -> tuple[float, float]:
-    """Percentile paired-bootstrap confidence interval of ΔEX = mean(b) − mean(a).
+    """Percentile paired-bootstrap CI ``(low, high)`` of ΔEX = mean(b) − mean(a), as fractions; seeded.
 
-    Each resample draws ``n`` questions with replacement (the same questions for both policies: paired) and
-    computes ΔEX. Drawing ``n`` questions with replacement only matters through how many times each kind of
-    question is drawn, so the resample counts of the three per-question differences (−1, 0, +1) are drawn
-    directly from Multinomial(n, observed shares): the same distribution as resampling indices, in
-    ``O(resamples)`` memory and time whatever ``n`` is. Seeded with ``numpy.random.default_rng(seed)``:
-    the same inputs and seed always give the same interval.
-
-    Args:
-        a (`Sequence[int | None]`): policy ``a``'s correctness per question (1, 0, or ``None``: unscorable).
-        b (`Sequence[int | None]`): policy ``b``'s, in the same question order.
-        resamples (`int`, defaults to `10000`): bootstrap resamples.
-        seed (`int`, defaults to `0`): the resampling seed.
-        confidence (`float`, defaults to `0.95`): the central coverage of the interval.
-
-    Returns:
-        `tuple[float, float]`: ``(low, high)`` as fractions (multiply by 100 for points).
-
-    Raises:
-        UsageError: the sequences differ in length, hold something else than 0/1/None, no pair is scorable,
-            or ``resamples``/``confidence`` are out of range.
+    A resample of ``n`` paired questions matters only through how often each difference (−1, 0, +1) is drawn,
+    so those counts are drawn from Multinomial(n, observed shares): the same distribution as resampling
+    indices, in ``O(resamples)`` whatever ``n``. UsageError on bad input or no scorable pair.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import paired_bootstrap_ci
     >>> a = [1, 1, 0, 0, 1, 0, 1, 1, 0, 1] * 10
     >>> b = [1, 1, 1, 0, 1, 0, 1, 1, 1, 1] * 10
     >>> low, high = paired_bootstrap_ci(a, b, seed=0)
@@ -190,7 +151,6 @@ def format_points(value: float) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import format_points
     >>> format_points(0.007), format_points(-0.034), format_points(0.0), format_points(-0.0004)
     ('+0.7', '−3.4', '0.0', '0.0')
 
@@ -203,14 +163,12 @@ def format_points(value: float) -> str:
 
 
 def format_p(p: float) -> str:
-    """A p-value as shown in verdicts: ``p = `` with two decimals from 0.1 up, three below; ``p < 0.001`` under.
-
-    Three decimals under 0.1 keep a p just below the 0.05 threshold from printing as ``0.05``.
+    """A p-value as shown in verdicts: two decimals from 0.1 up, three below (so 0.049 never prints as
+    0.05), ``p < 0.001`` under.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import format_p
     >>> format_p(0.8123), format_p(0.0491), format_p(0.00002), format_p(1.0)
     ('p = 0.81', 'p = 0.049', 'p < 0.001', 'p = 1.00')
 
@@ -227,7 +185,6 @@ def is_significant(ci95: tuple[float, float], p_value: float, alpha: float = ALP
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import is_significant
     >>> is_significant((0.01, 0.05), 0.02), is_significant((-0.01, 0.05), 0.02), is_significant((0.01, 0.05), 0.07)
     (True, False, False)
 
@@ -243,7 +200,6 @@ def verdict_words(delta: float, significant: bool, a: str = "sft", b: str = "grp
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import verdict_words
     >>> verdict_words(0.05, False), verdict_words(0.05, True), verdict_words(-0.05, True)
     ('no significant difference', 'grpo significantly better than sft', 'grpo significantly worse than sft')
 
@@ -255,19 +211,11 @@ def verdict_words(delta: float, significant: bool, a: str = "sft", b: str = "grp
 
 
 def verdict_sentence(verdict: str, delta: float, ci95: tuple[float, float], p_value: float, n: int) -> str:
-    """The plain verdict: ``"no significant difference: ΔEX = +0.7 points, 95% CI [−3.4, +4.7], p = 0.81, n = 200"``.
-
-    Args:
-        verdict (`str`): the words from :func:`verdict_words`.
-        delta (`float`): ΔEX as a fraction.
-        ci95 (`tuple[float, float]`): the CI as fractions.
-        p_value (`float`): McNemar's exact p.
-        n (`int`): the scorable question pairs.
+    """The plain verdict sentence (``verdict`` from :func:`verdict_words`, ``delta``/``ci95`` as fractions).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import verdict_sentence
     >>> verdict_sentence("no significant difference", 0.007, (-0.034, 0.047), 0.81, 200)
     'no significant difference: ΔEX = +0.7 points, 95% CI [−3.4, +4.7], p = 0.81, n = 200'
 
@@ -282,22 +230,8 @@ def verdict_sentence(verdict: str, delta: float, ci95: tuple[float, float], p_va
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """The paired comparison of policy ``b`` against policy ``a`` (``b`` − ``a``), as in ``eval_results.json``.
-
-    Args:
-        a (`str`): the reference policy's name (``sft``).
-        b (`str`): the compared policy's name (``grpo``).
-        n (`int`): scorable question pairs (unscorable questions left out).
-        ex_a (`float`), ex_b (`float`): each policy's EX over those ``n`` questions.
-        delta_ex (`float`): ``ex_b - ex_a``.
-        ci95 (`tuple[float, float]`): paired bootstrap 95% CI of ``delta_ex``.
-        bootstrap_resamples (`int`), bootstrap_seed (`int`): how the CI was drawn.
-        mcnemar_p (`float`): McNemar's exact two-sided p-value.
-        discordant (`dict[str, int]`): ``{"a_only": ..., "b_only": ...}``.
-        significant (`bool`): the decision (:data:`SIGNIFICANCE_RULE`).
-        verdict (`str`): the verdict in words.
-        summary (`str`): the verdict sentence.
-    """
+    """Policy ``b`` against policy ``a`` (``b`` − ``a``) over ``n`` scorable question pairs; ``ex_a``/``ex_b``
+    are over those ``n``, ``discordant`` is ``{"a_only": ..., "b_only": ...}``."""
 
     a: str
     b: str
@@ -344,26 +278,12 @@ def paired_comparison(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> PairedComparison:
-    """Compare two policies question by question: ΔEX, bootstrap CI, McNemar p, discordant counts, verdict.
-
-    Args:
-        a (`Sequence[int | None]`): policy ``a``'s correctness per question (1, 0, ``None`` = unscorable).
-        b (`Sequence[int | None]`): policy ``b``'s, same questions in the same order.
-        a_name (`str`, defaults to `"sft"`): ``a``'s name in the verdict.
-        b_name (`str`, defaults to `"grpo"`): ``b``'s name in the verdict.
-        resamples (`int`, defaults to `10000`): bootstrap resamples.
-        seed (`int`, defaults to `0`): bootstrap seed.
-
-    Returns:
-        `PairedComparison`: every number, the decision and the sentence.
-
-    Raises:
-        UsageError: mismatched lengths, values other than 0/1/None, or no scorable pair.
+    """Compare two policies' per-question correctness (1, 0, ``None`` = unscorable; same question order):
+    ΔEX, bootstrap CI, McNemar p, discordant counts, verdict. UsageError on bad input or no scorable pair.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import paired_comparison
     >>> a = [1] * 50 + [0] * 50
     >>> b = [1] * 50 + [1] * 20 + [0] * 30
     >>> result = paired_comparison(a, b, seed=0)
@@ -414,15 +334,11 @@ def paired_comparison(
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error control across ``p_values``), in input order.
-
-    The i-th smallest p is multiplied by ``m - i`` (i from 0), then made non-decreasing along that order and
-    capped at 1; a hypothesis is rejected at level alpha when its adjusted p is below alpha.
+    """Holm's step-down adjusted p-values (family-wise error control), in input order.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.stats import holm
     >>> holm([0.01, 0.04, 0.03])
     [0.03, 0.06, 0.06]
     >>> holm([])

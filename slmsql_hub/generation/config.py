@@ -40,10 +40,9 @@ class GenerationConfig:
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import GenerationConfig
     >>> config = GenerationConfig(do_sample=True, temperature=0.8, num_samples=8, batch_size=4)
-    >>> config.num_samples, config.greedy
-    (8, False)
+    >>> config.num_samples, config.batch_size
+    (8, 4)
     >>> GenerationConfig(num_samples=4)
     Traceback (most recent call last):
     ...
@@ -90,23 +89,15 @@ class GenerationConfig:
         if self.backend == "vllm":
             _require_vllm()
 
-    @property
-    def greedy(self) -> bool:
-        """``True`` when decoding is greedy (deterministic, one completion per prompt)."""
-        return not self.do_sample
-
 
 @dataclass(frozen=True)
 class Completion:
-    """One generated completion.
-
-    ``text`` is decoded without special tokens and cut at the end-of-turn token; ``num_tokens`` counts the
-    generated tokens, the stop token included; ``finished`` is false when ``max_new_tokens`` cut it off.
+    """One completion: ``text`` without special tokens, cut at the end of the turn; ``num_tokens`` generated,
+    the stop token included; ``finished`` false when ``max_new_tokens`` cut it off.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import Completion
     >>> Completion(text="SELECT 1", num_tokens=4, finished=True).text
     'SELECT 1'
 
@@ -124,15 +115,13 @@ def _require_vllm() -> None:
 
 
 def render_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]) -> list[str]:
-    """Turn chats into prompt strings with the tokenizer's chat template and ``add_generation_prompt``.
-
-    Strings pass through unchanged (taken as already templated).
+    """Chats as prompt strings through the tokenizer's chat template (``add_generation_prompt``); strings pass
+    through as already templated.
 
     Example:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.generation import render_prompts
     >>> fake = SimpleNamespace(chat_template="...", apply_chat_template=lambda m, **kw: m[-1]["content"] + "|A:")
     >>> render_prompts(fake, [[{"role": "user", "content": "Q"}], "raw prompt"])
     ['Q|A:', 'raw prompt']
@@ -159,16 +148,13 @@ def render_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]
 
 
 def stop_token_ids(tokenizer: PreTrainedTokenizerBase, model: Any = None) -> list[int]:
-    """Token ids that end a completion: ``<|im_end|>`` when known, the tokenizer's eos, the model's eos.
-
-    ``model``'s ``generation_config.eos_token_id`` (int or list) is added when given. Distinct, ``<|im_end|>``
-    first.
+    """Distinct token ids that end a completion: ``<|im_end|>`` when known, the tokenizer's eos, then the
+    ``model``'s ``generation_config.eos_token_id`` (int or list).
 
     Example:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.generation import stop_token_ids
     >>> tok = SimpleNamespace(get_vocab=lambda: {"<|im_end|>": 7, "<|endoftext|>": 3}, eos_token_id=3)
     >>> stop_token_ids(tok)
     [7, 3]

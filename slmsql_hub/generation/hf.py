@@ -127,11 +127,15 @@ def _split_completions(
     return completions
 
 
+def _forward_parameters(model: Any) -> Any:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return inspect.signature(type(base).forward).parameters
+
+
 def _cache_kwarg(model: Any) -> str:
     """The keyword a model's forward (and generate) take a KV cache by: ``cache`` (transformers >= 5.x)
     or ``past_key_values`` (older releases)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
 def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
@@ -145,10 +149,7 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         return None
     name = _cache_kwarg(model)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    extra = (
-        {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(type(base).forward).parameters else {}
-    )
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
     output = model(
         input_ids=input_ids[:, :-1],
         attention_mask=attention_mask[:, :-1],
@@ -231,19 +232,13 @@ def generate_completions(
     config: GenerationConfig | None = None,
     progress: bool = True,
 ) -> list[list[Completion]]:
-    """Generate ``config.num_samples`` completions per prompt, in batches, with their token counts.
-
-    Rendering, padding, stopping and K-sampling as in the package docstring; prompts are batched longest first
-    and come back in input order. The active adapter is used (choose it with :func:`use_adapter`).
-
-    ``model`` is a ``transformers`` causal LM (PEFT-wrapped or not) or a :class:`VLLMPolicy` with
-    ``backend="vllm"``; ``config`` defaults to greedy. Returns ``len(prompts)`` lists of ``num_samples``
-    completions, in input order.
+    """``config.num_samples`` completions per prompt (default: greedy), in input order, with the active adapter
+    (:func:`use_adapter`). ``model``: a ``transformers`` causal LM (PEFT-wrapped or not), or a
+    :class:`VLLMPolicy` with ``backend="vllm"``.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import GenerationConfig, generate_completions
     >>> generate_completions(None, None, [], GenerationConfig())
     []
 
@@ -270,14 +265,11 @@ def generate(
     config: GenerationConfig | None = None,
     progress: bool = True,
 ) -> list[list[str]]:
-    """Generate completions as text: ``len(prompts)`` lists of ``config.num_samples`` strings, in order.
-
-    Same as :func:`generate_completions` without the token counts.
+    """:func:`generate_completions` as text only.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import GenerationConfig, generate
     >>> generate(None, None, [], GenerationConfig(do_sample=True, num_samples=8))
     []
 
@@ -296,20 +288,14 @@ def generate_with_processor(
     num_samples: int = 1,
     max_new_tokens: int = 256,
 ) -> list[list[Completion]]:
-    """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), choosing each
-    token greedily over the scores that ``logits_processor(input_ids, scores)`` returns.
-
-    With :class:`~slmsql_hub.filtering.KeyedSampler` this is the pass-rate filter's per-row seeded sampling.
-    Prompts are rendered, padded and stopped as in :func:`generate_completions`; the model's train/eval mode is
-    restored afterwards.
-
-    All prompts go into one call (batch them yourself); ``logits_processor`` sees ``len(prompts) * num_samples``
-    rows. Returns ``num_samples`` completions per prompt, in input order.
+    """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), each token
+    chosen greedily over the scores ``logits_processor(input_ids, scores)`` returns (with
+    :class:`~slmsql_hub.filtering.KeyedSampler`: the pass-rate filter's per-row seeded sampling). Returns
+    ``num_samples`` completions per prompt, in input order.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import generate_with_processor
     >>> generate_with_processor(None, None, [], None, num_samples=4)
     []
 

@@ -91,23 +91,17 @@ def load_policy(
     revision: str | None = None,
     adapter_revisions: dict[str, str | None] | None = None,
 ) -> tuple[Any, PreTrainedTokenizerBase]:
-    """Load a base model ONCE with any number of PEFT (LoRA) adapters, each under its own name.
+    """``(model, tokenizer)``: a base model loaded ONCE, in eval mode and frozen, with PEFT (LoRA) adapters by
+    name (a ``peft.PeftModel``; switch with :func:`use_adapter`), else the plain ``transformers`` model.
 
-    With adapters the model is a ``peft.PeftModel``: switch with ``model.set_adapter(name)`` or, better, the
-    :func:`use_adapter` context manager, which also runs the base alone (``use_adapter(model, None)``).
-    Without adapters it is the plain ``transformers`` model. The model is returned in eval mode, frozen.
-
-    ``adapter`` loads under the name ``"default"``, ``adapters`` by their names (``{"sft": ..., "grpo": ...}``);
-    the first loaded is active on return. ``tokenizer`` defaults to ``base_model``; ``dtype`` to bfloat16 on a GPU
-    that has it, float32 otherwise; ``device`` to CUDA when present. ``revision`` is the Hub revision of
-    ``base_model`` (and of its tokenizer); ``adapter_revisions`` by adapter name (unnamed: main).
-    ``backend="vllm"`` returns a :class:`VLLMPolicy` (needs ``pip install 'slmsql-hub[vllm]'``). Returns
-    ``(model, tokenizer)``.
+    ``adapter`` loads as ``"default"``, ``adapters`` by their names; the first is active on return.
+    ``dtype`` defaults to bfloat16 on a GPU that has it, else float32; ``device`` to CUDA when present.
+    ``revision`` pins ``base_model`` (and its tokenizer), ``adapter_revisions`` the adapters by name.
+    ``backend="vllm"`` returns a :class:`VLLMPolicy`.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.generation import load_policy
     >>> load_policy("outputs/nowhere/base")
     Traceback (most recent call last):
     ...
@@ -165,17 +159,14 @@ def load_policy(
 
 @contextlib.contextmanager
 def use_adapter(model: Any, name: str | None) -> Iterator[Any]:
-    """Run a block with adapter ``name`` active, or with every adapter disabled when ``name`` is ``None``.
-
-    The previously active adapter and every parameter's ``requires_grad`` are restored on exit, so this is
-    safe in the middle of training. Works on a ``peft.PeftModel``, a :class:`VLLMPolicy`, and (for
-    ``name=None`` only) a plain model.
+    """Run a block with adapter ``name`` active (``None``: every adapter disabled) on a ``peft.PeftModel``, a
+    :class:`VLLMPolicy` or (``None`` only) a plain model; the active adapter and ``requires_grad`` are restored
+    on exit, so it is safe in the middle of training.
 
     Example:
 
     ```python
     >>> import torch
-    >>> from slmsql_hub.generation import use_adapter
     >>> plain = torch.nn.Linear(2, 2)
     >>> with use_adapter(plain, None) as m:   # no adapters: base only is the model itself
     ...     m is plain

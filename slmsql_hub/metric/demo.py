@@ -37,7 +37,6 @@ def make_demo_database(directory: str | os.PathLike | None = None) -> Path:
     Example:
 
     ```python
-    >>> from slmsql_hub.metric import make_demo_database
     >>> make_demo_database().name
     'concert_demo.sqlite'
 

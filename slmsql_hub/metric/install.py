@@ -76,7 +76,6 @@ def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
 
     ```python
     >>> import tempfile
-    >>> from slmsql_hub.metric import install_metric
     >>> path = install_metric(cache_dir=tempfile.mkdtemp())
     >>> path.parent.parent.name, path.name, len(path.parent.name)
     ('slmsql--ex', 'ex.py', 64)

@@ -78,14 +78,8 @@ _SPACED_OPERATORS = (("> =", ">="), ("< =", "<="), ("! =", "!="))
 class CompareMode(str, enum.Enum):
     """Which official rule decides a match: ``bird`` (set equality) or ``spider`` (test-suite rule).
 
-    Example:
-
-    ```python
-    >>> from slmsql_hub.sql.compare import CompareMode
     >>> str(CompareMode("spider"))
     'spider'
-
-    ```
     """
 
     BIRD = "bird"
@@ -128,12 +122,8 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def _distinct_spans_fallback(sql: str) -> tuple[list[tuple[int, int]], int | None]:
-    """The same as :func:`_distinct_spans_with_tokenizer`, by a small quote-aware scanner.
-
-    Used only when the tokenizer rejects the text (an unterminated string, a stray character). It skips
-    quoted text and comments (:func:`~slmsql_hub.sql.extract.skip_quoted_or_comment`) and reports bare words
-    equal to ``distinct`` and the first ``;`` outside them.
-    """
+    """:func:`_distinct_spans_with_tokenizer` by a quote- and comment-aware scanner, for text the tokenizer
+    rejects (an unterminated string, a stray character)."""
     spans: list[tuple[int, int]] = []
     index, length = 0, len(sql)
     while index < length:
@@ -182,7 +172,6 @@ def prepare_sql(sql: str, mode: CompareMode | str, keep_distinct: bool = False) 
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import prepare_sql
     >>> prepare_sql("SELECT count(DISTINCT name) FROM t WHERE age > = 3", "spider")
     'SELECT count( name) FROM t WHERE age >= 3'
     >>> prepare_sql("SELECT name FROM t WHERE note = 'distinct'", "spider")
@@ -210,7 +199,6 @@ def order_matters(prepared_gold_sql: str, mode: CompareMode | str) -> bool:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import order_matters
     >>> order_matters("SELECT a FROM t ORDER BY a", "spider"), order_matters("SELECT a FROM t ORDER BY a", "bird")
     (True, False)
 
@@ -247,14 +235,9 @@ def _passes_quick_check(gold: list[tuple], pred: list[tuple], ordered: bool) -> 
 
 
 def _quick_check_can_decide(value_sets: list[set], rows: tuple[list[tuple], ...]) -> bool:
-    """Whether the quick reject can say no where a matching column permutation exists.
-
-    A matching permutation pairs every prediction row with an equal gold row, value by value. Sorted by
-    ``str(value) + str(type(value))``, two such rows differ only when equal values have different sort keys:
-    an int and a float of the same value (``1`` and ``1.0``) or ``0.0`` and ``-0.0``. Without floats, or with
-    floats but no other numbers and no zero, the quick reject cannot change the verdict and is skipped (it is
-    the slow part on large results: one ``str`` per value). ``value_sets``: the distinct values of every column
-    of both results; ``rows``: both results (scanned only when a float zero is present).
+    """Whether the quick reject can say no where a matching column permutation exists: only when equal values
+    have different sort keys (an int and a float of the same value, or ``0.0`` and ``-0.0``). ``value_sets``:
+    the distinct values of every column of both results; ``rows``: both results (scanned only for a float zero).
     """
     types = set(map(type, chain.from_iterable(value_sets)))
     if float not in types:
@@ -362,7 +345,6 @@ def rows_match(
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.compare import rows_match
     >>> rows_match([(1,), (1,), (2,)], [(2,), (1,)], "bird")
     True
     >>> rows_match([(1,), (1,), (2,)], [(2,), (1,)], "spider")

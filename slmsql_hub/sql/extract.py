@@ -75,7 +75,6 @@ def extract_sql(text: str | None) -> str | None:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.extract import extract_sql
     >>> extract_sql("Draft:\\n```sql\\nSELECT 1\\n```\\nFinal:\\n```sql\\nSELECT name FROM singer\\n```")
     'SELECT name FROM singer'
     >>> extract_sql("  SELECT count(*) FROM singer;\\n")
@@ -169,7 +168,6 @@ def has_sql_block(text: str | None) -> bool:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.extract import has_sql_block
     >>> has_sql_block("```sql\\nSELECT 1\\n```"), has_sql_block("SELECT 1"), has_sql_block("```\\nSELECT 1\\n```")
     (True, False, False)
 

@@ -16,9 +16,7 @@ into a nested dict and counts three things on the *top-level* query only:
   official code reads the condition's ``not`` flag where it means the aggregate id; and in HAVING, negated
   conditions *and every* ``and`` / ``or`` *connector* count, for the same reason.
 
-The label is then: ``easy`` when c1 <= 1, others == 0 and c2 == 0; ``medium`` when (others <= 2, c1 <= 1,
-c2 == 0) or (c1 <= 2, others < 2, c2 == 0); ``hard`` when (others > 2, c1 <= 2, c2 == 0) or
-(2 < c1 <= 3, others <= 2, c2 == 0) or (c1 <= 1, others == 0, c2 <= 1); ``extra`` otherwise.
+The label follows from the three counts (:attr:`HardnessCounts.label`).
 
 Where the official parser and SQL disagree on structure, this module follows the official parser:
 ``A UNION B ORDER BY x LIMIT 1`` counts only ``A``'s own clauses (the official parser gives the trailing
@@ -38,13 +36,7 @@ __all__ = ["HardnessCounts", "hardness_counts", "spider_hardness"]
 
 @dataclass(frozen=True)
 class HardnessCounts:
-    """The three counts the official Spider hardness rule is computed from.
-
-    Args:
-        component1: clauses, joins, ``or`` connectors and ``LIKE`` conditions.
-        component2: nested subqueries in conditions plus a top-level set operation.
-        others: aggregates / select columns / where conditions / group-by columns beyond one.
-    """
+    """The three counts the official Spider hardness rule is computed from (module docstring)."""
 
     component1: int
     component2: int
@@ -246,7 +238,6 @@ def hardness_counts(sql: str) -> HardnessCounts:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.hardness import hardness_counts
     >>> hardness_counts("SELECT name FROM singer WHERE age > 20 ORDER BY age LIMIT 1")
     HardnessCounts(component1=3, component2=0, others=0)
 
@@ -298,7 +289,6 @@ def spider_hardness(sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.hardness import spider_hardness
     >>> spider_hardness("SELECT count(*) FROM singer")
     'easy'
     >>> spider_hardness("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)")

@@ -58,11 +58,8 @@ _PRED_FAILURE = {
 
 @dataclass(frozen=True)
 class Judgement:
-    """The verdict on one (prediction, gold, database) example.
-
-    ``pred`` and ``gold`` are the execution results on the (first) database; ``error`` is the prediction's
-    error text, or the gold's when the example is unscorable.
-    """
+    """The verdict on one example; ``pred``/``gold`` are the results on the (first) database, ``error`` the
+    prediction's error, or the gold's when the example is unscorable."""
 
     verdict: Verdict
     pred_sql: str | None
@@ -101,25 +98,17 @@ class Judgement:
 
 
 class Judge:
-    """Judge predictions against gold SQL by execution.
+    """Judge predictions against gold SQL by execution, under a :mod:`~slmsql_hub.sql.compare` ``mode``.
 
-    Args:
-        sandbox: the :class:`Sandbox` to run in; when ``None`` the judge creates one (with ``limits`` and
-            ``workers``) and closes it in :meth:`close`.
-        mode: ``"bird"`` (set equality, column order matters) or ``"spider"`` (test-suite rule); see
-            :mod:`slmsql_hub.sql.compare`.
-        keep_distinct: spider mode only: keep DISTINCT instead of removing it from both queries.
-        extract: pull the SQL out of model output with :func:`extract_sql` (plain SQL passes through).
-        limits, workers: for the sandbox the judge creates.
+    Without ``sandbox`` the judge makes one (``limits``, ``workers``) and closes it in :meth:`close`.
+    ``extract``: pull the SQL out of model output with :func:`extract_sql` (plain SQL passes through).
 
     Example:
 
     ```python
     >>> import sqlite3, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(path) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (name TEXT, age INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?, ?)", [("ann", 30), ("bob", 41)])
+    >>> _ = sqlite3.connect(path).executescript("CREATE TABLE t (name TEXT, age INTEGER); INSERT INTO t VALUES ('ann', 30), ('bob', 41)")
     >>> with Judge(mode="bird", workers=1) as judge:
     ...     js = judge.judge_many(
     ...         ["```sql\\nSELECT name FROM t WHERE age > 35\\n```", "SELECT age FROM t", "SELECT nme FROM t"],
@@ -153,7 +142,7 @@ class Judge:
         self._suites: dict[str, list[str]] = {}
 
     def judge(self, prediction: str | None, gold_sql: str, db_path: str | os.PathLike) -> Judgement:
-        """Judge one example. See :meth:`judge_many`."""
+        """:meth:`judge_many` of one example."""
         return self.judge_many([prediction], [gold_sql], [db_path])[0]
 
     def judge_many(
@@ -164,12 +153,8 @@ class Judge:
         *,
         progress: bool | str = False,
     ) -> list[Judgement]:
-        """Judge many examples in one sandbox batch; judgements come back in input order.
-
-        Raises:
-            ValueError: the three sequences differ in length.
-            FileNotFoundError: a database file does not exist.
-        """
+        """Judge many examples in one sandbox batch, in input order. ValueError when the lengths differ,
+        FileNotFoundError for a missing database."""
         if not (len(predictions) == len(gold_sqls) == len(db_paths)):
             raise ValueError(
                 f"predictions, gold SQL and db paths differ in length: "

@@ -1,13 +1,10 @@
 """The sandbox limits as recipe fields: one vocabulary for the GRPO, filter and eval recipes.
 
 The reward, the pass-rate filter and the evaluation must judge a query under the SAME :class:`Limits`, or a
-prediction the filter counted correct can score 0 in training (too many rows for the reward, say) and a gold
-the band kept can become unscorable. So each of their configs mixes in :class:`SQLLimitsArguments` (fields
-``sql_timeout_s``, ``sql_max_ops``, ``sql_max_rows``, ``sql_max_result_bytes``), builds its sandbox with :meth:`~SQLLimitsArguments.sql_limits`,
-and records :func:`limits_record` under the top-level key ``limits`` of its output (``run_summary.json``,
-``filter_report.json``, ``eval_results.json``); the model card states them.
-
-A recipe field ``sql_<name>`` is ``Limits.<name>``: a new limit is one more field here.
+prediction the filter counted correct can score 0 in training and a gold the band kept can become unscorable.
+So each of their configs mixes in :class:`SQLLimitsArguments` (a field ``sql_<name>`` is ``Limits.<name>``),
+builds its sandbox with :meth:`~SQLLimitsArguments.sql_limits` and records :func:`limits_record` under
+:data:`LIMITS_KEY` of its output file; the model card states them.
 """
 
 from __future__ import annotations
@@ -22,24 +19,19 @@ from .result import Limits
 logger = logging.getLogger(__name__)
 
 LIMITS_KEY = "limits"
-"""The top-level key under which a run's output files record the limits their SQL ran under."""
-
-OPS_PER_SECOND = 100_000_000
-"""Rough SQLite VM instructions per second on one core (``Limits``: 1e9 ops ~ 10 s)."""
+OPS_PER_SECOND = 100_000_000  # rough SQLite VM instructions per second on one core
 
 _PREFIX = "sql_"
 
 
 @dataclass
 class SQLLimitsArguments:
-    """Recipe fields for the sandbox :class:`Limits` (defaults: ``Limits()``'s).
-
-    A config that mixes this in calls :meth:`resolve_sql_limits` from its ``__post_init__``.
+    """Recipe fields for the sandbox :class:`Limits`; a config that mixes this in calls
+    :meth:`resolve_sql_limits` from its ``__post_init__``.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.recipe_limits import SQLLimitsArguments
     >>> args = SQLLimitsArguments(sql_timeout_s=10.0, sql_max_ops=200_000_000)
     >>> args.resolve_sql_limits()
     >>> args.sql_limits().max_rows
@@ -65,7 +57,7 @@ class SQLLimitsArguments:
     )
 
     def sql_limits(self) -> Limits:
-        """The :class:`Limits` these fields describe (``sql_<name>`` is ``Limits.<name>``)."""
+        """The :class:`Limits` these fields describe."""
         return Limits(**self._limit_values())
 
     def _limit_values(self) -> dict:
@@ -75,12 +67,8 @@ class SQLLimitsArguments:
         }
 
     def resolve_sql_limits(self, deprecated_timeout: str | None = None) -> None:
-        """Check the fields (:class:`~slmsql_hub.errors.UsageError` naming the field) and move the value of the
-        deprecated timeout field ``deprecated_timeout`` (if set) into ``sql_timeout_s``.
-
-        Warns when the op budget does not run out well before the deadline: a runaway query would then end as a
-        wall-clock timeout, an infrastructure failure, instead of the query's deterministic fault.
-        """
+        """Check the fields (UsageError naming the field), move the deprecated field ``deprecated_timeout``
+        (if set) into ``sql_timeout_s``, and warn when the op budget does not run out well before the deadline."""
         if deprecated_timeout is not None and getattr(self, deprecated_timeout) is not None:
             old = getattr(self, deprecated_timeout)
             if self.sql_timeout_s not in (old, Limits.timeout_s):
@@ -123,7 +111,6 @@ def limits_record(limits: Limits) -> dict:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql import Limits
     >>> record = limits_record(Limits(timeout_s=10, max_ops=200_000_000))
     >>> record["timeout_s"], record["max_ops"], record["max_rows"]
     (10, 200000000, 100000)

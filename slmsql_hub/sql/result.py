@@ -33,36 +33,19 @@ class ExecStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one execution.
+    """Resource limits for one execution. Running out of ``max_ops`` is deterministic (the query's fault);
+    running out of time is not (a loaded machine), so keep the op budget well inside the deadline.
 
-    Args:
-        timeout_s: wall-clock deadline for one query. SQLite is interrupted at the deadline; a worker that is
-            stuck inside one SQLite instruction is killed and replaced shortly after it.
-        max_ops: SQLite virtual-machine instruction budget (counted by the progress handler), ``None`` for
-            no budget beyond the deadline. Running out of it is deterministic (the query's fault); running
-            out of time is not (a loaded machine), so keep the budget well inside the deadline.
-        max_rows: rows materialised at most; one more makes the result ``too_large``.
-        max_result_bytes: the most bytes of values a result may hold (text and blobs by length, any other
-            value as 8); one more makes it ``too_large`` while the rows are read.
-        max_sql_chars: longest SQL text accepted.
-        memory_mb: address-space cap of each worker process (``None``: no cap).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.sql import Limits
     >>> Limits(timeout_s=5).timeout_s
     5
-
-    ```
     """
 
-    timeout_s: float = 30.0
-    max_ops: int | None = 1_000_000_000  # ~10 s on one core: well inside the deadline
-    max_rows: int = 100_000
-    max_result_bytes: int = 64 * 2**20
+    timeout_s: float = 30.0  # wall clock; a worker stuck inside one SQLite instruction is killed just after
+    max_ops: int | None = 1_000_000_000  # SQLite VM instructions, ~10 s on one core (None: the deadline only)
+    max_rows: int = 100_000  # one more row: too_large
+    max_result_bytes: int = 64 * 2**20  # text and blobs by length, other values as 8; more: too_large
     max_sql_chars: int = 100_000
-    memory_mb: int | None = 2048
+    memory_mb: int | None = 2048  # address-space cap of each worker process (None: no cap)
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:

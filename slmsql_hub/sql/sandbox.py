@@ -50,8 +50,7 @@ used closed first); results are cached by (path, size, mtime, SQL, limits); a ba
 (database, SQL) once, spread over ``workers`` processes, so SQLite runs on every core (threads in one
 process would serialise on the GIL through the progress handler), longest expected first: the statements
 with the most full-table scans in SQLite's query plan start first, so a runaway does not start last and
-add all of its time to the batch's tail. The default worker count shares the
-node's cores among the processes of one ``accelerate launch`` / ``torchrun`` (``LOCAL_WORLD_SIZE``).
+add all of its time to the batch's tail.
 """
 
 from __future__ import annotations
@@ -97,10 +96,8 @@ class SandboxError(InfrastructureError):
 # Static checks (cheap, in the caller): one statement, a reading one.
 # ----------------------------------------------------------------------------------------------------------
 def split_statements(sql: str) -> list[str]:
-    """Split SQL text into statements at top-level ``;``, dropping empty ones and pure comments.
-
-    Quotes (``'…'``, ``"…"``, `` `…` ``, ``[…]``) and comments (``--``, ``/* */``) are respected, so a ``;``
-    inside a string never splits.
+    """Split SQL text into statements at top-level ``;`` (never inside quotes or comments), dropping empty
+    ones and pure comments.
 
     Example:
 
@@ -141,10 +138,8 @@ def split_statements(sql: str) -> list[str]:
 
 
 def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | None]:
-    """Validate SQL text before it reaches SQLite.
-
-    Returns ``(statement, None)`` when it may run, else ``(None, result)`` with an ``error`` or ``refused``
-    :class:`ExecResult`.
+    """``(statement, None)`` when SQL text may reach SQLite, else ``(None, result)`` with an ``error`` or
+    ``refused`` :class:`ExecResult`.
 
     Example:
 
@@ -293,24 +288,17 @@ class _Worker:
 class Sandbox:
     """Read-only, limited SQL execution with per-database connections, a result cache and batch dedup.
 
-    Args:
-        limits: default :class:`Limits` (deadline, op budget, row cap, …); each call may pass its own.
-        workers: number of worker processes (default :func:`default_workers`: this process's share of the
-            node's cores); :attr:`workers` reports the number chosen. They start lazily.
-        cache_size: most results kept (LRU); ``0`` disables the cache.
-        cache_max_rows: most rows kept in the cache, summed over entries.
-        cache_max_bytes: most bytes of values kept in the cache (as ``max_result_bytes`` counts them).
-        max_connections: most open database connections per worker (least recently used closed first); each
-            may hold a 32 MB page cache, which must fit in the worker's ``memory_mb`` with the results.
+    ``limits`` are the default of each call; ``workers`` (default :func:`default_workers`) start lazily. The
+    cache (LRU) holds at most ``cache_size`` results (``0``: no cache), ``cache_max_rows`` rows and
+    ``cache_max_bytes`` bytes; each worker keeps ``max_connections`` connections, each with a page cache of up
+    to 32 MB that must fit in ``memory_mb``.
 
     Example:
 
     ```python
     >>> import sqlite3, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "toy.sqlite")
-    >>> with sqlite3.connect(path) as conn:
-    ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-    ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])
+    >>> _ = sqlite3.connect(path).executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2)")
     >>> with Sandbox(Limits(timeout_s=5), workers=1) as sandbox:
     ...     ok = sandbox.execute(path, "SELECT x FROM t ORDER BY x;")
     ...     bad = sandbox.execute(path, "DROP TABLE t")
@@ -359,7 +347,7 @@ class Sandbox:
 
     # -- public API ------------------------------------------------------------------------------------------
     def execute(self, db_path: str | os.PathLike, sql: str | None, limits: Limits | None = None) -> ExecResult:
-        """Run one SQL string against one database file. See :meth:`execute_many`."""
+        """:meth:`execute_many` of one request."""
         return self.execute_many([(db_path, sql)], limits=limits)[0]
 
     def execute_many(
@@ -369,19 +357,9 @@ class Sandbox:
         *,
         progress: bool | str = False,
     ) -> list[ExecResult]:
-        """Run many ``(db_path, sql)`` pairs; results come back in input order.
-
-        Each distinct (database, SQL) runs once per batch (and once ever while it stays cached); distinct
-        executions are spread over the worker processes.
-
-        Args:
-            requests: ``(db_path, sql)`` pairs. ``sql`` may be ``None`` (a clean ``error`` result).
-            limits: overrides the sandbox's default limits for this batch.
-            progress: show a tqdm bar over the distinct executions (a string is used as its label).
-
-        Raises:
-            FileNotFoundError: a database file does not exist (checked before anything runs).
-        """
+        """Run ``(db_path, sql)`` pairs (``sql`` may be ``None``: an ``error``), results in input order; each
+        distinct pair runs once per batch, and once ever while cached. ``progress``: a tqdm bar (a string is
+        its label). FileNotFoundError, before anything runs, for a missing database."""
         if self._closed:
             raise RuntimeError("this Sandbox is closed")
         limits = limits or self.limits
@@ -487,9 +465,8 @@ class Sandbox:
     def _longest_first(
         self, items: list[tuple[str, str]], limits: Limits, threads: ThreadPoolExecutor
     ) -> list[int]:
-        """Indices of ``items``, longest expected first (module docstring): by full-table scans in SQLite's
-        query plan, then plan steps; ties, and a database without a plan, keep their order. Planning costs
-        ~15 us per statement, one request per database."""
+        """Indices of ``items``, longest expected first (module docstring): by full-table scans, then plan
+        steps; ties, and a database without a plan, keep their order (~15 us per statement)."""
         by_db: dict[str, list[int]] = {}
         for i, (db_path, _) in enumerate(items):
             by_db.setdefault(db_path, []).append(i)
@@ -607,11 +584,8 @@ def _limits_key(limits: Limits) -> tuple:
 
 
 def default_workers() -> int:
-    """This process's share of the node's cores: ``max(1, cores // LOCAL_WORLD_SIZE)``.
-
-    ``LOCAL_WORLD_SIZE`` (set by ``accelerate launch`` and ``torchrun``) is the number of training processes on
-    this node; each owns a sandbox, so N processes start N x (cores / N) workers, not N x cores. Cores are
-    those this process may run on (its CPU affinity).
+    """This process's share of the cores it may run on: ``max(1, cores // LOCAL_WORLD_SIZE)`` (the training
+    processes of the node, as ``accelerate launch`` and ``torchrun`` set it; each owns a sandbox).
 
     >>> 1 <= default_workers() <= (os.cpu_count() or 1)
     True

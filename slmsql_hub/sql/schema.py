@@ -64,13 +64,7 @@ _memo = _SchemaMemo(_MEMO_SIZE)
 def clear_schema_cache() -> None:
     """Forget every memoised schema text (the next :func:`schema_text` call reads the database again).
 
-    Example:
-
-    ```python
-    >>> from slmsql_hub.sql.schema import clear_schema_cache
     >>> clear_schema_cache()
-
-    ```
     """
     _memo.clear()
 
@@ -93,7 +87,6 @@ def format_value(value: object, max_value_chars: int = 40) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.sql.schema import format_value
     >>> format_value(None), format_value(3.5), format_value("a very long title indeed", max_value_chars=10)
     ('NULL', '3.5', 'a very lon...')
 
@@ -145,25 +138,17 @@ def schema_text(
     sample_rows: int = 3,
     max_value_chars: int = 40,
 ) -> str:
-    """The prompt text describing one database: its tables' ``CREATE TABLE`` statements, in name order,
-    each followed by up to ``sample_rows`` rows (``/* sample rows of T: ... */``, values cut at
-    ``max_value_chars``).
-
-    Internal ``sqlite_*`` tables are left out. ``sandbox=None`` starts a short-lived one (slower: pass yours
-    when building many prompts). A missing file, one that is not a readable SQLite database or one without
-    tables is a ``UsageError``.
+    """The prompt text of one database: its tables' ``CREATE TABLE`` statements (no ``sqlite_*``), in name
+    order, each followed by up to ``sample_rows`` rows. ``sandbox=None`` starts a short-lived one (pass yours
+    when building many prompts). UsageError for a missing, unreadable or table-less database.
 
     Example:
 
     ```python
     >>> import sqlite3, tempfile, pathlib
     >>> from slmsql_hub.sql import Sandbox
-    >>> from slmsql_hub.sql.schema import schema_text
     >>> db = pathlib.Path(tempfile.mkdtemp()) / "pets.sqlite"
-    >>> con = sqlite3.connect(db)
-    >>> _ = con.execute("CREATE TABLE pet (id INTEGER PRIMARY KEY, name TEXT)")
-    >>> _ = con.execute("INSERT INTO pet VALUES (1, 'Rex')")
-    >>> con.commit(); con.close()
+    >>> _ = sqlite3.connect(db).executescript("CREATE TABLE pet (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO pet VALUES (1, 'Rex')")
     >>> with Sandbox(workers=1) as sandbox:
     ...     print(schema_text(db, sandbox, sample_rows=1))
     CREATE TABLE pet (id INTEGER PRIMARY KEY, name TEXT);

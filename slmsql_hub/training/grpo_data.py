@@ -1,5 +1,28 @@
 """GRPO's data phase: question rows -> TRL's conversational prompt dataset (keeping ``gold_sql`` and ``db_path``
-for the rewards), with unscorable golds dropped and a run too small for one generation round refused."""
+for the rewards), with unscorable golds dropped and a run too small for one generation round refused.
+
+Example:
+
+```python
+>>> import os, sqlite3, tempfile
+>>> from datasets import Dataset
+>>> from slmsql_hub.prompts import PromptConfig
+>>> from slmsql_hub.sql import Judge
+>>> from slmsql_hub.training.grpo_data import build_prompt_dataset, drop_unscorable_golds
+>>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
+>>> _ = sqlite3.connect(db).execute("CREATE TABLE pet (id INTEGER, name TEXT)")
+>>> rows = Dataset.from_dict({"question": ["How many pets?", "How many cats?"],
+...                           "gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
+>>> dataset = build_prompt_dataset(rows, PromptConfig(sample_rows=0), progress=False)
+>>> with Judge(workers=1) as judge:
+...     kept, counts = drop_unscorable_golds(dataset, judge)
+>>> [m["role"] for m in kept[0]["prompt"]], list(kept["gold_sql"]), kept[0]["db_path"] == db
+(['system', 'user'], ['SELECT count(*) FROM pet'], True)
+>>> counts
+{'unscorable_gold': 1, 'gold_infra_failures': 0}
+
+```
+"""
 
 from __future__ import annotations
 
@@ -47,26 +70,7 @@ def build_prompt_dataset(
     progress: bool = True,
 ) -> Dataset:
     """Rows (``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``) -> TRL's
-    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (found from any working
-    directory or process). Each database's schema is read once through ``sandbox`` (``None``: a short-lived one).
-
-    Example:
-
-    ```python
-    >>> import os, sqlite3, tempfile
-    >>> from datasets import Dataset
-    >>> from slmsql_hub.prompts import PromptConfig
-    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER, name TEXT)")
-    >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
-    ...                           "db_path": [db]})
-    >>> example = build_prompt_dataset(rows, PromptConfig(sample_rows=0), progress=False)[0]
-    >>> [m["role"] for m in example["prompt"]], example["gold_sql"], example["db_path"] == db
-    (['system', 'user'], 'SELECT count(*) FROM pet', True)
-
-    ```
-    """
+    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (:func:`row_schemas`)."""
     from datasets import Dataset as _Dataset
 
     schemas, db_paths = row_schemas(rows, prompt_config, sandbox, db_paths=True, progress=progress)
@@ -106,28 +110,8 @@ def check_one_round(n_prompts: int, training_args: GRPOTrainingConfig) -> None:
 
 
 def drop_unscorable_golds(dataset: Dataset, judge: Any) -> tuple[Dataset, dict[str, int]]:
-    """Execute every gold once (through the rewards' ``judge``, whose cache then serves training) and drop the
-    rows whose gold fails (their rewards would always be ``None``); return the kept rows and the counts.
-
-    A gold that meets an infrastructure failure is kept, so the data does not depend on the machine's load.
-
-    Example:
-
-    ```python
-    >>> import os, sqlite3, tempfile
-    >>> from datasets import Dataset
-    >>> from slmsql_hub.sql import Judge
-    >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
-    >>> with sqlite3.connect(db) as conn:
-    ...     _ = conn.execute("CREATE TABLE pet (id INTEGER)")
-    >>> rows = Dataset.from_dict({"gold_sql": ["SELECT count(*) FROM pet", "SELECT * FROM cat"], "db_path": [db] * 2})
-    >>> with Judge(workers=1) as judge:
-    ...     kept, counts = drop_unscorable_golds(rows, judge)
-    >>> list(kept["gold_sql"]), counts
-    (['SELECT count(*) FROM pet'], {'unscorable_gold': 1, 'gold_infra_failures': 0})
-
-    ```
-    """
+    """The rows whose gold runs, and the counts: each gold runs once through the rewards' ``judge`` (whose cache
+    then serves training); one that meets an infrastructure failure is kept (the data must not depend on load)."""
     from ..sql import Verdict
 
     judgements = judge.judge_many([None] * len(dataset), list(dataset["gold_sql"]), list(dataset["db_path"]))

@@ -1,9 +1,6 @@
-"""GRPO's rewards by name (like open-r1's ``REWARD_FUNCS_REGISTRY``), all reading one judge's verdicts.
-
-Every reward, ``format`` included, reads its verdicts from one :class:`~slmsql_hub.rewards.BatchJudge`: one
-execution per distinct query, one gold cache, and the same verdict per row, so a row with no verdict gets
-``None`` from every reward. Each reward is wrapped in :class:`~slmsql_hub.training.telemetry.TimedReward`.
-"""
+"""GRPO's rewards by name (like open-r1's ``REWARD_FUNCS_REGISTRY``), each wrapped in
+:class:`~slmsql_hub.training.telemetry.TimedReward` and all reading one :class:`~slmsql_hub.rewards.BatchJudge`
+(why: :mod:`slmsql_hub.rewards`)."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ REWARD_REGISTRY: dict[str, Callable[[GRPOTrainingConfig, Any], Any]] = {
     "execution": _execution,
     "format": _format,
     "result_f1": _result_f1,
-}
-"""Reward name (a recipe's ``reward_funcs`` entry) -> builder ``(training_args, judging) -> reward``."""
+}  # a recipe's reward_funcs entry -> builder (training_args, judging) -> reward
 
 
 def reward_judging(training_args: GRPOTrainingConfig):
