@@ -49,6 +49,7 @@ from space_backend import (  # noqa: E402 - after the path fix above
     eval_table,
 )
 
+from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
 
 logger = logging.getLogger("slmsql_space")
@@ -441,27 +442,15 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
         )
 
 
-def _ablations_folder(space: ComparisonSpace) -> Any:
-    """The ablation report the card ships (``<card>/ablations``), else the run's own study; ``None`` when absent."""
-    from pathlib import Path
-
-    from slmsql_hub.ablate.ship import CARD_FOLDER, find_report
-
-    card = space.data.sources.get("model card")
-    if card and (Path(card).parent / CARD_FOLDER / "report.md").is_file():
-        return Path(card).parent / CARD_FOLDER
-    return find_report(space.settings.run_dir)
-
-
 def _ablations_tab(space: ComparisonSpace) -> None:
     """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest plot."""
-    folder = _ablations_folder(space)
+    folder = space.data.ablations
     if folder is None:
         gr.Markdown("No ablation study for this run (`slmsql ablate`; `slmsql card` ships its report in `ablations/`).")
         return
-    text = (folder / "report.md").read_text(encoding="utf-8").split("## Per seed")[0]
+    text = (folder / REPORT_MD).read_text(encoding="utf-8").split("## Per seed")[0]
     gr.Markdown("\n".join(line for line in text.splitlines() if not line.startswith("![")))
-    forest = folder / "plots" / "forest.png"
+    forest = folder / FOREST_PLOT
     if forest.is_file():
         gr.Image(value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True)
 

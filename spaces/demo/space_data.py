@@ -17,6 +17,8 @@ from typing import Any
 
 from space_settings import SpaceSettings
 
+from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
+from slmsql_hub.ablate.ship import CARD_FOLDER
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run_files import WORLD_MANIFEST, CardLayout, Run, RunLayout, read_json_object, read_run
 
@@ -44,6 +46,9 @@ _HUB_PATTERNS = [
             _CARD.predictions_file("*"),
         )
     ),
+    f"{CARD_FOLDER}/{REPORT_MD}",
+    f"{CARD_FOLDER}/{REPORT_JSON}",
+    f"{CARD_FOLDER}/{FOREST_PLOT}",
 ]
 _MISSING_RUN_HINT = (
     "run `make quickstart` (it writes outputs/quickstart), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
@@ -119,6 +124,7 @@ class SpaceData:
     attempts: dict[str, list[dict]] = field(default_factory=dict)
     adapter_updates: dict[str, dict] = field(default_factory=dict)
     card_text: str | None = None
+    ablations: Path | None = None
     max_new_tokens: int = 256
     problems: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -365,3 +371,5 @@ def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData
     if carded is not None:
         data.card_text = carded.card_text
         data.sources["model card"] = str(carded.layout.card_readme)
+    shipped_first = sorted(runs, key=lambda run: not isinstance(run.layout, CardLayout))
+    data.ablations = next((run.ablations for run in shipped_first if run.ablations is not None), None)
