@@ -491,3 +491,14 @@ def test_ablations_tab_prefers_the_report_the_card_ships(tmp_path):
     _write_study(run / "card" / "ablations", run, "The study the card shipped.")
     [shown] = _ablations_text(run)
     assert "The study the card shipped." in shown
+
+
+def test_about_tab_renders_its_template_with_the_card_summary_sources_and_api(tmp_path):
+    with ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run"))) as space:
+        space.data.card_text = "# Card\n\n> **TL;DR — GRPO did not move EX.** More.\n"
+        space.data.sources["evaluation"] = "runs/a/eval/eval_results.json"
+        values = component_values(demo_app.build_demo(space))
+    [about] = [v for v in values if isinstance(v, str) and "## What this Space shows" in v]
+    assert about.startswith("## From the model card\n\n") and "GRPO did not move EX" in about
+    assert "- evaluation: `runs/a/eval/eval_results.json`" in about
+    assert about.endswith(demo_app.COMPARE_API_DESCRIPTION) and "{{" not in about

@@ -456,29 +456,14 @@ def _ablations_tab(space: ComparisonSpace) -> None:
 
 
 def _about_tab(space: ComparisonSpace) -> None:
-    """The About tab: the model card's summary, how the Space works, what it loaded, and the API."""
+    """The About tab (``about.md``): the model card's summary, how the Space works, what it loaded, and the API."""
+    import jinja2
+
     data = space.data
-    summary = card_summary(data.card_text)
+    loader = jinja2.FileSystemLoader(_HERE)
+    template = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined).get_template("about.md")
     sources = "\n".join(f"- {what}: `{where}`" for what, where in data.sources.items()) or "- nothing loaded"
-    gr.Markdown(
-        (
-            "## From the model card\n\n" + summary
-            if summary
-            else "No model card found (`card/README.md`, written by `slmsql card`)."
-        )
-        + "\n\n## What this Space shows\n\n"
-        "The base model is loaded once with both LoRA adapters; for each question the SFT adapter and "
-        "then the GRPO adapter generate greedily with the prompt they were trained with (schema and "
-        "question). Each query runs in slmsql-hub's read-only sandbox (one statement, a deadline, a row "
-        "cap); for an example question the gold runs too and the verdict follows the benchmark's rule "
-        "(set equality for the embedded world, the test-suite rule for Spider). A gold that fails makes "
-        "the question unscorable, never wrong.\n\n"
-        "## Loaded from\n\n" + sources + "\n\n## API\n\n"
-        '```python\nfrom gradio_client import Client\n\nclient = Client("<this Space>")\n'
-        "(sft_sql, sft_status, sft_rows,\n grpo_sql, grpo_status, grpo_rows,\n gold_sql, gold_status, gold_rows,\n"
-        ' details) = client.predict("world/library", "How many books are there?", api_name="/compare")\n'
-        'print(details["sft"]["status"], details["grpo"]["status"])\n```\n\n' + COMPARE_API_DESCRIPTION
-    )
+    gr.Markdown(template.render(summary=card_summary(data.card_text), sources=sources, api=COMPARE_API_DESCRIPTION))
 
 
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
