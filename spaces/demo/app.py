@@ -9,13 +9,10 @@ or on Hub models, as the real Space does (see README.md for every variable)::
     SLMSQL_BASE_MODEL=Qwen/Qwen2.5-Coder-1.5B-Instruct SLMSQL_SFT_ADAPTER=org/sft SLMSQL_GRPO_ADAPTER=org/grpo \\
         python spaces/demo/app.py
 
-The port is ``--port``, else ``GRADIO_SERVER_PORT``, else 7860. The page has four tabs: Compare (pick a database
-and a question; both adapters answer; each answer is run in the sandbox and judged against the gold), Telemetry
-(the GRPO training plots), Evaluation (EX with CI and p per benchmark, and the questions where the two disagree)
-and About (the model card's summary). API clients call the ``/compare`` endpoint (see :func:`build_demo`).
-
-Importing this module starts nothing: :func:`build_demo` builds the page for a
-:class:`~space_backend.ComparisonSpace`, :func:`main` loads everything and launches.
+The port is ``--port``, else ``GRADIO_SERVER_PORT``, else 7860. Tabs: Compare (both adapters answer one question,
+each answer runs in the sandbox and is judged against the gold; the ``/compare`` endpoint), Telemetry, Evaluation,
+Ablations and About (``about.md``). Importing this module starts nothing: :func:`build_demo` builds the page,
+:func:`main` loads everything and launches.
 """
 
 from __future__ import annotations
@@ -91,9 +88,8 @@ def _cell(value: Any) -> Any:
 
 
 def result_frame(result: Any, display_rows: int) -> Any:
-    """A ``pandas.DataFrame`` of the first ``display_rows`` rows of an execution result (empty when it failed).
-
-    Repeated column names (``SELECT count(*), count(*)``) get a suffix, so every column shows.
+    """The first ``display_rows`` rows of an execution result as a ``DataFrame`` (empty when it failed); a repeated
+    column name gets a suffix.
 
     Example:
 
@@ -162,11 +158,8 @@ def _markdown_table(rows: Sequence[dict[str, str]]) -> str:
 
 
 def _ui_errors(fn: Callable) -> Callable:
-    """Show a failure as a message in the page (and to API clients), never as a stack trace.
-
-    Bad input arrives as :class:`UsageError` and is shown as it is; anything else is logged with its
-    traceback on the server and shown as one line naming the error.
-    """
+    """A failure as one line in the page (and to API clients): a :class:`UsageError` as it is, anything else
+    named, with its traceback in the server's log."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any) -> Any:
@@ -245,8 +238,7 @@ class _CompareControls(NamedTuple):
 
 
 def _compare_tab(space: ComparisonSpace) -> _CompareControls:
-    """The Compare tab: database, example and question pickers, one column per policy and the gold, and the
-    ``/compare`` endpoint behind the button (and Enter in the question box)."""
+    """The Compare tab: database, example and question pickers, and one column per policy and the gold."""
     settings, data = space.settings, space.data
     display_rows = settings.display_rows
     keys = list(data.databases)
@@ -467,15 +459,7 @@ def _about_tab(space: ComparisonSpace) -> None:
 
 
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
-    """Build the page for ``space`` (nothing is launched): one builder per tab.
-
-    The Compare button (and Enter in the question box) calls ``/compare``; its inputs are the database key and
-    the question, its outputs per column the SQL (``gr.Code``, SQL highlighting), a status line and the result
-    table, then the gold's, then a JSON object with every detail (see :data:`COMPARE_API_DESCRIPTION`).
-
-    ``space`` ``None`` builds one from the ``SLMSQL_*`` environment variables (its sandbox lives as long as the
-    process). Returns the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
-    """
+    """The page for ``space`` (default: from the ``SLMSQL_*`` variables), not launched (see :func:`launch`)."""
     if space is None:
         space = ComparisonSpace(SpaceSettings(**env_settings()))
     problems = space.data.problems
@@ -575,7 +559,7 @@ def parse_args(
 
 
 def launch(demo: gr.Blocks, settings: SpaceSettings, host: str, port: int, **kwargs: Any) -> Any:
-    """Queue (bounded, with the compare concurrency limit) and launch the page; extra keywords go to launch."""
+    """Queue (bounded) and launch the page; extra keywords go to ``launch``."""
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
     return demo.launch(server_name=host, server_port=port, ssr_mode=False, footer_links=["api"], **kwargs)
 
