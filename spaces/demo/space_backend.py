@@ -31,7 +31,7 @@ from space_settings import DEFAULT_RUN_DIR, SpaceSettings, env_settings  # noqa:
 from space_views import DISAGREEMENT_FILTERS, card_summary, disagreements, eval_table  # noqa: F401 - re-exported
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,14 @@ STATUS_TEXT: dict[str, str] = {
 }
 """Every status a column can show, by the key ``/compare`` returns in its details."""
 
+
+_TELEMETRY_COLUMNS = {
+    "Mean reward": "reward",
+    "Zero-variance groups": EXACT_ZERO_STD_METRIC,
+    "Reward std": "reward_std",
+    "Grad norm": "grad_norm",
+    "Completion length": "completions/mean_length",
+}
 
 
 def _status(verdict: str) -> str:
@@ -332,32 +340,16 @@ class ComparisonSpace:
     def telemetry_table(self) -> list[dict[str, str]]:
         """Per attempt: steps logged, the headline metrics' means (``n/a`` when not logged), the adapter update."""
         from slmsql_hub.card import scientific
-        from slmsql_hub.plots import logged_metric
+        from slmsql_hub.plots import METRIC_FALLBACKS, logged_metric
         from slmsql_hub.training.telemetry import summarize_telemetry
 
         rows = []
         for label, records in self.data.attempts.items():
             summary = summarize_telemetry(records)
-            means = summary["mean"]
-
-            def fmt(name: str, means: dict = means) -> str:
-                value = means.get(name)
-                return "n/a" if value is None else f"{value:.3g}"
-
-            rows.append(
-                {
-                    "Attempt": label,
-                    "Steps logged": str(summary["steps_logged"]),
-                    "Mean reward": fmt("reward"),
-                    "Zero-variance groups": fmt(
-                        logged_metric({label: records}, EXACT_ZERO_STD_METRIC) or TRL_ZERO_STD_METRIC
-                    ),
-                    "Reward std": fmt("reward_std"),
-                    "Grad norm": fmt("grad_norm"),
-                    "Completion length": fmt("completions/mean_length"),
-                    "Adapter update ‖ΔW‖/‖W‖": scientific(
-                        self.data.adapter_updates.get(label, {}).get("relative_norm")
-                    ),
-                }
-            )
+            row = {"Attempt": label, "Steps logged": str(summary["steps_logged"])}
+            for title, metric in _TELEMETRY_COLUMNS.items():
+                value = summary["mean"].get(logged_metric({label: records}, metric) or METRIC_FALLBACKS.get(metric, metric))
+                row[title] = "n/a" if value is None else f"{value:.3g}"
+            update = self.data.adapter_updates.get(label, {}).get("relative_norm")
+            rows.append({**row, "Adapter update ‖ΔW‖/‖W‖": scientific(update)})
         return rows
