@@ -537,17 +537,7 @@ def parse_args(
     parser.add_argument("--port", type=int, help="port (default: GRADIO_SERVER_PORT, else 7860)")
     args = parser.parse_args(argv)
     values = env_settings(environ)
-    for name in (
-        "run_dir",
-        "base_model",
-        "sft_adapter",
-        "grpo_adapter",
-        "world_dir",
-        "spider_dir",
-        "max_new_tokens",
-    ):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
+    values.update((k, v) for k, v in vars(args).items() if v is not None and k not in ("host", "port"))
     port = args.port
     if port is None:
         raw = environ.get("GRADIO_SERVER_PORT", "7860")
