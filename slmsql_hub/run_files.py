@@ -381,7 +381,8 @@ class Run:
     """What a run folder (or a card folder) holds, as :func:`read_run` found it; a missing piece is ``None`` or
     absent. ``recorded_root`` is the run folder as its files name it (e.g. ``outputs/quickstart``: the parent of
     the shipped GRPO run's ``output_dir``); ``attempts`` run #1 first; ``filter_config`` is
-    ``filter_config.json``'s ``config``."""
+    ``filter_config.json``'s ``config``; ``ablations`` the folder of the ablation report
+    (:func:`~slmsql_hub.ablate.ship.find_report`: a card folder's shipped ``ablations/``, a run's study)."""
 
     root: Path
     recorded_root: PurePosixPath
@@ -393,6 +394,7 @@ class Run:
     world: dict[str, Any] | None = None
     card_text: str | None = None
     layout: Layout | None = None
+    ablations: Path | None = None
 
     def __post_init__(self) -> None:
         if self.layout is None:
@@ -577,6 +579,9 @@ def read_run(folder: str | os.PathLike) -> Run:
         run.card_text = layout.card_readme.read_text(encoding="utf-8")
     if isinstance(layout, RunLayout) and layout.world_manifest.is_file():
         run.world = read_json_object(layout.world_manifest, "rebuild the world (`slmsql world build`)")
+    from .ablate.ship import find_report  # it imports this module
+
+    run.ablations = find_report(root)
     return run
 
 

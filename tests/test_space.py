@@ -461,19 +461,44 @@ def test_hub_adapters_are_downloaded_and_the_grpo_repo_feeds_the_other_tabs(spac
     assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
 
 
-def test_ablations_tab_shows_the_studys_finding_and_table_or_says_there_is_none(tmp_path):
+def _write_study(folder: Path, run: Path, finding: str) -> None:
+    (folder / "plots").mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps({"config": {"run_dir": str(run)}}))
+    (folder / "report.md").write_text(f"## Finding\n\n{finding}\n\n![f](plots/forest.png)\n## Per seed\n\nper-seed rows\n")
+
+
+def _ablations_text(run: Path) -> list[str]:
+    with ComparisonSpace(SpaceSettings(run_dir=str(run))) as space:
+        values = component_values(demo_app.build_demo(space))
+    return [v for v in values if isinstance(v, str) and ("No ablation study" in v or "## Finding" in v)]
+
+
+def test_ablations_tab_shows_the_report_read_run_found_or_says_there_is_none(tmp_path):
     run = tmp_path / "run"
-    space = ComparisonSpace(SpaceSettings(run_dir=str(run)))
-    try:
+    run.mkdir()
+    assert _ablations_text(run)[0].startswith("No ablation study")
+    _write_study(tmp_path / "ablations", run, "GRPO learnt its training band.")  # `make ablations`' folder
+    assert space_data.read_run(run).ablations == tmp_path / "ablations"
+    [shown] = _ablations_text(run)
+    assert "GRPO learnt its training band" in shown and "per-seed rows" not in shown and "![f]" not in shown
+
+
+def test_ablations_tab_prefers_the_report_the_card_ships(tmp_path):
+    run = tmp_path / "run"
+    (run / "card").mkdir(parents=True)
+    (run / "card" / "README.md").write_text("# card\n")
+    _write_study(run / "ablations", run, "The run's own study.")
+    _write_study(run / "card" / "ablations", run, "The study the card shipped.")
+    [shown] = _ablations_text(run)
+    assert "The study the card shipped." in shown
+
+
+def test_about_tab_renders_its_template_with_the_card_summary_sources_and_api(tmp_path):
+    with ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run"))) as space:
+        space.data.card_text = "# Card\n\n> **TL;DR — GRPO did not move EX.** More.\n"
+        space.data.sources["evaluation"] = "runs/a/eval/eval_results.json"
         values = component_values(demo_app.build_demo(space))
-        assert any(isinstance(v, str) and v.startswith("No ablation study") for v in values)
-        study = tmp_path / "ablations"  # `make ablations`' folder beside the run, naming it
-        (study / "plots").mkdir(parents=True)
-        (study / "report.json").write_text(json.dumps({"config": {"run_dir": str(run)}}))
-        (study / "report.md").write_text("## Finding\n\nGRPO learnt its training band.\n\n![f](plots/forest.png)\n"
-                                         "## Per seed\n\nper-seed rows\n")  # fmt: skip
-        values = component_values(demo_app.build_demo(space))
-        shown = [v for v in values if isinstance(v, str) and "GRPO learnt its training band" in v]
-        assert shown and "per-seed rows" not in shown[0] and "![f]" not in shown[0]
-    finally:
-        space.close()
+    [about] = [v for v in values if isinstance(v, str) and "## What this Space shows" in v]
+    assert about.startswith("## From the model card\n\n") and "GRPO did not move EX" in about
+    assert "- evaluation: `runs/a/eval/eval_results.json`" in about
+    assert about.endswith(demo_app.COMPARE_API_DESCRIPTION) and "{{" not in about

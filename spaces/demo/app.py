@@ -9,13 +9,10 @@ or on Hub models, as the real Space does (see README.md for every variable)::
     SLMSQL_BASE_MODEL=Qwen/Qwen2.5-Coder-1.5B-Instruct SLMSQL_SFT_ADAPTER=org/sft SLMSQL_GRPO_ADAPTER=org/grpo \\
         python spaces/demo/app.py
 
-The port is ``--port``, else ``GRADIO_SERVER_PORT``, else 7860. The page has four tabs: Compare (pick a database
-and a question; both adapters answer; each answer is run in the sandbox and judged against the gold), Telemetry
-(the GRPO training plots), Evaluation (EX with CI and p per benchmark, and the questions where the two disagree)
-and About (the model card's summary). API clients call the ``/compare`` endpoint (see :func:`build_demo`).
-
-Importing this module starts nothing: :func:`build_demo` builds the page for a
-:class:`~space_backend.ComparisonSpace`, :func:`main` loads everything and launches.
+The port is ``--port``, else ``GRADIO_SERVER_PORT``, else 7860. Tabs: Compare (both adapters answer one question,
+each answer runs in the sandbox and is judged against the gold; the ``/compare`` endpoint), Telemetry, Evaluation,
+Ablations and About (``about.md``). Importing this module starts nothing: :func:`build_demo` builds the page,
+:func:`main` loads everything and launches.
 """
 
 from __future__ import annotations
@@ -49,6 +46,7 @@ from space_backend import (  # noqa: E402 - after the path fix above
     eval_table,
 )
 
+from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
 
 logger = logging.getLogger("slmsql_space")
@@ -90,9 +88,8 @@ def _cell(value: Any) -> Any:
 
 
 def result_frame(result: Any, display_rows: int) -> Any:
-    """A ``pandas.DataFrame`` of the first ``display_rows`` rows of an execution result (empty when it failed).
-
-    Repeated column names (``SELECT count(*), count(*)``) get a suffix, so every column shows.
+    """The first ``display_rows`` rows of an execution result as a ``DataFrame`` (empty when it failed); a repeated
+    column name gets a suffix.
 
     Example:
 
@@ -161,11 +158,8 @@ def _markdown_table(rows: Sequence[dict[str, str]]) -> str:
 
 
 def _ui_errors(fn: Callable) -> Callable:
-    """Show a failure as a message in the page (and to API clients), never as a stack trace.
-
-    Bad input arrives as :class:`UsageError` and is shown as it is; anything else is logged with its
-    traceback on the server and shown as one line naming the error.
-    """
+    """A failure as one line in the page (and to API clients): a :class:`UsageError` as it is, anything else
+    named, with its traceback in the server's log."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any) -> Any:
@@ -244,8 +238,7 @@ class _CompareControls(NamedTuple):
 
 
 def _compare_tab(space: ComparisonSpace) -> _CompareControls:
-    """The Compare tab: database, example and question pickers, one column per policy and the gold, and the
-    ``/compare`` endpoint behind the button (and Enter in the question box)."""
+    """The Compare tab: database, example and question pickers, and one column per policy and the gold."""
     settings, data = space.settings, space.data
     display_rows = settings.display_rows
     keys = list(data.databases)
@@ -441,67 +434,32 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
         )
 
 
-def _ablations_folder(space: ComparisonSpace) -> Any:
-    """The ablation report the card ships (``<card>/ablations``), else the run's own study; ``None`` when absent."""
-    from pathlib import Path
-
-    from slmsql_hub.ablate.ship import CARD_FOLDER, find_report
-
-    card = space.data.sources.get("model card")
-    if card and (Path(card).parent / CARD_FOLDER / "report.md").is_file():
-        return Path(card).parent / CARD_FOLDER
-    return find_report(space.settings.run_dir)
-
-
 def _ablations_tab(space: ComparisonSpace) -> None:
     """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest plot."""
-    folder = _ablations_folder(space)
+    folder = space.data.ablations
     if folder is None:
         gr.Markdown("No ablation study for this run (`slmsql ablate`; `slmsql card` ships its report in `ablations/`).")
         return
-    text = (folder / "report.md").read_text(encoding="utf-8").split("## Per seed")[0]
+    text = (folder / REPORT_MD).read_text(encoding="utf-8").split("## Per seed")[0]
     gr.Markdown("\n".join(line for line in text.splitlines() if not line.startswith("![")))
-    forest = folder / "plots" / "forest.png"
+    forest = folder / FOREST_PLOT
     if forest.is_file():
         gr.Image(value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True)
 
 
 def _about_tab(space: ComparisonSpace) -> None:
-    """The About tab: the model card's summary, how the Space works, what it loaded, and the API."""
+    """The About tab (``about.md``): the model card's summary, how the Space works, what it loaded, and the API."""
+    import jinja2
+
     data = space.data
-    summary = card_summary(data.card_text)
+    loader = jinja2.FileSystemLoader(_HERE)
+    template = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined).get_template("about.md")
     sources = "\n".join(f"- {what}: `{where}`" for what, where in data.sources.items()) or "- nothing loaded"
-    gr.Markdown(
-        (
-            "## From the model card\n\n" + summary
-            if summary
-            else "No model card found (`card/README.md`, written by `slmsql card`)."
-        )
-        + "\n\n## What this Space shows\n\n"
-        "The base model is loaded once with both LoRA adapters; for each question the SFT adapter and "
-        "then the GRPO adapter generate greedily with the prompt they were trained with (schema and "
-        "question). Each query runs in slmsql-hub's read-only sandbox (one statement, a deadline, a row "
-        "cap); for an example question the gold runs too and the verdict follows the benchmark's rule "
-        "(set equality for the embedded world, the test-suite rule for Spider). A gold that fails makes "
-        "the question unscorable, never wrong.\n\n"
-        "## Loaded from\n\n" + sources + "\n\n## API\n\n"
-        '```python\nfrom gradio_client import Client\n\nclient = Client("<this Space>")\n'
-        "(sft_sql, sft_status, sft_rows,\n grpo_sql, grpo_status, grpo_rows,\n gold_sql, gold_status, gold_rows,\n"
-        ' details) = client.predict("world/library", "How many books are there?", api_name="/compare")\n'
-        'print(details["sft"]["status"], details["grpo"]["status"])\n```\n\n' + COMPARE_API_DESCRIPTION
-    )
+    gr.Markdown(template.render(summary=card_summary(data.card_text), sources=sources, api=COMPARE_API_DESCRIPTION))
 
 
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
-    """Build the page for ``space`` (nothing is launched): one builder per tab.
-
-    The Compare button (and Enter in the question box) calls ``/compare``; its inputs are the database key and
-    the question, its outputs per column the SQL (``gr.Code``, SQL highlighting), a status line and the result
-    table, then the gold's, then a JSON object with every detail (see :data:`COMPARE_API_DESCRIPTION`).
-
-    ``space`` ``None`` builds one from the ``SLMSQL_*`` environment variables (its sandbox lives as long as the
-    process). Returns the page; call ``.queue(...)`` and ``.launch(...)`` (see :func:`launch`).
-    """
+    """The page for ``space`` (default: from the ``SLMSQL_*`` variables), not launched (see :func:`launch`)."""
     if space is None:
         space = ComparisonSpace(SpaceSettings(**env_settings()))
     problems = space.data.problems
@@ -579,17 +537,7 @@ def parse_args(
     parser.add_argument("--port", type=int, help="port (default: GRADIO_SERVER_PORT, else 7860)")
     args = parser.parse_args(argv)
     values = env_settings(environ)
-    for name in (
-        "run_dir",
-        "base_model",
-        "sft_adapter",
-        "grpo_adapter",
-        "world_dir",
-        "spider_dir",
-        "max_new_tokens",
-    ):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
+    values.update((k, v) for k, v in vars(args).items() if v is not None and k not in ("host", "port"))
     port = args.port
     if port is None:
         raw = environ.get("GRADIO_SERVER_PORT", "7860")
@@ -601,7 +549,7 @@ def parse_args(
 
 
 def launch(demo: gr.Blocks, settings: SpaceSettings, host: str, port: int, **kwargs: Any) -> Any:
-    """Queue (bounded, with the compare concurrency limit) and launch the page; extra keywords go to launch."""
+    """Queue (bounded) and launch the page; extra keywords go to ``launch``."""
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
     return demo.launch(server_name=host, server_port=port, ssr_mode=False, footer_links=["api"], **kwargs)
 

@@ -1,20 +1,10 @@
-"""The comparison Space without the page: the engine that compares the two policies on one question.
+"""The comparison Space without the page, testable without a browser; :mod:`app` draws the page.
 
-:mod:`app` draws the page; everything it shows comes from the modules beside it, so the logic is testable
-without a browser:
-
-- :mod:`space_settings`: :class:`SpaceSettings` (the run folder or the Hub ids, the safety limits) and
-  :func:`env_settings` (``SLMSQL_*``);
-- :mod:`space_data`: :func:`load_space_data`, the databases and examples, where the policies are, and the
-  evaluation, telemetry and card read through :func:`slmsql_hub.run_files.read_run`;
-- :mod:`space_views`: the Evaluation and About tabs' tables and texts;
-- here, :class:`ComparisonSpace`: the base model loaded ONCE with both LoRA adapters (switched with PEFT through
-  :func:`~slmsql_hub.generation.use_adapter`), one :class:`~slmsql_hub.sql.Sandbox` through which EVERY query
-  runs, and :meth:`ComparisonSpace.compare`: both policies' answers to one question, executed and judged
-  against the gold when the question is one of the examples.
-
-This module re-exports the names of the three others, so ``from space_backend import ...`` reaches them all.
-Importing it does no I/O and imports neither torch nor gradio.
+:mod:`space_settings` holds the settings, :mod:`space_data` what the page shows (read at startup through
+:func:`slmsql_hub.run_files.read_run`), :mod:`space_views` the Evaluation and About tabs' tables. Here,
+:class:`ComparisonSpace`: the base model loaded once with both LoRA adapters (switched with
+:func:`~slmsql_hub.generation.use_adapter`) and one :class:`~slmsql_hub.sql.Sandbox` through which every query
+runs. This module re-exports the others' names; importing it does no I/O and imports neither torch nor gradio.
 """
 
 from __future__ import annotations
@@ -41,7 +31,7 @@ from space_settings import DEFAULT_RUN_DIR, SpaceSettings, env_settings  # noqa:
 from space_views import DISAGREEMENT_FILTERS, card_summary, disagreements, eval_table  # noqa: F401 - re-exported
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -57,35 +47,27 @@ STATUS_TEXT: dict[str, str] = {
     "unscorable": "the gold query failed: cannot judge",
     "infra_failure": "the machine was too slow or a worker died: not judged, try again",
 }
-"""Every status a column can show, by key (the key is what ``/compare`` returns in its details)."""
+"""Every status a column can show, by the key ``/compare`` returns in its details."""
 
-_VERDICT_STATUS = {
-    "correct": "matches_gold",
-    "wrong": "wrong",
-    "pred_error": "error",
-    "pred_timeout": "timeout",
-    "pred_too_large": "too_large",
-    "pred_refused": "refused",
-    "no_sql": "no_sql",
-    "unscorable": "unscorable",
-    "infra_failure": "infra_failure",
+
+_TELEMETRY_COLUMNS = {
+    "Mean reward": "reward",
+    "Zero-variance groups": EXACT_ZERO_STD_METRIC,
+    "Reward std": "reward_std",
+    "Grad norm": "grad_norm",
+    "Completion length": "completions/mean_length",
 }
-_EXEC_STATUS = {
-    "ok": "ran",
-    "error": "error",
-    "timeout": "timeout",
-    "too_large": "too_large",
-    "refused": "refused",
-}
+
+
+def _status(verdict: str) -> str:
+    """The :data:`STATUS_TEXT` key of a judge's verdict (``pred_error`` -> ``error``) or an execution status."""
+    return {"correct": "matches_gold", "ok": "ran"}.get(verdict, verdict.removeprefix("pred_"))
 
 
 @dataclass(frozen=True)
 class Answer:
-    """One policy's answer to the question, executed (and judged when there is a gold).
-
-    ``status`` is a key of :data:`STATUS_TEXT`; ``result`` is ``None`` without SQL; ``finished`` is false when
-    the token limit cut the answer.
-    """
+    """One policy's answer, executed (and judged when there is a gold): ``status`` is a :data:`STATUS_TEXT` key,
+    ``result`` ``None`` without SQL, ``finished`` false when the token limit cut the answer."""
 
     policy: str
     output: str
@@ -119,10 +101,8 @@ class Answer:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Both policies' answers to one question, and the gold's result when the question is an example.
-
-    ``gold_sql`` and ``gold`` are ``None`` for a typed question; ``answers`` by policy name, SFT first.
-    """
+    """Both policies' answers (by name, SFT first) and the gold's result; ``gold_sql``/``gold`` ``None`` for a
+    typed question."""
 
     database: Database
     question: str
@@ -149,13 +129,10 @@ def _normalize(question: str) -> str:
 
 
 class ComparisonSpace:
-    """The Space's engine: one sandbox, one base model with two adapters, and :meth:`compare`.
+    """One sandbox, one base model with two adapters (loaded once, on first use), and :meth:`compare`.
 
-    The policy is loaded on first use (or by :meth:`load`), once; generation is serialized with a lock because
-    switching adapters changes the shared model. Close it (or use it as a context manager) to stop the sandbox
-    and remove the plots it drew.
-
-    ``data`` ``None`` runs :func:`load_space_data`.
+    Generation is serialized: switching adapters changes the shared model. ``data`` ``None`` runs
+    :func:`load_space_data`. Close it (or use ``with``) to stop the sandbox and remove its plots.
 
     Example:
 
@@ -185,19 +162,16 @@ class ComparisonSpace:
             for key, examples in self.data.examples.items()
         }
         self._plot_dir: Path | None = None
+        self._plots: dict[str, Path] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        """Whether both adapters and the base were found (answers can be generated)."""
+        """Whether the base and both adapters were found."""
         return bool(self.data.policies) and self.data.base_model is not None
 
     def load(self) -> tuple[Any, Any]:
-        """Load the base model once with both adapters; later calls return the same ``(model, tokenizer)``.
-
-        Raises :class:`UsageError` when the policy is not available (the message says what is missing and
-        how to fix it).
-        """
+        """``(model, tokenizer)``, loaded on the first call; :class:`UsageError` saying what is missing."""
         if not self.ready:
             reasons = "; ".join(self.data.problems) or "the base model or an adapter is missing"
             raise UsageError(f"the models are not available: {reasons}")
@@ -218,20 +192,12 @@ class ComparisonSpace:
             return self._policy
 
     def preload(self) -> bool:
-        """Load the policy now (at startup) when it is available; a failure becomes a problem for the page.
-
-        Returns whether the model and both adapters are loaded.
-        """
+        """Load the policy at startup; returns whether it loaded (a failure becomes a problem for the page)."""
         if not self.ready:
             return False
         try:
             self.load()
-        except (
-            UsageError,
-            OSError,
-            ValueError,
-            RuntimeError,
-        ) as err:  # bad weights, missing files, torch errors
+        except (UsageError, OSError, ValueError, RuntimeError) as err:  # bad weights, missing files, torch errors
             message = f"the models could not be loaded: {type(err).__name__}: {err}"
             logger.error(message)
             self.data.problems.append(message)
@@ -253,10 +219,7 @@ class ComparisonSpace:
 
     # -- lookups -----------------------------------------------------------------------------------------------
     def database(self, key: str) -> Database:
-        """The database with this key.
-
-        Raises :class:`UsageError` on an unknown key (the message lists the known ones).
-        """
+        """The database with this key; :class:`UsageError` listing the known ones otherwise."""
         database = self.data.databases.get(key or "")
         if database is None:
             known = ", ".join(list(self.data.databases)[:8]) or "none: see the message at the top of the page"
@@ -270,15 +233,15 @@ class ComparisonSpace:
         return schema_text(self.database(key).path, self.sandbox, sample_rows=sample_rows)
 
     def examples(self, key: str) -> list[Example]:
-        """The example questions of a database (possibly none)."""
+        """The database's example questions."""
         return list(self.data.examples.get(key, []))
 
     def find_example(self, key: str, question: str) -> Example | None:
-        """The example whose question this is (same words, case and spacing ignored), else ``None``."""
+        """The example with this question (case and spacing ignored), else ``None``."""
         return self._examples.get(key, {}).get(_normalize(question))
 
     def check_question(self, question: str | None) -> str:
-        """The question, stripped; raises a :class:`UsageError` naming the fix when it is empty or too long."""
+        """The question, stripped; :class:`UsageError` when it is empty or too long."""
         text = (question or "").strip()
         if not text:
             raise UsageError("type a question, or pick an example question")
@@ -300,14 +263,10 @@ class ComparisonSpace:
             return completion, time.perf_counter() - started
 
     def compare(self, key: str, question: str) -> Comparison:
-        """Ask both adapters the question about database ``key``; run and judge what they write.
+        """Ask both adapters about database ``key`` (``world/library``); run what they write, and judge it by the
+        benchmark's rule when the question is an example (a typed one has no gold).
 
-        When the question is one of the database's examples its gold SQL runs too and each answer is judged
-        against it (the benchmark's own rule: set equality for the world, Spider's test-suite rule for Spider).
-        A typed question has no gold: each answer is only run.
-
-        ``key``: e.g. ``world/library``. Raises :class:`UsageError` on an unknown database, an empty or
-        over-long question, or models that are not available.
+        :class:`UsageError` on an unknown database, a bad question, or models that are not available.
         """
         from slmsql_hub.sql import Judge, extract_sql
 
@@ -338,12 +297,9 @@ class ComparisonSpace:
             judgements = judge.judge_many(
                 outputs, [example.gold_sql] * len(names), [database.path] * len(names)
             )
-            statuses = [_VERDICT_STATUS[j.verdict.value] for j in judgements]
+            statuses = [_status(j.verdict.value) for j in judgements]
         else:
-            statuses = [
-                "no_sql" if r is None else "infra_failure" if r.infra else _EXEC_STATUS[r.status.value]
-                for r in shown
-            ]
+            statuses = ["no_sql" if r is None else "infra_failure" if r.infra else _status(r.status.value) for r in shown]
         answers = {}
         for name, text, sql, result, status in zip(names, outputs, sqls, shown, statuses):
             completion, latency = generated[name]
@@ -371,57 +327,29 @@ class ComparisonSpace:
 
     # -- telemetry ---------------------------------------------------------------------------------------------
     def telemetry_plots(self) -> list[tuple[str, str]]:
-        """Draw the GRPO telemetry plots (one line per attempt) and return ``(png_path, title)`` pairs.
-
-        Drawn once, into a temporary folder removed by :meth:`close`; no telemetry gives no plots.
-        """
-        from slmsql_hub.plots import TELEMETRY_PLOTS, logged_metric, plot_metric
+        """The GRPO telemetry plots as ``(png_path, title)``, drawn once into a folder :meth:`close` removes."""
+        from slmsql_hub.plots import TELEMETRY_PLOTS, write_card_plots
 
         if not self.data.attempts:
             return []
         if self._plot_dir is None:
             self._plot_dir = Path(tempfile.mkdtemp(prefix="slmsql-space-plots-"))
-        plots = []
-        for stem, (metric, title, ylabel) in TELEMETRY_PLOTS.items():
-            path = self._plot_dir / f"{stem}.png"
-            if not path.is_file():
-                key = logged_metric(self.data.attempts, metric)
-                if key is None:
-                    continue
-                plot_metric(self.data.attempts, key, path, title=title, ylabel=ylabel)
-            plots.append((str(path), title))
-        return plots
+            self._plots = write_card_plots(self.data.attempts, None, self._plot_dir)
+        return [(str(path), TELEMETRY_PLOTS[stem][1]) for stem, path in self._plots.items()]
 
     def telemetry_table(self) -> list[dict[str, str]]:
-        """Per attempt: steps logged, the mean of the headline metrics (``n/a`` when not logged) and how far the
-        adapter moved (``adapter_update.relative_norm`` of its ``run_summary.json``)."""
+        """Per attempt: steps logged, the headline metrics' means (``n/a`` when not logged), the adapter update."""
         from slmsql_hub.card import scientific
-        from slmsql_hub.plots import logged_metric
+        from slmsql_hub.plots import METRIC_FALLBACKS, logged_metric
         from slmsql_hub.training.telemetry import summarize_telemetry
 
         rows = []
         for label, records in self.data.attempts.items():
             summary = summarize_telemetry(records)
-            means = summary["mean"]
-
-            def fmt(name: str, means: dict = means) -> str:
-                value = means.get(name)
-                return "n/a" if value is None else f"{value:.3g}"
-
-            rows.append(
-                {
-                    "Attempt": label,
-                    "Steps logged": str(summary["steps_logged"]),
-                    "Mean reward": fmt("reward"),
-                    "Zero-variance groups": fmt(
-                        logged_metric({label: records}, EXACT_ZERO_STD_METRIC) or TRL_ZERO_STD_METRIC
-                    ),
-                    "Reward std": fmt("reward_std"),
-                    "Grad norm": fmt("grad_norm"),
-                    "Completion length": fmt("completions/mean_length"),
-                    "Adapter update ‖ΔW‖/‖W‖": scientific(
-                        self.data.adapter_updates.get(label, {}).get("relative_norm")
-                    ),
-                }
-            )
+            row = {"Attempt": label, "Steps logged": str(summary["steps_logged"])}
+            for title, metric in _TELEMETRY_COLUMNS.items():
+                value = summary["mean"].get(logged_metric({label: records}, metric) or METRIC_FALLBACKS.get(metric, metric))
+                row[title] = "n/a" if value is None else f"{value:.3g}"
+            update = self.data.adapter_updates.get(label, {}).get("relative_norm")
+            rows.append({**row, "Adapter update ‖ΔW‖/‖W‖": scientific(update)})
         return rows

@@ -1,10 +1,9 @@
 """What the Space shows besides live answers, found once at startup: :func:`load_space_data`.
 
-The databases to pick from (the embedded world, and a Spider-layout folder when configured) with their example
-questions and gold SQL; where the base model and both adapters are; and, read through the one run reader
-(:func:`slmsql_hub.run_files.read_run`), the evaluation, the GRPO telemetry and the model card of the run folder,
-its card folder, or a Hub GRPO repo written by ``slmsql card``. What is missing becomes a problem message for the
-page, never a traceback. Importing this module does no I/O and imports neither torch nor gradio.
+The databases (the embedded world, and Spider when configured) with their example questions; where the base model
+and both adapters are; and, through :func:`slmsql_hub.run_files.read_run`, the evaluation, GRPO telemetry, model
+card and ablation report of the run folder, its card folder or a Hub GRPO repo written by ``slmsql card``. What
+is missing becomes a problem message for the page, never a traceback. Importing this module does no I/O.
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ from typing import Any
 
 from space_settings import SpaceSettings
 
+from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
+from slmsql_hub.ablate.ship import CARD_FOLDER
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run_files import WORLD_MANIFEST, CardLayout, Run, RunLayout, read_json_object, read_run
 
 logger = logging.getLogger(__name__)
 
 POLICY_NAMES: tuple[str, str] = ("sft", "grpo")
-"""The two adapters compared, left to right."""
 
 POLICY_LABELS: dict[str, str] = {"sft": "SFT", "grpo": "GRPO"}
 
@@ -44,6 +44,9 @@ _HUB_PATTERNS = [
             _CARD.predictions_file("*"),
         )
     ),
+    f"{CARD_FOLDER}/{REPORT_MD}",
+    f"{CARD_FOLDER}/{REPORT_JSON}",
+    f"{CARD_FOLDER}/{FOREST_PLOT}",
 ]
 _MISSING_RUN_HINT = (
     "run `make quickstart` (it writes outputs/quickstart), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
@@ -53,11 +56,8 @@ _MISSING_RUN_HINT = (
 
 @dataclass(frozen=True)
 class Database:
-    """One database the page offers.
-
-    ``key`` is ``<source>/<db_id>`` (what ``/compare`` takes); ``source`` is ``world`` or ``spider``; ``mode``
-    how answers are judged (``bird`` set equality for the world, ``spider`` for Spider).
-    """
+    """One database the page offers: ``key`` ``<source>/<db_id>`` (what ``/compare`` takes); ``mode`` the
+    judge's rule (``bird`` for the world, ``spider`` for Spider)."""
 
     key: str
     db_id: str
@@ -84,10 +84,7 @@ class Example:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """One adapter: where it is, and the prompt settings it was trained with.
-
-    ``source`` is the adapter as configured (a folder or a Hub id); ``adapter`` the folder it resolved to.
-    """
+    """One adapter: ``source`` as configured (folder or Hub id), ``adapter`` its folder, and its training prompt."""
 
     name: str
     adapter: str
@@ -101,13 +98,12 @@ class PolicySpec:
 
 @dataclass
 class SpaceData:
-    """Everything the page shows besides live answers; what could not be found is in ``problems``.
+    """Everything the page shows besides live answers.
 
-    ``databases`` by key in display order; ``base_model`` ``None`` and ``policies`` empty when unavailable;
-    ``eval_dir`` holds ``eval_results.json`` (``predictions/`` is relative to it); ``attempts`` are GRPO
-    telemetry records per attempt label, attempt #1 first, and ``adapter_updates`` the ``adapter_update`` of
-    each attempt's ``run_summary.json``; ``problems`` is one sentence per missing piece, with its fix;
-    ``sources`` says what was loaded from where (the About tab).
+    ``base_model`` ``None`` and ``policies`` empty when unavailable; ``eval_dir`` holds ``eval_results.json``;
+    ``attempts`` are telemetry records per attempt label (attempt #1 first), ``adapter_updates`` each attempt's
+    ``adapter_update``; ``ablations`` the study's report folder; ``problems`` one sentence per missing piece,
+    with its fix; ``sources`` what was loaded from where.
     """
 
     databases: dict[str, Database] = field(default_factory=dict)
@@ -119,6 +115,7 @@ class SpaceData:
     attempts: dict[str, list[dict]] = field(default_factory=dict)
     adapter_updates: dict[str, dict] = field(default_factory=dict)
     card_text: str | None = None
+    ablations: Path | None = None
     max_new_tokens: int = 256
     problems: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -132,7 +129,7 @@ def _looks_like_hub_id(ref: str) -> bool:
 
 
 def _fetch(ref: str, problems: list[str], what: str) -> Path | None:
-    """A local folder for ``ref``: the folder itself, or a snapshot of the Hub repo (adapter + card files)."""
+    """``ref`` as a folder, or a snapshot of the Hub repo (adapter and card files); ``None`` with a problem."""
     path = Path(ref).expanduser()
     if path.is_dir():
         return path
@@ -213,8 +210,7 @@ def _spider_databases(root: Path, problems: list[str]) -> tuple[list[Database], 
 
 
 def _telemetry(runs: list[Run]) -> tuple[dict[str, list[dict]], dict[str, dict]]:
-    """GRPO telemetry per attempt label (the first folder read that has an attempt's telemetry wins), and the
-    ``adapter_update`` of each attempt's ``run_summary.json``."""
+    """Telemetry records and ``adapter_update`` per attempt label; the first run that has an attempt's wins."""
     found: dict[str, Any] = {}
     for run in runs:
         for attempt in run.attempts:
@@ -244,7 +240,7 @@ def _build_world(settings: SpaceSettings) -> Path:
 
 
 def load_space_data(settings: SpaceSettings) -> SpaceData:
-    """Find everything the page shows. Nothing here raises for a missing piece: it becomes a problem message.
+    """Find everything the page shows; a missing piece becomes a problem message, never an error.
 
     Example:
 
@@ -346,8 +342,8 @@ def _load_databases(settings: SpaceSettings, run: RunLayout, run_exists: bool, d
 
 
 def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData) -> None:
-    """The evaluation, telemetry and card, read with :func:`~slmsql_hub.run_files.read_run` from each folder in
-    turn (the run, its card folder, the GRPO adapter's folder); the first folder that has a piece gives it."""
+    """The evaluation, telemetry, card and ablation report from the first of ``roots`` (then the GRPO adapter's
+    folder) that has each; the card folder's shipped report before the run's own study."""
     runs = []
     for root in [*roots, *([grpo_folder] if grpo_folder else [])]:
         if not root.is_dir():
@@ -365,3 +361,5 @@ def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData
     if carded is not None:
         data.card_text = carded.card_text
         data.sources["model card"] = str(carded.layout.card_readme)
+    shipped_first = sorted(runs, key=lambda run: not isinstance(run.layout, CardLayout))
+    data.ablations = next((run.ablations for run in shipped_first if run.ablations is not None), None)

@@ -1,7 +1,5 @@
-"""The Space's settings: where the run folder is (``--run-dir`` / ``SLMSQL_RUN_DIR``), or the Hub ids of the base
-model and both adapters for the real Space, plus the safety limits (question length, rows shown, sandbox deadline,
-queue concurrency). :func:`env_settings` reads them from ``SLMSQL_*`` variables.
-"""
+"""The Space's settings: the run folder, or the Hub ids of the base model and both adapters, and the safety limits;
+:func:`env_settings` reads them from ``SLMSQL_*`` variables."""
 
 from __future__ import annotations
 
@@ -14,22 +12,18 @@ from slmsql_hub.errors import UsageError
 from slmsql_hub.quickstart import DEFAULT_OUT
 
 DEFAULT_RUN_DIR = str(DEFAULT_OUT)
-"""The run folder used when neither ``--run-dir`` nor ``SLMSQL_RUN_DIR`` is given."""
 
 
 @dataclass(frozen=True)
 class SpaceSettings:
     """What the Space serves and under which limits.
 
-    ``run_dir`` is a run folder (``world/``, ``base/``, ``sft/stage2/``, ``grpo/``, ``eval/``, ``card/``);
-    ``base_model``, ``sft_adapter``, ``grpo_adapter`` and ``world_dir`` (folders or Hub ids) replace its parts,
-    and a Hub repo written by ``slmsql card`` / ``slmsql push`` also carries the telemetry, evaluation and
-    card. With Hub models and no world, the world is built at startup (deterministic in ``world_seed``, about
-    15 s) into ``cache_dir`` (default ``~/.cache/slmsql-hub``). ``spider_dir`` (``database/<db>/<db>.sqlite``,
-    optionally ``dev.json``) adds databases judged with Spider's test-suite rule. ``max_new_tokens`` ``None``
-    uses the evaluation's setting, else 256. ``concurrency`` comparisons run at once (generation itself is
-    serialized); the queue holds ``queue_size`` more. ``max_rows`` rows make a result too large;
-    ``display_rows`` are shown.
+    ``base_model``, ``sft_adapter``, ``grpo_adapter`` and ``world_dir`` (folders or Hub ids) replace parts of
+    ``run_dir``; a Hub GRPO repo written by ``slmsql card`` also carries the telemetry, evaluation and card. With
+    Hub models and no world, the world is built at startup from ``world_seed`` into ``cache_dir`` (default
+    ``~/.cache/slmsql-hub``). ``spider_dir`` (``database/<db>/<db>.sqlite``, optionally ``dev.json``) adds
+    Spider databases. ``max_new_tokens`` ``None``: the evaluation's, else 256. ``concurrency`` comparisons run at
+    once, ``queue_size`` more wait; more than ``max_rows`` rows is too large, ``display_rows`` are shown.
 
     Example:
 
@@ -93,14 +87,8 @@ class SpaceSettings:
 
 
 def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """:class:`SpaceSettings` fields from ``SLMSQL_*`` environment variables (only those that are set).
-
-    Variables: ``SLMSQL_RUN_DIR``, ``SLMSQL_BASE_MODEL``, ``SLMSQL_SFT_ADAPTER``, ``SLMSQL_GRPO_ADAPTER``,
-    ``SLMSQL_WORLD_DIR``, ``SLMSQL_WORLD_SEED``, ``SLMSQL_SPIDER_DIR``, ``SLMSQL_EXAMPLE_SPLIT``,
-    ``SLMSQL_MAX_NEW_TOKENS``, ``SLMSQL_TIMEOUT_S``, ``SLMSQL_MAX_QUESTION_CHARS``, ``SLMSQL_CONCURRENCY``,
-    ``SLMSQL_QUEUE_SIZE``, ``SLMSQL_DEVICE``, ``SLMSQL_DTYPE``, ``SLMSQL_CACHE_DIR``.
-
-    Raises :class:`UsageError` on a number that does not parse.
+    """:class:`SpaceSettings` fields from the ``SLMSQL_<FIELD>`` variables that are set (the README lists them);
+    :class:`UsageError` on a number that does not parse.
 
     Example:
 

@@ -20,9 +20,7 @@ def _points(value: Any, signed: bool = True) -> str:
 
 
 def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """One row per benchmark: both policies' EX, ΔEX with its 95% CI, McNemar's p, discordant pairs, verdict.
-
-    ``None`` gives no rows; the values are display strings keyed by column name.
+    """One row of display strings per benchmark: both EX, ΔEX with its 95% CI, McNemar's p, discordant pairs.
 
     Example:
 
@@ -72,13 +70,8 @@ DISAGREEMENT_FILTERS: dict[str, str] = {
 def disagreements(
     eval_results: Mapping[str, Any] | None, eval_dir: Path | None, benchmark: str, which: str = "all"
 ) -> list[dict[str, Any]]:
-    """The questions of one benchmark where SFT and GRPO disagree, from ``eval/predictions/<benchmark>.jsonl``.
-
-    A disagreement is a scorable question exactly one of the two policies answers correctly.
-
-    ``which`` is ``all``, ``sft_only`` or ``grpo_only`` (:data:`DISAGREEMENT_FILTERS`). Returns the prediction
-    records in file order; raises :class:`UsageError` on an unknown benchmark or filter, or a missing
-    predictions file.
+    """The prediction records of one benchmark that exactly one policy answers correctly, filtered by ``which``
+    (:data:`DISAGREEMENT_FILTERS`); :class:`UsageError` on an unknown benchmark or filter or missing predictions.
 
     Example:
 
@@ -117,9 +110,7 @@ def disagreements(
 
 
 def card_summary(card_text: str | None) -> str | None:
-    """The model card's summary: its TL;DR block and its Results section (front matter left out).
-
-    ``None`` without a card.
+    """The model card's TL;DR block (else its first paragraph) and its Results section; ``None`` without a card.
 
     Example:
 
