@@ -228,3 +228,15 @@ def test_slmsql_card_adds_an_ablations_section_and_ships_the_report(finished_gri
     shutil.rmtree(finished_grid)  # no study: no section
     build_card(run)
     assert "## Ablations" not in (card / "README.md").read_text(encoding="utf-8")
+
+
+def test_an_unreadable_report_beside_a_run_is_not_its_study(tmp_path, caplog):
+    from slmsql_hub.ablate.ship import find_report
+    from slmsql_hub.run_files import read_run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "ablations").mkdir()
+    (tmp_path / "ablations" / "report.json").write_text("{ half a report", encoding="utf-8")
+    assert find_report(tmp_path / "run") is None
+    assert "is not a readable report" in caplog.text
+    assert read_run(tmp_path / "run").ablations is None

@@ -9,10 +9,13 @@ card an "Ablations" section from ``model_card/ablation_card.md``.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
 from .report import FOREST_PLOT, REPORT_JSON, REPORT_MD, claims, load_template
+
+logger = logging.getLogger(__name__)
 
 CARD_FOLDER = "ablations"
 """The report's folder inside the card folder (and the model repo)."""
@@ -38,9 +41,12 @@ def find_report(run_dir: str | Path) -> Path | None:
         return inside
     beside = run.parent / CARD_FOLDER
     if (beside / REPORT_JSON).is_file():
-        recorded = (json.loads((beside / REPORT_JSON).read_text(encoding="utf-8")).get("config") or {}).get(
-            "run_dir"
-        )
+        try:
+            report = json.loads((beside / REPORT_JSON).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            logger.warning("%s is not a readable report (%s); it is not RUN's study", beside / REPORT_JSON, err)
+            return None
+        recorded = ((report.get("config") if isinstance(report, dict) else None) or {}).get("run_dir")
         if recorded and Path(recorded).resolve() == run.resolve():
             return beside
     return None
