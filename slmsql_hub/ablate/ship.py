@@ -44,7 +44,9 @@ def find_report(run_dir: str | Path) -> Path | None:
         try:
             report = json.loads((beside / REPORT_JSON).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            logger.warning("%s is not a readable report (%s); it is not RUN's study", beside / REPORT_JSON, err)
+            logger.warning(
+                "%s is not a readable report (%s); it is not RUN's study", beside / REPORT_JSON, err
+            )
             return None
         recorded = ((report.get("config") if isinstance(report, dict) else None) or {}).get("run_dir")
         if recorded and Path(recorded).resolve() == run.resolve():
