@@ -75,19 +75,15 @@ def build_prompts(count: int) -> list[list[dict[str, str]]]:
 
 
 def world_prompts(world: Path, adapter: Path | None, count: int) -> list[list[dict[str, str]]]:
-    """The first ``count`` dev questions of a built world, prompted as SFT prompted them."""
-    from measure_world_ex import load_split, prompt_config_for
+    """The first ``count`` dev questions of a built world, prompted as ``slmsql eval`` prompts them."""
+    from measure_world_ex import load_split
 
+    from slmsql_hub.evaluation import build_prompts, resolve_prompt_config
     from slmsql_hub.sql import Sandbox
 
     rows, _ = load_split(world, "dev", None, 0)
-    rows = rows[:count]
-    config = prompt_config_for(adapter or world / "no-adapter", None, None)
     with Sandbox() as sandbox:
-        return [
-            config.messages(r["question"], config.schema(r["db_path"], sandbox), r["evidence"] or "")
-            for r in rows
-        ]
+        return build_prompts(rows[:count], resolve_prompt_config(adapter), sandbox)
 
 
 def random_tiny_policy(seed: int = 0):

@@ -30,13 +30,12 @@ sys.path.insert(0, str(REPO))
 
 def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=str(REPO / "recipes" / "world" / "grpo_attempt1.yaml"))
-    parser.add_argument("--steps", type=int, default=8, help="optimizer steps to time")
-    parser.add_argument("--max_share", type=float, default=0.05, help="largest acceptable reward share")
-    parser.add_argument(
-        "--output_dir", default=None, help="where the run writes (default: a temporary folder)"
-    )
-    parser.add_argument("--json", default=None, help="also write the measurements to this JSON file")
+    add = parser.add_argument
+    add("--config", default=str(REPO / "recipes" / "world" / "grpo_attempt1.yaml"))
+    add("--steps", type=int, default=8, help="optimizer steps to time")
+    add("--max_share", type=float, default=0.05, help="largest acceptable reward share")
+    add("--output_dir", default=None, help="where the run writes (default: a temporary folder)")
+    add("--json", default=None, help="also write the measurements to this JSON file")
     return parser.parse_known_args(argv)
 
 

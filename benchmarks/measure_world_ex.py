@@ -84,28 +84,21 @@ def print_report(name: str, scores: dict, n: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", type=Path, required=True, help="a built world (slmsql world build --out)")
-    parser.add_argument("--base", type=Path, required=True, help="the base model folder (model + tokenizer)")
-    parser.add_argument(
-        "--adapter", type=Path, required=True, help="the LoRA adapter folder (e.g. sft/stage2)"
-    )
-    parser.add_argument("--split", default="dev", help="dataset split (default dev)")
-    parser.add_argument("--limit", type=int, help="score a seeded subset of N questions")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit subset")
-    parser.add_argument("--batch-size", type=int, default=16, help="prompts per generate call")
-    parser.add_argument("--max-new-tokens", type=int, default=160)
-    parser.add_argument(
-        "--sample-rows", type=int, help="schema sample rows (default: the adapter's run_summary.json, else 3)"
-    )
-    parser.add_argument(
-        "--max-value-chars",
-        type=int,
-        help="sample value length (default: the adapter's run_summary.json, else 40)",
-    )
-    parser.add_argument("--skip-base", action="store_true", help="do not score the base without adapter")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads")
-    parser.add_argument("--json", type=Path, help="write every number here")
-    parser.add_argument("--predictions", type=Path, help="write every completion and verdict here (JSONL)")
+    add = parser.add_argument
+    add("--world", type=Path, required=True, help="a built world (slmsql world build --out)")
+    add("--base", type=Path, required=True, help="the base model folder (model + tokenizer)")
+    add("--adapter", type=Path, required=True, help="the LoRA adapter folder (e.g. sft/stage2)")
+    add("--split", default="dev", help="dataset split (default dev)")
+    add("--limit", type=int, help="score a seeded subset of N questions")
+    add("--seed", type=int, default=0, help="seed of the --limit subset")
+    add("--batch-size", type=int, default=16, help="prompts per generate call")
+    add("--max-new-tokens", type=int, default=160)
+    add("--sample-rows", type=int, help="schema sample rows (default: the adapter's run_summary.json, else 3)")
+    add("--max-value-chars", type=int, help="sample value length (default: the adapter's run_summary.json, else 40)")
+    add("--skip-base", action="store_true", help="do not score the base without adapter")
+    add("--threads", type=int, help="torch intra-op threads")
+    add("--json", type=Path, help="write every number here")
+    add("--predictions", type=Path, help="write every completion and verdict here (JSONL)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -134,23 +127,11 @@ def run(args: argparse.Namespace) -> int:
     with Sandbox() as sandbox:
         prompts = build_prompts(rows, prompt_config, sandbox)
         # slmsql eval's path: each adapter answers in turn, then every answer is judged in one batch.
-        outputs = generate_and_judge(
-            model,
-            tokenizer,
-            rows,
-            {name: prompts for name in arms.values()},
-            Judge(sandbox=sandbox, mode="bird"),
-            config,
-        )
+        judge = Judge(sandbox=sandbox, mode="bird")
+        outputs = generate_and_judge(model, tokenizer, rows, {name: prompts for name in arms.values()}, judge, config)
     seconds = time.perf_counter() - start
     print(f"\ngeneration + judging: {seconds:.1f} s")
-    report: dict = {
-        "world": str(args.world),
-        "split": args.split,
-        "n": len(rows),
-        "seconds": seconds,
-        "models": {},
-    }
+    report: dict = {"world": str(args.world), "split": args.split, "n": len(rows), "seconds": seconds, "models": {}}
     by_arm = {}
     for arm, name in arms.items():
         scores = policy_scores(

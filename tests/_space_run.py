@@ -33,14 +33,7 @@ from pathlib import Path
 import pytest
 import torch
 from _helpers import write_prompt_summary
-from _tiny_model import (
-    CHAT_TEMPLATE,
-    SPECIAL_TOKENS,
-    build_model,
-    one_torch_thread,
-    save_trained_adapter,
-    train_to_answer,
-)
+from _tiny_model import build_model, build_tokenizer, one_torch_thread, save_trained_adapter, train_to_answer
 
 DB_ID = "music_school"
 QUESTION = "Count the number of students."
@@ -56,37 +49,14 @@ def _answer(sql: str) -> str:
 
 
 def _tokenizer():
-    """A byte-level BPE with Qwen's special tokens and chat template whose merges spell both answers."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    corpus = [SFT_SQL, GRPO_SQL] * 20 + ["Answer with one SQLite query. CREATE TABLE"]
-    backend.train_from_iterator(corpus, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"],
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    """A byte-level BPE whose merges spell both answers."""
+    return build_tokenizer(400, corpus=[SFT_SQL, GRPO_SQL] * 20 + ["Answer with one SQLite query. CREATE TABLE"])
 
 
 def _bigram_base(tokenizer):
     """The tiny Qwen2 with attention switched off (output projections zero and frozen)."""
     model = build_model(tokenizer)
-    model.config.max_position_embeddings = (
-        4096  # rotary positions have no hard limit; prompts are ~600 tokens
-    )
+    model.config.max_position_embeddings = 4096  # rotary positions have no hard limit; prompts are ~600 tokens
     for layer in model.model.layers:
         torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
         layer.self_attn.o_proj.weight.requires_grad_(False)
@@ -127,9 +97,7 @@ def build_space_run(root: Path) -> Path:
     build_world(world, seed=0, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=5, dev=20, test=5))
     rows = list(load_world(world, "dev"))
     if not any(row["db_id"] == DB_ID and row["question"] == QUESTION for row in rows):
-        raise RuntimeError(
-            f"the tiny world's dev split no longer has {QUESTION!r}; update tests/_space_run.py"
-        )
+        raise RuntimeError(f"the tiny world's dev split no longer has {QUESTION!r}; update tests/_space_run.py")
 
     chat = [{"role": "user", "content": "q"}]  # any prompt will do: the model only sees the last token
     with one_torch_thread():

@@ -8,7 +8,7 @@ to itself) with Qwen's special tokens and a Qwen-style chat template; the model 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -44,8 +44,10 @@ def one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def build_tokenizer(vocab_size: int = 320, eos_token: str = "<|im_end|>") -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with ``<|im_start|>``/``<|im_end|>`` and a chat template.
+def build_tokenizer(
+    vocab_size: int = 320, eos_token: str = "<|im_end|>", corpus: Sequence[str] = _CORPUS
+) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer learnt on ``corpus``, with ``<|im_start|>``/``<|im_end|>`` and a chat template.
 
     ``eos_token="<|endoftext|>"`` mimics a Qwen *base* checkpoint, whose eos is not the end of a chat turn.
     """
@@ -58,7 +60,7 @@ def build_tokenizer(vocab_size: int = 320, eos_token: str = "<|im_end|>") -> Pre
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    backend.train_from_iterator(_CORPUS, trainer=trainer)
+    backend.train_from_iterator(corpus, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         eos_token=eos_token,

@@ -394,6 +394,17 @@ def random_policy(tmp_path_factory):
     return save_random_policy(tmp_path_factory.mktemp("random"), {"sft": 1, "grpo": 2})
 
 
+def world_config(world_dir, random_policy, out, **overrides):
+    values = dict(
+        model_name_or_path=str(random_policy / "base"),
+        sft_adapter=str(random_policy / "sft"),
+        grpo_adapter=str(random_policy / "grpo"),
+        world_root=str(world_dir),
+        output_dir=str(out),
+    )
+    return EvalConfig(**{**values, **overrides})
+
+
 def write_recipe(path, world_dir, random_policy, out):
     path.write_text(
         "\n".join(
@@ -468,13 +479,7 @@ def test_cli_bad_recipe_is_one_line_and_exit_code_2(tmp_path, capsys):
 
 
 def test_missing_adapter_folder_is_one_usage_error(world_dir, random_policy, tmp_path):
-    config = EvalConfig(
-        model_name_or_path=str(random_policy / "base"),
-        sft_adapter=str(random_policy / "sft"),
-        grpo_adapter=str(tmp_path / "no-grpo-here"),
-        world_root=str(world_dir),
-        output_dir=str(tmp_path / "out"),
-    )
+    config = world_config(world_dir, random_policy, tmp_path / "out", grpo_adapter=str(tmp_path / "no-grpo-here"))
     with pytest.raises(UsageError, match="adapter 'grpo'.*does not exist"):
         run_eval(config, progress=False)
 
@@ -484,14 +489,7 @@ def test_vllm_backend_without_vllm_names_the_extra_to_install(world_dir, random_
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
-    config = EvalConfig(
-        model_name_or_path=str(random_policy / "base"),
-        sft_adapter=str(random_policy / "sft"),
-        grpo_adapter=str(random_policy / "grpo"),
-        world_root=str(world_dir),
-        backend="vllm",
-        output_dir=str(tmp_path / "out"),
-    )
+    config = world_config(world_dir, random_policy, tmp_path / "out", backend="vllm")
     with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
         run_eval(config, progress=False)
     assert not (tmp_path / "out").exists()

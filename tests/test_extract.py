@@ -6,85 +6,74 @@ import pytest
 
 from slmsql_hub.sql.extract import extract_sql, has_sql_block
 
-# (model output, expected SQL) -- hand-made answers in the shapes small models actually produce.
-CASES = [
-    pytest.param("```sql\nSELECT name FROM singer\n```", "SELECT name FROM singer", id="plain-sql-block"),
-    pytest.param(
+# Hand-made answers in the shapes small models actually produce. id: (model output, expected SQL)
+ANSWERS = {
+    "plain-sql-block": ("```sql\nSELECT name FROM singer\n```", "SELECT name FROM singer"),
+    "block-between-prose": (
         "To count singers we use COUNT.\n\n```sql\nSELECT count(*) FROM singer;\n```\n\nThis returns one row.",
         "SELECT count(*) FROM singer;",
-        id="block-between-prose",
     ),
-    pytest.param(
+    "last-sql-block-wins": (
         "First try:\n```sql\nSELECT age FROM singer\n```\nBetter:\n```sql\nSELECT avg(age) FROM singer\n```",
         "SELECT avg(age) FROM singer",
-        id="last-sql-block-wins",
     ),
-    pytest.param("```SQL\nSELECT 1\n```", "SELECT 1", id="tag-upper-case"),
-    pytest.param("```Sql  \r\nSELECT 1\r\n```", "SELECT 1", id="tag-mixed-case-crlf"),
-    pytest.param("```sql SELECT name FROM singer```", "SELECT name FROM singer", id="one-line-sql-block"),
-    pytest.param(
+    "tag-upper-case": ("```SQL\nSELECT 1\n```", "SELECT 1"),
+    "tag-mixed-case-crlf": ("```Sql  \r\nSELECT 1\r\n```", "SELECT 1"),
+    "one-line-sql-block": ("```sql SELECT name FROM singer```", "SELECT name FROM singer"),
+    "missing-closing-fence-at-end": (
         "```sql\nSELECT name\nFROM singer\nWHERE age > 30\nORDER BY age",
         "SELECT name\nFROM singer\nWHERE age > 30\nORDER BY age",
-        id="missing-closing-fence-at-end",
     ),
-    pytest.param(
+    "sql-block-beats-later-python-block": (
         "```sql\nSELECT a FROM t\n```\n```python\nprint('hi')\n```",
         "SELECT a FROM t",
-        id="sql-block-beats-later-python-block",
     ),
-    pytest.param(
+    "sql-block-beats-later-untagged-block": (
         "```sql\nSELECT a FROM t\n```\nAlso:\n```\nSELECT b FROM t\n```",
         "SELECT a FROM t",
-        id="sql-block-beats-later-untagged-block",
     ),
-    pytest.param("```\nSELECT b FROM t\n```", "SELECT b FROM t", id="untagged-block-fallback"),
-    pytest.param(
-        "```\nSELECT a FROM t\n```\nthen\n```\nSELECT b FROM t\n```",
-        "SELECT b FROM t",
-        id="last-untagged-block",
-    ),
-    pytest.param("```sqlite\nSELECT c FROM t\n```", "SELECT c FROM t", id="dialect-tag-fallback"),
-    pytest.param("```sql\n```\n```\nSELECT d FROM t\n```", "SELECT d FROM t", id="empty-sql-block-ignored"),
-    pytest.param("````sql\nSELECT e FROM t\n````", "SELECT e FROM t", id="four-backtick-fence"),
-    pytest.param(
-        "  SELECT count(*) FROM singer;\n\n", "SELECT count(*) FROM singer;", id="bare-sql-stripped"
-    ),
-    pytest.param("select name from singer", "select name from singer", id="bare-sql-lower-case"),
-    pytest.param(
-        "WITH x AS (SELECT 1 AS v) SELECT v FROM x",
-        "WITH x AS (SELECT 1 AS v) SELECT v FROM x",
-        id="bare-with",
-    ),
-    pytest.param("VALUES (1), (2)", "VALUES (1), (2)", id="bare-values"),
-    pytest.param("\tSELECT\n  a\nFROM t", "SELECT\n  a\nFROM t", id="bare-multiline-keeps-inner-whitespace"),
-    pytest.param(
-        "/* model output */ -- note\nSELECT count(*) FROM singer",
-        "/* model output */ -- note\nSELECT count(*) FROM singer",
-        id="bare-sql-after-block-and-line-comments",
-    ),
-    pytest.param("-- the answer:\n\n  with x as (select 1) select * from x", "-- the answer:\n\n  with x as (select 1) select * from x", id="bare-with-after-comment"),
-    pytest.param("/* unclosed comment SELECT 1", None, id="only-an-unclosed-comment"),
-    pytest.param("-- SELECT 1", None, id="sql-inside-a-line-comment-only"),
-    pytest.param("/* SELECT 1 */ Sure, here it is.", None, id="prose-after-a-comment"),
-    pytest.param("The answer is SELECT a FROM t", None, id="prose-before-sql"),
-    pytest.param("SELECTION of rows is not possible.", None, id="word-starting-with-select"),
-    pytest.param("I don't know.", None, id="no-sql"),
-    pytest.param("```python\nprint('SELECT 1')\n```", None, id="only-python-block"),
-    pytest.param("```sql\n   \n```", None, id="only-empty-sql-block"),
-    pytest.param("", None, id="empty"),
-    pytest.param("  \n\t ", None, id="whitespace"),
-    pytest.param(None, None, id="none"),
+    "untagged-block-fallback": ("```\nSELECT b FROM t\n```", "SELECT b FROM t"),
+    "last-untagged-block": ("```\nSELECT a FROM t\n```\nthen\n```\nSELECT b FROM t\n```", "SELECT b FROM t"),
+    "dialect-tag-fallback": ("```sqlite\nSELECT c FROM t\n```", "SELECT c FROM t"),
+    "empty-sql-block-ignored": ("```sql\n```\n```\nSELECT d FROM t\n```", "SELECT d FROM t"),
+    "four-backtick-fence": ("````sql\nSELECT e FROM t\n````", "SELECT e FROM t"),
+    "bare-sql-stripped": ("  SELECT count(*) FROM singer;\n\n", "SELECT count(*) FROM singer;"),
+    "bare-multiline-keeps-inner-whitespace": ("\tSELECT\n  a\nFROM t", "SELECT\n  a\nFROM t"),
+}
+# Bare SQL comes back unchanged.
+UNCHANGED = {
+    "bare-sql-lower-case": "select name from singer",
+    "bare-with": "WITH x AS (SELECT 1 AS v) SELECT v FROM x",
+    "bare-values": "VALUES (1), (2)",
+    "bare-sql-after-block-and-line-comments": "/* model output */ -- note\nSELECT count(*) FROM singer",
+    "bare-with-after-comment": "-- the answer:\n\n  with x as (select 1) select * from x",
+    "plain-sql-double-spaces": "SELECT T1.name FROM singer AS T1 WHERE T1.age  >  20",
+    "plain-sql-spaces-in-a-string": "select * from t where a = 'x  y'",
+}
+# Answers without SQL give None.
+NO_SQL = {
+    "only-an-unclosed-comment": "/* unclosed comment SELECT 1",
+    "sql-inside-a-line-comment-only": "-- SELECT 1",
+    "prose-after-a-comment": "/* SELECT 1 */ Sure, here it is.",
+    "prose-before-sql": "The answer is SELECT a FROM t",
+    "word-starting-with-select": "SELECTION of rows is not possible.",
+    "no-sql": "I don't know.",
+    "only-python-block": "```python\nprint('SELECT 1')\n```",
+    "only-empty-sql-block": "```sql\n   \n```",
+    "empty": "",
+    "whitespace": "  \n\t ",
+    "none": None,
+}
+CASES = [
+    *(pytest.param(text, sql, id=name) for name, (text, sql) in ANSWERS.items()),
+    *(pytest.param(sql, sql, id=name) for name, sql in UNCHANGED.items()),
+    *(pytest.param(text, None, id=name) for name, text in NO_SQL.items()),
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), CASES)
 def test_extract_sql_on_hand_made_answers(text, expected):
     assert extract_sql(text) == expected
-
-
-def test_plain_sql_predictions_pass_through_unchanged():
-    for sql in ["SELECT T1.name FROM singer AS T1 WHERE T1.age  >  20", "select * from t where a = 'x  y'"]:
-        assert extract_sql(sql) == sql
 
 
 def test_extraction_is_idempotent_on_its_own_output():

@@ -6,18 +6,8 @@ import pytest
 import torch
 from _tiny_model import build_model, build_tokenizer
 
+from slmsql_hub.training import guards
 from slmsql_hub.training.configs import GRPOTrainingConfig
-from slmsql_hub.training.guards import (
-    adapter_checksum,
-    adapter_update,
-    check_adapter_changed,
-    check_adapter_update,
-    check_clipping_can_fire,
-    check_lora_learning_rate,
-    check_trainable_parameters,
-    guards_summary,
-    lora_snapshot,
-)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def _load(folder, tokenizer, trainable: bool):
 def test_adapter_loaded_without_is_trainable_fails_the_trainable_guard(saved_adapter):
     folder, tokenizer = saved_adapter
     frozen = _load(folder, tokenizer, trainable=False)
-    result = check_trainable_parameters(frozen)
+    result = guards.check_trainable_parameters(frozen)
     assert result.failed and result.details["trainable"] == 0
     assert "is_trainable=True" in result.message
 
@@ -51,7 +41,7 @@ def test_adapter_loaded_without_is_trainable_fails_the_trainable_guard(saved_ada
 def test_adapter_loaded_trainable_passes_with_only_lora_weights_trainable(saved_adapter):
     folder, tokenizer = saved_adapter
     model = _load(folder, tokenizer, trainable=True)
-    result = check_trainable_parameters(model)
+    result = guards.check_trainable_parameters(model)
     assert result.status == "ok"
     lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
     assert result.details["trainable"] == lora < result.details["total"]
@@ -60,21 +50,22 @@ def test_adapter_loaded_trainable_passes_with_only_lora_weights_trainable(saved_
 def test_checksum_covers_the_adapter_only_and_sees_one_changed_weight(saved_adapter):
     folder, tokenizer = saved_adapter
     model = _load(folder, tokenizer, trainable=True)
-    before = adapter_checksum(model)
-    assert adapter_checksum(_load(folder, tokenizer, trainable=True)) == before  # same file, same digest
+    before = guards.adapter_checksum(model)
+    # same file, same digest
+    assert guards.adapter_checksum(_load(folder, tokenizer, trainable=True)) == before
     with torch.no_grad():  # a base weight is not the adapter: the digest must not move
         model.get_base_model().model.embed_tokens.weight[0, 0] += 1.0
-    assert adapter_checksum(model) == before
+    assert guards.adapter_checksum(model) == before
     lora_b = next(p for n, p in model.named_parameters() if "lora_B" in n)
     with torch.no_grad():
         lora_b[0, 0] += 1e-6
-    assert adapter_checksum(model) != before
+    assert guards.adapter_checksum(model) != before
 
 
 def test_an_optimizer_step_with_zero_gradient_leaves_the_adapter_unchanged_and_is_flagged(saved_adapter):
     folder, tokenizer = saved_adapter
     model = _load(folder, tokenizer, trainable=True)
-    before = adapter_checksum(model)
+    before = guards.adapter_checksum(model)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.0
     )
@@ -82,14 +73,14 @@ def test_an_optimizer_step_with_zero_gradient_leaves_the_adapter_unchanged_and_i
         if p.requires_grad:
             p.grad = torch.zeros_like(p)  # what GRPO gets when every group has zero reward variance
     optimizer.step()
-    unchanged = check_adapter_changed(before, adapter_checksum(model))
+    unchanged = guards.check_adapter_changed(before, guards.adapter_checksum(model))
     assert unchanged.failed and "frac_reward_zero_std" in unchanged.message
 
     for p in model.parameters():
         if p.requires_grad:
             p.grad = torch.ones_like(p)
     optimizer.step()
-    assert check_adapter_changed(before, adapter_checksum(model)).status == "ok"
+    assert guards.check_adapter_changed(before, guards.adapter_checksum(model)).status == "ok"
 
 
 def test_a_one_ulp_change_passes_the_checksum_but_the_relative_update_guard_warns(saved_adapter):
@@ -99,27 +90,28 @@ def test_a_one_ulp_change_passes_the_checksum_but_the_relative_update_guard_warn
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.copy_(torch.randn_like(p) * 0.05)
-    before, snapshot = adapter_checksum(model), lora_snapshot(model)
-    unmoved = adapter_update(model, snapshot)
+    before, snapshot = guards.adapter_checksum(model), guards.lora_snapshot(model)
+    unmoved = guards.adapter_update(model, snapshot)
     assert unmoved["relative_norm"] == 0.0 and unmoved["modules_changed"] == 0
     assert unmoved["modules"] == len(snapshot) > 0 and unmoved["relative_to_adapter"] == 0.0
 
     lora_b = next(p for n, p in model.named_parameters() if "lora_B" in n)
     with torch.no_grad():
         lora_b[0, 0] = torch.nextafter(lora_b[0, 0], torch.tensor(1.0))  # one ulp
-    assert check_adapter_changed(before, adapter_checksum(model)).status == "ok"  # bit-identity sees a change
-    tiny = adapter_update(model, snapshot)
+    # bit-identity sees a change
+    assert guards.check_adapter_changed(before, guards.adapter_checksum(model)).status == "ok"
+    tiny = guards.adapter_update(model, snapshot)
     assert 0.0 < tiny["relative_norm"] < 1e-9 and tiny["modules_changed"] == 1
-    warned = check_adapter_update(tiny, min_relative_update=1e-6)
+    warned = guards.check_adapter_update(tiny, min_relative_update=1e-6)
     assert warned.status == "warn" and "min_relative_update=1e-06" in warned.message
 
     with torch.no_grad():  # a real step: every B moves by 1e-2
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.add_(1e-2)
-    moved = adapter_update(model, snapshot)
+    moved = guards.adapter_update(model, snapshot)
     assert moved["relative_norm"] > 1e-3 and moved["modules_changed"] == moved["modules"]
-    assert check_adapter_update(moved, min_relative_update=1e-6).status == "ok"
+    assert guards.check_adapter_update(moved, min_relative_update=1e-6).status == "ok"
     # the formula, by hand: sqrt(sum ||s (B1 A1 - B0 A0)||^2) / sqrt(sum ||W + s B0 A0||^2)
     update_sq = weight_sq = 0.0
     for name, layer in model.named_modules():
@@ -137,36 +129,36 @@ def test_clipping_guard_warns_for_the_study_setting_and_not_when_batches_are_reu
         return GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, **kw)
 
     study = config(epsilon=0.2, num_iterations=1)
-    assert check_clipping_can_fire(study).status == "warn"
-    assert check_clipping_can_fire(config(epsilon=0.2, num_iterations=2)).status == "ok"
+    assert guards.check_clipping_can_fire(study).status == "warn"
+    assert guards.check_clipping_can_fire(config(epsilon=0.2, num_iterations=2)).status == "ok"
     # a generation batch spread over two optimizer steps: the second step's ratio is not 1
     reused = config(epsilon=0.2, per_device_train_batch_size=8, steps_per_generation=2)
-    assert check_clipping_can_fire(reused).status == "ok"
+    assert guards.check_clipping_can_fire(reused).status == "ok"
     # accumulation alone does not help: completions are still scored by the policy that sampled them
     accumulated = config(epsilon=0.2, per_device_train_batch_size=8, gradient_accumulation_steps=2)
-    assert check_clipping_can_fire(accumulated).status == "warn"
-    assert check_clipping_can_fire(config(epsilon=0.0)).status == "ok"
+    assert guards.check_clipping_can_fire(accumulated).status == "warn"
+    assert guards.check_clipping_can_fire(config(epsilon=0.0)).status == "ok"
 
 
 def test_learning_rate_guard_warns_only_for_lora_at_full_fine_tuning_rates():
     def config(lr):
         return GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, learning_rate=lr)
 
-    assert check_lora_learning_rate(config(1e-6), is_lora=True).status == "warn"
-    assert "1e-5" in check_lora_learning_rate(config(1e-6), is_lora=True).message
-    assert check_lora_learning_rate(config(1e-5), is_lora=True).status == "ok"
-    assert check_lora_learning_rate(config(1e-6), is_lora=False).status == "ok"
+    assert guards.check_lora_learning_rate(config(1e-6), is_lora=True).status == "warn"
+    assert "1e-5" in guards.check_lora_learning_rate(config(1e-6), is_lora=True).message
+    assert guards.check_lora_learning_rate(config(1e-5), is_lora=True).status == "ok"
+    assert guards.check_lora_learning_rate(config(1e-6), is_lora=False).status == "ok"
 
 
 def test_summary_lists_warned_and_failed_guards(saved_adapter):
     folder, tokenizer = saved_adapter
     results = [
-        check_trainable_parameters(_load(folder, tokenizer, trainable=False)),
-        check_lora_learning_rate(
+        guards.check_trainable_parameters(_load(folder, tokenizer, trainable=False)),
+        guards.check_lora_learning_rate(
             GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True), is_lora=True
         ),
     ]
-    summary = guards_summary(results)
+    summary = guards.guards_summary(results)
     assert summary["failed"] == ["trainable_parameters"]
     assert summary["warned"] == ["lora_learning_rate"]
     assert [r["name"] for r in summary["results"]] == ["trainable_parameters", "lora_learning_rate"]

@@ -43,88 +43,97 @@ def test_label_follows_the_official_thresholds(c1, c2, others, label):
     assert HardnessCounts(component1=c1, component2=c2, others=others).label == label
 
 
-# ---------------------------------------------------------------------------------------------------------
-# component 1: clauses, joins, or, like
+def case(sql: str, expected, rule: str):
+    return pytest.param(sql, expected, id=rule)
 
 
-def test_single_table_count_is_easy():
-    assert counts("SELECT count(*) FROM singer") == (0, 0, 0)
-    assert spider_hardness("SELECT count(*) FROM singer") == "easy"
-
-
-def test_where_group_order_and_limit_each_count_once():
-    sql = "SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 3"
-    assert counts(sql) == (4, 0, 0)
-    assert spider_hardness(sql) == "extra"
-
-
-def test_each_join_counts_one():
-    assert counts("SELECT T1.a FROM t AS T1 JOIN u AS T2 ON T1.id = T2.id") == (1, 0, 0)
-    assert counts("SELECT T1.a FROM t AS T1 JOIN u AS T2 ON T1.id = T2.id JOIN v ON T2.k = v.k") == (2, 0, 0)
-
-
-def test_or_connectors_and_like_conditions_count():
-    assert counts("SELECT a FROM t WHERE b = 1 OR b = 2") == (2, 0, 1)
-    assert counts("SELECT a FROM t WHERE b LIKE '%x%'") == (2, 0, 0)
-    assert counts("SELECT a FROM t WHERE b NOT LIKE '%x%' OR c LIKE 'y%'") == (4, 0, 1)
-
-
-def test_or_after_a_column_valued_condition_is_swallowed_like_the_official_parser():
-    # The official parser reads the value "T2.y" on to the next "and", so the OR and its condition vanish.
-    assert counts("SELECT a FROM t AS T1 JOIN u AS T2 ON T1.x = T2.y OR T1.x = T2.z") == (1, 0, 0)
-    # With a literal value the OR is seen.
-    assert counts("SELECT a FROM t AS T1 JOIN u AS T2 ON T1.x = T2.y WHERE T1.b = 1 OR T1.b = 2") == (3, 0, 1)
-
-
-def test_from_subquery_is_a_table_unit_not_a_nested_query():
-    assert counts("SELECT count(*) FROM (SELECT a FROM t)") == (0, 0, 0)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# component 2: nested queries and set operations
-
-
-def test_subquery_values_count_as_nested():
-    assert counts("SELECT a FROM t WHERE b IN (SELECT b FROM u)") == (1, 1, 0)
-    assert counts("SELECT a FROM t WHERE b > (SELECT avg(b) FROM t)") == (1, 1, 0)
-    between = "SELECT a FROM t WHERE b BETWEEN (SELECT min(x) FROM u) AND (SELECT max(x) FROM u)"
-    assert counts(between) == (1, 2, 0)
-
-
-def test_set_operation_counts_once_and_only_the_first_query_is_scored():
-    assert counts("SELECT a FROM t UNION SELECT a FROM u") == (0, 1, 0)
+# (component1, component2, others) as the official evaluation counts them.
+COUNTS = [
+    # component 1: clauses, joins, or, like
+    case("SELECT count(*) FROM singer", (0, 0, 0), "single-table-count"),
+    case(
+        "SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 3",
+        (4, 0, 0),
+        "where-group-order-limit-once-each",
+    ),
+    case("SELECT T1.a FROM t AS T1 JOIN u AS T2 ON T1.id = T2.id", (1, 0, 0), "one-join"),
+    case(
+        "SELECT T1.a FROM t AS T1 JOIN u AS T2 ON T1.id = T2.id JOIN v ON T2.k = v.k", (2, 0, 0), "two-joins"
+    ),
+    case("SELECT a FROM t WHERE b = 1 OR b = 2", (2, 0, 1), "or-connector"),
+    case("SELECT a FROM t WHERE b LIKE '%x%'", (2, 0, 0), "like"),
+    case("SELECT a FROM t WHERE b NOT LIKE '%x%' OR c LIKE 'y%'", (4, 0, 1), "not-like-or-like"),
+    # The official parser reads the value "T2.y" on to the next "and", so the OR and its condition vanish...
+    case(
+        "SELECT a FROM t AS T1 JOIN u AS T2 ON T1.x = T2.y OR T1.x = T2.z", (1, 0, 0), "or-after-column-value"
+    ),
+    # ...while with a literal value the OR is seen.
+    case(
+        "SELECT a FROM t AS T1 JOIN u AS T2 ON T1.x = T2.y WHERE T1.b = 1 OR T1.b = 2",
+        (3, 0, 1),
+        "or-after-literal-value",
+    ),
+    case("SELECT count(*) FROM (SELECT a FROM t)", (0, 0, 0), "from-subquery-is-a-table-unit"),
+    # component 2: nested queries and set operations
+    case("SELECT a FROM t WHERE b IN (SELECT b FROM u)", (1, 1, 0), "in-subquery"),
+    case("SELECT a FROM t WHERE b > (SELECT avg(b) FROM t)", (1, 1, 0), "compared-subquery"),
+    case(
+        "SELECT a FROM t WHERE b BETWEEN (SELECT min(x) FROM u) AND (SELECT max(x) FROM u)",
+        (1, 2, 0),
+        "between-two-subqueries",
+    ),
+    case("SELECT a FROM t UNION SELECT a FROM u", (0, 1, 0), "set-operation-once"),
     # The trailing ORDER BY / LIMIT belong to the second query in the official parse.
-    assert counts("SELECT a FROM t UNION SELECT a FROM u ORDER BY a LIMIT 1") == (0, 1, 0)
-    assert counts("SELECT a FROM t WHERE b = 1 INTERSECT SELECT a FROM u EXCEPT SELECT a FROM v") == (1, 1, 0)
+    case("SELECT a FROM t UNION SELECT a FROM u ORDER BY a LIMIT 1", (0, 1, 0), "only-first-query-scored"),
+    case(
+        "SELECT a FROM t WHERE b = 1 INTERSECT SELECT a FROM u EXCEPT SELECT a FROM v",
+        (1, 1, 0),
+        "chained-set-operations",
+    ),
+    # others, with the official aggregate-count quirks
+    case("SELECT max(a), min(a) FROM t", (0, 0, 2), "two-aggregates-two-columns"),
+    case("SELECT a, b FROM t", (0, 0, 1), "two-select-columns"),
+    case("SELECT a FROM t ORDER BY sum(a) - sum(b)", (1, 0, 1), "aggregates-in-order-by"),
+    case("SELECT a FROM t WHERE b = 1 AND c = 2", (1, 0, 1), "two-where-conditions"),
+    case("SELECT a FROM t GROUP BY a, b", (1, 0, 1), "two-group-columns"),
+    # A WHERE condition's "not" flag is read where the aggregate id is expected.
+    case(
+        "SELECT count(*) FROM t WHERE a NOT IN (SELECT b FROM u)",
+        (1, 1, 1),
+        "negated-condition-is-an-aggregate",
+    ),
+    # HAVING connectors count as aggregates, HAVING's aggregates do not.
+    case(
+        "SELECT a FROM t GROUP BY a HAVING count(*) > 1 ORDER BY count(*)", (2, 0, 0), "having-one-condition"
+    ),
+    case(
+        "SELECT a FROM t GROUP BY a HAVING count(*) > 1 AND count(*) < 5", (1, 0, 0), "having-one-connector"
+    ),
+    case(
+        "SELECT a FROM t GROUP BY a HAVING count(*) > 1 AND count(*) < 5 OR count(*) = 9",
+        (2, 0, 1),
+        "having-two-connectors",
+    ),
+]
 
 
-# ---------------------------------------------------------------------------------------------------------
-# others, with the official aggregate-count quirks
+@pytest.mark.parametrize(("sql", "expected"), COUNTS)
+def test_components_are_counted_like_the_official_evaluation(sql, expected):
+    assert counts(sql) == expected
 
 
-def test_several_aggregates_and_select_columns_count():
-    assert counts("SELECT max(a), min(a) FROM t") == (0, 0, 2)
-    assert counts("SELECT a, b FROM t") == (0, 0, 1)
-    assert counts("SELECT a FROM t ORDER BY sum(a) - sum(b)") == (1, 0, 1)
-
-
-def test_several_where_conditions_and_group_columns_count():
-    assert counts("SELECT a FROM t WHERE b = 1 AND c = 2") == (1, 0, 1)
-    assert counts("SELECT a FROM t GROUP BY a, b") == (1, 0, 1)
-
-
-def test_negated_where_condition_counts_as_an_aggregate():
-    # Official quirk: a WHERE condition's "not" flag is read where the aggregate id is expected.
-    assert counts("SELECT count(*) FROM t WHERE a NOT IN (SELECT b FROM u)") == (1, 1, 1)
-    assert spider_hardness("SELECT count(*) FROM t WHERE a NOT IN (SELECT b FROM u)") == "extra"
-    assert spider_hardness("SELECT count(*) FROM t WHERE a IN (SELECT b FROM u)") == "hard"
-
-
-def test_having_connectors_count_as_aggregates_but_having_aggregates_do_not():
-    assert counts("SELECT a FROM t GROUP BY a HAVING count(*) > 1 ORDER BY count(*)") == (2, 0, 0)
-    assert counts("SELECT a FROM t GROUP BY a HAVING count(*) > 1 AND count(*) < 5") == (1, 0, 0)
-    two_connectors = "SELECT a FROM t GROUP BY a HAVING count(*) > 1 AND count(*) < 5 OR count(*) = 9"
-    assert counts(two_connectors) == (2, 0, 1)
+@pytest.mark.parametrize(
+    ("sql", "label"),
+    [
+        case("SELECT count(*) FROM singer", "easy", "single-table-count"),
+        case("SELECT count(*) FROM singer;", "easy", "trailing-semicolon-is-one-statement"),
+        case("SELECT a FROM t WHERE b = 1 GROUP BY a ORDER BY a LIMIT 3", "extra", "four-clauses"),
+        case("SELECT count(*) FROM t WHERE a NOT IN (SELECT b FROM u)", "extra", "negated-nested"),
+        case("SELECT count(*) FROM t WHERE a IN (SELECT b FROM u)", "hard", "nested"),
+    ],
+)
+def test_spider_hardness_labels_queries(sql, label):
+    assert spider_hardness(sql) == label
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -146,10 +155,6 @@ def test_having_connectors_count_as_aggregates_but_having_aggregates_do_not():
 def test_unparseable_or_non_query_sql_raises_value_error(sql):
     with pytest.raises(ValueError, match="spider_hardness"):
         spider_hardness(sql)
-
-
-def test_trailing_semicolon_is_one_statement():
-    assert spider_hardness("SELECT count(*) FROM singer;") == "easy"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -102,17 +102,10 @@ QUIET_CPU_RUN = dict(logging_steps=1, save_strategy="no", report_to="none", use_
 
 def base_args(world: Path, out: Path, **training):
     script = BaseScriptArguments(world_dir=str(world), vocab_size=400, prompt_sample_rows=1, num_threads=1)
-    model = TinyModelArguments(**TINY)
     config = dict(
-        output_dir=str(out),
-        max_length=64,
-        per_device_train_batch_size=4,
-        max_steps=4,
-        learning_rate=3e-3,
-        **QUIET_CPU_RUN,
+        output_dir=str(out), max_length=64, max_steps=4, learning_rate=3e-3, per_device_train_batch_size=4
     )
-    config.update(training)
-    return script, model, BaseTrainingConfig(**config)
+    return script, TinyModelArguments(**TINY), BaseTrainingConfig(**{**QUIET_CPU_RUN, **config, **training})
 
 
 def sft_args(world: Path, base: Path, out: Path, stage: int, adapter: Path | None = None, **training):
@@ -121,18 +114,10 @@ def sft_args(world: Path, base: Path, out: Path, stage: int, adapter: Path | Non
         dataset_paths=[str(world / "datasets" / split)], prompt_sample_rows=1, num_threads=1
     )
     model = ModelArguments(model_name_or_path=str(base), lora_dropout=0.0)
-    config = dict(
-        output_dir=str(out),
-        stage=stage,
-        adapter_path=str(adapter) if adapter else None,
-        max_length=512,
-        per_device_train_batch_size=4,
-        max_steps=3,
-        learning_rate=5e-3,
-        **QUIET_CPU_RUN,
-    )
-    config.update(training)
-    return script, model, SFTTrainingConfig(**config)
+    adapter_path = str(adapter) if adapter else None
+    config = dict(output_dir=str(out), stage=stage, adapter_path=adapter_path, max_length=512)
+    config.update(per_device_train_batch_size=4, max_steps=3, learning_rate=5e-3)
+    return script, model, SFTTrainingConfig(**{**QUIET_CPU_RUN, **config, **training})
 
 
 @pytest.fixture(scope="module")

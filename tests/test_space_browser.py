@@ -8,6 +8,7 @@ Skipped only when chromium is not installed (``.ci/run`` installs it with apt-ge
 
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
 
 import pytest
@@ -16,19 +17,14 @@ from _space_run import (
     DB_ID,
     GRPO_SQL,
     QUESTION,
+    REPO,
     SFT_SQL,
     launched_app,
 )
 
-CHROMIUM = Path("/usr/lib/chromium/chromium")  # the Debian binary; /usr/bin/chromium is a wrapper script
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# The chromium binary and flags of docs/space_screenshot.py (the README's screenshot).
+_SCREENSHOT = runpy.run_path(str(REPO / "docs" / "space_screenshot.py"))
+CHROMIUM, CHROMIUM_ARGS = Path(_SCREENSHOT["CHROMIUM"]), _SCREENSHOT["CHROMIUM_ARGS"]
 
 pytestmark = [
     pytest.mark.slow,
