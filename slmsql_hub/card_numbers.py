@@ -255,7 +255,8 @@ def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "sft": f"{percent(row['sft_ex'])}",
                 "grpo": f"{percent(row['grpo_ex'])}",
                 "delta": format_points(row["delta_ex"]),
-                "ci": f"[{format_points(low)}, {format_points(high)}]",
+                "low": format_points(low),
+                "high": format_points(high),
                 "p": format_p(row["mcnemar_p"]).removeprefix("p = "),
                 "discordant": f"{row['a_only']} / {row['b_only']}",
                 "verdict": _cell(row["verdict"]),
@@ -557,11 +558,3 @@ def guards_context(run: Run) -> list[dict[str, str]]:
             )
     return rows
 
-
-def null_bounds(rows: list[dict[str, Any]]) -> list[str]:
-    from .stats import format_points
-
-    return [
-        f"{r['key']}: between {format_points(r['ci95'][0])} and {format_points(r['ci95'][1])} points (n = {r['n']})"
-        for r in rows
-    ]
