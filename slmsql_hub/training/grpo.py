@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..configs import save_resolved_config
 from ..errors import UsageError
+from ..run_files import STAGE_CONFIG
 from .common import (
-    RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
     drop_too_long,
@@ -253,7 +253,7 @@ def _save(trainer: Any, tokenizer: Any, args: tuple, output_dir: Path, main_proc
     trainer.create_model_card(model_name=output_dir.name)
     if main_process:
         tokenizer.save_pretrained(str(output_dir))
-        save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, recipe_view(training_args))
+        save_resolved_config(output_dir / STAGE_CONFIG, script_args, model_args, recipe_view(training_args))
 
 
 def main(

@@ -1,21 +1,13 @@
-"""Guards for a GRPO run: checks that catch a run that trains nothing, or cannot do what its recipe says.
+"""Guards for a GRPO run: checks that catch a run that trains nothing or cannot do what its recipe says; each
+returns a :class:`GuardResult` that the run logs and records in ``run_summary.json``.
 
-Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that the run logs and records in
-``run_summary.json``:
-
-- :func:`check_trainable_parameters` — **fail fast** when the model has no trainable parameter: a frozen
-  adapter (loaded without ``is_trainable=True``) trains nothing, and TRL raises no error (trl#6700);
-- :func:`adapter_checksum` + :func:`check_adapter_changed` — an adapter bit-identical after training learnt
-  nothing (e.g. every group had zero reward variance, or the learning rate was 0);
-- :func:`lora_snapshot` + :func:`adapter_update` + :func:`check_adapter_update` — how far the adapter's
-  effective update moved, relative to the weights it adapts; **warns** below ``min_relative_update`` (a 1-ulp
-  change passes the checksum but not this);
-- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the ratio is exactly 1 at every step. TRL
-  computes the "old" log-probabilities only when a generation batch outlives one optimizer step
-  (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``); otherwise each batch is scored
-  by the policy that sampled it and ``clip_ratio/*`` stays 0 (the study's setting);
-- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6): LoRA's
-  low-rank update needs a larger step (TRL's LoRA guidance uses about 1e-5).
+Why each: a frozen adapter (loaded without ``is_trainable=True``) trains nothing and TRL raises no error
+(trl#6700); an adapter bit-identical after training learnt nothing (every group flat, or a learning rate of 0),
+and a 1-ulp change passes the checksum but not :func:`check_adapter_update`; TRL computes the "old"
+log-probabilities only when a generation batch outlives one optimizer step (``gradient_accumulation_steps %
+(steps_per_generation * num_iterations) != 0``), otherwise the ratio is exactly 1 and ``clip_ratio/*`` stays 0
+(the study's setting); LoRA's low-rank update needs a larger step than full fine-tuning (TRL's LoRA guidance uses
+about 1e-5).
 """
 
 from __future__ import annotations
