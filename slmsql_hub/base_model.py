@@ -1,11 +1,7 @@
-"""The base model a pushed adapter names, so that the ecosystem's one-liner loads it anywhere.
-
-``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` reads ``base_model_name_or_path`` (and
-``revision``) from the adapter's ``adapter_config.json`` and loads that model first; the Hub reads the card's
-``base_model`` (with ``base_model_relation: adapter``) to link the two. A run's adapter names its base as training
-saw it: a Hub id (the Qwen recipes) or a local folder (the embedded world's ``outputs/quickstart/base``), which
-means nothing on another machine. :func:`resolve_base` decides, from the card folder alone, which repository
-the pushed adapter names:
+"""The base model a pushed adapter names, so that ``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")``
+(which loads ``base_model_name_or_path`` at ``revision`` from ``adapter_config.json``) works anywhere, and the
+Hub links the two through the card's ``base_model``. A run's adapter names its base as training saw it, maybe a
+local folder; :func:`resolve_base` decides, from the card folder alone, which repository the pushed adapter names:
 
 1. the card's ``base_model`` when it has one (``slmsql card`` writes it for a Hub base, or from
    ``--base-model-id``): nothing else is pushed, and a revision the adapter config pins is kept;
@@ -14,9 +10,8 @@ the pushed adapter names:
    ``model_card/base_model_card.md``;
 3. else the name in the adapter config, when it is a Hub id.
 
-The adapter config and the card are rewritten only in what is uploaded (and in the dry run's folder,
-:func:`slmsql_hub.hub.write_dry_run`); the card folder on disk is left as ``slmsql card`` wrote it. Importing
-this module does no I/O.
+The adapter config and the card are rewritten only in what is uploaded (and in the dry run's folder); the card
+folder on disk is left as ``slmsql card`` wrote it.
 """
 
 from __future__ import annotations

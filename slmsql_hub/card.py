@@ -1,35 +1,10 @@
 """The generated model card: ``slmsql card --run-dir RUN`` turns a run folder into the model repo folder.
 
-Everything the card says is read from the run's own files — nothing is typed by hand:
-
-- ``eval/eval_results.json`` (``slmsql eval``): EX of both policies, ΔEX, the paired bootstrap CI, McNemar's p,
-  the verdict per benchmark; ``eval/predictions/*.jsonl`` ship with the card;
-- ``grpo/`` (attempt #2, the shipped adapter) and ``grpo_attempt1/`` when present: ``run_summary.json``
-  (guards, checksums, data, wall time), ``config.yaml`` (the resolved recipe), ``telemetry.jsonl``;
-- ``filter/filter_report.json`` and ``filter_config.json`` (the pass-rate band counts and settings);
-- ``sft/stage1|2/`` and ``base/`` (``run_summary.json``, ``config.yaml``): the adapter's lineage;
-- ``world/world.json``: the embedded world's seed and sizes, for the reproduction commands.
-
-:func:`~slmsql_hub.run_files.load_run` reads them and :class:`~slmsql_hub.run_files.RunLayout` /
-:class:`~slmsql_hub.run_files.CardLayout` name their paths; :mod:`slmsql_hub.card_numbers` turns them into the
-numbers the template shows (the sentences are the template's); this module renders it and assembles the folder.
-
-The card is rendered with ``huggingface_hub.ModelCard.from_template`` from the Jinja template in
-``model_card/`` (see ``model_card/README.md``); its metadata (``base_model``, ``library_name: peft``,
-``pipeline_tag``, tags — ``negative-result`` when no benchmark shows a significant difference —, datasets,
-license, ``model-index``) round-trips through ``ModelCard.load``.
-
-:func:`build_card` assembles the **model repo folder** (default ``RUN/card``): ``README.md`` (the card),
-``plots/*.png``, ``.eval_results/<benchmark>.yaml`` (the Hub's eval-results format), the GRPO adapter files
-(config, weights, tokenizer), ``telemetry.jsonl``, ``run_summary.json``, ``config.yaml``, the evaluation
-(``eval/``), attempt #1's telemetry, the filter report, every stage's resolved config (``configs/``, what
-the reproduction commands run) and, when the base model is a local folder rather than a Hub model, the base
-model itself (``base/``).
-
-Why a separate folder: TRL rewrites ``README.md`` in its output folder at every save with a draft card that
-names the base model only (and PEFT writes a template there too). The GRPO run already moves TRL's draft to
-``trl_model_card.md``; the card folder goes further and never contains TRL's output folder's README or draft,
-so the card that ships is this one whatever TRL does later. Importing this module does no I/O.
+:func:`~slmsql_hub.run_files.load_run` reads the run's files, :mod:`slmsql_hub.card_numbers` turns them into the
+numbers the template ``model_card/model_card.md`` shows, and this module renders it with
+``huggingface_hub.ModelCard.from_template`` and assembles the folder (default ``RUN/card``). What the card reads
+and writes, and why the folder is separate from TRL's output folders: ``model_card/README.md``. Importing this
+module does no I/O.
 """
 
 from __future__ import annotations
@@ -53,7 +28,6 @@ from .card_numbers import (
     limits_context,
     lineage_items,
     mechanism_context,
-    null_bounds,
     percent,
     result_rows,
     results_context,
@@ -63,16 +37,7 @@ from .card_numbers import (
 )
 from .errors import UsageError
 from .repo_ids import looks_like_hub_id
-from .run_files import (
-    CARD_README,
-    RUN_SUMMARY,
-    STAGE_CONFIG,
-    TELEMETRY,
-    CardLayout,
-    Run,
-    RunLayout,
-    load_run,
-)
+from .run_files import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, CardLayout, Run, RunLayout, load_run
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard, ModelCardData
@@ -81,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 BASE_TAGS: tuple[str, ...] = ("text-to-sql", "grpo", "trl", "peft")
 NULL_TAG = "negative-result"
-"""Added to the tags when no benchmark shows a significant difference (the study's null result)."""
 
 ADAPTER_FILES: tuple[str, ...] = (
     "adapter_config.json",
@@ -96,10 +60,9 @@ ADAPTER_FILES: tuple[str, ...] = (
     "chat_template.jinja",
     "generation_config.json",
 )
-"""Files of the GRPO output folder that make the adapter loadable (copied when present)."""
+"""Copied from the GRPO output folder when present."""
 
 RUN_FILES: tuple[str, ...] = (TELEMETRY, RUN_SUMMARY, STAGE_CONFIG)
-"""The shipped attempt's record of the run (copied as they are)."""
 
 BASE_FILES: tuple[str, ...] = (
     "config.json",
@@ -138,12 +101,10 @@ _CARD_ENTRIES = frozenset(
 
 @dataclass
 class CardOptions:
-    """What the run's files cannot say: where the card will live and what the Hub should call things.
-
-    ``repo_id=None`` is a local folder (the usage snippet loads from ``card_path``); ``base_model_id`` names the
-    base on the Hub when the run used a local copy (``None``: the run's ``base_model`` when it is a Hub id, else
-    the base ships in ``base/``); ``model_name`` defaults to the repo's name, else ``slmsql-<run>-grpo``.
-    """
+    """What the run's files cannot say. ``repo_id=None``: a local folder (the usage snippet loads from
+    ``card_path``); ``base_model_id``: the Hub id of a base the run used a local copy of (``None``: the run's
+    ``base_model`` when it is a Hub id, else the base ships in ``base/``); ``model_name`` defaults to the repo's
+    name, else ``slmsql-<run>-grpo``."""
 
     repo_id: str | None = None
     base_model_id: str | None = None
@@ -153,26 +114,26 @@ class CardOptions:
     card_path: str | None = None
 
 
-def project_license() -> str | None:
-    """The project's license as a Hub license id (``apache-2.0``), from the installed package's metadata."""
+def _package_metadata() -> Any:
+    """The installed package's metadata (``None``: not installed)."""
     import importlib.metadata
 
     try:
-        meta = importlib.metadata.metadata("slmsql-hub")
+        return importlib.metadata.metadata("slmsql-hub")
     except importlib.metadata.PackageNotFoundError:
         return None
-    text = meta.get("License-Expression") or meta.get("License")
+
+
+def project_license() -> str | None:
+    """The project's license as a Hub license id (``apache-2.0``), from the installed package's metadata."""
+    meta = _package_metadata()
+    text = None if meta is None else meta.get("License-Expression") or meta.get("License")
     return text.strip().lower() if text else None
 
 
 def _project_url() -> str | None:
-    import importlib.metadata
-
-    try:
-        urls = importlib.metadata.metadata("slmsql-hub").get_all("Project-URL") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for entry in urls:
+    meta = _package_metadata()
+    for entry in (None if meta is None else meta.get_all("Project-URL")) or []:
         label, _, url = entry.partition(",")
         if label.strip().lower() == "homepage":
             return url.strip()
@@ -198,8 +159,7 @@ def _base_info(run: Run, options: CardOptions) -> dict[str, Any]:
 
 
 def _reproduce(run: Run, options: CardOptions, configs: Mapping[str, str]) -> list[str]:
-    """The exact commands, in order, from the world to this card (each stage's resolved config ships in
-    ``configs/``)."""
+    """The commands, in order, from the world to this card (``configs``: stage -> shipped config)."""
     commands = []
     if run.world is not None:
         world_dir = None
@@ -236,7 +196,7 @@ def _reproduce(run: Run, options: CardOptions, configs: Mapping[str, str]) -> li
 
 
 def _stage_configs(run: Run) -> dict[str, Any]:
-    """Each stage's resolved configuration (stage name -> mapping), for ``configs/``."""
+    """Stage name -> resolved configuration, for ``configs/``."""
     configs: dict[str, Any] = {}
     for name in ("base", "sft_stage1", "sft_stage2"):
         if name in run.stages and run.stages[name].config:
@@ -252,7 +212,6 @@ def _stage_configs(run: Run) -> dict[str, Any]:
 
 
 def _year(created_at: Any) -> str | None:
-    """The year of an ISO timestamp (``None`` when there is none)."""
     text = str(created_at or "")
     return text[:4] if text[:4].isdigit() else None
 
@@ -266,9 +225,8 @@ def _model_name(run: Run, options: CardOptions) -> str:
 
 
 def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The ``.eval_results/<benchmark>.yaml`` contents: one entry per benchmark, the shipped (GRPO) adapter's EX
-    in percent, in the Hub's format (``huggingface_hub.EvalResultEntry``), as ``{"<benchmark key>.yaml": list}``;
-    ``repo_id`` gives each entry's ``source`` (its predictions file in the repo).
+    """``{"<benchmark key>.yaml": entries}``: the GRPO adapter's EX (%) per benchmark as
+    ``huggingface_hub.EvalResultEntry`` YAML; ``repo_id`` gives each entry's ``source`` (its predictions file).
 
     Example:
 
@@ -318,10 +276,7 @@ def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[
 
 
 def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
-    """The card's metadata: ``base_model`` (+ ``base_model_relation: adapter``), ``library_name: peft``,
-    ``pipeline_tag``, tags (``negative-result`` when the outcome is null), datasets, license and the
-    ``model-index`` with the GRPO adapter's EX per benchmark.
-    """
+    """The card's metadata (listed in ``model_card/README.md``), ``model-index`` included."""
     from huggingface_hub import EvalResult, ModelCardData
 
     options = options or CardOptions()
@@ -372,8 +327,8 @@ def card_context(
     files: Sequence[str] = (),
     configs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Every value the template renders, computed from the run's files; ``plots`` are the stems drawn
-    (``plots/<stem>.png``), ``files`` the card folder's top-level entries, ``configs`` stage -> shipped config."""
+    """Every value the template renders; ``plots``: the stems drawn, ``files``: the folder's top-level entries,
+    ``configs``: stage -> shipped config."""
     options = options or CardOptions()
     rows = result_rows(run)
     outcome = is_significant_outcome(rows)
@@ -393,7 +348,8 @@ def card_context(
         base_load = f'"{base["recorded"]}"'
     prompt = shipped.summary.get("prompt") or {}
     first_row = rows[0]
-    context = {
+    guards = guards_context(run)
+    return {
         "model_name": _model_name(run, options),
         "repo_id": options.repo_id,
         "outcome": outcome,
@@ -404,7 +360,6 @@ def card_context(
         "rule": first_row.get("rule"),
         "resamples": first_row.get("resamples"),
         "bootstrap_seed": first_row.get("seed"),
-        "null_bounds": null_bounds(rows),
         **mechanism,
         "filter": filter_context(run),
         "plots": {stem: f"{_LAYOUT.plots.name}/{stem}.png" for stem in plots},
@@ -412,8 +367,8 @@ def card_context(
         "lineage": lineage_items(run, base),
         "training": training_context(run),
         "limits": limits_context(run),
-        "guards": guards_context(run),
-        "failed_guards": [g for g in guards_context(run) if g["status"] == "FAIL"],
+        "guards": guards,
+        "failed_guards": [g for g in guards if g["status"] == "FAIL"],
         "max_new_tokens": max_new_tokens,
         "usage": {
             "folder": folder,
@@ -433,7 +388,6 @@ def card_context(
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
         "ablations": card_section(study) if (study := find_report(run.root)) is not None else None,
     }
-    return context
 
 
 def default_template_path() -> Path:
@@ -447,9 +401,8 @@ def render_card(
     template_path: str | os.PathLike | None = None,
     **context_args: Any,
 ) -> ModelCard:
-    """The ``ModelCard`` rendered by ``ModelCard.from_template`` from the Jinja template (default
-    :func:`default_template_path`); ``context_args`` go to :func:`card_context`. UsageError: no template;
-    ValueError: the template uses a variable the context does not define (it would render empty)."""
+    """The ``ModelCard`` rendered from the template (default :func:`default_template_path`) by
+    :func:`~slmsql_hub.card_templates.render`; ``context_args`` go to :func:`card_context`."""
     from huggingface_hub import ModelCard
 
     options = options or CardOptions()
@@ -485,7 +438,7 @@ def _check_replaceable(out: Path) -> None:
 
 
 def _check_not_a_stage(run: Run, out: Path) -> None:
-    """Refuse a card folder that is the run folder or one of its stage folders (TRL's output folders among them)."""
+    """Refuse a card folder that is the run folder or one of its stage folders."""
     layout = RunLayout(run.root)
     stages = [run.root, *(a.folder for a in run.attempts), *(s.folder for s in run.stages.values())]
     stages += [layout.eval, layout.filter, layout.world, layout.sft_stage1.path.parent]
@@ -521,24 +474,9 @@ def build_card(
     options: CardOptions | None = None,
     template_path: str | os.PathLike | None = None,
 ) -> CardBuild:
-    """Assemble the model repo folder of a run: card, plots, ``.eval_results``, adapter and run files.
-
-    The folder is built next to ``out_dir`` and swapped in at the end, so a failure leaves the previous card
-    intact; an existing ``out_dir`` (default ``<run_dir>/card``) is replaced only when it holds nothing but
-    card files, else a UsageError, as is a run that lacks a file the card needs.
-
-    Example:
-
-    ```python
-    >>> import tempfile
-    >>> from slmsql_hub.card import build_card
-    >>> build_card(tempfile.mkdtemp())
-    Traceback (most recent call last):
-    ...
-    slmsql_hub.errors.UsageError: no GRPO run in ...
-
-    ```
-    """
+    """Assemble the model repo folder of a run into ``out_dir`` (default ``<run_dir>/card``), built beside it
+    and swapped in at the end. UsageError: ``out_dir`` holds other files or is a folder of the run, or the run
+    lacks a file the card needs."""
     run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else RunLayout(run.root).card.root
     options = options or CardOptions()

@@ -1,10 +1,7 @@
-"""The numbers of the model card, as it prints them, computed from a run's files.
+"""The model card's numbers, formatted as it prints them, from a run's files.
 
-Each ``*_context`` / ``*_rows`` function reads one part of a :class:`~slmsql_hub.run_files.Run` and returns the
-values one section of ``model_card/model_card.md`` renders; the sentences around them live in the template.
-Percentages, points and p-values are formatted here (``percent``, ``number``, ``scientific``;
-``stats.format_points`` / ``format_p`` as in the verdict sentences), so ``tests/test_card.py`` can parse every
-number back and compare it with the run's files.
+Each ``*_context`` / ``*_rows`` function returns the values one section of ``model_card/model_card.md`` renders
+(the sentences are the template's; see ``model_card/README.md``).
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ GRPO_HYPERPARAMETERS: tuple[str, ...] = (
     "dtype",
     "seed",
 )
-"""Keys of the resolved GRPO config shown in the card's hyperparameter table (those present)."""
+"""The resolved GRPO config's keys the hyperparameter table shows (those present)."""
 
 
 MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
@@ -117,11 +114,8 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def is_significant_outcome(comparisons: Iterable[Mapping[str, Any]]) -> str:
-    """The run's overall outcome from the benchmarks' paired comparisons.
-
-    Returns:
-        ``null`` (no benchmark significant), ``improved`` (every significant difference favours GRPO),
-        ``regressed`` (every significant one favours SFT) or ``mixed``.
+    """``null`` (no comparison significant), ``improved`` (every significant one favours GRPO), ``regressed``
+    (every one favours SFT) or ``mixed``.
 
     Example:
 
@@ -255,7 +249,8 @@ def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "sft": f"{percent(row['sft_ex'])}",
                 "grpo": f"{percent(row['grpo_ex'])}",
                 "delta": format_points(row["delta_ex"]),
-                "ci": f"[{format_points(low)}, {format_points(high)}]",
+                "low": format_points(low),
+                "high": format_points(high),
                 "p": format_p(row["mcnemar_p"]).removeprefix("p = "),
                 "discordant": f"{row['a_only']} / {row['b_only']}",
                 "verdict": _cell(row["verdict"]),
@@ -557,11 +552,3 @@ def guards_context(run: Run) -> list[dict[str, str]]:
             )
     return rows
 
-
-def null_bounds(rows: list[dict[str, Any]]) -> list[str]:
-    from .stats import format_points
-
-    return [
-        f"{r['key']}: between {format_points(r['ci95'][0])} and {format_points(r['ci95'][1])} points (n = {r['n']})"
-        for r in rows
-    ]

@@ -1,11 +1,4 @@
-"""The Jinja templates of every card slmsql-hub writes (``model_card/*.md``): the model card, a local base
-model's card, the band's dataset card and the card a repository gets at the end of training.
-
-They render with ``huggingface_hub``'s ``ModelCard.from_template`` / ``DatasetCard.from_template``, which put the
-``ModelCardData`` / ``DatasetCardData`` in the YAML front matter; the Python side computes only the values the
-templates show. Plain Jinja renders an unknown variable as nothing, so :func:`render` refuses a template that
-uses one its context does not define.
-"""
+"""The Jinja templates of every card slmsql-hub writes (``model_card/*.md``; see ``model_card/README.md``)."""
 
 from __future__ import annotations
 
@@ -39,10 +32,7 @@ def template_path(name: str) -> Path:
 
 def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
     """``card_class.from_template(data, template_path=path, **context)`` (a ``ModelCard`` or ``DatasetCard``).
-
-    Raises:
-        UsageError: the template is missing.
-        ValueError: the template uses a variable the context does not define (it would render empty).
+    UsageError: no template; ValueError: it uses a variable the context does not define (Jinja renders it empty).
     """
     import jinja2
     import jinja2.meta

@@ -383,13 +383,11 @@ def _push_one(
 
 
 TRAINING_RUN_FILES: tuple[str, ...] = (RUN_SUMMARY, STAGE_CONFIG, TELEMETRY)
-"""Run files uploaded with the card after training (TRL's last push happens before they are written)."""
 
 
 def training_card(summary: dict, repo_id: str) -> str:
     """The card a repository gets at the end of training (``model_card/training_card.md``), from
-    ``run_summary.json`` only: lineage, status, steps, guards and telemetry means; ``slmsql card`` makes the full
-    card that replaces it on ``slmsql push``.
+    ``run_summary.json`` only.
 
     Example:
 
@@ -445,14 +443,11 @@ def push_training_card(
     revision: str | None = None,
     card_dir: str | os.PathLike | None = None,
 ) -> Any:
-    """Put the project's card in a repository that training pushed to (``push_to_hub: true``).
-
-    TRL's trainer pushes the output folder at each save (``hub_strategy``) and at the end; the GRPO trainer keeps
-    TRL's draft card out of ``README.md`` (it is ``trl_model_card.md``), so the repository has no card of ours.
-    Call this on the main process after ``run_summary.json`` is written: one commit adds ``README.md`` (the
-    full card from ``card_dir`` when given, else :func:`training_card`), the run files TRL's last push predates,
-    and deletes TRL's draft from the repository. ``repo_id``, ``token`` and ``revision`` are the trainer's
-    (``hub_model_id``, ``hub_token``, ``hub_revision``). Returns the ``CommitInfo``.
+    """Put the project's card in a repository training pushed to (``push_to_hub: true``): one commit adds
+    ``README.md`` (the full card from ``card_dir``, else :func:`training_card`) and the run files TRL's last push
+    predates, and deletes TRL's draft. Call it on the main process after ``run_summary.json`` is written;
+    ``repo_id``, ``token``, ``revision`` are the trainer's ``hub_model_id``, ``hub_token``, ``hub_revision``.
+    Returns the ``CommitInfo``.
     """
     from huggingface_hub.errors import HfHubHTTPError
 

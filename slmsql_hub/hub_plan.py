@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import json
 import logging
 import os
@@ -354,11 +353,10 @@ def stage_files(
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    from huggingface_hub.utils.sha import sha_fileobj
+
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return sha_fileobj(handle).hex()
 
 
 def _prepare_dry_run_dir(out_dir: Path) -> None:

@@ -1,22 +1,7 @@
-"""The model card's plots: GRPO telemetry against step, and the pass-rate histogram with the band marked.
+"""The card's plots: GRPO telemetry against step, the pass-rate histogram, the ablation forest and curves.
 
-Every plot is a PNG drawn with matplotlib's object API on the Agg canvas (no display, no ``pyplot`` global
-state), imported only when a plot is drawn, so importing this module stays light. The data come straight from
-the run's files: ``telemetry.jsonl`` records (see :mod:`slmsql_hub.training.telemetry`) and
-``filter_report.json`` (see :mod:`slmsql_hub.filtering`).
-
-Example:
-
-```python
->>> import pathlib, tempfile
->>> from slmsql_hub.plots import plot_metric
->>> records = [{"step": s, "frac_reward_zero_std": 1 / s} for s in range(1, 6)]
->>> path = plot_metric({"attempt #2": records}, "frac_reward_zero_std",
-...                    pathlib.Path(tempfile.mkdtemp()) / "frac.png")
->>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
-True
-
-```
+Every plot is a PNG drawn with matplotlib's object API on the Agg canvas (no ``pyplot`` global state), imported
+only when a plot is drawn; the data are ``telemetry.jsonl`` records and ``filter_report.json``.
 """
 
 from __future__ import annotations
@@ -42,11 +27,10 @@ TELEMETRY_PLOTS: dict[str, tuple[str, str, str]] = {
     "grad_norm": ("grad_norm", "Gradient norm (before clipping)", "grad norm"),
     "completion_length": ("completions/mean_length", "Mean completion length", "tokens"),
 }
-"""The telemetry plots of a card: file stem -> (telemetry metric, title, y label); see :data:`METRIC_FALLBACKS`."""
+"""File stem -> (telemetry metric, title, y label)."""
 
 METRIC_FALLBACKS: dict[str, str] = {EXACT_ZERO_STD_METRIC: TRL_ZERO_STD_METRIC}
-"""Metric -> what to show for runs that did not log it: runs from before ``frac_reward_zero_std_exact`` (the
-zero-variance share to quote, see :mod:`~slmsql_hub.training.zero_variance`) show TRL's share."""
+"""Metric -> what to show for runs that did not log it (runs from before the exact zero-variance count)."""
 
 
 def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: str) -> str | None:
@@ -72,8 +56,8 @@ def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: s
             return key
     return None
 
+
 HISTOGRAM_PLOT = "pass_rate_histogram"
-"""The file stem of the pass-rate histogram."""
 
 _COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
 _BAND_COLOR = "#1f77b4"
@@ -122,31 +106,18 @@ def plot_metric(
     title: str | None = None,
     ylabel: str | None = None,
 ) -> Path:
-    """Plot one telemetry metric against the step, one line per attempt, and save it as a PNG.
-
-    The legend gives each attempt's mean over its logged steps, the number the card's tables quote.
-
-    Args:
-        attempts: attempt label -> its ``telemetry.jsonl`` records (in plotting order).
-        metric: the record key, e.g. ``frac_reward_zero_std`` or ``completions/mean_length``.
-        path: the PNG to write (its folder is created).
-        title: the plot title (default: the metric name).
-        ylabel: the y-axis label (default: the metric name).
-
-    Returns:
-        The path written.
-
-    Raises:
-        ValueError: no attempt logs ``metric``.
+    """Plot one metric against the step, one line per attempt (label -> ``telemetry.jsonl`` records), its mean in
+    the legend; save the PNG at ``path``. ValueError: no attempt logs ``metric``.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
     >>> from slmsql_hub.plots import plot_metric
-    >>> records = [{"step": s, "grad_norm": 0.1 * s} for s in range(1, 4)]
-    >>> plot_metric({"a": records}, "grad_norm", pathlib.Path(tempfile.mkdtemp()) / "g.png").suffix
-    '.png'
+    >>> records = [{"step": s, "frac_reward_zero_std": 1 / s} for s in range(1, 6)]
+    >>> path = plot_metric({"attempt #2": records}, "frac_reward_zero_std", pathlib.Path(tempfile.mkdtemp()) / "f.png")
+    >>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+    True
 
     ```
     """
@@ -198,15 +169,7 @@ def band_bins(num_samples: int, low: float, high: float) -> list[int]:
 
 
 def plot_pass_rate_histogram(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
-    """Plot the filter's questions per number of correct samples, with the band shaded, as a PNG.
-
-    Args:
-        report: ``filter_report.json`` as a dict (``histogram``, ``num_samples``, ``pass_rate_low``/``high``,
-            ``counts``, ``pool``).
-        path: the PNG to write.
-
-    Returns:
-        The path written.
+    """Plot ``filter_report.json``'s questions per number of correct samples, the band shaded; save as PNG.
 
     Example:
 
@@ -275,16 +238,8 @@ def write_card_plots(
     filter_report: Mapping[str, Any] | None,
     out_dir: str | os.PathLike,
 ) -> dict[str, Path]:
-    """Draw every plot of a model card into ``out_dir``: the telemetry plots of :data:`TELEMETRY_PLOTS` (those
-    some attempt logs) and, with a filter report, the pass-rate histogram.
-
-    Args:
-        attempts: attempt label -> telemetry records.
-        filter_report: the filter's report, or ``None`` when the run has no filter.
-        out_dir: the folder (``<card>/plots``).
-
-    Returns:
-        File stem -> path written.
+    """Draw the :data:`TELEMETRY_PLOTS` some attempt logs and, given a filter report, the pass-rate histogram into
+    ``out_dir``; returns file stem -> path.
 
     Example:
 

@@ -21,14 +21,12 @@ if TYPE_CHECKING:
     from .sql.sandbox import Sandbox
 
 SYSTEM_PROMPT = "You are a SQLite expert."
-"""The default system turn."""
 
 USER_TEMPLATE = "{schema}\n\n{evidence}Question: {question}\nAnswer with one SQLite query in a ```sql block."
-"""The default user turn. Placeholders: ``{schema}``, ``{evidence}`` (the rendered evidence line, or empty),
-``{question}``."""
+"""Placeholders: ``{schema}``, ``{evidence}`` (the rendered evidence line, or empty), ``{question}``."""
 
 EVIDENCE_TEMPLATE = "Evidence: {evidence}\n"
-"""How non-empty evidence is rendered into the user turn's ``{evidence}`` placeholder."""
+"""Non-empty evidence, as it fills ``{evidence}``."""
 
 
 def build_messages(
@@ -155,11 +153,9 @@ def build_prompts(
     sandbox: Sandbox | None = None,
     schema_cache: dict[tuple[str, PromptConfig], str] | None = None,
 ) -> list[list[dict[str, str]]]:
-    """The chat prompt of every row: its database's schema, its evidence and its question (rows -> prompts).
-
-    Each database's schema is read once (through ``sandbox``) and kept in ``schema_cache``, keyed by
-    ``(db_path, prompt_config)`` (pass a dict to share it across calls); a row's own non-empty ``schema`` is
-    used as is. Rows have ``question`` and ``db_path``, optionally ``evidence`` and ``schema``.
+    """The chat prompt of every row (``question``, ``db_path``, optionally ``evidence`` and ``schema``, used as is
+    when non-empty). Each database's schema is read once through ``sandbox`` into ``schema_cache`` (keyed by
+    ``(db_path, prompt_config)``; pass a dict to share it across calls).
 
     Example:
 

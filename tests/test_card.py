@@ -97,6 +97,12 @@ def significant_card(tmp_path_factory):
     return build_card(run, options=CardOptions(repo_id=REPO_ID))
 
 
+def test_a_folder_without_a_grpo_run_gets_no_card(tmp_path):
+    with pytest.raises(UsageError, match="no GRPO run in"):
+        build_card(tmp_path)
+    assert not (tmp_path / "card").exists()
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Metadata
 # ------------------------------------------------------------------------------------------------------------

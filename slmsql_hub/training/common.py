@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..configs import save_resolved_config
 from ..errors import UsageError
+from ..run_files import RUN_SUMMARY, STAGE_CONFIG
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -25,12 +26,6 @@ logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
-
-RUN_SUMMARY = "run_summary.json"
-"""The file name of a run's summary, next to the model or adapter."""
-
-RESOLVED_CONFIG = "config.yaml"
-"""The file name of a run's resolved configuration."""
 
 
 def set_num_threads(num_threads: int | None) -> int:
@@ -383,7 +378,7 @@ def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, 
     output_dir = Path(output_dir)
     trainer.save_model(str(output_dir))
     tokenizer.save_pretrained(str(output_dir))
-    save_resolved_config(output_dir / RESOLVED_CONFIG, *configs)
+    save_resolved_config(output_dir / STAGE_CONFIG, *configs)
     return result, train_seconds
 
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..configs import save_resolved_config
 from ..errors import UsageError
+from ..run_files import STAGE_CONFIG
 from .common import (
-    RESOLVED_CONFIG,
     Stopwatch,
     count_parameters,
     drop_too_long,
@@ -51,9 +51,8 @@ from .grpo_data import (
     load_prompt_rows,
 )
 from .grpo_rewards import build_reward_funcs, close_rewards, reward_judging
-from .grpo_summary import TRL_MODEL_CARD, complete_summary, headline, log_done, recipe_view, start_summary  # noqa: F401  (headline: re-export)
+from .grpo_summary import TRL_MODEL_CARD, complete_summary, log_done, recipe_view, start_summary
 from .guards import (
-    GuardResult,
     adapter_checksum,
     adapter_update,
     check_adapter_changed,
@@ -210,11 +209,6 @@ def _make_trainer_class():
     return SlmsqlGRPOTrainer
 
 
-def _log_guards(results: list[GuardResult]) -> None:
-    for result in results:
-        result.log()
-
-
 def _prepare_data(script_args: GRPOScriptArguments, training_args: GRPOTrainingConfig, prompt_config: PromptConfig,
                   main_process: bool) -> tuple[Dataset, dict[str, Any], Any]:
     """Phase 1: rows -> prompt dataset with unscorable golds dropped; returns it, its counts and the judge."""
@@ -259,7 +253,7 @@ def _save(trainer: Any, tokenizer: Any, args: tuple, output_dir: Path, main_proc
     trainer.create_model_card(model_name=output_dir.name)
     if main_process:
         tokenizer.save_pretrained(str(output_dir))
-        save_resolved_config(output_dir / RESOLVED_CONFIG, script_args, model_args, recipe_view(training_args))
+        save_resolved_config(output_dir / STAGE_CONFIG, script_args, model_args, recipe_view(training_args))
 
 
 def main(
@@ -320,7 +314,8 @@ def main(
             check_clipping_can_fire(training_args),
             check_lora_learning_rate(training_args, isinstance(trainer.model, PeftModel)),
         ]
-        _log_guards(guards)
+        for guard in guards:
+            guard.log()
         summary = start_summary(
             script_args, model_args, training_args, guards,
             revisions=revisions, data=data_counts, prompt=(prompt_config, prompt_source),
@@ -349,7 +344,8 @@ def main(
     update = adapter_update(trainer.model, snapshot)
     moved = check_adapter_update(update, training_args.min_relative_update)
     guards += [changed, moved]
-    _log_guards([changed, moved])
+    changed.log()
+    moved.log()
     _save(trainer, tokenizer, (script_args, model_args, training_args), output_dir, main_process)
     complete_summary(
         summary, trainer, result, guards,

@@ -1,21 +1,13 @@
-"""Guards for a GRPO run: checks that catch a run that trains nothing, or cannot do what its recipe says.
+"""Guards for a GRPO run: checks that catch a run that trains nothing or cannot do what its recipe says; each
+returns a :class:`GuardResult` that the run logs and records in ``run_summary.json``.
 
-Each guard returns a :class:`GuardResult` (``ok``, ``warn`` or ``fail``) that the run logs and records in
-``run_summary.json``:
-
-- :func:`check_trainable_parameters` — **fail fast** when the model has no trainable parameter: a frozen
-  adapter (loaded without ``is_trainable=True``) trains nothing, and TRL raises no error (trl#6700);
-- :func:`adapter_checksum` + :func:`check_adapter_changed` — an adapter bit-identical after training learnt
-  nothing (e.g. every group had zero reward variance, or the learning rate was 0);
-- :func:`lora_snapshot` + :func:`adapter_update` + :func:`check_adapter_update` — how far the adapter's
-  effective update moved, relative to the weights it adapts; **warns** below ``min_relative_update`` (a 1-ulp
-  change passes the checksum but not this);
-- :func:`check_clipping_can_fire` — warns when ``epsilon`` is set but the ratio is exactly 1 at every step. TRL
-  computes the "old" log-probabilities only when a generation batch outlives one optimizer step
-  (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``); otherwise each batch is scored
-  by the policy that sampled it and ``clip_ratio/*`` stays 0 (the study's setting);
-- :func:`check_lora_learning_rate` — warns when a LoRA run uses a full-fine-tuning learning rate (≤ 1e-6): LoRA's
-  low-rank update needs a larger step (TRL's LoRA guidance uses about 1e-5).
+Why each: a frozen adapter (loaded without ``is_trainable=True``) trains nothing and TRL raises no error
+(trl#6700); an adapter bit-identical after training learnt nothing (every group flat, or a learning rate of 0),
+and a 1-ulp change passes the checksum but not :func:`check_adapter_update`; TRL computes the "old"
+log-probabilities only when a generation batch outlives one optimizer step (``gradient_accumulation_steps %
+(steps_per_generation * num_iterations) != 0``), otherwise the ratio is exactly 1 and ``clip_ratio/*`` stays 0
+(the study's setting); LoRA's low-rank update needs a larger step than full fine-tuning (TRL's LoRA guidance uses
+about 1e-5).
 """
 
 from __future__ import annotations
@@ -32,10 +24,7 @@ from .metric_names import EXACT_ZERO_STD_METRIC
 logger = logging.getLogger(__name__)
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-"""The three outcomes of a guard."""
-
 LORA_MIN_LEARNING_RATE = 1e-6
-"""A LoRA run at or below this learning rate gets a warning (full fine-tuning rates; LoRA wants ~1e-5)."""
 
 
 @dataclass
@@ -195,18 +184,14 @@ def lora_snapshot(model: Any) -> dict[str, tuple[Any, Any]]:
 
 
 def adapter_update(model: Any, before: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
-    """How far a LoRA adapter's effective update moved since ``before`` (:func:`lora_snapshot`).
-
-    A LoRA module m adds ``ΔW_m = s_m · B_m A_m`` to its frozen weight ``W_m`` (``s_m = lora_alpha / r``, or
-    ``/ sqrt(r)`` with rsLoRA). With ``0`` before training and ``1`` after, summed over the adapter's modules
-    (Frobenius norms, in float64)::
+    """How far a LoRA adapter's effective update ``ΔW = s·B·A`` moved since ``before`` (:func:`lora_snapshot`),
+    with 0 before training and 1 after, summed over the modules (Frobenius norms, float64)::
 
         relative_norm = sqrt(Σ_m ‖ΔW1_m − ΔW0_m‖²) / sqrt(Σ_m ‖W_m + ΔW0_m‖²)
 
-    (the weights the adapter acts on as training started: for a continued SFT adapter, base + SFT update). It is
-    computed as ``s·((B1 − B0)·A1 + B0·(A1 − A0))``, so exactly 0.0 when no A or B changed, and ``None`` without
-    LoRA modules. Also returned: ``update_norm``/``weight_norm`` (numerator, denominator), ``relative_to_adapter``
-    (``update_norm / sqrt(Σ‖ΔW0‖²)``; ``None`` for a fresh adapter), ``modules`` and ``modules_changed``.
+    exactly 0.0 when no A or B changed (the step is computed as ``s·((B1 − B0)·A1 + B0·(A1 − A0))``), ``None``
+    without LoRA modules. Also: ``update_norm``/``weight_norm`` (numerator, denominator), ``relative_to_adapter``
+    (``update_norm / sqrt(Σ‖ΔW0‖²)``, ``None`` for a fresh adapter), ``modules``, ``modules_changed``.
 
     Example:
 
@@ -289,10 +274,6 @@ def check_adapter_update(update: dict[str, Any], min_relative_update: float) -> 
     return GuardResult("adapter_update", OK, moved, details)
 
 
-def _setting(args: Any, name: str, default: Any = None) -> Any:
-    return getattr(args, name, default)
-
-
 def check_clipping_can_fire(args: Any) -> GuardResult:
     """Warn when ``epsilon`` is set but the clipped policy ratio is exactly 1 at every step (``args``: a
     ``GRPOConfig`` or anything with its fields).
@@ -309,13 +290,13 @@ def check_clipping_can_fire(args: Any) -> GuardResult:
 
     ```
     """
-    epsilon = float(_setting(args, "epsilon", 0.0) or 0.0)
-    epsilon_high = _setting(args, "epsilon_high")
-    iterations = int(_setting(args, "num_iterations", 1) or 1)
+    epsilon = float(getattr(args, "epsilon", 0.0) or 0.0)
+    epsilon_high = getattr(args, "epsilon_high", None)
+    iterations = int(getattr(args, "num_iterations", 1) or 1)
     steps_per_generation = int(
-        _setting(args, "steps_per_generation", None) or _setting(args, "gradient_accumulation_steps", 1)
+        getattr(args, "steps_per_generation", None) or getattr(args, "gradient_accumulation_steps", 1)
     )
-    accumulation = int(_setting(args, "gradient_accumulation_steps", 1) or 1)
+    accumulation = int(getattr(args, "gradient_accumulation_steps", 1) or 1)
     details = {
         "epsilon": epsilon,
         "epsilon_high": epsilon_high,

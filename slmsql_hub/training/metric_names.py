@@ -1,12 +1,7 @@
-"""Names of the GRPO telemetry metrics that the card, the plots, the Hub files and the Space quote.
-
-The GRPO trainer logs them (:mod:`~slmsql_hub.training.grpo`, which imports TRL); the readers only need their
-names, so they live here, in a module that imports nothing.
+"""Names of the GRPO telemetry metrics the card, the plots, the Hub files and the Space quote (a module that
+imports nothing, so readers need not import TRL). What they measure: :mod:`~slmsql_hub.training.zero_variance`.
 """
 
 TRL_ZERO_STD_METRIC = "frac_reward_zero_std"
-"""TRL's share of groups whose float32 reward std ``isclose`` 0; see :mod:`~slmsql_hub.training.zero_variance`."""
-
 EXACT_ZERO_STD_METRIC = "frac_reward_zero_std_exact"
-"""slmsql-hub's share of groups whose rewards' max equals their min (the groups whose advantage it sets to 0),
-logged every step next to TRL's; the one to quote (see :mod:`~slmsql_hub.training.zero_variance`)."""
+"""The one to quote: the share of groups whose rewards' max equals their min."""

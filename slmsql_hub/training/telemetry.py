@@ -1,9 +1,5 @@
-"""Telemetry of a GRPO run: ``telemetry.jsonl``, one JSON line per logged step, and its summary.
-
-:class:`TelemetryCallback` is a ``transformers`` callback: at every log event of the trainer it appends one
-line holding the step, the epoch, the wall time and **every** metric the trainer logged: TRL's and ours
-(``sql/*`` from the rewards' judge, ``timing/reward/<name>_s`` from :class:`TimedReward`,
-``frac_reward_zero_std_exact``: see :mod:`~slmsql_hub.training.zero_variance`). Only the main process writes.
+"""Telemetry of a GRPO run: ``telemetry.jsonl``, one JSON line per logged step (step, epoch, wall time and
+every metric the trainer logged, TRL's and ours), written by the main process, and its summary.
 
 Resuming is exact: when training (re)starts at step ``s``, lines of steps after ``s`` (written after the
 checkpoint a killed run resumes from) are dropped, as is a line cut short by the kill; a step already recorded is
@@ -23,12 +19,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..run_files import TELEMETRY as TELEMETRY_FILE
 from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
-
-TELEMETRY_FILE = "telemetry.jsonl"
-"""The file name of a run's telemetry, in its output folder."""
 
 _FINAL_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
 
@@ -48,7 +42,6 @@ SUMMARY_METRICS = (
     "grad_norm",
     "step_time",
 )
-"""Metrics whose mean over the logged steps :func:`summarize_telemetry` reports."""
 
 
 def _clean(value: Any) -> Any:

@@ -1,26 +1,23 @@
 """Zero-variance groups: GRPO groups whose rewards are all equal, which must give no gradient.
 
-GRPO's advantage of a sample is its reward minus its group's mean (divided by a std under ``scale_rewards``
-``group`` or ``batch``). When every sample of a group has the same reward, the advantage is 0 in exact
-arithmetic and the group teaches nothing. In float32 it need not be 0: TRL computes the group mean with
-``nanmean``, and the sum of eight rewards of 1.2 (1.0 correct + 0.2 for a ```sql block) or 0.2 is rounded, so
-on CPU the mean is one ulp off, the computed std is ~1e-7 (1.2) or ~1.6e-8 (0.2), and each sample gets an
-advantage of about ``1e-7 / (1e-7 + 1e-4)`` ~ 1e-3. Adam normalises the gradient, so those crumbs make a
-full-size step: GRPO with the format reward alone, every group flat, measured ``grad_norm`` 1.7e-5, 1.2e-4,
-3.2e-5 on its first steps and changed the adapter. Whether the sum is exact depends on the device's summation
-order (on CUDA, a tree reduction, it may be exact), so the same run can differ between machines.
+A sample's advantage is its reward minus its group's mean (divided by a std under ``scale_rewards`` ``group``
+or ``batch``), so a flat group's advantages are 0 in exact arithmetic. In float32 they need not be: TRL's
+``nanmean`` of eight rewards of 1.2 (correct + ```sql block) or 0.2 rounds, the mean is one ulp off on CPU, the
+std is ~1e-7 (1.2) or ~1.6e-8 (0.2), and each sample gets an advantage of ~1e-3. Adam normalises the gradient,
+so those crumbs make a full-size step: GRPO with the format reward alone, every group flat, measured
+``grad_norm`` 1.7e-5, 1.2e-4, 3.2e-5 on its first steps and changed the adapter. Whether the sum is exact depends
+on the device's summation order (a CUDA tree reduction may be exact), so the same run can differ between machines.
 
 slmsql-hub therefore:
 
-- sets the advantage of every sample of a **flat group** (its scorable samples' total rewards have
-  ``max == min``, compared exactly; see :func:`flat_groups`) to exactly 0, after TRL computed the others, for
-  every ``scale_rewards`` (group, batch, none), over the groups of all processes; a step made only of flat
-  groups then has ``grad_norm`` exactly 0 (with ``beta: 0``) and leaves the adapter bit-identical;
-- logs ``frac_reward_zero_std_exact`` (:data:`~slmsql_hub.training.metric_names.EXACT_ZERO_STD_METRIC`), the
-  share of flat groups with at least two scorable samples, next to TRL's ``frac_reward_zero_std``, which TRL
-  computes as ``isclose(std, 0)`` (absolute tolerance 1e-8) on the rounded std: on CPU it misses flat groups
-  of 1.2 or 0.2 (it reads 0.0 on the world runs), on a device that sums exactly it agrees. Quote the exact one;
-  TRL's is kept unchanged, as TRL logs it.
+- sets the advantage of every sample of a **flat group** (its scorable samples' total rewards have ``max ==
+  min``, compared exactly: :func:`flat_groups`) to exactly 0 after TRL computed the others, for every
+  ``scale_rewards``, over all processes' groups; a step of flat groups only then has ``grad_norm`` exactly 0
+  (with ``beta: 0``) and leaves the adapter bit-identical;
+- logs ``frac_reward_zero_std_exact``, the share of flat groups with at least two scorable samples, next to
+  TRL's ``frac_reward_zero_std`` (``isclose(std, 0)``, absolute tolerance 1e-8, on the rounded std), which on
+  CPU misses flat groups of 1.2 or 0.2 (it reads 0.0 on the world runs). Quote the exact one; TRL's is logged
+  as TRL logs it.
 
 This is the one place that explains it; the card, the plots, the Space and the READMEs point here.
 """
@@ -29,8 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SUM_THEN_NORMALIZE = "sum_then_normalize"
-"""TRL's default ``multi_objective_aggregation``: the weighted rewards are summed, then compared in a group."""
+SUM_THEN_NORMALIZE = "sum_then_normalize"  # TRL's default multi_objective_aggregation
 
 
 def flat_groups(
