@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__, card_templates
 from .ablate.ship import CARD_FOLDER as ABLATIONS_FOLDER
-from .ablate.ship import card_section, copy_report, find_report
+from .ablate.ship import card_section, copy_report
 from .card_numbers import (
     describe_data,
     filter_context,
@@ -386,7 +386,7 @@ def card_context(
         "project_url": _project_url(),
         "eval_created_at": run.eval_results.get("created_at"),
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
-        "ablations": card_section(study) if (study := find_report(run.root)) is not None else None,
+        "ablations": card_section(run.ablations) if run.ablations is not None else None,
     }
 
 
@@ -536,9 +536,8 @@ def _assemble(
             _copy_files(attempt.folder, RUN_FILES, card.attempts[attempt.name].path)
     if run.filter_report is not None:
         _copy_files(layout.filter, [layout.filter_report.name], card.filter)
-    study = find_report(run.root)
-    if study is not None:  # the ablation study's report ships with the model repo (card/ablations/)
-        copy_report(study, card.root)
+    if run.ablations is not None:  # the ablation study's report ships with the model repo (card/ablations/)
+        copy_report(run.ablations, card.root)
     base = _base_info(run, options)
     if base["ships"]:
         _copy_files(base["local"], BASE_FILES, card.lineage["base"].path)
