@@ -55,7 +55,8 @@ ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}
 
 @dataclass(frozen=True)
 class StageFolder:
-    """One training stage's output folder and the files every stage writes there.
+    """One training stage's output folder and the files every stage writes there (``config.yaml`` is the
+    resolved recipe; ``telemetry.jsonl`` is GRPO's, ``sft_questions.json`` SFT's).
 
     Example:
 
@@ -71,22 +72,18 @@ class StageFolder:
 
     @property
     def summary(self) -> Path:
-        """``run_summary.json``."""
         return self.path / RUN_SUMMARY
 
     @property
     def config(self) -> Path:
-        """``config.yaml``: the resolved recipe."""
         return self.path / STAGE_CONFIG
 
     @property
     def telemetry(self) -> Path:
-        """``telemetry.jsonl`` (GRPO)."""
         return self.path / TELEMETRY
 
     @property
     def sft_questions(self) -> Path:
-        """``sft_questions.json`` (SFT)."""
         return self.path / SFT_QUESTIONS
 
     def __fspath__(self) -> str:
@@ -94,28 +91,14 @@ class StageFolder:
 
 
 @dataclass(frozen=True)
-class _EvalPaths:
-    eval: Path
-
-    @property
-    def eval_results(self) -> Path:
-        """``eval/eval_results.json``."""
-        return self.eval / EVAL_RESULTS
-
-    @property
-    def predictions(self) -> Path:
-        """``eval/predictions/``."""
-        return self.eval / PREDICTIONS_DIR
-
-    def predictions_file(self, benchmark: str) -> Path:
-        """``eval/predictions/<benchmark>.jsonl``."""
-        return self.predictions / f"{benchmark}.jsonl"
-
-
-class _FilterFiles:
-    """``filter/`` below ``self.root``, the same in a run folder and a card folder."""
+class _Folder:
+    """What a run folder and a card folder lay out alike below ``root``: ``filter/``, ``eval/``,
+    ``grpo_attempt1/``; a subclass names ``grpo``, the shipped attempt."""
 
     root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
 
     @property
     def filter(self) -> Path:
@@ -130,10 +113,32 @@ class _FilterFiles:
         """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
         return self.filter / FILTER_STATE
 
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        return self.eval / EVAL_RESULTS
+
+    def predictions_file(self, benchmark: str) -> Path:
+        """``eval/predictions/<benchmark>.jsonl``."""
+        return self.eval / PREDICTIONS_DIR / f"{benchmark}.jsonl"
+
+    @property
+    def grpo_attempt1(self) -> StageFolder:
+        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
+        return StageFolder(self.root / "grpo_attempt1")
+
+    @property
+    def attempts(self) -> dict[str, StageFolder]:
+        """The GRPO attempt folders by name, attempt #1 first."""
+        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
+
 
 @dataclass(frozen=True)
-class RunLayout(_FilterFiles):
-    """Every path of a run folder (see the module docstring for what writes each).
+class RunLayout(_Folder):
+    """Every path of a run folder (the module docstring says what writes each).
 
     Example:
 
@@ -146,26 +151,18 @@ class RunLayout(_FilterFiles):
     ```
     """
 
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
-
-    # -- the world ---------------------------------------------------------------------------------------
     @property
     def world(self) -> Path:
         return self.root / "world"
 
     @property
     def world_manifest(self) -> Path:
-        """``world/world.json``."""
         return self.world / WORLD_MANIFEST
 
     def world_split(self, split: str) -> Path:
         """``world/datasets/<split>`` (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``)."""
         return self.world / "datasets" / split
 
-    # -- training stages ---------------------------------------------------------------------------------
     @property
     def base(self) -> StageFolder:
         return StageFolder(self.root / "base")
@@ -184,21 +181,10 @@ class RunLayout(_FilterFiles):
         return StageFolder(self.root / SHIPPED_ATTEMPT)
 
     @property
-    def grpo_attempt1(self) -> StageFolder:
-        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
-        return StageFolder(self.root / "grpo_attempt1")
-
-    @property
-    def attempts(self) -> dict[str, StageFolder]:
-        """The GRPO attempt folders by name, attempt #1 first."""
-        return {name: StageFolder(self.root / name) for name in ATTEMPT_FOLDERS}
-
-    @property
     def lineage(self) -> dict[str, StageFolder]:
         """The base and SFT stages by name (``base``, ``sft_stage1``, ``sft_stage2``)."""
         return {"base": self.base, "sft_stage1": self.sft_stage1, "sft_stage2": self.sft_stage2}
 
-    # -- filter ------------------------------------------------------------------------------------------
     @property
     def filter_results(self) -> Path:
         """``filter/results.jsonl``: per-question pass rates, appended as batches are judged."""
@@ -209,26 +195,12 @@ class RunLayout(_FilterFiles):
         """``filter/band``: the pass-rate band (a ``datasets`` folder), GRPO attempt #2's data."""
         return self.filter / BAND_DIR
 
-    # -- evaluation, card, push --------------------------------------------------------------------------
-    @property
-    def eval(self) -> Path:
-        return self.root / "eval"
-
-    @property
-    def eval_results(self) -> Path:
-        return _EvalPaths(self.eval).eval_results
-
-    def predictions_file(self, benchmark: str) -> Path:
-        """``eval/predictions/<benchmark>.jsonl``."""
-        return _EvalPaths(self.eval).predictions_file(benchmark)
-
     @property
     def card(self) -> CardLayout:
         return CardLayout(self.root / "card")
 
     @property
     def card_readme(self) -> Path:
-        """``card/README.md``: the model card."""
         return self.card.readme
 
     @property
@@ -237,12 +209,11 @@ class RunLayout(_FilterFiles):
 
     @property
     def push_plan(self) -> Path:
-        """``push_dry_run/plan.json``."""
         return self.push_dry_run / PLAN_FILE
 
 
 @dataclass(frozen=True)
-class CardLayout(_FilterFiles):
+class CardLayout(_Folder):
     """The card folder (``RUN/card``, and a Hub model repo written by ``slmsql card``): the shipped GRPO
     attempt's files at the top, beside ``README.md``, ``eval/``, ``filter/``, ``base/``, ``grpo_attempt1/``.
 
@@ -257,18 +228,13 @@ class CardLayout(_FilterFiles):
     ```
     """
 
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
-
     @property
     def readme(self) -> Path:
         return self.root / CARD_README
 
     @property
     def card_readme(self) -> Path:
-        """The model card (``README.md``), named as :attr:`RunLayout.card_readme` names a run's."""
+        """The model card, named as :attr:`RunLayout.card_readme` names a run's."""
         return self.readme
 
     @property
@@ -277,27 +243,8 @@ class CardLayout(_FilterFiles):
         return StageFolder(self.root)
 
     @property
-    def grpo_attempt1(self) -> StageFolder:
-        return StageFolder(self.root / "grpo_attempt1")
-
-    @property
-    def attempts(self) -> dict[str, StageFolder]:
-        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
-
-    @property
     def lineage(self) -> dict[str, StageFolder]:
         return {"base": StageFolder(self.root / "base")}
-
-    @property
-    def eval(self) -> Path:
-        return self.root / "eval"
-
-    @property
-    def eval_results(self) -> Path:
-        return _EvalPaths(self.eval).eval_results
-
-    def predictions_file(self, benchmark: str) -> Path:
-        return _EvalPaths(self.eval).predictions_file(benchmark)
 
     @property
     def plots(self) -> Path:
