@@ -46,11 +46,8 @@ PREDICTIONS_DIR = "predictions"
 CARD_README = "README.md"
 PLAN_FILE = "plan.json"
 
-SHIPPED_ATTEMPT = "grpo"
-"""The run's GRPO folder whose adapter the card ships (attempt #2, trained on the pass-rate band)."""
-
-ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}
-"""GRPO attempt folders of a run and their numbers in the study."""
+SHIPPED_ATTEMPT = "grpo"  # the GRPO folder whose adapter the card ships (attempt #2, on the pass-rate band)
+ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}  # folder -> attempt number
 
 
 @dataclass(frozen=True)
@@ -378,8 +375,8 @@ class Run:
 
 
 def read_json_object(path: Path, fix: str) -> dict[str, Any]:
-    """The JSON object in ``path``; a missing file, bad JSON or a non-object is one :class:`UsageError` ending in
-    ``fix`` (what to run to write the file again)."""
+    """The JSON object in ``path``; a missing file, bad JSON or a non-object is a :class:`UsageError` ending in
+    ``fix``."""
     if not path.is_file():
         raise UsageError(f"{path} not found; {fix}")
     try:
@@ -406,8 +403,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a resumed run after a kill) sees the old file or the whole
-    new one, never a part: write a sibling, fsync it, rename it over ``path``.
+    """Write ``text`` to ``path`` through a fsynced sibling renamed over it: a reader (or a run resumed after a
+    kill) sees the old file or the whole new one.
 
     Example:
 
@@ -429,8 +426,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file, skipping a last line cut short by a killed run (as
-    :func:`slmsql_hub.training.telemetry.read_telemetry` does, without importing ``transformers``).
+    """The objects of a JSON-lines file, skipping a line cut short by a killed run (logged).
 
     Example:
 
