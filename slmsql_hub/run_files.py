@@ -46,16 +46,14 @@ PREDICTIONS_DIR = "predictions"
 CARD_README = "README.md"
 PLAN_FILE = "plan.json"
 
-SHIPPED_ATTEMPT = "grpo"
-"""The run's GRPO folder whose adapter the card ships (attempt #2, trained on the pass-rate band)."""
-
-ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}
-"""GRPO attempt folders of a run and their numbers in the study."""
+SHIPPED_ATTEMPT = "grpo"  # the GRPO folder whose adapter the card ships (attempt #2, on the pass-rate band)
+ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}  # folder -> attempt number
 
 
 @dataclass(frozen=True)
 class StageFolder:
-    """One training stage's output folder and the files every stage writes there.
+    """One training stage's output folder and the files every stage writes there (``config.yaml`` is the
+    resolved recipe; ``telemetry.jsonl`` is GRPO's, ``sft_questions.json`` SFT's).
 
     Example:
 
@@ -71,22 +69,18 @@ class StageFolder:
 
     @property
     def summary(self) -> Path:
-        """``run_summary.json``."""
         return self.path / RUN_SUMMARY
 
     @property
     def config(self) -> Path:
-        """``config.yaml``: the resolved recipe."""
         return self.path / STAGE_CONFIG
 
     @property
     def telemetry(self) -> Path:
-        """``telemetry.jsonl`` (GRPO)."""
         return self.path / TELEMETRY
 
     @property
     def sft_questions(self) -> Path:
-        """``sft_questions.json`` (SFT)."""
         return self.path / SFT_QUESTIONS
 
     def __fspath__(self) -> str:
@@ -94,28 +88,14 @@ class StageFolder:
 
 
 @dataclass(frozen=True)
-class _EvalPaths:
-    eval: Path
-
-    @property
-    def eval_results(self) -> Path:
-        """``eval/eval_results.json``."""
-        return self.eval / EVAL_RESULTS
-
-    @property
-    def predictions(self) -> Path:
-        """``eval/predictions/``."""
-        return self.eval / PREDICTIONS_DIR
-
-    def predictions_file(self, benchmark: str) -> Path:
-        """``eval/predictions/<benchmark>.jsonl``."""
-        return self.predictions / f"{benchmark}.jsonl"
-
-
-class _FilterFiles:
-    """``filter/`` below ``self.root``, the same in a run folder and a card folder."""
+class _Folder:
+    """What a run folder and a card folder lay out alike below ``root``: ``filter/``, ``eval/``,
+    ``grpo_attempt1/``; a subclass names ``grpo``, the shipped attempt."""
 
     root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
 
     @property
     def filter(self) -> Path:
@@ -130,10 +110,32 @@ class _FilterFiles:
         """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
         return self.filter / FILTER_STATE
 
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        return self.eval / EVAL_RESULTS
+
+    def predictions_file(self, benchmark: str) -> Path:
+        """``eval/predictions/<benchmark>.jsonl``."""
+        return self.eval / PREDICTIONS_DIR / f"{benchmark}.jsonl"
+
+    @property
+    def grpo_attempt1(self) -> StageFolder:
+        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
+        return StageFolder(self.root / "grpo_attempt1")
+
+    @property
+    def attempts(self) -> dict[str, StageFolder]:
+        """The GRPO attempt folders by name, attempt #1 first."""
+        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
+
 
 @dataclass(frozen=True)
-class RunLayout(_FilterFiles):
-    """Every path of a run folder (see the module docstring for what writes each).
+class RunLayout(_Folder):
+    """Every path of a run folder (the module docstring says what writes each).
 
     Example:
 
@@ -146,26 +148,18 @@ class RunLayout(_FilterFiles):
     ```
     """
 
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
-
-    # -- the world ---------------------------------------------------------------------------------------
     @property
     def world(self) -> Path:
         return self.root / "world"
 
     @property
     def world_manifest(self) -> Path:
-        """``world/world.json``."""
         return self.world / WORLD_MANIFEST
 
     def world_split(self, split: str) -> Path:
         """``world/datasets/<split>`` (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``)."""
         return self.world / "datasets" / split
 
-    # -- training stages ---------------------------------------------------------------------------------
     @property
     def base(self) -> StageFolder:
         return StageFolder(self.root / "base")
@@ -184,21 +178,10 @@ class RunLayout(_FilterFiles):
         return StageFolder(self.root / SHIPPED_ATTEMPT)
 
     @property
-    def grpo_attempt1(self) -> StageFolder:
-        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
-        return StageFolder(self.root / "grpo_attempt1")
-
-    @property
-    def attempts(self) -> dict[str, StageFolder]:
-        """The GRPO attempt folders by name, attempt #1 first."""
-        return {name: StageFolder(self.root / name) for name in ATTEMPT_FOLDERS}
-
-    @property
     def lineage(self) -> dict[str, StageFolder]:
         """The base and SFT stages by name (``base``, ``sft_stage1``, ``sft_stage2``)."""
         return {"base": self.base, "sft_stage1": self.sft_stage1, "sft_stage2": self.sft_stage2}
 
-    # -- filter ------------------------------------------------------------------------------------------
     @property
     def filter_results(self) -> Path:
         """``filter/results.jsonl``: per-question pass rates, appended as batches are judged."""
@@ -209,26 +192,12 @@ class RunLayout(_FilterFiles):
         """``filter/band``: the pass-rate band (a ``datasets`` folder), GRPO attempt #2's data."""
         return self.filter / BAND_DIR
 
-    # -- evaluation, card, push --------------------------------------------------------------------------
-    @property
-    def eval(self) -> Path:
-        return self.root / "eval"
-
-    @property
-    def eval_results(self) -> Path:
-        return _EvalPaths(self.eval).eval_results
-
-    def predictions_file(self, benchmark: str) -> Path:
-        """``eval/predictions/<benchmark>.jsonl``."""
-        return _EvalPaths(self.eval).predictions_file(benchmark)
-
     @property
     def card(self) -> CardLayout:
         return CardLayout(self.root / "card")
 
     @property
     def card_readme(self) -> Path:
-        """``card/README.md``: the model card."""
         return self.card.readme
 
     @property
@@ -237,12 +206,11 @@ class RunLayout(_FilterFiles):
 
     @property
     def push_plan(self) -> Path:
-        """``push_dry_run/plan.json``."""
         return self.push_dry_run / PLAN_FILE
 
 
 @dataclass(frozen=True)
-class CardLayout(_FilterFiles):
+class CardLayout(_Folder):
     """The card folder (``RUN/card``, and a Hub model repo written by ``slmsql card``): the shipped GRPO
     attempt's files at the top, beside ``README.md``, ``eval/``, ``filter/``, ``base/``, ``grpo_attempt1/``.
 
@@ -257,18 +225,13 @@ class CardLayout(_FilterFiles):
     ```
     """
 
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
-
     @property
     def readme(self) -> Path:
         return self.root / CARD_README
 
     @property
     def card_readme(self) -> Path:
-        """The model card (``README.md``), named as :attr:`RunLayout.card_readme` names a run's."""
+        """The model card, named as :attr:`RunLayout.card_readme` names a run's."""
         return self.readme
 
     @property
@@ -277,27 +240,8 @@ class CardLayout(_FilterFiles):
         return StageFolder(self.root)
 
     @property
-    def grpo_attempt1(self) -> StageFolder:
-        return StageFolder(self.root / "grpo_attempt1")
-
-    @property
-    def attempts(self) -> dict[str, StageFolder]:
-        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
-
-    @property
     def lineage(self) -> dict[str, StageFolder]:
         return {"base": StageFolder(self.root / "base")}
-
-    @property
-    def eval(self) -> Path:
-        return self.root / "eval"
-
-    @property
-    def eval_results(self) -> Path:
-        return _EvalPaths(self.eval).eval_results
-
-    def predictions_file(self, benchmark: str) -> Path:
-        return _EvalPaths(self.eval).predictions_file(benchmark)
 
     @property
     def plots(self) -> Path:
@@ -433,8 +377,8 @@ class Run:
 
 
 def read_json_object(path: Path, fix: str) -> dict[str, Any]:
-    """The JSON object in ``path``; a missing file, bad JSON or a non-object is one :class:`UsageError` ending in
-    ``fix`` (what to run to write the file again)."""
+    """The JSON object in ``path``; a missing file, bad JSON or a non-object is a :class:`UsageError` ending in
+    ``fix``."""
     if not path.is_file():
         raise UsageError(f"{path} not found; {fix}")
     try:
@@ -461,8 +405,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a resumed run after a kill) sees the old file or the whole
-    new one, never a part: write a sibling, fsync it, rename it over ``path``.
+    """Write ``text`` to ``path`` through a fsynced sibling renamed over it: a reader (or a run resumed after a
+    kill) sees the old file or the whole new one.
 
     Example:
 
@@ -484,8 +428,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file, skipping a last line cut short by a killed run (as
-    :func:`slmsql_hub.training.telemetry.read_telemetry` does, without importing ``transformers``).
+    """The objects of a JSON-lines file, skipping a line cut short by a killed run (logged).
 
     Example:
 

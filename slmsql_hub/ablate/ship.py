@@ -17,24 +17,12 @@ from .report import FOREST_PLOT, REPORT_JSON, REPORT_MD, claims, load_template
 
 logger = logging.getLogger(__name__)
 
-CARD_FOLDER = "ablations"
-"""The report's folder inside the card folder (and the model repo)."""
-TEMPLATE = "ablation_card.md"
-"""The section's template under ``model_card/`` (see :func:`~slmsql_hub.card_templates.template_path`)."""
+CARD_FOLDER = "ablations"  # inside the card folder (and the model repo)
+TEMPLATE = "ablation_card.md"  # under model_card/
 
 
 def find_report(run_dir: str | Path) -> Path | None:
-    """The folder of RUN's ablation report (see the module docstring), or ``None``.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.ablate.ship import find_report
-    >>> find_report("/nowhere/run") is None
-    True
-
-    ```
-    """
+    """The folder of RUN's ablation report (see the module docstring), or ``None``."""
     run = Path(run_dir)
     inside = run / CARD_FOLDER
     if (inside / REPORT_JSON).is_file():

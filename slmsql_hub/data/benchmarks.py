@@ -1,21 +1,15 @@
 """Benchmark loaders: Spider, BIRD, SynSQL-2.5M and the embedded world, all as one ``datasets.Dataset`` shape.
 
-Every loader returns the same columns (all strings):
+Every loader returns :data:`BENCHMARK_COLUMNS`, all strings: ``question_id`` (unique within the split),
+``question``, ``evidence`` (BIRD's / SynSQL's external knowledge, ``""`` otherwise), ``db_id``, ``db_path``
+(absolute path of the SQLite file), ``gold_sql``, ``difficulty`` (BIRD's label, SynSQL's ``sql_complexity``,
+Spider's hardness computed from the gold, ``""`` where it does not parse, the world's label) and ``benchmark``.
 
-- ``question_id``: unique within the benchmark split,
-- ``question``, ``evidence`` (BIRD's / SynSQL's external knowledge, ``""`` otherwise),
-- ``db_id``, ``db_path`` (absolute path of the SQLite file),
-- ``gold_sql``,
-- ``difficulty``: BIRD's label (simple / moderate / challenging), SynSQL's ``sql_complexity``, Spider's
-  hardness (easy / medium / hard / extra, computed from the gold; ``""`` where it does not parse), the world's
-  label,
-- ``benchmark``: ``spider``, ``bird``, ``synsql`` or ``world``.
-
-Every loader takes ``(root, split, *, limit, seed, skip_missing_db)``. ``limit`` takes a deterministic, seeded
-subset (the same ``limit`` and ``seed`` always give the same questions, kept in file order): the study evaluated
-149 BIRD and 200 Spider questions this way. A question whose database file is missing raises
-:class:`~slmsql_hub.errors.UsageError`, or with ``skip_missing_db`` is dropped (logged with a count); so do a
-missing or malformed JSON file and a question without its fields (one line each).
+:func:`load_benchmark` takes ``(name, root, split, limit, seed, *, skip_missing_db)``; ``load_spider``,
+``load_bird``, ``load_synsql`` and ``load_world`` are it with the name given. ``limit`` takes a deterministic,
+seeded subset kept in file order (the study evaluated 149 BIRD and 200 Spider questions this way). A question
+whose database file is missing raises :class:`~slmsql_hub.errors.UsageError`, or with ``skip_missing_db`` is
+dropped (logged with a count); so do a missing or malformed JSON file and a question without its fields.
 
 Layouts read:
 
@@ -25,9 +19,41 @@ Layouts read:
 - BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``, or the release's layout
   ``<root>/<split>/<split>.json`` and ``<root>/<split>/<split>_databases/`` (one root serves train and dev);
   fields ``question_id``, ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
-- SynSQL-2.5M: ``<root>/data.json`` and ``<root>/databases/<db>/<db>.sqlite``; fields ``question``, ``sql``,
-  ``db_id``, ``external_knowledge``, ``sql_complexity``.
-- The world: ``<root>/datasets/<split>`` (``save_to_disk``) and ``<root>/databases/<db>/<db>.sqlite``.
+- SynSQL-2.5M (one split, ``train``, read whole into memory: point ``root`` at a shard for quick runs):
+  ``<root>/data.json`` and ``<root>/databases/<db>/<db>.sqlite``; fields ``question``, ``sql``, ``db_id``,
+  ``external_knowledge``, ``sql_complexity``.
+- The world (:func:`~slmsql_hub.world.build_world`): ``<root>/datasets/<split>`` (``save_to_disk``; splits
+  ``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``) and ``<root>/databases/<db>/<db>.sqlite``;
+  ``db_path`` points into ``<root>/databases``, so the folder can move.
+
+Example:
+
+```python
+>>> import json, sqlite3, tempfile, pathlib
+>>> def release(db_folder, db, file, question):
+...     root = pathlib.Path(tempfile.mkdtemp())
+...     (root / db_folder / db).mkdir(parents=True)
+...     sqlite3.connect(root / db_folder / db / f"{db}.sqlite").close()
+...     _ = (root / file).write_text(json.dumps([question]))
+...     return root
+>>> spider = release("database", "pets", "dev.json",
+...                  {"db_id": "pets", "question": "How many pets?", "query": "SELECT count(*) FROM pet"})
+>>> row = load_spider(spider)[0]
+>>> row["gold_sql"], row["difficulty"], row["benchmark"]
+('SELECT count(*) FROM pet', 'easy', 'spider')
+>>> bird = release("dev_databases", "shop", "dev.json",
+...                {"question_id": 7, "db_id": "shop", "question": "Cheap items?", "evidence": "cheap: price < 5",
+...                 "SQL": "SELECT name FROM item WHERE price < 5", "difficulty": "simple"})
+>>> row = load_bird(bird)[0]
+>>> row["question_id"], row["evidence"], row["difficulty"]
+('bird-dev-7', 'cheap: price < 5', 'simple')
+>>> synsql = release("databases", "farm", "data.json", {"db_id": "farm", "question": "All cows?",
+...                  "sql": "SELECT * FROM cow", "external_knowledge": "", "sql_complexity": "Simple"})
+>>> row = load_synsql(synsql)[0]
+>>> row["question_id"], row["difficulty"], row["benchmark"]
+('synsql-0', 'Simple', 'synsql')
+
+```
 """
 
 from __future__ import annotations
@@ -37,6 +63,7 @@ import logging
 import os
 import random
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,10 +84,8 @@ BENCHMARK_COLUMNS: tuple[str, ...] = (
     "difficulty",
     "benchmark",
 )
-"""The columns every loader returns, in order."""
 
 BENCHMARKS: tuple[str, ...] = ("spider", "bird", "synsql", "world")
-"""The names :func:`load_benchmark` accepts."""
 
 
 def benchmark_features() -> datasets.Features:
@@ -82,7 +107,7 @@ def benchmark_features() -> datasets.Features:
 
 def seeded_subset(n: int, limit: int | None, seed: int = 0) -> list[int]:
     """Sorted indices of ``limit`` items of ``range(n)`` drawn with ``seed`` (all of them if ``limit`` is ``None``
-    or ``>= n``). Two draws with one seed often nest: see :mod:`slmsql_hub.data.sft_record` for holding out.
+    or ``>= n``). Two draws with one seed often nest: see :mod:`slmsql_hub.data.sft_record`.
 
     Example:
 
@@ -126,15 +151,6 @@ def _field(item: dict, name: str, path: Path, index: int) -> str:
     return str(value)
 
 
-def _spider_difficulty(sql: str) -> str:
-    from ..sql.hardness import spider_hardness
-
-    try:
-        return spider_hardness(sql)
-    except ValueError:
-        return ""
-
-
 def _finish(
     records: list[dict], name: str, db_dir: Path, limit: int | None, seed: int, skip_missing_db: bool
 ) -> datasets.Dataset:
@@ -169,8 +185,13 @@ def _finish(
         records = [r for r in records if r["db_id"] not in missing]
     records = [records[i] for i in seeded_subset(len(records), limit, seed)]
     if name == "spider":
+        from ..sql.hardness import spider_hardness
+
         for record in records:
-            record["difficulty"] = _spider_difficulty(record["gold_sql"])
+            try:
+                record["difficulty"] = spider_hardness(record["gold_sql"])
+            except ValueError:
+                record["difficulty"] = ""
     columns = {column: [str(r.get(column, "")) for r in records] for column in BENCHMARK_COLUMNS}
     logger.info("%s: %d questions over %d databases", name, len(records), len({r["db_id"] for r in records}))
     return datasets.Dataset.from_dict(columns, features=benchmark_features())
@@ -209,32 +230,7 @@ def _questions(
     return records
 
 
-def load_spider(
-    root: str | os.PathLike,
-    split: str = "dev",
-    *,
-    limit: int | None = None,
-    seed: int = 0,
-    skip_missing_db: bool = False,
-) -> datasets.Dataset:
-    """Spider ``dev`` or ``train`` (layout and fields: module docstring).
-
-    Example:
-
-    ```python
-    >>> import json, sqlite3, tempfile, pathlib
-    >>> from slmsql_hub.data.benchmarks import load_spider
-    >>> root = pathlib.Path(tempfile.mkdtemp())
-    >>> (root / "database" / "pets").mkdir(parents=True)
-    >>> sqlite3.connect(root / "database" / "pets" / "pets.sqlite").close()
-    >>> q = {"db_id": "pets", "question": "How many pets?", "query": "SELECT count(*) FROM pet"}
-    >>> _ = (root / "dev.json").write_text(json.dumps([q]))
-    >>> row = load_spider(root)[0]
-    >>> row["gold_sql"], row["difficulty"], row["benchmark"]
-    ('SELECT count(*) FROM pet', 'easy', 'spider')
-
-    ```
-    """
+def _spider(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     base = _root(root, "spider")
     files = {"dev": ["dev.json"], "train": ["train_spider.json", "train_others.json"]}.get(split)
     if files is None:
@@ -251,36 +247,10 @@ def load_spider(
     db_dir = base / "database"
     if not db_dir.is_dir() and (base / "databases").is_dir():
         db_dir = base / "databases"  # the embedded world's folder name
-    return _finish(records, "spider", db_dir, limit, seed, skip_missing_db)
+    return records, db_dir
 
 
-def load_bird(
-    root: str | os.PathLike,
-    split: str = "dev",
-    *,
-    limit: int | None = None,
-    seed: int = 0,
-    skip_missing_db: bool = False,
-) -> datasets.Dataset:
-    """BIRD's ``split``, in ``root`` or ``root/<split>`` (module docstring).
-
-    Example:
-
-    ```python
-    >>> import json, sqlite3, tempfile, pathlib
-    >>> from slmsql_hub.data.benchmarks import load_bird
-    >>> root = pathlib.Path(tempfile.mkdtemp())
-    >>> (root / "dev_databases" / "shop").mkdir(parents=True)
-    >>> sqlite3.connect(root / "dev_databases" / "shop" / "shop.sqlite").close()
-    >>> q = {"question_id": 7, "db_id": "shop", "question": "Cheap items?", "evidence": "cheap: price < 5",
-    ...      "SQL": "SELECT name FROM item WHERE price < 5", "difficulty": "simple"}
-    >>> _ = (root / "dev.json").write_text(json.dumps([q]))
-    >>> row = load_bird(root)[0]
-    >>> row["question_id"], row["evidence"], row["difficulty"]
-    ('bird-dev-7', 'cheap: price < 5', 'simple')
-
-    ```
-    """
+def _bird(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     base = _root(root, "bird")
     if not (base / f"{split}.json").is_file() and (base / split / f"{split}.json").is_file():
         base = base / split  # the release's layout: <root>/train/train.json, <root>/dev/dev.json
@@ -292,37 +262,10 @@ def load_bird(
         evidence="evidence",
         difficulty="difficulty",
     )
-    return _finish(records, "bird", base / f"{split}_databases", limit, seed, skip_missing_db)
+    return records, base / f"{split}_databases"
 
 
-def load_synsql(
-    root: str | os.PathLike,
-    split: str = "train",
-    *,
-    limit: int | None = None,
-    seed: int = 0,
-    skip_missing_db: bool = False,
-) -> datasets.Dataset:
-    """SynSQL-2.5M (one split, ``train``), read whole into memory: the full release is several GB, so point
-    ``root`` at a shard for quick runs.
-
-    Example:
-
-    ```python
-    >>> import json, sqlite3, tempfile, pathlib
-    >>> from slmsql_hub.data.benchmarks import load_synsql
-    >>> root = pathlib.Path(tempfile.mkdtemp())
-    >>> (root / "databases" / "farm").mkdir(parents=True)
-    >>> sqlite3.connect(root / "databases" / "farm" / "farm.sqlite").close()
-    >>> q = {"db_id": "farm", "question": "All cows?", "sql": "SELECT * FROM cow",
-    ...      "external_knowledge": "", "sql_complexity": "Simple"}
-    >>> _ = (root / "data.json").write_text(json.dumps([q]))
-    >>> row = load_synsql(root)[0]
-    >>> row["question_id"], row["difficulty"], row["benchmark"]
-    ('synsql-0', 'Simple', 'synsql')
-
-    ```
-    """
+def _synsql(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     if split != "train":
         raise UsageError(f"SynSQL-2.5M has one split, 'train'; got {split!r}")
     base = _root(root, "synsql")
@@ -334,21 +277,10 @@ def load_synsql(
         evidence="external_knowledge",
         difficulty="sql_complexity",
     )
-    return _finish(records, "synsql", base / "databases", limit, seed, skip_missing_db)
+    return records, base / "databases"
 
 
-def load_world(
-    root: str | os.PathLike,
-    split: str = "dev",
-    *,
-    limit: int | None = None,
-    seed: int = 0,
-    skip_missing_db: bool = False,
-) -> datasets.Dataset:
-    """A split (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``) of a world built by
-    :func:`~slmsql_hub.world.build_world`; ``db_path`` points into ``<root>/databases``, so the folder can move.
-    A folder without ``world.json`` or without the split is a ``UsageError``.
-    """
+def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     import datasets
 
     base = _root(root, "world")
@@ -361,11 +293,10 @@ def load_world(
         available = sorted(p.name for p in (base / "datasets").glob("*") if p.is_dir())
         raise UsageError(f"world split {split!r} not found under {base / 'datasets'}; available: {available}")
     stored = datasets.load_from_disk(str(split_dir))
-    records = [{column: row[column] for column in BENCHMARK_COLUMNS} for row in stored]
-    return _finish(records, "world", base / "databases", limit, seed, skip_missing_db)
+    return [{column: row[column] for column in BENCHMARK_COLUMNS} for row in stored], base / "databases"
 
 
-_LOADERS = {"spider": load_spider, "bird": load_bird, "synsql": load_synsql, "world": load_world}
+_READERS = {"spider": _spider, "bird": _bird, "synsql": _synsql, "world": _world}
 
 
 def load_benchmark(
@@ -377,7 +308,8 @@ def load_benchmark(
     *,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """Load split ``split`` of benchmark ``name`` (default split: ``train`` for SynSQL, ``dev`` otherwise).
+    """Split ``split`` of benchmark ``name`` (default split: ``train`` for SynSQL, ``dev`` otherwise), its
+    seeded ``limit`` subset.
 
     Example:
 
@@ -390,9 +322,17 @@ def load_benchmark(
 
     ```
     """
-    loader = _LOADERS.get(name.lower())
-    if loader is None:
+    key = name.lower()
+    read = _READERS.get(key)
+    if read is None:
         raise UsageError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
     if split is None:
-        split = "train" if name.lower() == "synsql" else "dev"
-    return loader(root, split, limit=limit, seed=seed, skip_missing_db=skip_missing_db)
+        split = "train" if key == "synsql" else "dev"
+    records, db_dir = read(root, split)
+    return _finish(records, key, db_dir, limit, seed, skip_missing_db)
+
+
+load_spider = partial(load_benchmark, "spider")
+load_bird = partial(load_benchmark, "bird")
+load_synsql = partial(load_benchmark, "synsql")
+load_world = partial(load_benchmark, "world")

@@ -16,16 +16,35 @@ Every problem with the files (missing, not UTF-8, malformed line, lengths that d
 Example:
 
 ```python
->>> import tempfile
+>>> import json, tempfile
 >>> from pathlib import Path
 >>> folder = Path(tempfile.mkdtemp())
->>> _ = (folder / "pred.txt").write_text("SELECT count(*) FROM singer\\nSELECT name FROM singer\\n")
->>> _ = (folder / "gold.sql").write_text(
-...     "SELECT count(*) FROM singer\\tconcert_singer\\nSELECT name FROM singer\\tconcert_singer\\n"
-... )
->>> records = load_prediction_records(folder / "pred.txt", folder / "gold.sql")
->>> [(r.index, r.prediction, r.db_id) for r in records]
-[(0, 'SELECT count(*) FROM singer', 'concert_singer'), (1, 'SELECT name FROM singer', 'concert_singer')]
+>>> def write(name, text):
+...     _ = (folder / name).write_text(text)
+...     return folder / name
+>>> pred = write("pred.txt", "SELECT count(*) FROM singer\\n\\nSELECT name FROM singer\\tdb\\n\\n")
+>>> read_spider_predictions(pred), detect_format(pred)
+(['SELECT count(*) FROM singer', '', 'SELECT name FROM singer'], 'spider')
+>>> gold = write("gold.sql", "SELECT count(*) FROM singer\\tconcert_singer\\n" * 3)
+>>> read_gold_file(gold)[0]
+('SELECT count(*) FROM singer', 'concert_singer')
+>>> [(r.index, r.prediction, r.db_id) for r in load_prediction_records(pred, gold)][:2]
+[(0, 'SELECT count(*) FROM singer', 'concert_singer'), (1, '', 'concert_singer')]
+>>> bird = write("pred.json", json.dumps({"1": "SELECT 2", "0": "SELECT 1\\t----- bird -----\\tfinancial"}))
+>>> read_bird_predictions(bird)
+[('SELECT 1', 'financial'), ('SELECT 2', None)]
+>>> read_difficulties(write("diff.jsonl", '{"difficulty": "simple"}\\n{"difficulty": "Challenging"}\\n'))
+['simple', 'challenging']
+>>> _ = write("dev.sql", "SELECT 1\\tfinancial\\nSELECT 2\\tfinancial\\n")
+>>> load_prediction_records(bird, folder / "dev.sql", difficulty_path=folder / "diff.jsonl")[0]
+PredictionRecord(index=0, prediction='SELECT 1', gold_sql='SELECT 1', db_id='financial', db_path=None, difficulty='simple')
+>>> row = {"prediction": "```sql\\nSELECT 1\\n```", "gold_sql": "SELECT 1", "db_path": "toy.sqlite"}
+>>> read_jsonl_records(write("preds.jsonl", json.dumps(row) + "\\n"))[0].db_path
+'toy.sqlite'
+>>> (folder / "toy").mkdir()
+>>> _ = write("toy/toy.sqlite", "")
+>>> [p.name for p in resolve_db_paths([PredictionRecord(0, "SELECT 1", "SELECT 1", db_id="toy")], folder)]
+['toy.sqlite']
 
 ```
 """
@@ -35,7 +54,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,39 +100,34 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+def _json(text: str, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{where}: not valid JSON (line {err.lineno}: {err.msg})") from None
+
+
+def _json_lines(text: str, where: str) -> Iterator[tuple[str, object]]:
+    """Each line of a JSONL text parsed, with its place (``<where>, line N``) for an error."""
+    for number, line in enumerate(_lines(text), start=1):
+        at = f"{where}, line {number}"
+        if not line.strip():
+            raise UsageError(f"{at}: blank line; every line must be one JSON object")
+        try:
+            yield at, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{at}: not valid JSON ({err.msg})") from None
+
+
 def read_spider_predictions(path: str | os.PathLike) -> list[str]:
     """Spider-style predictions, one SQL per line, text after a TAB ignored. A blank line inside the file is an
-    empty prediction (judged ``no_sql``), so the alignment never shifts; blank lines at the end are ignored.
-
-    Example:
-
-    ```python
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "pred.txt")
-    >>> _ = open(path, "w").write("SELECT 1\\n\\nSELECT 2\\tdb\\n\\n")
-    >>> read_spider_predictions(path)
-    ['SELECT 1', '', 'SELECT 2']
-
-    ```
-    """
+    empty prediction (judged ``no_sql``), so the alignment never shifts; blank lines at the end are ignored."""
     return [line.split("\t", 1)[0].strip() for line in _lines(_read_text(path, "predictions"))]
 
 
 def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
     """``(gold_sql, db_id)`` pairs of a gold file with one ``SQL<TAB>db_id`` per line (Spider's ``dev_gold.sql``,
-    BIRD's ``dev.sql``); a blank line or one without a TAB-separated db_id is refused.
-
-    Example:
-
-    ```python
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "gold.sql")
-    >>> _ = open(path, "w").write("SELECT count(*) FROM singer\\tconcert_singer\\n")
-    >>> read_gold_file(path)
-    [('SELECT count(*) FROM singer', 'concert_singer')]
-
-    ```
-    """
+    BIRD's ``dev.sql``), split on the last TAB; a blank line or one without a db_id is refused."""
     pairs = []
     for number, line in enumerate(_lines(_read_text(path, "gold")), start=1):
         sql, tab, db_id = line.rpartition("\t")
@@ -126,24 +140,8 @@ def read_gold_file(path: str | os.PathLike) -> list[tuple[str, str]]:
 def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None]]:
     """``(sql, db_id or None)`` pairs, in index order, of BIRD-style predictions (keys ``0 .. n-1`` in any
     order). A value without the separator is the SQL whole; a non-string (``null``) is an empty prediction,
-    as BIRD's evaluator treats it.
-
-    Example:
-
-    ```python
-    >>> import tempfile, os, json
-    >>> path = os.path.join(tempfile.mkdtemp(), "predict_dev.json")
-    >>> _ = open(path, "w").write(json.dumps({"1": "SELECT 2", "0": "SELECT 1\\t----- bird -----\\tfinancial"}))
-    >>> read_bird_predictions(path)
-    [('SELECT 1', 'financial'), ('SELECT 2', None)]
-
-    ```
-    """
-    text = _read_text(path, "predictions")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"predictions file {path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    as BIRD's evaluator treats it."""
+    data = _json(_read_text(path, "predictions"), f"predictions file {path}")
     if not isinstance(data, dict):
         raise UsageError(
             f'predictions file {path}: expected a JSON object {{"0": "SQL\\t----- bird -----\\tdb_id", ...}}, '
@@ -177,77 +175,29 @@ def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None
 
 def read_difficulties(path: str | os.PathLike) -> list[str | None]:
     """Each object's ``difficulty`` (lower case; ``None`` when null or absent), from a JSON list of objects
-    (BIRD's ``dev.json``) or JSONL.
-
-    Example:
-
-    ```python
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "diff.jsonl")
-    >>> _ = open(path, "w").write('{"difficulty": "simple"}\\n{"difficulty": "challenging"}\\n')
-    >>> read_difficulties(path)
-    ['simple', 'challenging']
-
-    ```
-    """
-    text = _read_text(path, "difficulty")
+    (BIRD's ``dev.json``) or JSONL."""
+    text, where = _read_text(path, "difficulty"), f"difficulty file {path}"
     if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UsageError(
-                f"difficulty file {path}: not valid JSON (line {err.lineno}: {err.msg})"
-            ) from None
-        numbered = list(enumerate(items, start=1))
-        where = "item"
+        items = enumerate(_json(text, where), start=1)
+        rows: Iterator[tuple[str, object]] = ((f"{where}, item {n}", item) for n, item in items)
     else:
-        numbered = []
-        for number, line in enumerate(_lines(text), start=1):
-            try:
-                numbered.append((number, json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise UsageError(
-                    f"difficulty file {path}, line {number}: not valid JSON ({err.msg})"
-                ) from None
-        where = "line"
+        rows = _json_lines(text, where)
     labels: list[str | None] = []
-    for number, item in numbered:
+    for at, item in rows:
         if not isinstance(item, dict):
-            raise UsageError(
-                f"difficulty file {path}, {where} {number}: expected an object with 'difficulty'"
-            )
+            raise UsageError(f"{at}: expected an object with 'difficulty'")
         label = item.get("difficulty")
         if label is not None and not isinstance(label, str):
-            raise UsageError(f"difficulty file {path}, {where} {number}: 'difficulty' must be a string")
+            raise UsageError(f"{at}: 'difficulty' must be a string")
         labels.append(label.strip().lower() if label else None)
     return labels
 
 
 def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
     """The records, in line order, of the JSONL format (module docstring); a ``null`` prediction is an empty
-    one (``no_sql``).
-
-    Example:
-
-    ```python
-    >>> import tempfile, os, json
-    >>> path = os.path.join(tempfile.mkdtemp(), "preds.jsonl")
-    >>> row = {"prediction": "```sql\\nSELECT 1\\n```", "gold_sql": "SELECT 1", "db_path": "toy.sqlite"}
-    >>> _ = open(path, "w").write(json.dumps(row) + "\\n")
-    >>> read_jsonl_records(path)[0].db_path
-    'toy.sqlite'
-
-    ```
-    """
-    records = []
-    for number, line in enumerate(_lines(_read_text(path, "predictions")), start=1):
-        where = f"predictions file {path}, line {number}"
-        if not line.strip():
-            raise UsageError(f"{where}: blank line; every line must be one JSON object")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{where}: not valid JSON ({err.msg})") from None
+    one (``no_sql``)."""
+    records, text = [], _read_text(path, "predictions")
+    for index, (where, row) in enumerate(_json_lines(text, f"predictions file {path}")):
         if not isinstance(row, dict):
             raise UsageError(f"{where}: expected a JSON object, got a JSON {type(row).__name__}")
         missing = [key for key in ("prediction", "gold_sql") if key not in row]
@@ -266,7 +216,7 @@ def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
         difficulty = row.get("difficulty")
         records.append(
             PredictionRecord(
-                index=number - 1,
+                index=index,
                 prediction=prediction or "",
                 gold_sql=gold,
                 db_id=row.get("db_id") or None,
@@ -278,22 +228,9 @@ def read_jsonl_records(path: str | os.PathLike) -> list[PredictionRecord]:
 
 
 def detect_format(pred_path: str | os.PathLike) -> str:
-    """The format (``spider``, ``bird``, ``jsonl``) of a predictions file, from its extension, then its content.
-
-    ``.jsonl`` -> ``jsonl``; ``.json`` -> ``bird``; otherwise a first line that is a JSON object with a
-    ``prediction`` key -> ``jsonl``, a file that starts with ``{`` -> ``bird``, anything else -> ``spider``.
-
-    Example:
-
-    ```python
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "pred.txt")
-    >>> _ = open(path, "w").write("SELECT 1\\n")
-    >>> detect_format(path)
-    'spider'
-
-    ```
-    """
+    """The format (``spider``, ``bird``, ``jsonl``) of a predictions file: ``.jsonl`` -> ``jsonl``, ``.json`` ->
+    ``bird``; otherwise a first line that is a JSON object with a ``prediction`` key -> ``jsonl``, a file that
+    starts with ``{`` -> ``bird``, anything else -> ``spider``."""
     suffix = Path(pred_path).suffix.lower()
     if suffix == ".jsonl":
         return "jsonl"
@@ -320,22 +257,7 @@ def load_prediction_records(
     """Predictions (and gold) in any of :data:`FORMATS` (``None``: :func:`detect_format`) as aligned
     :class:`PredictionRecord` objects. ``gold_path`` is required for ``spider`` and ``bird``, refused for
     ``jsonl``; ``difficulty_path`` labels (:func:`read_difficulties`) override a JSONL file's. UsageError: a
-    file is missing or malformed, or the files differ in length.
-
-    Example:
-
-    ```python
-    >>> import tempfile, json
-    >>> from pathlib import Path
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "pred.json").write_text(json.dumps({"0": "SELECT 1\\t----- bird -----\\tfinancial"}))
-    >>> _ = (folder / "dev.sql").write_text("SELECT 1\\tfinancial\\n")
-    >>> _ = (folder / "diff.jsonl").write_text('{"difficulty": "simple"}\\n')
-    >>> load_prediction_records(folder / "pred.json", folder / "dev.sql", difficulty_path=folder / "diff.jsonl")
-    [PredictionRecord(index=0, prediction='SELECT 1', gold_sql='SELECT 1', db_id='financial', db_path=None, difficulty='simple')]
-
-    ```
-    """
+    file is missing or malformed, or the files differ in length."""
     fmt = fmt or detect_format(pred_path)
     if fmt not in FORMATS:
         raise UsageError(f"unknown predictions format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -397,21 +319,7 @@ def resolve_db_paths(
 ) -> list[Path]:
     """The database file of every record, each checked to exist before anything runs: a ``db_id`` is
     ``<db_root>/<db_id>/<db_id>.sqlite``; a relative ``db_path`` is tried in the working directory, then under
-    ``db_root``. A missing database, or a ``db_id`` without ``db_root``, is a ``UsageError``.
-
-    Example:
-
-    ```python
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())
-    >>> (root / "toy").mkdir()
-    >>> _ = (root / "toy" / "toy.sqlite").write_bytes(b"")
-    >>> [p.name for p in resolve_db_paths([PredictionRecord(0, "SELECT 1", "SELECT 1", db_id="toy")], root)]
-    ['toy.sqlite']
-
-    ```
-    """
+    ``db_root``. A missing database, or a ``db_id`` without ``db_root``, is a ``UsageError``."""
     resolved: dict[tuple[str | None, str | None], Path] = {}
     paths = []
     for record in records:

@@ -38,10 +38,8 @@ from ..errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-RECORD_FILE = "sft_questions.json"
-"""The record's file name in an SFT adapter folder."""
-SUMMARY_FIELD = "sft_questions"
-"""The ``run_summary.json`` entry that names the record (``{"file": ..., "questions": ..., "complete": ...}``)."""
+RECORD_FILE = "sft_questions.json"  # in the SFT adapter folder
+SUMMARY_FIELD = "sft_questions"  # run_summary.json's entry naming the record
 FORMAT = "slmsql-sft-questions/1"
 KEY_RULE = "sha256(db_id \\x1f question \\x1f gold_sql, whitespace collapsed)[:16]"
 
@@ -160,9 +158,8 @@ def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
 def write_sft_record(
     output_dir: str | os.PathLike, keys: Iterable[str], *, stage: int, continued: str | None = None
 ) -> SFTRecord:
-    """Write ``<output_dir>/sft_questions.json`` for SFT stage ``stage``: the :func:`question_key` ``keys`` it
-    trained on plus the record of the adapter it ``continued`` (without one, the record is incomplete: a
-    warning). Returns the record written.
+    """Write and return the record of SFT stage ``stage``: its own ``keys`` plus the record of the adapter it
+    ``continued`` (without one, the record is incomplete: a warning).
 
     Example:
 
@@ -210,10 +207,9 @@ def write_sft_record(
 
 
 def report_fields(record: SFTRecord | None, adapter: str | None, pool: Sequence[dict], excluded: int) -> dict:
-    """What ``filter_report.json`` says about SFT data: ``excluded_sft``, ``sft_overlap`` and ``sft_record``.
-
-    ``sft_overlap`` counts the ``pool`` rows still in the record; ``None`` (and a warning when there is an
-    ``adapter``) when the record is missing or incomplete.
+    """``filter_report.json``'s ``excluded_sft``, ``sft_overlap`` (the ``pool`` rows still in the record;
+    ``None``, with a warning when there is an ``adapter``, when the record is missing or incomplete) and
+    ``sft_record``.
 
     Example:
 
