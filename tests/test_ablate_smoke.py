@@ -47,7 +47,7 @@ def _smoke_recipe(tmp_path: Path, run: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_smoke_grid_frozen_answers_exactly_as_sft_and_the_report_merges_both(tmp_path, capsys):
+def test_smoke_grid_frozen_answers_exactly_as_sft_and_runs_the_same_in_parallel(tmp_path, capsys):
     run = _smoke_run(tmp_path)
     recipe = _smoke_recipe(tmp_path, run)
     assert main(["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr"]) == 0
@@ -72,3 +72,13 @@ def test_smoke_grid_frozen_answers_exactly_as_sft_and_the_report_merges_both(tmp
     # A rerun reuses both finished folders and trains nothing.
     assert main(["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr"]) == 0
     assert capsys.readouterr().out.count("finished earlier, reused") == 2
+
+    # Two at a time, each in its own process: the same numbers as one after the other.
+    parallel = tmp_path / "parallel"
+    argv = ["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr", "--jobs", "2"]
+    assert main([*argv, "--output_dir", str(parallel)]) == 0
+    assert "2 runs, 2 at a time" in capsys.readouterr().out
+    again = {v["name"]: v for v in json.loads((parallel / "report.json").read_text())["variants"]}
+    for name, entry in entries.items():
+        assert again[name]["slices"] == entry["slices"]
+        assert again[name]["adapter_update"] == entry["adapter_update"]

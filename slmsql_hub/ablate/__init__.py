@@ -30,7 +30,7 @@ def run_study(
 ) -> dict[str, Any]:
     """Validate, run the selected grid (unless ``report_only``), and write the merged report.
 
-    ``cli`` holds the command line's ``run_dir``, ``output_dir``, ``seeds``, ``max_steps`` (``None``: the
+    ``cli`` holds the command line's ``run_dir``, ``output_dir``, ``seeds``, ``max_steps``, ``jobs`` (``None``: the
     recipe's). Returns ``report.json``'s content plus ``path`` (the ``report.md`` written).
 
     Raises:

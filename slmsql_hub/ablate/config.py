@@ -86,6 +86,7 @@ class AblationConfig:
     sft_adapter_revision: str | None = None
     transfer: list[str] = field(default_factory=lambda: ["world:dev", "world:test"])
     num_threads: int | None = None
+    jobs: int = 1
     band: BandSettings = field(default_factory=BandSettings)
 
     def selected(self, names: list[str] | None) -> list[Variant]:
@@ -204,8 +205,8 @@ def validate_variant(config: AblationConfig, variant: Variant) -> None:
 
 
 def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
-    """Read ``ablations.yaml``, apply the command line (``run_dir``, ``output_dir``, ``seeds``, ``max_steps``
-    given as not ``None``), and validate every variant's overrides.
+    """Read ``ablations.yaml``, apply the command line (``run_dir``, ``output_dir``, ``seeds``, ``max_steps``,
+    ``jobs`` given as not ``None``), and validate every variant's overrides.
 
     Raises:
         UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
@@ -227,6 +228,8 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
             setattr(config, key, value)
     if not config.seeds:
         raise UsageError("no seeds: give at least one (e.g. --seeds 0)")
+    if config.jobs < 1:
+        raise UsageError(f"jobs must be >= 1, got {config.jobs}")
     if config.max_steps is not None and config.max_steps < 1:
         raise UsageError(f"max_steps must be >= 1, got {config.max_steps}")
     if not 0.0 < band.heldout_share < 1.0:

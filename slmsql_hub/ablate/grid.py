@@ -148,50 +148,99 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
     }
 
 
+def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict]:
+    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``)."""
+    out = Path(config.output_dir)
+    settings = load_eval_settings(config, out / "sft")
+    slices = load_slices(band.train, band.heldout, config.transfer, settings)
+    sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
+    return settings, slices, sft
+
+
+def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tuple) -> dict[str, Any]:
+    """Train and evaluate one (variant, seed) from the start; write its :data:`RESULT_FILE` and return it."""
+    settings, slices, sft = evaluation
+    out = Path(config.output_dir)
+    folder = run_folder(out, variant.name, seed)
+    t0 = time.perf_counter()
+    if folder.exists():
+        shutil.rmtree(folder)  # an interrupted run: start it over
+    trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
+    t1 = time.perf_counter()
+    answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
+    entry = _entry(
+        variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
+    )
+    entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
+    entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
+    write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+_WORKER: dict[str, Any] = {}
+"""A ``jobs > 1`` worker's config and evaluation, set once per process by :func:`_start_worker`."""
+
+
+def _start_worker(config: AblationConfig, band: BandSplit) -> None:
+    _WORKER.update(config=config, evaluation=_evaluation(config, band))
+
+
+def _run_in_worker(variant: Variant, seed: int) -> dict[str, Any]:
+    return run_one(_WORKER["config"], variant, seed, _WORKER["evaluation"])
+
+
 def run_grid(
     config: AblationConfig,
     variants: list[Variant],
     on_progress: Callable[[str], None] = logger.info,
 ) -> list[dict[str, Any]]:
-    """Train and evaluate every (variant, seed) not finished yet; return every entry of this grid.
+    """Train and evaluate every (variant, seed) not finished yet, ``config.jobs`` at a time; return every entry
+    of this grid in (variant, seed) order.
 
-    A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start.
+    A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start. With
+    ``jobs > 1`` each run goes to a spawned worker process; a run's numbers do not depend on where it ran.
     """
     out = Path(config.output_dir)
     started = time.perf_counter()
     band, _ = prepare_band(config)
-    settings = load_eval_settings(config, out / "sft")
-    slices = load_slices(band.train, band.heldout, config.transfer, settings)
-    sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
-    jobs = [(v, s) for v in variants for s in config.seeds]
-    entries, run_seconds = [], []
-    for k, (variant, seed) in enumerate(jobs, start=1):
-        folder = run_folder(out, variant.name, seed)
-        elapsed = time.perf_counter() - started
-        eta = (
-            f"{sum(run_seconds) / len(run_seconds) * (len(jobs) - k + 1) / 60:.1f} min"
-            if run_seconds
-            else "?"
+    evaluation = _evaluation(config, band)
+    grid = [(v, s) for v in variants for s in config.seeds]
+    entries: dict[tuple[str, int], dict] = {}
+    todo = []
+    for k, (variant, seed) in enumerate(grid, start=1):
+        result = run_folder(out, variant.name, seed) / RESULT_FILE
+        if result.is_file():
+            on_progress(f"variant {k}/{len(grid)} {variant.name} seed {seed}: finished earlier, reused")
+            entries[variant.name, seed] = json.loads(result.read_text(encoding="utf-8"))
+        else:
+            todo.append((k, variant, seed))
+    walls: list[float] = []
+
+    def clock(k: int, variant: Variant, seed: int, what: str) -> str:
+        left = len(todo) - len(walls)
+        eta = f"{sum(walls) / len(walls) * left / config.jobs / 60:.1f} min" if walls else "?"
+        elapsed = (time.perf_counter() - started) / 60
+        return (
+            f"variant {k}/{len(grid)} {variant.name} seed {seed}: {what}elapsed {elapsed:.1f} min, ETA {eta}"
         )
-        if (folder / RESULT_FILE).is_file():
-            on_progress(f"variant {k}/{len(jobs)} {variant.name} seed {seed}: finished earlier, reused")
-            entries.append(json.loads((folder / RESULT_FILE).read_text(encoding="utf-8")))
-            continue
-        on_progress(
-            f"variant {k}/{len(jobs)} {variant.name} seed {seed}: elapsed {elapsed / 60:.1f} min, ETA {eta}"
-        )
-        t0 = time.perf_counter()
-        if folder.exists():
-            shutil.rmtree(folder)  # an interrupted run: start it over
-        trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
-        t1 = time.perf_counter()
-        answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
-        entry = _entry(
-            variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
-        )
-        entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
-        entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
-        write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
-        run_seconds.append(time.perf_counter() - t0)
-        entries.append(entry)
-    return entries
+
+    if config.jobs == 1:
+        for k, variant, seed in todo:
+            on_progress(clock(k, variant, seed, ""))
+            entries[variant.name, seed] = run_one(config, variant, seed, evaluation)
+            walls.append(entries[variant.name, seed]["time"]["wall_s"])
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(
+            config.jobs, multiprocessing.get_context("spawn"), _start_worker, (config, band)
+        ) as pool:
+            futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
+            on_progress(f"{len(todo)} runs, {config.jobs} at a time")
+            for future in as_completed(futures):
+                k, variant, seed = futures[future]
+                entries[variant.name, seed] = future.result()
+                walls.append(entries[variant.name, seed]["time"]["wall_s"])
+                on_progress(clock(k, variant, seed, f"done in {walls[-1] / 60:.1f} min; "))
+    return [entries[v.name, s] for v, s in grid]

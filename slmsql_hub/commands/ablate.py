@@ -26,6 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--max_steps", type=int, help="GRPO steps per run (default: the recipe's)")
     parser.add_argument("--output_dir", help="where runs and the report go (default: the recipe's)")
     parser.add_argument(
+        "--jobs", type=int, help="runs at a time, each in its own process (default: the recipe's)"
+    )
+    parser.add_argument(
         "--report_only", action="store_true", help="only merge the finished folders into the report"
     )
     parser.set_defaults(run=run)
@@ -44,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         seeds=args.seeds,
         max_steps=args.max_steps,
+        jobs=args.jobs,
         on_progress=lambda line: print(line, flush=True),  # noqa: T201 - the command's progress
     )
     controls = report["controls"]
