@@ -43,3 +43,9 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def print_result(*lines: str) -> int:
+    """Print a command's output, one line each; the exit code 0."""
+    print("\n".join(lines))  # noqa: T201 - the command's output
+    return 0

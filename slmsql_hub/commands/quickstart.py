@@ -7,6 +7,7 @@ import time
 
 from ..quickstart import DEFAULT_OUT, DEFAULT_REPO_ID
 from ..run_files import Run, RunLayout, read_run
+from . import print_result
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -76,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
         f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
         f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
     ]
-    print("\n".join(lines))  # noqa: T201
-    return 0
+    return print_result(*lines)
 
 
 def _headline(run: Run) -> list[str]:
