@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import print_result
+from . import OneLineParser, print_result
 from ._recipe import add_recipe_parser
 
 _KINDS = {
@@ -31,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Train from a YAML recipe; `--field value` overrides win over the recipe. "
         "Example: slmsql train sft --config recipes/world/sft_stage1.yaml --learning_rate 1e-4",
     )
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=OneLineParser)
     for kind, (help_text, example) in _KINDS.items():
         add_recipe_parser(
             kinds,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments
+from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments, parse_recipe
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -214,22 +214,6 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
 
 
 def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
-    """Read an :class:`EvalConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides.
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.evaluation import load_eval_config
-    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "eval.yaml"
-    >>> _ = recipe.write_text("model_name_or_path: out/base\\nsft_adapter: out/sft/stage2\\ngrpo_adapter: out/grpo\\n"
-    ...                       "world_root: out/world\\noutput_dir: out/eval\\n")
-    >>> load_eval_config(recipe, ["--benchmarks", "world:dev:20"]).benchmarks
-    ['world:dev:20']
-
-    ```
-    """
-    from ..configs import parse_recipe
-
+    """Read an :class:`EvalConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
     (parsed,) = parse_recipe((EvalConfig,), config, overrides)
     return parsed

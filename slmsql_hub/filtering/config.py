@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments, _is_int
+from ..configs import (
+    BenchmarkArguments,
+    BenchmarkEntry,
+    InferenceArguments,
+    PromptArguments,
+    _is_int,
+    parse_recipe,
+)
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,22 +173,6 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
 def load_filter_config(
     config: str | os.PathLike | None = None, overrides: Sequence[str] = ()
 ) -> FilterConfig:
-    """Read a :class:`FilterConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides.
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.filtering import load_filter_config
-    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "filter.yaml"
-    >>> _ = recipe.write_text("model_name_or_path: outputs/world/base\\nbenchmarks: [world:rl_pool]\\n"
-    ...                       "world_root: outputs/world\\noutput_dir: outputs/world/filter\\n")
-    >>> load_filter_config(recipe, ["--num_samples", "4", "--temperature", "0.8"]).num_samples
-    4
-
-    ```
-    """
-    from ..configs import parse_recipe
-
+    """Read a :class:`FilterConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
     (parsed,) = parse_recipe((FilterConfig,), config, overrides)
     return parsed
