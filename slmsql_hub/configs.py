@@ -183,6 +183,22 @@ class InferenceArguments(SQLLimitsArguments):
             raise UsageError(f"seed must be an integer; got {self.seed!r}")
         self.resolve_sql_limits(deprecated_timeout="timeout_s")
 
+    def load_policy(self, adapter: str | None = None, **adapter_kwargs: Any) -> Any:
+        """:func:`~slmsql_hub.generation.load_policy` of this base model (tokenizer, dtype, device, backend,
+        revision) with ``adapter`` or ``adapters=``/``adapter_revisions=``."""
+        from .generation import load_policy
+
+        return load_policy(
+            self.model_name_or_path,
+            adapter,
+            tokenizer=self.tokenizer_name_or_path,
+            dtype=self.dtype,
+            device=self.device,
+            backend=self.backend,
+            revision=self.model_revision,
+            **adapter_kwargs,
+        )
+
 
 BENCHMARK_NAMES = ("world", "spider", "bird", "synsql")
 """The benchmarks a recipe can name; each has a ``<name>_root`` field."""
