@@ -44,13 +44,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
 
     def progress(i: int, total: int, stage, state: str) -> None:
-        clock = f"{time.monotonic() - started:6.0f}s"
-        if state == "start":
-            print(f"[{i}/{total}] {clock}  {stage.name}: {stage.description} ...", flush=True)  # noqa: T201
-        elif state == "done":
-            print(f"[{i}/{total}] {clock}  {stage.name}: done", flush=True)  # noqa: T201
-        else:
-            print(f"[{i}/{total}] {clock}  {stage.name}: {state}", flush=True)  # noqa: T201
+        said = f"{stage.description} ..." if state == "start" else state
+        print(f"[{i}/{total}] {time.monotonic() - started:6.0f}s  {stage.name}: {said}", flush=True)  # noqa: T201
 
     result = run_quickstart(
         args.out,

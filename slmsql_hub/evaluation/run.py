@@ -196,10 +196,9 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:
     """The base loaded once with both adapters (``(VLLMPolicy, None)`` on the vLLM backend, which tokenizes
     for itself)."""
-    if config.num_threads is not None:
-        import torch
+    from ..training.common import set_num_threads
 
-        torch.set_num_threads(config.num_threads)
+    set_num_threads(config.num_threads)
     loaded = config.load_policy(adapters=config.adapters(), adapter_revisions=config.adapter_revisions())
     return (loaded, None) if config.backend == "vllm" else loaded
 

@@ -195,11 +195,9 @@ def _sample_and_judge(
     """Sample and judge the questions left to do, longest prompt first, appending each batch to the log (and
     to ``done``) as soon as it is judged."""
     from ..sql import Judge, Sandbox
+    from ..training.common import set_num_threads
 
-    if config.num_threads is not None:
-        import torch
-
-        torch.set_num_threads(config.num_threads)
+    set_num_threads(config.num_threads)
     model, tokenizer = policy if policy is not None else _load_filter_policy(config)
     gen_config = config.generation_config()
     with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
