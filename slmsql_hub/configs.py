@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from .errors import UsageError
+from .model_refs import DTYPES
+from .sql.recipe_limits import SQLLimitsArguments
 
 if TYPE_CHECKING:
     from .prompts import PromptConfig
@@ -37,6 +39,7 @@ DEFAULT_PROMPT_SAMPLE_ROWS = 3
 """Sample rows per table in the schema text when neither the recipe nor the adapter says."""
 DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
 """Longest value shown in a sample row when neither the recipe nor the adapter says."""
+BACKENDS = ("transformers", "vllm")
 
 
 def resolve_prompt_config(
@@ -119,6 +122,82 @@ class PromptArguments:
     def resolve_prompt_config(self, adapter: str | os.PathLike | None) -> tuple[PromptConfig, str]:
         """:func:`resolve_prompt_config` with this recipe's values."""
         return resolve_prompt_config(adapter, self.prompt_sample_rows, self.prompt_max_value_chars)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class InferenceArguments(SQLLimitsArguments):
+    """What the filter and the evaluation share: the base model, decoding budget, sandbox and output folder.
+
+    Example:
+
+    ```python
+    >>> InferenceArguments(model_name_or_path="m", output_dir="o", batch_size=0)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: batch_size must be a positive integer; got 0
+
+    ```
+    """
+
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Base model: a local folder or a Hub id."})
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
+    )
+    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
+    device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+    backend: str = field(
+        default="transformers",
+        metadata={"help": "Generation backend: transformers or vllm.", "choices": list(BACKENDS)},
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds the LIMIT subset (and the filter's sampling)."})
+    skip_missing_db: bool = field(default=False, metadata={"help": "Drop questions whose database is missing."})
+    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per completion."})
+    batch_size: int = field(default=8, metadata={"help": "Questions per generate call (the filter: per save)."})
+    keep_distinct: bool = field(default=False, metadata={"help": "Spider comparison: keep DISTINCT."})
+    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
+    sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
+    output_dir: str | None = field(default=None, metadata={"help": "Where this stage writes its outputs."})
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
+        for name in ("max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise UsageError(f"{name} must be a positive integer; got {value!r}")
+        for name in ("sandbox_workers", "num_threads"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise UsageError(f"{name} must be a positive integer, or null; got {value!r}")
+        if not _is_int(self.seed):
+            raise UsageError(f"seed must be an integer; got {self.seed!r}")
+        self.resolve_sql_limits(deprecated_timeout="timeout_s")
+
+    def load_policy(self, adapter: str | None = None, **adapter_kwargs: Any) -> Any:
+        """:func:`~slmsql_hub.generation.load_policy` of this base model (tokenizer, dtype, device, backend,
+        revision) with ``adapter`` or ``adapters=``/``adapter_revisions=``."""
+        from .generation import load_policy
+
+        return load_policy(
+            self.model_name_or_path,
+            adapter,
+            tokenizer=self.tokenizer_name_or_path,
+            dtype=self.dtype,
+            device=self.device,
+            backend=self.backend,
+            revision=self.model_revision,
+            **adapter_kwargs,
+        )
 
 
 BENCHMARK_NAMES = ("world", "spider", "bird", "synsql")

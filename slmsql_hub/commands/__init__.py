@@ -8,11 +8,9 @@ from typing import NoReturn
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ``argparse`` parser whose errors are one line on stderr, ``PROG: error: MESSAGE (see PROG --help)``, and
-    exit code 2, instead of the usage block followed by the message. Subcommand parsers inherit the class.
-
-    With ``keep_overrides=True`` every option it does not know is kept, in order, as ``args.overrides`` (the
-    recipe commands' ``--field value``; see :mod:`slmsql_hub.commands._recipe`) instead of being rejected.
+    """An ``argparse`` parser whose errors are one line, ``PROG: error: MESSAGE (see PROG --help)``, exit code 2;
+    subcommand parsers inherit it. ``keep_overrides=True`` keeps unknown options, in order, as ``args.overrides``
+    (the recipe commands' ``--field value``).
 
     Example:
 
@@ -43,3 +41,9 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def print_result(*lines: str) -> int:
+    """Print a command's output, one line each; the exit code 0."""
+    print("\n".join(lines))  # noqa: T201 - the command's output
+    return 0

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import shutil
 import textwrap
-
-from . import OneLineParser
-
-# the parser class of `slmsql train`'s KIND subcommands
-RecipeParser = functools.partial(OneLineParser, keep_overrides=True)
 
 
 def add_recipe_parser(
@@ -25,16 +19,16 @@ def add_recipe_parser(
     help: str,  # noqa: A002 - argparse's own keyword
     description: str,
     example: str,
-    config_cls: type,
+    config_cls: type | None = None,
 ) -> argparse.ArgumentParser:
-    """Register ``slmsql NAME --config RECIPE [--field value ...]``; ``args.overrides`` holds the overrides and
-    ``--help`` lists the fields of the dataclass ``config_cls``."""
+    """Register ``NAME --config RECIPE [--field value ...]``; ``args.overrides`` holds the overrides and
+    ``--help`` lists the fields of the dataclass ``config_cls`` (when given)."""
     width = max(shutil.get_terminal_size().columns - 2, 40)
     parser = subparsers.add_parser(
         name,
         help=help,
         description=textwrap.fill(description, width),
-        epilog=fields_help(config_cls, width),
+        epilog=fields_help(config_cls, width) if config_cls else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         keep_overrides=True,
     )

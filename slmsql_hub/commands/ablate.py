@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import print_result
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``slmsql ablate``."""
@@ -51,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
         on_progress=lambda line: print(line, flush=True),  # noqa: T201 - the command's progress
     )
     controls = report["controls"]
-    print(  # noqa: T201 - the command's output
+    return print_result(
         f"{len(report['variants'])} finished (variant, seed) entries; negative control "
         f"{'n/a' if controls['negative'] is None else 'held' if controls['negative'] else 'FAILED'}, positive control "
-        f"{'held' if controls['positive'] else 'FAILED'}\nreport: {report['path']}"
+        f"{'held' if controls['positive'] else 'FAILED'}",
+        f"report: {report['path']}",
     )
-    return 0

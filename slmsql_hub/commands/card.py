@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import print_result
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``slmsql card``."""
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         datasets=tuple(args.dataset),
     )
     result = build_card(args.run_dir, args.out, options=options, template_path=args.template)
-    print(  # noqa: T201 - the command's output
+    return print_result(
         json.dumps(
             {
                 "card": str(result.readme),
@@ -83,4 +85,3 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from . import print_result
 from ._recipe import add_recipe_parser
 
 
@@ -38,10 +39,6 @@ def run(args: argparse.Namespace) -> int:
     config = load_eval_config(args.config, args.overrides)
     results = run_eval(config)
     out = Path(str(config.output_dir))
-    lines = [
-        *summary_lines(results),
-        f"results: {out / RESULTS_FILE}",
-        f"predictions: {out / 'predictions'}/",
-    ]
-    print("\n".join(lines))  # noqa: T201 - the command's output
-    return 0
+    return print_result(
+        *summary_lines(results), f"results: {out / RESULTS_FILE}", f"predictions: {out / 'predictions'}/"
+    )

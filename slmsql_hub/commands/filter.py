@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from . import print_result
 from ._recipe import add_recipe_parser
 
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_filter_config(args.config, args.overrides)
     report = run_filter(config)
     outputs = report["outputs"]
-    lines = [
+    return print_result(
         report["summary"],
         f"K={report['num_samples']}, band {report['pass_rate_low']} < p < {report['pass_rate_high']}; "
         f"{report['time']['questions_sampled']} sampled, {report['time']['questions_resumed']} resumed, "
@@ -43,6 +44,4 @@ def run(args: argparse.Namespace) -> int:
         f"band dataset: {outputs['band']}",
         f"report: {outputs['report']}",
         f"per-question results: {outputs['results']}",
-    ]
-    print("\n".join(lines))  # noqa: T201 - the command's output
-    return 0
+    )

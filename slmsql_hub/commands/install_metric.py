@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from . import print_result
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
@@ -28,6 +30,4 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..metric import install_metric
 
-    path = install_metric(cache_dir=args.cache_dir)
-    print(path)  # noqa: T201 - the command's output
-    return 0
+    return print_result(str(install_metric(cache_dir=args.cache_dir)))

@@ -12,6 +12,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from . import print_result
+
 # huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
 _CHATTY_LOGGERS = ("httpx2", "httpcore2")
 
@@ -126,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
             if target.get("note"):
                 lines.append(f"  note: {target['note']}")
         lines.append(f"plan: {out_dir / 'plan.json'}")
-        print("\n".join(lines))  # noqa: T201 - the command's output
-        return 0
+        return print_result(*lines)
     results = push(
         targets,
         private=args.private,
@@ -141,5 +142,4 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  commit {result.commit_url}")
         if result.pr_url:
             lines.append(f"  pull request {result.pr_url}")
-    print("\n".join(lines))  # noqa: T201 - the command's output
-    return 0
+    return print_result(*lines)

@@ -7,6 +7,7 @@ import time
 
 from ..quickstart import DEFAULT_OUT, DEFAULT_REPO_ID
 from ..run_files import Run, RunLayout, read_run
+from . import print_result
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -43,13 +44,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
 
     def progress(i: int, total: int, stage, state: str) -> None:
-        clock = f"{time.monotonic() - started:6.0f}s"
-        if state == "start":
-            print(f"[{i}/{total}] {clock}  {stage.name}: {stage.description} ...", flush=True)  # noqa: T201
-        elif state == "done":
-            print(f"[{i}/{total}] {clock}  {stage.name}: done", flush=True)  # noqa: T201
-        else:
-            print(f"[{i}/{total}] {clock}  {stage.name}: {state}", flush=True)  # noqa: T201
+        said = f"{stage.description} ..." if state == "start" else state
+        print(f"[{i}/{total}] {time.monotonic() - started:6.0f}s  {stage.name}: {said}", flush=True)  # noqa: T201
 
     result = run_quickstart(
         args.out,
@@ -76,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
         f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
     ]
-    print("\n".join(lines))  # noqa: T201
-    return 0
+    return print_result(*lines)
 
 
 def _headline(run: Run) -> list[str]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 
-from ._recipe import RecipeParser as _RecipeParser
-
-logger = logging.getLogger(__name__)
+from . import OneLineParser, print_result
+from ._recipe import add_recipe_parser
 
 _KINDS = {
     "base": ("pretrain the tiny Qwen2 model and its tokenizer from scratch on a world's text", "base.yaml"),
@@ -33,15 +31,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Train from a YAML recipe; `--field value` overrides win over the recipe. "
         "Example: slmsql train sft --config recipes/world/sft_stage1.yaml --learning_rate 1e-4",
     )
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=_RecipeParser)
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=OneLineParser)
     for kind, (help_text, example) in _KINDS.items():
-        sub = kinds.add_parser(
+        add_recipe_parser(
+            kinds,
             kind,
             help=help_text,
             description=f"{help_text}. Any field of the recipe can be overridden as --field value.",
-        )
-        sub.add_argument("--config", required=True, help=f"the YAML recipe (e.g. recipes/world/{example})")
-        sub.set_defaults(run=run)
+            example=f"recipes/world/{example}",
+        ).set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS
 
     if args.kind == "grpo":
-        return _run_grpo(args)
+        return run_grpo(args.config, args.overrides)
     if args.kind == "base":
         from ..world.pretrain import train_base
 
@@ -62,12 +60,7 @@ def run(args: argparse.Namespace) -> int:
     headline = {
         k: summary.get(k) for k in ("kind", "stage", "output_dir", "steps", "final_loss", "wall_seconds")
     }
-    print(json.dumps({k: v for k, v in headline.items() if v is not None}))  # noqa: T201
-    return 0
-
-
-def _run_grpo(args: argparse.Namespace) -> int:
-    return run_grpo(args.config, args.overrides)
+    return print_result(json.dumps({k: v for k, v in headline.items() if v is not None}))
 
 
 def run_grpo(config: str | None, overrides: list[str]) -> int:
@@ -90,29 +83,15 @@ def run_grpo(config: str | None, overrides: list[str]) -> int:
                 token=training_args.hub_token,
                 revision=training_args.hub_revision,
             )
-        print(json.dumps(headline(summary)))  # noqa: T201
+        print_result(json.dumps(headline(summary)))
     return 1 if summary["guards"]["failed"] else 0
 
 
 def grpo_cli(argv: list[str] | None = None) -> int:
     """``python -m slmsql_hub.training.grpo --config RECIPE.yaml [--field value ...]`` (what ``accelerate launch``
-    starts on each process): as ``slmsql train grpo``; exit 2 with one line on bad input."""
+    starts on each process): ``slmsql train grpo`` with the same arguments."""
     import sys
 
-    from ..errors import UsageError
+    from ..cli import main
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    config = None
-    if "--config" in args:
-        at = args.index("--config")
-        if at + 1 >= len(args):
-            print("slmsql train grpo: error: --config needs a YAML recipe", file=sys.stderr)  # noqa: T201
-            return 2
-        config = args[at + 1]
-        del args[at : at + 2]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return run_grpo(config, args)
-    except UsageError as err:
-        print(f"slmsql train grpo: error: {err}", file=sys.stderr)  # noqa: T201
-        return 2
+    return main(["train", "grpo", *(sys.argv[1:] if argv is None else argv)])

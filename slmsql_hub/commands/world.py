@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
+from . import print_result
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -53,5 +54,4 @@ def run(args: argparse.Namespace) -> int:
     for split in SPLITS:
         spread = ", ".join(f"{d} {manifest.difficulty[split].get(d, 0)}" for d in DIFFICULTIES)
         lines.append(f"  {split:<10} {manifest.splits[split]:>5} questions  ({spread})")
-    print("\n".join(lines))  # noqa: T201 - the command's output
-    return 0
+    return print_result(*lines)

@@ -9,10 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..configs import BenchmarkArguments, BenchmarkEntry, PromptArguments
+from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments, parse_recipe
 from ..errors import UsageError
-from ..model_refs import DTYPES
-from ..sql.recipe_limits import SQLLimitsArguments
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -92,17 +90,9 @@ class BenchmarkSpec(BenchmarkEntry):
 
 
 @dataclass
-class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
-    """Everything ``slmsql eval`` needs: the base and the two adapters, the slices, decoding, judging, stats.
-
-    Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_eval_config`. Validation
-    here reads no file and touches no network, so a recipe for a model this machine cannot run still
-    validates; paths are checked when the run starts.
-
-    Each field's ``help`` says what it is; the contract beyond that: ``benchmarks`` are held-out slices
-    ``NAME:SPLIT[:LIMIT]`` (``world:dev``, ``spider:dev:200``; ``LIMIT`` is a subset seeded by ``seed``), each
-    needing its ``<name>_root``; decoding is greedy; ``bootstrap_resamples`` is at least 10,000; ``dataset_ids``
-    (``benchmark=hub_id``) override :data:`DEFAULT_DATASET_IDS` in the results and the model card.
+class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
+    """Everything ``slmsql eval`` needs. ``benchmarks`` are held-out slices ``NAME:SPLIT[:LIMIT]``, each needing
+    its ``<name>_root``; decoding is greedy; ``dataset_ids`` override :data:`DEFAULT_DATASET_IDS`.
 
     Example:
 
@@ -122,49 +112,23 @@ class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     ```
     """
 
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Base model both adapters were trained on (folder or Hub id)."}
-    )
     sft_adapter: str | None = field(default=None, metadata={"help": "The SFT LoRA adapter (policy a)."})
     grpo_adapter: str | None = field(default=None, metadata={"help": "The GRPO LoRA adapter (policy b)."})
-    model_revision: str | None = field(
-        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
-    )
     sft_adapter_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of sft_adapter; null: main."}
     )
     grpo_adapter_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of grpo_adapter; null: main."}
     )
-    tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
-    )
-    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
-    device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
-    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
-    backend: str = field(
-        default="transformers",
-        metadata={"help": "Generation backend: transformers or vllm.", "choices": ["transformers", "vllm"]},
-    )
     benchmarks: list[str] = field(
         default_factory=lambda: ["world:dev", "world:test"],
         metadata={"help": "Slices: name:split[:limit], e.g. world:dev spider:dev:200 bird:dev:149."},
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the limit subsets."})
-    skip_missing_db: bool = field(
-        default=False, metadata={"help": "Drop questions whose database is missing."}
-    )
     dataset_ids: list[str] = field(
         default_factory=list, metadata={"help": "benchmark=hub_id overrides of the recorded dataset ids."}
     )
-    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per answer (greedy)."})
-    batch_size: int = field(default=8, metadata={"help": "Prompts per generate call."})
-    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
-    sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
-    keep_distinct: bool = field(default=False, metadata={"help": "Spider slices: keep DISTINCT."})
     bootstrap_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples (>= 10000)."})
     bootstrap_seed: int = field(default=0, metadata={"help": "Bootstrap seed."})
-    output_dir: str | None = field(default=None, metadata={"help": "Where eval_results.json goes."})
 
     def __post_init__(self) -> None:
         for name, example in (
@@ -175,19 +139,7 @@ class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
         ):
             if not getattr(self, name):
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
-        if self.backend not in ("transformers", "vllm"):
-            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
-        for name in ("max_new_tokens", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("num_threads", "sandbox_workers"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UsageError(f"{name} must be >= 1, or null for the default; got {value}")
-        self.resolve_sql_limits(deprecated_timeout="timeout_s")
+        InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
         if self.bootstrap_resamples < 10_000:
             raise UsageError(
@@ -262,26 +214,6 @@ class EvalConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
 
 
 def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
-    """Read an :class:`EvalConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
-
-    ``config`` ``None``: defaults and overrides only. Parsed by :func:`~slmsql_hub.configs.parse_recipe`: an
-    unknown key or a bad value is one :class:`~slmsql_hub.errors.UsageError`.
-
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.evaluation import load_eval_config
-    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "eval.yaml"
-    >>> _ = recipe.write_text("model_name_or_path: out/base\\nsft_adapter: out/sft/stage2\\ngrpo_adapter: out/grpo\\n"
-    ...                       "world_root: out/world\\noutput_dir: out/eval\\n")
-    >>> load_eval_config(recipe, ["--benchmarks", "world:dev:20"]).benchmarks
-    ['world:dev:20']
-
-    ```
-    """
-    from ..configs import parse_recipe
-
+    """Read an :class:`EvalConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
     (parsed,) = parse_recipe((EvalConfig,), config, overrides)
     return parsed

@@ -196,22 +196,10 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:
     """The base loaded once with both adapters (``(VLLMPolicy, None)`` on the vLLM backend, which tokenizes
     for itself)."""
-    from ..generation import load_policy
+    from ..training.common import set_num_threads
 
-    if config.num_threads is not None:
-        import torch
-
-        torch.set_num_threads(config.num_threads)
-    loaded = load_policy(
-        config.model_name_or_path,
-        adapters=config.adapters(),
-        tokenizer=config.tokenizer_name_or_path,
-        dtype=config.dtype,
-        device=config.device,
-        backend=config.backend,
-        revision=config.model_revision,
-        adapter_revisions=config.adapter_revisions(),
-    )
+    set_num_threads(config.num_threads)
+    loaded = config.load_policy(adapters=config.adapters(), adapter_revisions=config.adapter_revisions())
     return (loaded, None) if config.backend == "vllm" else loaded
 
 

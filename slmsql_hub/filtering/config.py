@@ -9,10 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..configs import BenchmarkArguments, BenchmarkEntry, PromptArguments
+from ..configs import (
+    BenchmarkArguments,
+    BenchmarkEntry,
+    InferenceArguments,
+    PromptArguments,
+    _is_int,
+    parse_recipe,
+)
 from ..errors import UsageError
-from ..model_refs import DTYPES
-from ..sql.recipe_limits import SQLLimitsArguments
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -31,13 +36,7 @@ BAND_DIR = "band"
 
 _COMPARE_MODES = ("bird", "spider")
 
-_BACKENDS = ("transformers", "vllm")
-
 _HELD_OUT_WORLD_SPLITS = ("dev", "test")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:
@@ -45,19 +44,9 @@ def _is_number(value: Any) -> bool:
 
 
 @dataclass
-class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
-    """Everything ``slmsql filter`` needs: the policy, the pool, K, the thresholds, decoding and judging.
-
-    Read from a flat YAML recipe plus ``--field value`` overrides with :func:`load_filter_config`. Validation
-    here needs no network and reads no file, so a recipe for a model this machine cannot run still validates;
-    paths are checked when the run starts.
-
-    Each field's ``help`` says what it is; the contract beyond that: ``benchmarks`` is ONE
-    ``NAME:SPLIT[:LIMIT]`` pool entry (the world's ``dev`` and ``test`` are refused: EX is measured on them;
-    ``LIMIT`` draws a seeded subset after the adapter's SFT questions are left out); ``num_samples`` (K) is at
-    least 2; the band is strictly between ``pass_rate_low`` and ``pass_rate_high``; sample ``j`` of a question is
-    drawn from its own seed on either backend, so a resumed run draws the same samples. Set ``temperature`` and
-    the ``sql_*`` limits as in the GRPO recipe.
+class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
+    """Everything ``slmsql filter`` needs. ``benchmarks`` is ONE ``NAME:SPLIT[:LIMIT]`` pool (never the world's
+    dev or test); the band is strictly between ``pass_rate_low`` and ``pass_rate_high``.
 
     Example:
 
@@ -76,26 +65,11 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     ```
     """
 
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Base model: a local folder or a Hub id."}
-    )
     adapter_path: str | None = field(
         default=None, metadata={"help": "The SFT LoRA adapter (folder or Hub id); null samples the base."}
     )
-    model_revision: str | None = field(
-        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
-    )
     adapter_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of adapter_path; null: main."}
-    )
-    tokenizer_name_or_path: str | None = field(
-        default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
-    )
-    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
-    device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
-    seed: int = field(default=0, metadata={"help": "Seeds the subset and each question's sampling."})
-    skip_missing_db: bool = field(
-        default=False, metadata={"help": "Drop questions whose database is missing."}
     )
     num_samples: int = field(default=8, metadata={"help": "K: completions sampled per question."})
     pass_rate_low: float = field(default=0.2, metadata={"help": "p <= low is all_fail."})
@@ -103,22 +77,11 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
     top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
-    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per completion."})
-    batch_size: int = field(default=8, metadata={"help": "Questions per generate call and per save."})
     compare_mode: str = field(
         default="bird", metadata={"help": "Result comparison rule.", "choices": list(_COMPARE_MODES)}
     )
-    keep_distinct: bool = field(default=False, metadata={"help": "Spider mode: keep DISTINCT."})
-    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
-    sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
-    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
-    output_dir: str | None = field(default=None, metadata={"help": "Where results, band and report go."})
     overwrite: bool = field(
         default=False, metadata={"help": "Start over instead of resuming from results in output_dir."}
-    )
-    backend: str = field(
-        default="transformers",
-        metadata={"help": "Generation backend: transformers or vllm.", "choices": list(_BACKENDS)},
     )
 
     def __post_init__(self) -> None:
@@ -131,6 +94,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
             raise UsageError(
                 "output_dir is not set: name the folder for the results, e.g. outputs/world/filter"
             )
+        InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
         BenchmarkArguments.__post_init__(self)
         entries = self.benchmark_entries()
@@ -145,10 +109,6 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
                 f"the world's {pool.split} split is held out for evaluation; filter the GRPO pool instead "
                 "(`benchmarks: [world:rl_pool]`)"
             )
-        if self.backend not in _BACKENDS:
-            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         if self.compare_mode not in _COMPARE_MODES:
             raise UsageError(f"compare_mode must be 'bird' or 'spider'; got {self.compare_mode!r}")
         if self.keep_distinct and self.compare_mode != "spider":
@@ -182,17 +142,6 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
             raise UsageError(f"top_p must be in (0, 1]; got {self.top_p!r}")
         if not _is_int(self.top_k) or self.top_k < 0:
             raise UsageError(f"top_k must be an integer >= 0 (0 turns it off); got {self.top_k!r}")
-        for name in ("max_new_tokens", "batch_size"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise UsageError(f"{name} must be a positive integer; got {value!r}")
-        self.resolve_sql_limits(deprecated_timeout="timeout_s")
-        if not _is_int(self.seed):
-            raise UsageError(f"seed must be an integer; got {self.seed!r}")
-        for name in ("limit", "sandbox_workers", "num_threads"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                raise UsageError(f"{name} must be a positive integer, or null; got {value!r}")
 
     def generation_config(self) -> GenerationConfig:
         """The decoding settings as a :class:`~slmsql_hub.generation.GenerationConfig` (K samples, seeded)."""
@@ -224,26 +173,6 @@ class FilterConfig(PromptArguments, BenchmarkArguments, SQLLimitsArguments):
 def load_filter_config(
     config: str | os.PathLike | None = None, overrides: Sequence[str] = ()
 ) -> FilterConfig:
-    """Read a :class:`FilterConfig` from a flat YAML recipe, then ``--field value`` overrides (which win).
-
-    ``config`` ``None``: defaults and overrides only. Parsed by :func:`~slmsql_hub.configs.parse_recipe`: an
-    unknown key or a bad value is one :class:`~slmsql_hub.errors.UsageError`.
-
-
-    Example:
-
-    ```python
-    >>> import pathlib, tempfile
-    >>> from slmsql_hub.filtering import load_filter_config
-    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "filter.yaml"
-    >>> _ = recipe.write_text("model_name_or_path: outputs/world/base\\nbenchmarks: [world:rl_pool]\\n"
-    ...                       "world_root: outputs/world\\noutput_dir: outputs/world/filter\\n")
-    >>> load_filter_config(recipe, ["--num_samples", "4", "--temperature", "0.8"]).num_samples
-    4
-
-    ```
-    """
-    from ..configs import parse_recipe
-
+    """Read a :class:`FilterConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
     (parsed,) = parse_recipe((FilterConfig,), config, overrides)
     return parsed

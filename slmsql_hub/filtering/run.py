@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -25,9 +25,6 @@ from .resume import (
     read_results,
 )
 from .sampling import generate_keyed_samples
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 logger = logging.getLogger(__name__)
 
@@ -180,18 +177,7 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
 
 def _load_filter_policy(config: FilterConfig) -> tuple[Any, Any]:
     """The SFT policy: ``(model, tokenizer)``, or ``(VLLMPolicy, its tokenizer)`` on the vLLM backend."""
-    from ..generation import load_policy
-
-    loaded = load_policy(
-        config.model_name_or_path,
-        config.adapter_path,
-        tokenizer=config.tokenizer_name_or_path,
-        dtype=config.dtype,
-        device=config.device,
-        backend=config.backend,
-        revision=config.model_revision,
-        adapter_revisions={"default": config.adapter_revision},
-    )
+    loaded = config.load_policy(config.adapter_path, adapter_revisions={"default": config.adapter_revision})
     return (loaded, loaded.llm.get_tokenizer()) if config.backend == "vllm" else loaded
 
 
@@ -209,11 +195,9 @@ def _sample_and_judge(
     """Sample and judge the questions left to do, longest prompt first, appending each batch to the log (and
     to ``done``) as soon as it is judged."""
     from ..sql import Judge, Sandbox
+    from ..training.common import set_num_threads
 
-    if config.num_threads is not None:
-        import torch
-
-        torch.set_num_threads(config.num_threads)
+    set_num_threads(config.num_threads)
     model, tokenizer = policy if policy is not None else _load_filter_policy(config)
     gen_config = config.generation_config()
     with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:

@@ -23,14 +23,11 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
-from ..configs import (  # noqa: F401  (re-exported for callers of the old location)
-    RECIPE_KINDS,
+from ..configs import (  # noqa: F401  (config_to_dict, parse_recipe, save_resolved_config: re-exported for tests)
     BenchmarkArguments,
     PromptArguments,
     config_to_dict,
-    load_recipe,
     parse_recipe,
-    recipe_kind,
     save_resolved_config,
 )
 from ..errors import UsageError
