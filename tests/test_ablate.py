@@ -240,3 +240,9 @@ def test_an_unreadable_report_beside_a_run_is_not_its_study(tmp_path, caplog):
     assert find_report(tmp_path / "run") is None
     assert "is not a readable report" in caplog.text
     assert read_run(tmp_path / "run").ablations is None
+
+
+def test_jobs_below_one_is_one_line_and_exit_2(capsys):
+    assert main(["ablate", "--config", str(WORLD), "--jobs", "0"]) == 2
+    assert "jobs must be >= 1, got 0" in capsys.readouterr().err
+    assert load_ablation_config(WORLD).jobs == 2 and load_ablation_config(QWEN).jobs == 1
