@@ -73,23 +73,12 @@ def answer(
 
     Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
     """
-    import torch
-
     from ..evaluation import build_prompts, generate_and_judge, resolve_prompt_config
-    from ..generation import load_policy
     from ..sql import Judge, Sandbox
+    from ..training.common import set_num_threads
 
-    if settings.num_threads is not None:
-        torch.set_num_threads(settings.num_threads)
-    loaded = load_policy(
-        settings.model_name_or_path,
-        adapters={"policy": str(adapter)},
-        dtype=settings.dtype,
-        device=settings.device,
-        backend=settings.backend,
-        revision=settings.model_revision,
-        adapter_revisions={"policy": revision},
-    )
+    set_num_threads(settings.num_threads)
+    loaded = settings.load_policy(adapters={"policy": str(adapter)}, adapter_revisions={"policy": revision})
     # as run_eval: the vLLM backend returns one VLLMPolicy that tokenizes for itself (unverified here)
     model, tokenizer = (loaded, None) if settings.backend == "vllm" else loaded
     prompt_config = resolve_prompt_config(
