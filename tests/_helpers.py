@@ -97,3 +97,18 @@ def tiny_world(root: Path, dev: int = 10) -> Path:
 
     build_world(root, seed=0, sizes=WorldSizes(foundation=60, grounding=30, rl_pool=10, dev=dev, test=10))
     return root
+
+
+def trackio_logs(trackio_dir: Path, project: str) -> dict[str, list[dict]]:
+    """Every run of ``project`` in the local Trackio folder ``trackio_dir`` -> its logged rows (one dict of metric
+    -> value per logged step), read back in a fresh interpreter through Trackio's own storage."""
+    code = """
+        import json, sys
+        from trackio.sqlite_storage import SQLiteStorage
+        project = sys.argv[1]
+        runs = SQLiteStorage.get_runs(project)
+        logs = {run: SQLiteStorage.get_logs(project, run, scalar_only=True) for run in runs}
+        print(json.dumps(logs, default=str))
+    """
+    env = clean_env(TRACKIO_DIR=str(trackio_dir), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    return python_json(code, env, trackio_dir, project)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from _benchmark_layouts import ANSWERS, nums_database
 from _benchmark_layouts import QUESTIONS as QUESTION_PAIRS
+from _helpers import trackio_logs
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub.commands.train import grpo_cli
@@ -580,6 +581,26 @@ def test_tensorboard_and_completion_logs_are_written(world, tmp_path):
 
     table = pandas.read_parquet(tables[0])
     assert {"prompt", "completion", "execution", "format", "advantage", "sql_verdict"} <= set(table.columns)
+
+
+@pytest.mark.slow  # two fresh interpreters (~10 s)
+def test_report_to_trackio_logs_every_step_with_the_sql_metrics_offline(world, tmp_path):
+    """``report_to: trackio`` with no Space: Trackio writes a local project (``TRACKIO_DIR``), read back here
+    through Trackio's own storage; each step's ``sql/*`` values equal ``telemetry.jsonl``'s. A subprocess, since
+    Trackio reads ``TRACKIO_DIR`` when it is imported."""
+    out, tracked = tmp_path / "tracked", tmp_path / "trackio"
+    path = _recipe(world, out, report_to=["trackio"], project="slmsql-test", run_name="band")
+    command = [sys.executable, "-m", "slmsql_hub.cli", "train", "grpo", "--config", str(path)]
+    env = {**_env(), "TRACKIO_DIR": str(tracked)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = trackio_logs(tracked, "slmsql-test")["band"]
+    logged = {row["train/global_step"]: row for row in rows if "train/sql/correct_rate" in row}
+    telemetry = read_telemetry(out / "telemetry.jsonl")
+    assert sorted(logged) == [r["step"] for r in telemetry] == [1, 2]
+    for record in telemetry:
+        for name in ("sql/correct_rate", "sql/exec_error_rate", "sql/frac_correct_zero_std"):
+            assert logged[record["step"]][f"train/{name}"] == pytest.approx(record[name]), name
 
 
 def test_slmsql_train_grpo_prints_the_headline(world, tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _helpers import REPO, trackio_logs
 from datasets import Dataset
 
 from slmsql_hub.errors import UsageError
@@ -368,6 +370,41 @@ def test_the_record_lists_only_the_examples_trained_on(trained, world, tmp_path)
     args[0].max_train_samples = 4
     summary = train_sft(*args)
     assert len(read_sft_record(out).keys) == summary["data"]["trained_on"] == 4 < summary["data"]["rows"]
+
+
+@pytest.mark.slow  # two fresh interpreters (~10 s)
+def test_report_to_trackio_logs_each_step_offline(trained, world, tmp_path):
+    """``report_to: trackio`` with no Space: a local Trackio project (``TRACKIO_DIR``), read back through
+    Trackio's own storage, holds every step's loss; its last equals the run's ``final_loss``. A subprocess, since
+    Trackio reads ``TRACKIO_DIR`` when it is imported."""
+    out, tracked = tmp_path / "sft", tmp_path / "trackio"
+    recipe = {
+        **QUIET_CPU_RUN,
+        "report_to": ["trackio"],
+        "project": "slmsql-test",
+        "run_name": "stage1",
+        "dataset_paths": [str(world / "datasets" / "foundation")],
+        "prompt_sample_rows": 1,
+        "num_threads": 1,
+        "model_name_or_path": str(trained["out"] / "base"),
+        "lora_dropout": 0.0,
+        "output_dir": str(out),
+        "stage": 1,
+        "max_length": 512,
+        "per_device_train_batch_size": 4,
+        "max_steps": 2,
+    }
+    path = tmp_path / "sft.yaml"
+    path.write_text(json.dumps(recipe))  # JSON is YAML
+    command = [sys.executable, "-m", "slmsql_hub.cli", "train", "sft", "--config", str(path)]
+    env = {**os.environ, "TRACKIO_DIR": str(tracked), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = trackio_logs(tracked, "slmsql-test")["stage1"]
+    losses = {row["train/global_step"]: row["train/loss"] for row in rows if "train/loss" in row}
+    assert sorted(losses) == [1, 2]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert losses[2] == pytest.approx(summary["final_loss"])
 
 
 def test_resolved_config_of_a_run_reruns_it(trained):

@@ -49,6 +49,20 @@ def _resolve_precision(config: TrainingArguments) -> None:
         )
 
 
+def _check_reporters(report_to: str | list[str] | None) -> None:
+    """A tracker named in ``report_to`` must be installed: one line naming the install, before any data loads."""
+    import importlib.util
+
+    reporters = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    packages = {"tensorboard": ("tensorboard", "tensorboardX"), "trackio": ("trackio",)}
+    for name, modules in packages.items():
+        if name in reporters and not any(importlib.util.find_spec(module) for module in modules):
+            extra = " (or `pip install 'slmsql-hub[tracking]'`)" if name == "trackio" else ""
+            raise UsageError(
+                f"report_to: {name} needs the {name} package: `pip install {name}`{extra}, or drop it from report_to"
+            )
+
+
 def _check_threads(num_threads: int | None) -> None:
     if num_threads is not None and num_threads < 1:
         raise UsageError(f"num_threads must be >= 1, or null to keep torch's default; got {num_threads}")
@@ -242,6 +256,7 @@ class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
             )
         if self.max_length is not None and self.max_length < 16:
             raise UsageError(f"max_length must be >= 16 tokens, or null; got {self.max_length}")
+        _check_reporters(self.report_to)
         _resolve_precision(self)
         super().__post_init__()
 
@@ -430,6 +445,7 @@ class BaseTrainingConfig(TrainingArguments):
             raise UsageError(
                 f"max_length is the pretraining block length and must be >= 16 tokens; got {self.max_length}"
             )
+        _check_reporters(self.report_to)
         _resolve_precision(self)
         super().__post_init__()
 
@@ -572,14 +588,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
             raise UsageError(
                 "use_vllm: true needs vLLM: install it with `pip install 'slmsql-hub[vllm]'`, or set `use_vllm: false`"
             )
-        reporters = [self.report_to] if isinstance(self.report_to, str) else list(self.report_to or [])
-        if "tensorboard" in reporters and not (
-            importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX")
-        ):
-            raise UsageError(
-                "report_to: tensorboard needs the tensorboard package: `pip install tensorboard`, or drop it from "
-                "report_to"
-            )
+        _check_reporters(self.report_to)
         _resolve_precision(self)
         try:
             super().__post_init__()
