@@ -131,3 +131,10 @@ def test_wheel_metadata_names_the_license_as_an_spdx_expression(installed):
 def test_wheel_holds_no_tests_recipes_or_outputs(installed):
     top = {p.name for p in installed.iterdir()}
     assert {"tests", "recipes", "outputs", "benchmarks", "spaces"}.isdisjoint(top)
+
+
+def test_wheel_carries_the_apache_license_text(installed):
+    (dist_info,) = installed.glob("slmsql_hub-*.dist-info")
+    assert (dist_info / "licenses" / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+    assert "Apache License\n                           Version 2.0" in (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "License-File: LICENSE" in (dist_info / "METADATA").read_text(encoding="utf-8")
