@@ -1,4 +1,4 @@
-"""Take the README's screenshot of the comparison Space (``docs/space.png``) on a run folder.
+"""Take the screenshot of the comparison Space (``docs/space.png``, shown in ``docs/space.md``) on a run folder.
 
 It serves ``spaces/demo/app.py`` on a free local port, opens it in Debian's chromium through Playwright
 (headless, no browser download), picks a database and one of its example questions, clicks Compare, waits
