@@ -13,6 +13,7 @@ from slmsql_hub.training.configs import (
     BASE_ARGUMENTS,
     SFT_ARGUMENTS,
     BaseScriptArguments,
+    GRPOTrainingConfig,
     ModelArguments,
     SFTScriptArguments,
     SFTTrainingConfig,
@@ -275,3 +276,16 @@ def test_train_command_turns_a_bad_recipe_into_exit_code_2(tmp_path, capsys):
     recipe = _write(tmp_path, SFT_RECIPE + "stage: 2\n")
     assert main(["train", "sft", "--config", str(recipe)]) == 2
     assert "set adapter_path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tracker", ["trackio", "tensorboard"])
+def test_a_tracker_that_is_not_installed_is_one_line_naming_the_install(tracker, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    missing = {"trackio"} if tracker == "trackio" else {"tensorboard", "tensorboardX"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else find_spec(name, *a))
+    for config in (SFTTrainingConfig, GRPOTrainingConfig):
+        with pytest.raises(UsageError, match=rf"report_to: {tracker} needs .*`pip install {tracker}`"):
+            config(output_dir="o", report_to=[tracker], use_cpu=True)
+    assert SFTTrainingConfig(output_dir="o", report_to="none", use_cpu=True).report_to == []
