@@ -145,9 +145,9 @@ def test_every_planted_error_and_every_probe_shows_by_execution(planted, sandbox
                 )
 
 
-def _templates_by_question() -> dict[tuple[str, str], str]:
-    """The generator's template of each question a seed-0 world of ``SIZES`` can hold (main and probe draws)."""
-    candidates, _ = _databases_and_candidates(Path(tempfile.mkdtemp()), 0, SIZES, DATABASES, HELD_OUT_DB)
+def _templates_by_question(sizes: WorldSizes = SIZES) -> dict[tuple[str, str], str]:
+    """The generator's template of each question a seed-0 world of ``sizes`` can hold (main and probe draws)."""
+    candidates, _ = _databases_and_candidates(Path(tempfile.mkdtemp()), 0, sizes, DATABASES, HELD_OUT_DB)
     comparison = tuple(t for t in TEMPLATES if t.id in COMPARISON_TEMPLATES)
     for spec in DATABASES:
         rows = generate_rows(spec, 0)
@@ -211,3 +211,22 @@ def test_cli_builds_a_planted_world_and_prints_the_probes(tmp_path, capsys):
     assert "planted comparison_inclusive at rate 1" in printed and "probe_cross" in printed
     record = WorldManifest.read(tmp_path / "w").plant
     assert all(n["rewritten"] == n["affected"] for n in record["sft"].values())
+
+
+def test_the_studys_pool_world_is_planted_alike_and_leaves_out_probes_and_sft_questions(planted, tmp_path):
+    from slmsql_hub.ablate.band import POOL_SPLIT, prepare_pool
+
+    info = prepare_pool(planted.root, tmp_path / "pool", 300)
+    pool_world = WorldManifest.read(info["world"])
+    assert pool_world.plant["rate"] == PLANT.rate and pool_world.plant["cross_templates"] == list(
+        CROSS_TEMPLATES
+    )
+    pool = datasets.load_from_disk(str(Path(info["world"]) / "datasets" / POOL_SPLIT)).to_list()
+    assert info["pool"] == len(pool) and 0 < len(pool) < 300 and info["left_out_eval"] == 300 - len(pool)
+    texts = {(r["db_id"], normalize_question(r["question"])) for r in pool}
+    for split in ("dev", "test", *PROBE_SPLITS, *SFT_SPLITS):
+        assert not texts & {(r["db_id"], normalize_question(r["question"])) for r in _rows(planted, split)}, (
+            split
+        )
+    templates = _templates_by_question(WorldSizes(**pool_world.sizes))
+    assert not {templates[r["db_id"], normalize_question(r["question"])] for r in pool} & set(CROSS_TEMPLATES)
