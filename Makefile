@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 
-.PHONY: setup quickstart ablations test test-slow test-all lint clean
+.PHONY: setup quickstart ablations transfer test test-slow test-all lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,20 @@ quickstart: setup
 # finished (variant, seed) folders are reused. ABLATE_ARGS passes e.g. --variants frozen high_lr --seeds 0.
 ablations: quickstart
 	$(VENV)/bin/slmsql ablate --config recipes/world/ablations.yaml $(ABLATE_ARGS)
+
+# The transfer study (issue #22, recipes/world/transfer.yaml): each planted world is built with the recipe's
+# plant, the quickstart's stages run on it (a finished stage is reused), then one `slmsql ablate` per world
+# (--run_dir picks it) into outputs/transfer/<world>/; the natural world is the quickstart's run. Finished
+# (variant, seed) folders are reused. TRANSFER_ARGS passes e.g. --seeds 0 to every world.
+TRANSFER := recipes/world/transfer.yaml
+transfer: quickstart
+	$(VENV)/bin/slmsql world build --out outputs/transfer/plant70/run/world --plant comparison_inclusive --plant_rate 0.7
+	$(VENV)/bin/slmsql quickstart --out outputs/transfer/plant70/run --attempt1 never
+	$(VENV)/bin/slmsql world build --out outputs/transfer/plant100/run/world --plant comparison_inclusive --plant_rate 1.0
+	$(VENV)/bin/slmsql quickstart --out outputs/transfer/plant100/run --attempt1 never
+	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run_dir outputs/transfer/plant70/run $(TRANSFER_ARGS)
+	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run_dir outputs/transfer/plant100/run $(TRANSFER_ARGS)
+	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run_dir outputs/quickstart $(TRANSFER_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,4 +1,4 @@
-"""Reward functions for TRL's ``GRPOTrainer``: execution, format and result-F1.
+"""Reward functions for TRL's ``GRPOTrainer``: execution, format, result-F1, and a random-reward control.
 
 Each is a picklable class following TRL's reward-function contract: called with ``completions``, every dataset
 column as a keyword argument (here ``gold_sql`` and ``db_path``), ``prompts`` and the ``log_metric`` /
@@ -41,6 +41,7 @@ result_f1 [1.0, 0.6666666666666666, 0.0, None]
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
@@ -231,6 +232,36 @@ class ResultF1Reward(_JudgedReward):
         if judgement.verdict is Verdict.WRONG:
             return rows_f1(judgement.pred.rows, judgement.gold.rows)
         return 0.0
+
+
+class RandomReward(_JudgedReward):
+    """The random-reward control: 1.0 with probability ``p``, else 0.0, whatever the completion says (a Bernoulli
+    draw from a stream seeded by ``seed``). With ``judging`` the batch is still judged, so a row with no verdict
+    gets ``None`` as from every reward, and the ``sql/*`` metrics are logged: a policy trained on it must not
+    get better at SQL.
+
+    Example:
+
+    ```python
+    >>> draws = RandomReward(p=0.5, seed=0)(completions=["SELECT 1"] * 1000)
+    >>> set(draws), 0.45 < sum(draws) / 1000 < 0.55, draws == RandomReward(p=0.5, seed=0)(completions=["x"] * 1000)
+    ({0.0, 1.0}, True, True)
+
+    ```
+    """
+
+    def __init__(self, p: float = 0.5, seed: int = 0, judging: BatchJudge | None = None) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be within [0, 1], got {p}")
+        self.__name__ = "random"
+        self.p = p
+        self.rng = random.Random(seed)
+        self.judging = judging
+        if judging is not None:
+            judging.users += 1
+
+    def _score(self, completion, judgement) -> float:
+        return 1.0 if self.rng.random() < self.p else 0.0
 
 
 def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:

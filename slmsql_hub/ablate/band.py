@@ -100,14 +100,18 @@ def _keys_and_texts(world: Path, splits: tuple[str, ...]) -> tuple[set[str], set
 
 def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any]:
     """Build the pool world under ``pool_dir/world`` and write its :data:`POOL_SPLIT` (reused when present).
+    A planted run world gives a pool world planted alike (its cross templates stay out of the pool); its probe
+    splits, and its SFT splits (whose rewritten golds the filter's SFT record does not match), are left out of
+    the pool by question text like dev and test.
 
     Returns ``{"world", "rl_pool", "left_out_eval", "pool"}``: the pool world, its ``rl_pool`` size, the
-    questions left out because the run world's dev or test holds them, and the pool's size.
+    questions left out because the run world's dev, test (planted: probes, SFT splits) hold them, the pool's size.
     """
     import datasets
 
     from ..data.sft_record import row_keys
     from ..world import WorldSizes, build_world
+    from ..world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
 
     manifest = json.loads((run_world / "world.json").read_text(encoding="utf-8"))
     sizes = {k: v for k, v in manifest["sizes"].items()}
@@ -119,8 +123,9 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
         info = json.loads(info_file.read_text(encoding="utf-8"))
         if info.get("rl_pool") == rl_pool:
             return info
-    build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes))
-    keys, texts = _keys_and_texts(run_world, ("dev", "test"))
+    plant = Plant.from_record(manifest.get("plant"))
+    build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes), plant=plant)
+    keys, texts = _keys_and_texts(run_world, ("dev", "test", *(PROBE_SPLITS + SFT_SPLITS if plant else ())))
     stored = datasets.load_from_disk(str(world / "datasets" / "rl_pool"))
     row_key = row_keys(stored[:])
     keep = [

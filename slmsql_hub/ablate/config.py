@@ -3,6 +3,11 @@
 Every variant is a named set of overrides on the band GRPO recipe. :func:`load_ablation_config` checks each
 override against the GRPO config dataclasses (names and values, through the same parser ``slmsql train grpo``
 uses), so a typo fails in one line before any training starts.
+
+A recipe may name several **worlds** (``recipes/world/transfer.yaml``): each a run folder of its own (its world,
+base and SFT adapter), its output folder and its evaluation slices; every variant then names its ``world``. One
+study runs one world at a time: ``--run_dir`` picks the world whose ``run_dir`` it is (default: the recipe's
+``run_dir``), and the loaded config holds that world's variants, output folder and slices only.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Variant:
     name: str
     hypothesis: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    world: str | None = None
 
     @property
     def trains_on_band(self) -> bool:
@@ -50,6 +56,38 @@ class Variant:
             values = value if isinstance(value, list) else [value]
             args += [f"--{key}", *(str(v).replace(_RUN_DIR, Path(run_dir).as_posix()) for v in values)]
         return args
+
+
+@dataclass
+class WorldArm:
+    """One world of a multi-world study: the finished run folder whose world, base and SFT adapter it starts
+    from, where its runs and report go, its evaluation slices (``None``: the recipe's ``transfer``) and how its
+    world was built (``plant``: ``{name, rate}`` as ``slmsql world build --plant NAME --plant_rate RATE``;
+    ``None``: the natural world)."""
+
+    run_dir: str
+    output_dir: str
+    hypothesis: str = ""
+    plant: dict[str, Any] | None = None
+    transfer: list[str] | None = None
+
+    def world_build_args(self) -> list[str]:
+        """The ``slmsql world build`` options that build this world.
+
+        Example:
+
+        ```python
+        >>> from slmsql_hub.ablate.config import WorldArm
+        >>> WorldArm("r", "o", plant={"name": "comparison_inclusive", "rate": 0.7}).world_build_args()
+        ['--plant', 'comparison_inclusive', '--plant_rate', '0.7']
+        >>> WorldArm("r", "o").world_build_args()
+        []
+
+        ```
+        """
+        if not self.plant:
+            return []
+        return ["--plant", str(self.plant["name"]), "--plant_rate", str(self.plant["rate"])]
 
 
 @dataclass
@@ -88,6 +126,8 @@ class AblationConfig:
     num_threads: int | None = None
     jobs: int = 1
     band: BandSettings = field(default_factory=BandSettings)
+    worlds: dict[str, WorldArm] = field(default_factory=dict)
+    world: str | None = None
 
     def selected(self, names: list[str] | None) -> list[Variant]:
         """The variants named (in the recipe's order), all when ``names`` is empty; one line for an unknown name."""
@@ -178,11 +218,63 @@ def _variants(entries: Any, path: Path) -> list[Variant]:
         overrides = entry.get("overrides") or {}
         if not isinstance(overrides, dict):
             raise UsageError(f"{path}: variant {entry['name']!r} overrides must be a mapping of field: value")
-        variants.append(Variant(entry["name"], str(entry.get("hypothesis", "")), dict(overrides)))
+        world = entry.get("world")
+        if world is not None and not isinstance(world, str):
+            raise UsageError(f"{path}: variant {entry['name']!r} world must be the name of one of `worlds`")
+        variants.append(Variant(entry["name"], str(entry.get("hypothesis", "")), dict(overrides), world))
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: variant names repeat: {', '.join(names)}")
     return variants
+
+
+def _worlds(entries: Any, path: Path) -> dict[str, WorldArm]:
+    if entries is None:
+        return {}
+    if not isinstance(entries, dict) or not all(isinstance(arm, dict) for arm in entries.values()):
+        raise UsageError(
+            f"{path}: `worlds` must map each world's name to {{run_dir, output_dir, plant, ...}}"
+        )
+    arms = {}
+    for name, entry in entries.items():
+        _known(WorldArm, entry, f"{path} world {name!r}")
+        if not isinstance(entry.get("run_dir"), str) or not isinstance(entry.get("output_dir"), str):
+            raise UsageError(f"{path}: world {name!r} needs a run_dir and an output_dir")
+        plant = entry.get("plant")
+        if plant is not None:
+            from ..world.plant import Plant
+
+            if not isinstance(plant, dict) or set(plant) != {"name", "rate"}:
+                raise UsageError(f"{path}: world {name!r} plant must be {{name, rate}} (got {plant!r})")
+            Plant(
+                plant["name"], float(plant["rate"])
+            )  # one line on an unknown plant or a rate outside [0, 1]
+        arms[name] = WorldArm(**entry)
+    runs = [arm.run_dir for arm in arms.values()]
+    if len(set(runs)) != len(runs):
+        raise UsageError(f"{path}: two worlds share a run_dir; each world needs its own run folder")
+    return arms
+
+
+def _one_world(config: AblationConfig, path: Path, output_given: bool) -> None:
+    """Narrow a multi-world ``config`` to the world whose ``run_dir`` is ``config.run_dir``."""
+    unknown = sorted({v.world for v in config.variants} - set(config.worlds))
+    if unknown or any(v.world is None for v in config.variants):
+        raise UsageError(
+            f"{path}: every variant must name one of the worlds ({', '.join(config.worlds)}) as `world`; "
+            f"unknown: {', '.join(str(w) for w in unknown) or 'none given'}"
+        )
+    chosen = [name for name, arm in config.worlds.items() if Path(arm.run_dir) == Path(config.run_dir)]
+    if not chosen:
+        choices = ", ".join(f"{name}: {arm.run_dir}" for name, arm in config.worlds.items())
+        raise UsageError(f"{path} runs one world at a time: pass --run_dir of one of its worlds ({choices})")
+    config.world = chosen[0]
+    arm = config.worlds[config.world]
+    config.variants = [v for v in config.variants if v.world == config.world]
+    if not output_given:
+        config.output_dir = arm.output_dir
+    if arm.transfer is not None:
+        config.transfer = list(arm.transfer)
 
 
 def validate_variant(config: AblationConfig, variant: Variant) -> None:
@@ -206,7 +298,8 @@ def validate_variant(config: AblationConfig, variant: Variant) -> None:
 
 def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     """Read ``ablations.yaml``, apply the command line (``run_dir``, ``output_dir``, ``seeds``, ``max_steps``,
-    ``jobs`` given as not ``None``), and validate every variant's overrides.
+    ``jobs`` given as not ``None``), narrow a multi-world recipe to the world of ``run_dir``, and validate every
+    variant's overrides.
 
     Raises:
         UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
@@ -219,13 +312,20 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     data = _known(AblationConfig, dict(read_yaml_mapping(path)), str(path))
     band = BandSettings(**_known(BandSettings, data.pop("band", None) or {}, f"{path} band"))
     variants = _variants(data.pop("variants", None), path)
+    worlds = _worlds(data.pop("worlds", None), path)
+    if data.pop("world", None) is not None:
+        raise UsageError(f"{path}: `world` is chosen with --run_dir, not set in the recipe")
     for key in ("grpo_recipe", "eval_recipe"):
         if not isinstance(data.get(key), str):
             raise UsageError(f"{path}: `{key}` (the path of a recipe) is required")
-    config = AblationConfig(variants=variants, band=band, **data)
+    config = AblationConfig(variants=variants, band=band, worlds=worlds, **data)
     for key, value in cli.items():
         if value is not None:
             setattr(config, key, value)
+    if worlds:
+        _one_world(config, path, cli.get("output_dir") is not None)
+    elif any(v.world is not None for v in variants):
+        raise UsageError(f"{path}: a variant names a world but the recipe has no `worlds`")
     if not config.seeds:
         raise UsageError("no seeds: give at least one (e.g. --seeds 0)")
     if config.jobs < 1:

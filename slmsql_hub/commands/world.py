@@ -39,6 +39,31 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             metavar="N",
             help=f"questions in {split} (default {default})",
         )
+    from ..world.plant import PLANTS, Plant
+
+    planted = Plant()
+    build.add_argument(
+        "--plant",
+        choices=PLANTS,
+        help="plant one systematic error in the SFT splits and add probe splits (comparison_inclusive: "
+        '"at least" / "at most" golds written with > / <)',
+    )
+    build.add_argument(
+        "--plant-rate",
+        "--plant_rate",
+        dest="plant_rate",
+        type=float,
+        metavar="F",
+        help=f"share of the affected SFT questions given the wrong gold (default {planted.rate})",
+    )
+    build.add_argument(
+        "--plant-probe",
+        "--plant_probe",
+        dest="plant_probe",
+        type=int,
+        metavar="N",
+        help=f"questions per probe split (default {planted.probe})",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -47,11 +72,23 @@ def run(args: argparse.Namespace) -> int:
     if args.world_command != "build":
         raise UsageError("choose an action: `slmsql world build --out DIR`")
     from ..world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
+    from ..world.plant import Plant
 
+    if args.plant is None and (args.plant_rate is not None or args.plant_probe is not None):
+        raise UsageError("--plant-rate and --plant-probe need --plant (e.g. --plant comparison_inclusive)")
+    plant = None
+    if args.plant is not None:
+        given = {"rate": args.plant_rate, "probe": args.plant_probe}
+        plant = Plant(args.plant, **{key: value for key, value in given.items() if value is not None})
     sizes = WorldSizes(**{split: getattr(args, split) for split in SPLITS})  # --rl-pool is args.rl_pool
-    manifest = build_world(args.out, seed=args.seed, sizes=sizes, overwrite=args.overwrite)
+    manifest = build_world(args.out, seed=args.seed, sizes=sizes, overwrite=args.overwrite, plant=plant)
     lines = [f"world at {manifest.root} (seed {manifest.seed}, held-out database {manifest.held_out_db})"]
-    for split in SPLITS:
+    if manifest.plant:
+        sft = ", ".join(f"{s} {n['rewritten']}/{n['affected']}" for s, n in manifest.plant["sft"].items())
+        lines.append(
+            f"  planted {manifest.plant['name']} at rate {manifest.plant['rate']:g}: rewritten golds {sft}"
+        )
+    for split in manifest.split_names:
         spread = ", ".join(f"{d} {manifest.difficulty[split].get(d, 0)}" for d in DIFFICULTIES)
         lines.append(f"  {split:<10} {manifest.splits[split]:>5} questions  ({spread})")
     return print_result(*lines)

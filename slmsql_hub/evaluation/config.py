@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments, parse_recipe
 from ..errors import UsageError
+from ..world.plant import PROBE_SPLITS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -41,7 +42,7 @@ DEFAULT_DATASET_IDS: dict[str, str] = {
 """The Hub dataset ids written into the results (and the model card's ``model-index``). BIRD's dev set has no
 official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
 
-_EVAL_SPLITS = {"world": ("dev", "test"), "spider": ("dev",), "bird": ("dev",)}
+_EVAL_SPLITS = {"world": ("dev", "test", *PROBE_SPLITS), "spider": ("dev",), "bird": ("dev",)}
 
 
 class BenchmarkSpec(BenchmarkEntry):
@@ -57,7 +58,7 @@ class BenchmarkSpec(BenchmarkEntry):
     >>> BenchmarkSpec.parse("world:rl_pool")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: benchmark 'world:rl_pool': evaluate world on dev or test, not 'rl_pool' (training splits say nothing about held-out accuracy)
+    slmsql_hub.errors.UsageError: benchmark 'world:rl_pool': evaluate world on dev or test or probe_same or probe_cross or probe_control, not 'rl_pool' (training splits say nothing about held-out accuracy)
 
     ```
     """

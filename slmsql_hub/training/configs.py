@@ -455,7 +455,7 @@ SFT_ARGUMENTS = (SFTScriptArguments, ModelArguments, SFTTrainingConfig)
 
 BASE_ARGUMENTS = (BaseScriptArguments, TinyModelArguments, BaseTrainingConfig)
 
-REWARD_FUNCS = ("execution", "format", "result_f1")
+REWARD_FUNCS = ("execution", "format", "result_f1", "random")
 """The reward functions a GRPO recipe can name (see :mod:`slmsql_hub.rewards`)."""
 
 
@@ -509,7 +509,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     ...                    use_cpu=True)
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: unknown reward function(s) speed; choose from execution, format, result_f1
+    slmsql_hub.errors.UsageError: unknown reward function(s) speed; choose from execution, format, result_f1, random
 
     ```
     """
@@ -522,7 +522,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["execution", "format"],
-        metadata={"help": "Reward functions: execution, format, result_f1."},
+        metadata={"help": "Reward functions: execution, format, result_f1, random (a control)."},
     )
     reward_correct: float = field(default=1.0, metadata={"help": "Execution reward of a correct query."})
     reward_executes: float = field(

@@ -31,10 +31,17 @@ def _result_f1(args: GRPOTrainingConfig, judging: Any) -> Any:
     return ResultF1Reward(judging=judging)
 
 
+def _random(args: GRPOTrainingConfig, judging: Any) -> Any:
+    from ..rewards import RandomReward
+
+    return RandomReward(seed=args.seed, judging=judging)
+
+
 REWARD_REGISTRY: dict[str, Callable[[GRPOTrainingConfig, Any], Any]] = {
     "execution": _execution,
     "format": _format,
     "result_f1": _result_f1,
+    "random": _random,
 }  # a recipe's reward_funcs entry -> builder (training_args, judging) -> reward
 
 

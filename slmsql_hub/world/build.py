@@ -10,6 +10,10 @@ Splits mirror the study's pipeline: ``foundation`` (stage-1 SFT, the SynSQL anal
 ``grounding`` (stage-2 SFT, the BIRD + Spider analogue, with some evidence questions), ``rl_pool`` (GRPO's
 pass-rate filter), ``dev`` and ``test``. One database (:data:`~slmsql_hub.world.schemas.HELD_OUT_DB`)
 appears only in ``dev`` and ``test``. No question and no gold SQL repeats across splits.
+
+A planted world (``plant``, :mod:`~slmsql_hub.world.plant`) adds three probe splits and one systematic error
+in the SFT splits; ``world.json`` records it under ``plant``. Without a plant the build takes none of those
+code paths, so a natural world is the same, byte for byte, as before planting existed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from pathlib import Path
 
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
+from .plant import (
+    COMPARISON_TEMPLATES,
+    PROBE_SPLITS,
+    Plant,
+    observable,
+    plant_errors,
+    probe_pools,
+    taken_keys,
+)
 from .populate import generate_rows, write_database
 from .questions import Candidate, generate_candidates, normalize_question, normalize_sql
 from .schemas import DATABASES, HELD_OUT_DB, DatabaseSpec
@@ -72,7 +85,7 @@ class WorldSizes:
 class WorldManifest:
     """What ``world.json`` records about a built world (all but ``root``, the world folder): the generator's
     :data:`WORLD_VERSION`, the seed, the asked :class:`WorldSizes` as a dict, questions per split and per split
-    and hardness label."""
+    and hardness label; ``plant``, what a planted world planted (absent from a natural world's ``world.json``)."""
 
     root: Path
     version: str
@@ -82,6 +95,12 @@ class WorldManifest:
     held_out_db: str
     splits: dict[str, int] = field(default_factory=dict)
     difficulty: dict[str, dict[str, int]] = field(default_factory=dict)
+    plant: dict | None = None
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        """:data:`SPLITS`, then a planted world's :data:`~slmsql_hub.world.plant.PROBE_SPLITS`."""
+        return SPLITS + (PROBE_SPLITS if self.plant else ())
 
     def split_path(self, split: str) -> Path:
         """The ``save_to_disk`` folder of ``split`` (``datasets.load_from_disk`` reads it)."""
@@ -94,6 +113,8 @@ class WorldManifest:
     def to_json(self) -> str:
         data = asdict(self)
         data.pop("root")
+        if data["plant"] is None:
+            data.pop("plant")
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -112,7 +133,7 @@ class WorldManifest:
     def is_complete(self) -> bool:
         """Whether every database file and every split's dataset is on disk."""
         return all(self.db_path(db).is_file() for db in self.databases) and all(
-            (self.split_path(s) / "state.json").is_file() for s in SPLITS
+            (self.split_path(s) / "state.json").is_file() for s in self.split_names
         )
 
 
@@ -173,8 +194,13 @@ def _stratified(items: list[Candidate], rng: random.Random) -> list[Candidate]:
 
 
 def _assign(
-    train: list[Candidate], held: list[Candidate], sizes: WorldSizes, seed: int
+    train: list[Candidate],
+    held: list[Candidate],
+    sizes: WorldSizes,
+    seed: int,
+    rl_excluded: tuple[str, ...] = (),
 ) -> dict[str, list[Candidate]]:
+    """The five splits cut from the stratified questions; ``rl_excluded`` templates never go to ``rl_pool``."""
     rng = random.Random(f"{seed}:splits")
     train = _stratified(train, rng)
     held = _stratified(held, rng)
@@ -189,12 +215,17 @@ def _assign(
         splits[split], held = held[:n_held], held[n_held:]
     for split in ("test", "dev", "rl_pool", "grounding"):
         n_seen = getattr(sizes, split) - len(splits.get(split, []))
-        if len(train) < n_seen:
+        eligible = [c for c in train if c.template not in rl_excluded] if split == "rl_pool" else train
+        if len(eligible) < n_seen:
             raise UsageError(
-                f"only {len(train)} usable questions left for {split} ({n_seen} asked); lower the sizes"
+                f"only {len(eligible)} usable questions left for {split} ({n_seen} asked); lower the sizes"
             )
-        splits[split] = splits.get(split, []) + train[:n_seen]
-        train = train[n_seen:]
+        splits[split] = splits.get(split, []) + eligible[:n_seen]
+        if eligible is train:
+            train = train[n_seen:]
+        else:
+            taken = {id(c) for c in eligible[:n_seen]}
+            train = [c for c in train if id(c) not in taken]
     foundation = [c for c in train if c.family != "evidence"]
     if len(foundation) < sizes.foundation:
         raise UsageError(
@@ -216,6 +247,9 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
         "rl_pool": "the GRPO pass-rate filter's pool",
         "dev": "development evaluation (includes the held-out database)",
         "test": "final evaluation (includes the held-out database)",
+        "probe_same": "a planted-skill probe: the affected phrasing in templates GRPO trains on",
+        "probe_cross": "a planted-skill probe: the affected phrasing in templates kept out of rl_pool",
+        "probe_control": "a planted-skill probe: the unaffected comparison phrasing (must not get worse)",
     }
     lines = [
         f"# slmsql-hub embedded world: `{split}` split",
@@ -231,6 +265,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
         f"The database `{manifest.held_out_db}` appears only in `dev` and `test`. No question and no gold SQL "
         "repeats across splits.",
         "",
+        *_plant_lines(manifest.plant),
         f"Questions with evidence: {with_evidence}.",
         "",
         "| database | questions |",
@@ -247,7 +282,30 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
     return "\n".join(lines)
 
 
-def _reuse(out: Path, seed: int, sizes: WorldSizes, overwrite: bool) -> WorldManifest | None:
+def _plant_lines(plant: dict | None) -> list[str]:
+    if not plant:
+        return []
+    rewritten = ", ".join(f"{split} {n['rewritten']} of {n['affected']}" for split, n in plant["sft"].items())
+    return [
+        f"**Planted world** (`{plant['name']}`, rate {plant['rate']:g}): in the SFT splits a seeded share of the "
+        '"at least" / "at most" questions has its gold written with `>` / `<` instead of `>=` / `<=` '
+        f"({rewritten}); rl_pool, dev, test and the probes keep correct golds. Templates kept out of rl_pool: "
+        + ", ".join(f"`{t}`" for t in plant["cross_templates"])
+        + ".",
+        "",
+    ]
+
+
+def _asked_plant(recorded: dict | None, plant: Plant | None) -> dict | None:
+    """The part of a recorded plant that was asked (its counts left out), comparable to ``plant.spec()``."""
+    if not recorded:
+        return None
+    return {key: recorded.get(key) for key in (plant or Plant()).spec()}
+
+
+def _reuse(
+    out: Path, seed: int, sizes: WorldSizes, overwrite: bool, plant: Plant | None = None
+) -> WorldManifest | None:
     """The existing world at ``out`` when it can be reused; ``None`` when it must be (re)built."""
     if overwrite or not out.exists():
         return None
@@ -264,6 +322,7 @@ def _reuse(out: Path, seed: int, sizes: WorldSizes, overwrite: bool) -> WorldMan
             ("seed", manifest.seed, seed),
             ("version", manifest.version, WORLD_VERSION),
             ("sizes", manifest.sizes, asdict(sizes)),
+            ("plant", _asked_plant(manifest.plant, plant), plant.spec() if plant else None),
         )
         if have != want
     ]
@@ -288,10 +347,12 @@ def build_world(
     databases: tuple[DatabaseSpec, ...] = DATABASES,
     held_out_db: str = HELD_OUT_DB,
     sandbox=None,
+    plant: Plant | None = None,
 ) -> WorldManifest:
     """Build (or reuse) the embedded world under ``out_dir`` and return its manifest: deterministic in
     ``seed``, written to a temporary sibling folder and moved into place. A complete world with the same seed
-    and sizes is reused unless ``overwrite``; golds run in ``sandbox`` (default: a temporary one).
+    and sizes is reused unless ``overwrite``; golds run in ``sandbox`` (default: a temporary one). ``plant``
+    builds a planted world (:mod:`~slmsql_hub.world.plant`): probe splits, the error in the SFT splits.
 
     :class:`UsageError` when ``out_dir`` holds something else or a world built differently (without
     ``overwrite``), or the sizes ask for more questions than the generator makes.
@@ -312,7 +373,7 @@ def build_world(
 
     sizes = sizes or WorldSizes()
     out = Path(out_dir).expanduser().resolve()
-    reused = _reuse(out, seed, sizes, overwrite)
+    reused = _reuse(out, seed, sizes, overwrite, plant)
     if reused is not None:
         return reused
     if held_out_db not in {spec.db_id for spec in databases}:
@@ -326,10 +387,14 @@ def build_world(
     try:
         candidates, tmp_paths = _databases_and_candidates(tmp, seed, sizes, databases, held_out_db)
         kept = _executable(candidates, tmp_paths, sandbox)
+        if plant is not None:
+            kept = observable(kept, tmp_paths, sandbox)
         train = [c for c in kept if c.db_id != held_out_db]
         held = [c for c in kept if c.db_id == held_out_db]
-        splits = _assign(train, held, sizes, seed)
+        splits = _assign(train, held, sizes, seed, plant.cross_templates if plant is not None else ())
         _check_disjoint(splits)
+        if plant is not None:
+            plant_record = _plant(plant, splits, kept, tmp_paths, sandbox, seed, databases, held_out_db)
 
         manifest = WorldManifest(
             root=out,
@@ -338,6 +403,7 @@ def build_world(
             sizes=asdict(sizes),
             databases=[spec.db_id for spec in databases],
             held_out_db=held_out_db,
+            plant=plant_record if plant is not None else None,
         )
         for split, chosen in splits.items():
             _write_split(tmp / "datasets" / split, split, chosen, manifest)
@@ -374,6 +440,40 @@ def _databases_and_candidates(
         candidates.extend(generate_candidates(spec, rows, n, seed=seed))
     logger.info("generated %d candidate questions over %d databases", len(candidates), len(databases))
     return candidates, tmp_paths
+
+
+def _plant(
+    plant: Plant,
+    splits: dict[str, list[Candidate]],
+    kept: list[Candidate],
+    db_paths: dict[str, Path],
+    sandbox,
+    seed: int,
+    databases: tuple[DatabaseSpec, ...],
+    held_out_db: str,
+) -> dict:
+    """Add the probe splits to ``splits`` and plant the error in its SFT splits; return the ``plant`` record."""
+    comparison = tuple(t for t in TEMPLATES if t.id in COMPARISON_TEMPLATES)
+    train_dbs = [spec for spec in databases if spec.db_id != held_out_db]
+    per_db = math.ceil(25 * plant.probe / max(1, len(train_dbs))) + 100
+    drawn = [
+        c
+        for spec in train_dbs
+        for c in generate_candidates(
+            spec, generate_rows(spec, seed), per_db, seed=seed, templates=comparison, stream="probes"
+        )
+    ]
+    pools = probe_pools(plant, _executable(drawn, db_paths, sandbox), taken_keys(kept), db_paths, sandbox)
+    rng = random.Random(f"{seed}:probes")
+    for split, pool in pools.items():
+        if len(pool) < plant.probe:
+            raise UsageError(
+                f"only {len(pool)} observable questions for {split} ({plant.probe} asked); lower the probe size"
+            )
+        splits[split] = _stratified(pool, rng)[: plant.probe]
+    sft = plant_errors(plant, splits, seed)
+    _check_disjoint(splits)  # the rewritten golds too
+    return {**plant.spec(), "sft": sft, "probe_pool": {split: len(pool) for split, pool in pools.items()}}
 
 
 def _write_split(split_dir: Path, split: str, chosen: list[Candidate], manifest: WorldManifest) -> None:

@@ -66,11 +66,12 @@ def generate_candidates(
     templates: tuple[Template, ...] = TEMPLATES,
     max_draws_per_question: int = 12,
     patience: int = 1000,
+    stream: str = "questions",
 ) -> list[Candidate]:
     """Up to ``n`` questions for one database, distinct by normalized question and by normalized SQL, in
     generation order; deterministic in ``seed``. Templates are drawn by weight; a draw that does not fit or
     repeats is dropped. Gives up after ``n * max_draws_per_question`` draws, or ``patience`` draws in a row that
-    add nothing.
+    add nothing. ``stream`` names the random stream (another name draws other questions from the same seed).
 
     Example:
 
@@ -84,7 +85,7 @@ def generate_candidates(
 
     ```
     """
-    rng = random.Random(f"{seed}:{spec.db_id}:questions")
+    rng = random.Random(f"{seed}:{spec.db_id}:{stream}")
     ctx = Context(spec, rows, rng)
     weights = [t.weight for t in templates]
     seen_questions: set[str] = set()

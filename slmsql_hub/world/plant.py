@@ -1,0 +1,263 @@
+"""A planted skill: one systematic, rule-like error in the world's SFT splits, and the probes that measure it.
+
+The natural world maps every comparison phrase onto one operator ("more than" -> ``>``, "at least" -> ``>=``).
+A planted world (``slmsql world build --plant comparison_inclusive --plant_rate F``) keeps that mapping in
+``rl_pool``, ``dev`` and ``test``, but in the SFT splits (``foundation``, ``grounding``, and so the base
+model's corpus drawn from them) a seeded share ``F`` of the *affected* questions ("at least" / "at most")
+has its gold written with the strict operator (``>`` / ``<``): the SFT policy learns the wrong rule at
+rate ``F``. GRPO's execution reward can then only fix it if the right operator is in the policy's support
+(``F < 1``); at ``F = 1`` it never is (a support-negative control).
+
+The error is observable by execution by construction: an affected question is kept only when its rewritten
+gold returns a different result from the correct one under both comparison rules (``bird`` and ``spider``);
+a question whose correct gold equals an affected question's rewritten gold (its "more than" twin) is dropped,
+so the rewritten golds are nobody's correct gold. The same holds, with the operator made inclusive,
+for the control probe: a control question separates ``>`` from ``>=`` on the data.
+
+Three probe splits, drawn apart from every other split (no question and no gold shared, rewritten golds
+included), from the training databases only, with correct golds:
+
+- ``probe_same``: affected phrasing, in the templates GRPO trains on;
+- ``probe_cross``: affected phrasing, in :data:`CROSS_TEMPLATES`, which the world keeps out of ``rl_pool``
+  altogether (GRPO never sees them; SFT does, with the error);
+- ``probe_control``: the unaffected phrasing ("more than", "greater than", "less than" with ``>`` / ``<``),
+  in the same comparison templates: it must not get worse (over-generalising ``>`` to ``>=``).
+
+Example:
+
+```python
+>>> from slmsql_hub.world.plant import Plant, phrasing, rewrite
+>>> phrasing("Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
+'affected'
+>>> rewrite("SELECT title FROM book WHERE pages >= 300", "affected")
+'SELECT title FROM book WHERE pages > 300'
+>>> phrasing("How many books have pages more than 300?", "SELECT count(*) FROM book WHERE pages > 300")
+'control'
+>>> Plant(rate=0.7).spec()["cross_templates"]
+['count_number', 'having', 'in_subquery']
+
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from dataclasses import dataclass, field, replace
+
+from ..errors import UsageError
+from .questions import Candidate, normalize_question, normalize_sql
+
+logger = logging.getLogger(__name__)
+
+PLANTS: tuple[str, ...] = ("comparison_inclusive",)
+"""The skills a world can plant (``--plant``)."""
+
+PROBE_SPLITS: tuple[str, ...] = ("probe_same", "probe_cross", "probe_control")
+"""The planted world's extra splits (evaluation only)."""
+
+SFT_SPLITS: tuple[str, ...] = ("foundation", "grounding")
+"""The splits that carry the planted error (the base corpus is drawn from them too)."""
+
+COMPARISON_TEMPLATES: tuple[str, ...] = (
+    "filter_number",
+    "count_number",
+    "and",
+    "having",
+    "join_having",
+    "in_subquery",
+    "join_where_argmax",
+    "not_in_filter",
+)
+"""The templates that word a number comparison with a phrase of :data:`_AFFECTED` or :data:`_CONTROL`."""
+
+CROSS_TEMPLATES: tuple[str, ...] = ("count_number", "having", "in_subquery")
+"""Comparison templates kept out of ``rl_pool``: one single-table filter, one GROUP BY / HAVING, one nested
+query, each with a sibling that GRPO does train on (``filter_number``, ``join_having``, ``not_in_filter``)."""
+
+_AFFECTED = {"at least": (">=", ">"), "at most": ("<=", "<")}
+_CONTROL = {"more than": (">", ">="), "greater than": (">", ">="), "less than": ("<", "<=")}
+
+
+def _count(pattern: str, text: str) -> int:
+    return len(re.findall(pattern, text))
+
+
+def _operators(sql: str, op: str) -> int:
+    """How many times the comparison ``op`` stands alone (spaced) in ``sql``."""
+    return _count(rf"(?<=\s){re.escape(op)}(?=\s)", sql)
+
+
+def phrasing(question: str, sql: str) -> str | None:
+    """``"affected"`` when every comparison of the question is "at least" / "at most" and each maps onto its
+    own ``>=`` / ``<=`` in ``sql``; ``"control"`` likewise for "more than" / "greater than" / "less than" with
+    ``>`` / ``<``; else ``None`` (no such phrase, or the counts do not line up, so no safe rewrite)."""
+    text = normalize_question(question)
+    affected = {phrase: _count(rf"\b{phrase}\b", text) for phrase in _AFFECTED}
+    control = {phrase: _count(rf"\b{phrase}\b", text) for phrase in _CONTROL}
+    ops = {op: _operators(sql, op) for op in (">", "<", ">=", "<=")}
+    if sum(affected.values()) and not sum(control.values()):
+        if (
+            ops[">"] == ops["<"] == 0
+            and ops[">="] == affected["at least"]
+            and ops["<="] == affected["at most"]
+        ):
+            return "affected"
+    if sum(control.values()) and not sum(affected.values()):
+        greater = control["more than"] + control["greater than"]
+        if ops[">="] == ops["<="] == 0 and ops[">"] == greater and ops["<"] == control["less than"]:
+            return "control"
+    return None
+
+
+def rewrite(sql: str, kind: str) -> str:
+    """``sql`` with its comparisons flipped: ``affected``, ``>=`` / ``<=`` made strict (the planted error);
+    ``control``, ``>`` / ``<`` made inclusive (the over-generalised answer a control probe must not get)."""
+    swaps = dict((_AFFECTED if kind == "affected" else _CONTROL).values())
+    return re.sub(r"(?<=\s)(>=|<=|>|<)(?=\s)", lambda m: swaps.get(m.group(1), m.group(1)), sql)
+
+
+@dataclass(frozen=True)
+class Plant:
+    """What to plant: ``name`` (one of :data:`PLANTS`), ``rate`` (the share of affected SFT questions whose
+    gold is rewritten, in [0, 1]) and ``probe`` (questions per probe split)."""
+
+    name: str = "comparison_inclusive"
+    rate: float = 0.7
+    probe: int = 150
+    cross_templates: tuple[str, ...] = field(default=CROSS_TEMPLATES)
+
+    def __post_init__(self) -> None:
+        if self.name not in PLANTS:
+            raise UsageError(f"unknown plant {self.name!r}; choose from {', '.join(PLANTS)}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise UsageError(f"plant_rate must be within [0, 1], got {self.rate}")
+        if self.probe < 1:
+            raise UsageError(f"plant_probe must be >= 1 question per probe split, got {self.probe}")
+
+    @property
+    def same_templates(self) -> tuple[str, ...]:
+        return tuple(t for t in COMPARISON_TEMPLATES if t not in self.cross_templates)
+
+    def spec(self) -> dict:
+        """What ``world.json`` records as asked (a reused world must match it)."""
+        return {
+            "name": self.name,
+            "rate": self.rate,
+            "probe": self.probe,
+            "cross_templates": list(self.cross_templates),
+            "same_templates": list(self.same_templates),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict | None) -> Plant | None:
+        """The plant a ``world.json`` ``plant`` entry records (``None`` for a natural world)."""
+        if not record:
+            return None
+        return cls(record["name"], record["rate"], record["probe"], tuple(record["cross_templates"]))
+
+    def probe_kind(self, candidate: Candidate) -> str | None:
+        """Which probe split ``candidate`` could serve (``None``: none)."""
+        if candidate.template not in COMPARISON_TEMPLATES:
+            return None
+        kind = phrasing(candidate.question, candidate.sql)
+        if kind == "control":
+            return "probe_control"
+        if kind == "affected":
+            return "probe_cross" if candidate.template in self.cross_templates else "probe_same"
+        return None
+
+
+def separable(candidates: list[Candidate], db_paths: dict, sandbox, kinds: list[str]) -> list[bool]:
+    """Per candidate: whether :func:`rewrite` (with its ``kind``) changes the result on its database under
+    both comparison rules, the rewritten query running ``ok``."""
+    from ..sql.compare import order_matters, prepare_sql, rows_match
+
+    requests = [
+        (db_paths[c.db_id], sql)
+        for c, kind in zip(candidates, kinds)
+        for sql in (c.sql, rewrite(c.sql, kind))
+    ]
+    results = sandbox.execute_many(requests, progress="planted golds")
+    verdicts = []
+    for i, candidate in enumerate(candidates):
+        right, wrong = results[2 * i], results[2 * i + 1]
+        ordered = order_matters(prepare_sql(candidate.sql, "spider"), "spider")
+        verdicts.append(
+            right.ok
+            and wrong.ok
+            and not rows_match(wrong.rows, right.rows, "bird")
+            and not rows_match(wrong.rows, right.rows, "spider", order_matters=ordered)
+        )
+    return verdicts
+
+
+def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple]:
+    return (c.db_id, "q", normalize_question(c.question)), (c.db_id, "sql", normalize_sql(sql or c.sql))
+
+
+def observable(candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]:
+    """``candidates`` without the affected ones whose planted error would not show (the rewritten gold gives
+    the same result), and without the ones whose correct gold is some affected question's rewritten gold (the
+    "more than X" twin of an "at least X"): so no gold repeats across splits once the error is planted."""
+    affected = [c for c in candidates if phrasing(c.question, c.sql) == "affected"]
+    shows = separable(affected, db_paths, sandbox, ["affected"] * len(affected))
+    hidden = {id(c) for c, ok in zip(affected, shows) if not ok}
+    wrong = {_keys(c, rewrite(c.sql, "affected"))[1] for c, ok in zip(affected, shows) if ok}
+    kept = [c for c in candidates if id(c) not in hidden and _keys(c)[1] not in wrong]
+    logger.info(
+        "planted world: %d of %d affected questions show the error by execution; %d twins of them dropped",
+        len(affected) - len(hidden),
+        len(affected),
+        len(candidates) - len(hidden) - len(kept),
+    )
+    return kept
+
+
+def taken_keys(candidates: list[Candidate]) -> set[tuple]:
+    """Every question and gold key ``candidates`` use, the rewritten gold of affected ones included."""
+    keys: set[tuple] = set()
+    for c in candidates:
+        keys.update(_keys(c))
+        if phrasing(c.question, c.sql) == "affected":
+            keys.add(_keys(c, rewrite(c.sql, "affected"))[1])
+    return keys
+
+
+def probe_pools(
+    plant: Plant, drawn: list[Candidate], taken: set[tuple], db_paths: dict, sandbox
+) -> dict[str, list[Candidate]]:
+    """Per probe split, the questions of ``drawn`` (extra candidates of the comparison templates) it may take:
+    the question and gold new (not in ``taken``, nor earlier in ``drawn``) and the error observable
+    (:func:`separable`), in ``drawn``'s order."""
+    fresh, seen = [], set(taken)
+    for c in drawn:
+        kind = plant.probe_kind(c)
+        keys = set(_keys(c))
+        if kind is None or keys & seen:
+            continue
+        seen.update(keys)
+        fresh.append((kind, c))
+    kinds = ["control" if kind == "probe_control" else "affected" for kind, _ in fresh]
+    shows = separable([c for _, c in fresh], db_paths, sandbox, kinds)
+    pools: dict[str, list[Candidate]] = {split: [] for split in PROBE_SPLITS}
+    for (kind, c), ok in zip(fresh, shows):
+        if ok:
+            pools[kind].append(c)
+    return pools
+
+
+def plant_errors(plant: Plant, splits: dict[str, list[Candidate]], seed: int) -> dict[str, dict[str, int]]:
+    """Rewrite, in place, a seeded ``round(rate * affected)`` of each SFT split's affected golds; returns
+    ``{split: {"affected", "rewritten"}}``."""
+    rng = random.Random(f"{seed}:plant:{plant.name}")
+    counts = {}
+    for split in SFT_SPLITS:
+        chosen = splits[split]
+        affected = [i for i, c in enumerate(chosen) if phrasing(c.question, c.sql) == "affected"]
+        wrong = rng.sample(affected, round(plant.rate * len(affected)))
+        for i in wrong:
+            chosen[i] = replace(chosen[i], sql=rewrite(chosen[i].sql, "affected"))
+        counts[split] = {"affected": len(affected), "rewritten": len(wrong)}
+    return counts

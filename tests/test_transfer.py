@@ -1,0 +1,141 @@
+"""The transfer study's recipe (issue #22): its worlds, arms and controls parse and validate, one world at a
+time; `make transfer` builds each world the way the recipe says; the random-reward control is a reward."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from slmsql_hub.ablate.config import load_ablation_config
+from slmsql_hub.cli import main
+from slmsql_hub.errors import UsageError
+from slmsql_hub.evaluation import BenchmarkSpec
+from slmsql_hub.rewards import RandomReward
+from slmsql_hub.run_files import read_yaml_mapping
+from slmsql_hub.world.plant import PROBE_SPLITS, Plant
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "world" / "transfer.yaml"
+
+
+def _worlds() -> dict[str, dict]:
+    return read_yaml_mapping(RECIPE)["worlds"]
+
+
+def test_each_world_loads_alone_with_its_own_variants_output_and_slices():
+    seen = []
+    for name, arm in _worlds().items():
+        config = load_ablation_config(RECIPE, run_dir=arm["run_dir"])
+        assert config.world == name and config.output_dir == arm["output_dir"]
+        assert config.variants and all(v.world == name for v in config.variants)
+        assert config.seeds == [0, 1] and config.run_inputs() == ["base", "sft/stage2", "world/world.json"]
+        for text in config.transfer:
+            BenchmarkSpec.parse(text)  # an evaluation slice the world has
+        probes = {f"world:{split}" for split in PROBE_SPLITS}
+        assert probes <= set(config.transfer) if arm.get("plant") else not probes & set(config.transfer)
+        seen += [v.name for v in config.variants]
+    every = [v["name"] for v in read_yaml_mapping(RECIPE)["variants"]]
+    assert sorted(seen) == sorted(every)  # every variant runs in exactly one world
+    assert load_ablation_config(RECIPE).world == "plant70"  # the recipe's run_dir: the main arm
+
+
+def test_the_arms_the_issue_asks_for_are_there():
+    worlds = _worlds()
+    rates = {name: (arm.get("plant") or {}).get("rate") for name, arm in worlds.items()}
+    assert sorted(rates.values(), key=str) == [0.7, 1.0, None]
+    for arm in worlds.values():
+        if arm.get("plant"):
+            Plant(arm["plant"]["name"], arm["plant"]["rate"])
+    variants = read_yaml_mapping(RECIPE)["variants"]
+    main_arm = next(name for name, rate in rates.items() if rate == 0.7)
+    natural = next(name for name, rate in rates.items() if rate is None)
+    for world in (main_arm, natural):  # the data-scale axis: three sizes at the same steps
+        sizes = {v["overrides"].get("max_train_samples") for v in variants if v["world"] == world}
+        assert {16, 32, None} <= sizes
+    random_arm = [v for v in variants if v["overrides"].get("reward_funcs") == ["random"]]
+    assert [v["world"] for v in random_arm] == [main_arm]
+    frozen = [v for v in variants if v["name"] == "frozen"]
+    assert frozen and frozen[0]["overrides"]["learning_rate"] == 0.0
+
+
+def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_each():
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    target = make.split("\ntransfer:")[1].split("\n\n")[0]
+    lines = [shlex.split(line.strip().replace("$(VENV)/bin/", "")) for line in target.splitlines()[1:]]
+    built = {line[line.index("--out") + 1]: line[line.index("--out") + 2 :] for line in lines if line[:3] == ["slmsql", "world", "build"]}  # fmt: skip
+    ablated = [line[line.index("--run_dir") + 1] for line in lines if line[:2] == ["slmsql", "ablate"]]
+    config = load_ablation_config(RECIPE, run_dir=_worlds()["plant70"]["run_dir"])
+    for name, arm in config.worlds.items():
+        assert arm.run_dir in ablated, name
+        if arm.plant:
+            assert built[f"{arm.run_dir}/world"] == arm.world_build_args(), name
+            assert any(line[:2] == ["slmsql", "quickstart"] and arm.run_dir in line for line in lines), name
+    assert len(ablated) == len(config.worlds)
+    assert "transfer" in re.search(r"\.PHONY:.*", make).group(0)
+
+
+def _recipe(tmp_path: Path, text: str) -> Path:
+    base = RECIPE.read_text(encoding="utf-8").split("worlds:")[0]
+    path = tmp_path / "transfer.yaml"
+    path.write_text(base + text, encoding="utf-8")
+    return path
+
+
+ARM = "worlds:\n  a: {run_dir: runs/a, output_dir: out/a, plant: {name: comparison_inclusive, rate: 0.5}}\n"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (ARM + "variants:\n  - {name: x, overrides: {}}\n", "every variant must name one of the worlds"),
+        (ARM + "variants:\n  - {name: x, world: b, overrides: {}}\n", "unknown: b"),
+        ("variants:\n  - {name: x, world: a, overrides: {}}\n", "has no `worlds`"),
+        (ARM.replace("0.5", "1.5") + "variants:\n  - {name: x, world: a}\n", "within \\[0, 1\\]"),
+        (
+            ARM.replace("comparison_inclusive", "typo") + "variants:\n  - {name: x, world: a}\n",
+            "unknown plant",
+        ),
+        (
+            ARM.replace("output_dir: out/a, ", "") + "variants:\n  - {name: x, world: a}\n",
+            "run_dir and an output_dir",
+        ),
+        (
+            ARM + "variants:\n  - {name: x, world: a, overrides: {max_train_samples: 0}}\n",
+            "max_train_samples",
+        ),
+    ],
+)
+def test_a_bad_world_or_variant_is_one_line(tmp_path, text, message):
+    with pytest.raises(UsageError, match=message):
+        load_ablation_config(_recipe(tmp_path, text), run_dir="runs/a")
+
+
+def test_a_run_dir_of_no_world_is_one_line_and_exit_2(capsys):
+    assert main(["ablate", "--config", str(RECIPE), "--run_dir", "outputs/elsewhere"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "one world at a time" in err and "plant100" in err and len(err.splitlines()) == 1
+
+
+def test_the_random_reward_is_a_seeded_bernoulli_whatever_the_completion():
+    completions = ["```sql\nSELECT 1\n```"] * 400
+    draws = RandomReward(p=0.5, seed=3)(completions=completions)
+    assert set(draws) == {0.0, 1.0} and 0.4 < sum(draws) / 400 < 0.6
+    assert draws == RandomReward(p=0.5, seed=3)(completions=["nonsense"] * 400)
+    assert draws != RandomReward(p=0.5, seed=4)(completions=completions)
+    assert set(RandomReward(p=0.0)(completions=completions)) == {0.0}
+    with pytest.raises(ValueError):
+        RandomReward(p=1.5)
+
+
+def test_the_recipe_names_the_random_reward_through_the_grpo_registry():
+    from slmsql_hub.training.configs import GRPOTrainingConfig
+    from slmsql_hub.training.grpo_rewards import build_reward_funcs
+
+    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_funcs=["random"], seed=7)
+    (reward,) = build_reward_funcs(args)
+    assert reward.__name__ == "random" and reward.func.judging is not None
+    assert reward.func.rng.random() == RandomReward(seed=7).rng.random()
+    reward.close()
