@@ -41,7 +41,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 def measure(config: str, steps: int, output_dir: str, overrides: list[str]) -> dict:
     """Run GRPO for ``steps`` steps and return the per-step and total reward and step times."""
-    from slmsql_hub.training.configs import GRPO_ARGUMENTS, parse_recipe
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
     from slmsql_hub.training.grpo import train_grpo
     from slmsql_hub.training.telemetry import read_telemetry
 

@@ -131,7 +131,7 @@ def save_tiny_policy(path: Path, benchmarks: dict[str, Path], steps: int = 60) -
     """
     from _tiny_model import build_model, build_tokenizer, train_to_answer
 
-    from slmsql_hub.prompts import PromptConfig
+    from slmsql_hub.data.prompts import PromptConfig
 
     config = PromptConfig(sample_rows=3, max_value_chars=40)
     databases = sorted(p for root in benchmarks.values() for p in root.rglob("*.sqlite"))

@@ -13,7 +13,7 @@ from slmsql_hub.ablate.config import load_ablation_config
 from slmsql_hub.ablate.report import write_report
 from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
-from slmsql_hub.stats import holm
+from slmsql_hub.evaluation.stats import holm
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD = REPO / "recipes" / "world" / "ablations.yaml"
@@ -171,7 +171,8 @@ def test_a_frozen_run_that_moved_fails_the_negative_control(finished_grid):
 
 
 def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
-    from slmsql_hub.training.configs import GRPO_ARGUMENTS, parse_recipe
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
 
     config = load_ablation_config(WORLD)
     attempt1 = parse_recipe(GRPO_ARGUMENTS, REPO / "recipes" / "world" / "grpo_attempt1.yaml")[0]
@@ -191,7 +192,8 @@ def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
 
 
 def test_the_card_section_and_folder_come_from_the_report(finished_grid, tmp_path):
-    from slmsql_hub.ablate.ship import card_section, copy_report, find_report
+    from slmsql_hub.card.ablations import card_section, copy_report
+    from slmsql_hub.run.read import find_report
 
     (tmp_path / "run").mkdir()
     write_report(finished_grid, ["frozen", "high_lr"], config={"run_dir": str(tmp_path / "other")})
@@ -231,8 +233,7 @@ def test_slmsql_card_adds_an_ablations_section_and_ships_the_report(finished_gri
 
 
 def test_an_unreadable_report_beside_a_run_is_not_its_study(tmp_path, caplog):
-    from slmsql_hub.ablate.ship import find_report
-    from slmsql_hub.run_files import read_run
+    from slmsql_hub.run.read import find_report, read_run
 
     (tmp_path / "run").mkdir()
     (tmp_path / "ablations").mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.cli import main
-from slmsql_hub.quickstart import STAGES
+from slmsql_hub.commands.quickstart import STAGES
 
 REPO = Path(__file__).resolve().parents[1]
 

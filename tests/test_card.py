@@ -431,7 +431,8 @@ def test_reproduce_commands_run_the_shipped_configs(card, text):
 def test_shipped_filter_and_eval_configs_parse_as_recipes(card):
     from slmsql_hub.evaluation import load_eval_config
     from slmsql_hub.filtering import load_filter_config
-    from slmsql_hub.training.configs import GRPO_ARGUMENTS, parse_recipe
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
 
     assert (
         load_filter_config(card.folder / "configs" / "filter.yaml").output_dir == "outputs/quickstart/filter"

@@ -1,4 +1,5 @@
-"""The shared configuration vocabulary (slmsql_hub/configs.py): prompt settings and benchmarks, old spellings."""
+"""The shared configuration vocabulary (recipes.py, data/prompts.py, data/config.py): prompt settings and benchmarks,
+old spellings."""
 
 from __future__ import annotations
 
@@ -7,15 +8,15 @@ import logging
 
 import pytest
 
-from slmsql_hub.configs import (
+from slmsql_hub.data.config import BenchmarkArguments
+from slmsql_hub.data.prompts import (
     DEFAULT_PROMPT_MAX_VALUE_CHARS,
     DEFAULT_PROMPT_SAMPLE_ROWS,
-    BenchmarkArguments,
     PromptArguments,
-    parse_recipe,
     resolve_prompt_config,
 )
 from slmsql_hub.errors import UsageError
+from slmsql_hub.recipes import parse_recipe
 
 
 def _adapter(tmp_path, prompt):
@@ -72,7 +73,7 @@ def test_the_old_sft_spelling_still_loads_with_one_deprecation_line(tmp_path, ca
     )
     from slmsql_hub.training.configs import SFT_ARGUMENTS
 
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
         script, _, _ = parse_recipe(SFT_ARGUMENTS, recipe)
     assert script.benchmarks == ["bird:train:50", "spider:train:50"]
     assert (script.bird_root, script.spider_root) == ("data/bird", "data/spider")
@@ -83,12 +84,12 @@ def test_the_old_sft_spelling_still_loads_with_one_deprecation_line(tmp_path, ca
 
 
 def test_the_old_filter_and_eval_spellings_still_load_with_one_deprecation_line_each(caplog):
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
         old_filter = BenchmarkArguments(benchmark="world", data_root="outputs/world", split="rl_pool", limit=30)
     assert (old_filter.benchmarks, old_filter.world_root) == (["world:rl_pool:30"], "outputs/world")
     assert len(_deprecations(caplog)) == 1
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
         old_eval = BenchmarkArguments(benchmarks=["world:dev"], world_dir="outputs/world")
     assert (old_eval.world_root, old_eval.world_dir) == ("outputs/world", None)
     (line,) = _deprecations(caplog)
@@ -96,13 +97,13 @@ def test_the_old_filter_and_eval_spellings_still_load_with_one_deprecation_line_
 
 
 def test_an_old_run_config_with_only_the_default_benchmark_split_loads_silently(caplog):
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
         args = BenchmarkArguments(benchmarks=[], benchmark_split="train")
     assert args.benchmark_split is None and not _deprecations(caplog)
 
 
 def test_a_saved_config_keeps_the_new_spelling_only(tmp_path):
-    from slmsql_hub.configs import save_resolved_config
+    from slmsql_hub.recipes import save_resolved_config
 
     args = BenchmarkArguments(benchmarks=["bird=data/bird"], benchmark_split="train")
     text = save_resolved_config(tmp_path / "config.yaml", args).read_text()

@@ -26,6 +26,7 @@ from _tiny_model import (
 )
 
 from slmsql_hub.cli import main as cli_main
+from slmsql_hub.data.prompts import PromptConfig
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import (
     BenchmarkSpec,
@@ -38,9 +39,8 @@ from slmsql_hub.evaluation import (
     resolve_prompt_config,
     run_eval,
 )
-from slmsql_hub.prompts import PromptConfig
+from slmsql_hub.evaluation.stats import mcnemar_exact
 from slmsql_hub.sql import Sandbox
-from slmsql_hub.stats import mcnemar_exact
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = PromptConfig(sample_rows=0)
@@ -222,7 +222,7 @@ def test_command_line_overrides_win_over_the_recipe():
 
 def test_the_old_world_dir_spelling_still_loads_with_one_deprecation_line(caplog):
     values = {key: value for key, value in BASE.items() if key != "world_root"}
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.data.config"):
         config = EvalConfig(**values, world_dir="w")
     assert (config.world_root, config.world_dir) == ("w", None)
     assert [r.getMessage() for r in caplog.records] == [

@@ -21,6 +21,7 @@ from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub import filtering
 from slmsql_hub.cli import main as cli_main
+from slmsql_hub.data.prompts import PromptConfig
 from slmsql_hub.errors import UsageError
 from slmsql_hub.filtering import (
     FilterConfig,
@@ -35,7 +36,6 @@ from slmsql_hub.filtering import (
 )
 from slmsql_hub.filtering import run as filter_run
 from slmsql_hub.generation import GenerationConfig, generate
-from slmsql_hub.prompts import PromptConfig
 from slmsql_hub.sql import Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,7 +181,7 @@ def test_the_old_pool_spelling_still_loads_with_one_deprecation_line(tmp_path, c
     recipe.write_text(
         "model_name_or_path: m\nbenchmark: world\ndata_root: w\nsplit: rl_pool\nlimit: 24\noutput_dir: o\n"
     )
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.configs"):
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.data.config"):
         config = load_filter_config(recipe)
     assert (config.benchmarks, config.world_root, config.pool_root) == (["world:rl_pool:24"], "w", "w")
     assert [r.getMessage() for r in caplog.records] == [

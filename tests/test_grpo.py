@@ -24,10 +24,10 @@ from _benchmark_layouts import QUESTIONS as QUESTION_PAIRS
 from _helpers import trackio_logs
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
-from slmsql_hub.commands.train import grpo_cli
-from slmsql_hub.configs import parse_recipe
+from slmsql_hub import cli
+from slmsql_hub.data.prompts import PromptConfig
 from slmsql_hub.errors import UsageError
-from slmsql_hub.prompts import PromptConfig
+from slmsql_hub.recipes import parse_recipe
 from slmsql_hub.training import grpo
 from slmsql_hub.training.configs import GRPO_ARGUMENTS, GRPOScriptArguments, GRPOTrainingConfig
 from slmsql_hub.training.telemetry import read_telemetry
@@ -133,7 +133,7 @@ def test_every_grpo_recipe_parses_and_validates():
 @pytest.mark.parametrize("path", GRPO_RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_grpo_recipe_samples_without_dropout_in_its_resolved_config(path, tmp_path):
     # TRL samples in train mode and the filter in eval mode: LoRA dropout on would make them different policies
-    from slmsql_hub.configs import save_resolved_config
+    from slmsql_hub.recipes import save_resolved_config
 
     resolved = save_resolved_config(tmp_path / "config.yaml", *_parse(path))
     assert yaml.safe_load(resolved.read_text())["disable_dropout"] is True
@@ -170,7 +170,7 @@ def test_qwen_recipes_carry_the_study_settings(name):
 
 
 def test_world_attempts_differ_only_in_their_prompts():
-    from slmsql_hub.configs import config_to_dict
+    from slmsql_hub.recipes import config_to_dict
 
     attempt1 = config_to_dict(*_parse(RECIPES / "world" / "grpo_attempt1.yaml"))
     band = config_to_dict(*_parse(RECIPES / "world" / "grpo_band.yaml"))
@@ -194,7 +194,7 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
 
 
 def _limits_of(recipe: Path):
-    from slmsql_hub.configs import load_recipe
+    from slmsql_hub.recipes import load_recipe
 
     return load_recipe(recipe)[-1].sql_limits()
 
@@ -539,7 +539,7 @@ def test_unchanged_adapter_is_flagged_when_no_group_has_reward_variance(world, t
         per_device_train_batch_size=4,
         max_steps=1,
     )
-    assert grpo_cli(["--config", str(path)]) == 1  # the run completes, the guard fails it
+    assert cli.main(["train", "grpo", "--config", str(path)]) == 1  # the run completes, the guard fails it
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["guards"]["failed"] == ["adapter_changed"]
     assert summary["adapter_checksum"]["changed"] is False
@@ -561,7 +561,7 @@ def test_a_prompt_whose_gold_fails_is_dropped_before_training_and_counted(world,
 
 def test_a_run_whose_every_gold_fails_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "out", dataset_paths=[str(world / "datasets" / "unscorable")])
-    assert grpo_cli(["--config", str(path)]) == 2
+    assert cli.main(["train", "grpo", "--config", str(path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the progress bar
     assert len(err) == 1 and "gold queries fails" in err[0] and "sql_max_ops" in err[0]
     assert not (tmp_path / "out" / "run_summary.json").exists()
@@ -616,7 +616,7 @@ def test_slmsql_train_grpo_prints_the_headline(world, tmp_path, capsys):
 
 def test_bad_override_exits_2_with_one_line(world, tmp_path, capsys):
     path = _recipe(world, tmp_path / "bad")
-    assert grpo_cli(["--config", str(path), "--reward_funcs", "bleu"]) == 2
+    assert cli.main(["train", "grpo", "--config", str(path), "--reward_funcs", "bleu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bleu" in err[0]
 
@@ -638,7 +638,7 @@ def test_an_empty_band_exits_2_with_one_line_naming_the_fix(world, tmp_path, cap
     load_from_disk(str(world / "datasets" / "prompts")).select([]).save_to_disk(str(empty))
     path = _recipe(world, tmp_path / "out", dataset_paths=[str(empty)])
     capsys.readouterr()  # save_to_disk's own progress bar
-    assert grpo_cli(["--config", str(path)]) == 2
+    assert cli.main(["train", "grpo", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "band" in err[0] and "pass_rate_low" in err[0]
     assert not (tmp_path / "out" / "run_summary.json").exists()
@@ -660,7 +660,7 @@ def _env() -> dict[str, str]:
 def test_kill_9_then_resume_reaches_the_same_final_step_with_each_step_logged_once(world, tmp_path):
     out = tmp_path / "resume"
     path = _recipe(world, out, max_steps=8, save_strategy="steps", save_steps=2, disable_tqdm=True)
-    command = [sys.executable, "-m", "slmsql_hub.training.grpo", "--config", str(path)]
+    command = [sys.executable, "-m", "slmsql_hub", "train", "grpo", "--config", str(path)]
     process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     try:
@@ -703,7 +703,7 @@ def _free_port() -> int:
 
 
 def _launch_two_processes(recipe: Path) -> subprocess.CompletedProcess:
-    """``accelerate launch`` of ``slmsql_hub.training.grpo`` on two CPU processes."""
+    """``accelerate launch -m slmsql_hub train grpo`` on two CPU processes."""
     command = [
         sys.executable,
         "-m",
@@ -713,7 +713,9 @@ def _launch_two_processes(recipe: Path) -> subprocess.CompletedProcess:
         "--main_process_port",
         str(_free_port()),
         "-m",
-        "slmsql_hub.training.grpo",
+        "slmsql_hub",
+        "train",
+        "grpo",
         "--config",
         str(recipe),
     ]

@@ -27,8 +27,8 @@ def test_cli_and_light_modules_load_no_heavy_library(tmp_path):
         import json, sys
         from slmsql_hub import cli
         cli.build_parser()  # every subcommand registered: `slmsql --help` stays fast
-        import slmsql_hub.card, slmsql_hub.hub, slmsql_hub.plots, slmsql_hub.run_files, slmsql_hub.sql
-        import slmsql_hub.evaluation, slmsql_hub.generation, slmsql_hub.training, slmsql_hub.training.metric_names
+        import slmsql_hub.card, slmsql_hub.hub, slmsql_hub.render.plots, slmsql_hub.run.layout, slmsql_hub.sql
+        import slmsql_hub.evaluation, slmsql_hub.generation, slmsql_hub.training, slmsql_hub.run.metric_names
         print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
         """,
         tmp_path,

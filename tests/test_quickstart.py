@@ -1,4 +1,4 @@
-"""The quickstart's orchestration (slmsql_hub.quickstart), and two slow end-to-end runs: the default recipes
+"""The quickstart's orchestration (slmsql_hub.commands.quickstart), and two slow end-to-end runs: the default recipes
 (the main job itself, ~7 minutes on 2 cores) and the smoke recipes, whose barely trained policy leaves the band
 empty, which must stop the run at GRPO with one line naming the fix."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.cli import main
+from slmsql_hub.commands.quickstart import STAGES, QuickstartResult, _skip_attempt1, run_quickstart
 from slmsql_hub.errors import UsageError
-from slmsql_hub.quickstart import STAGES, QuickstartResult, _skip_attempt1, run_quickstart
-from slmsql_hub.run_files import RunLayout
+from slmsql_hub.run.layout import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_finished_stages_are_reused_and_nothing_runs(tmp_path):
 
 def test_stages_call_the_library_in_order_with_their_command_lines_options_not_the_cli(tmp_path, monkeypatch):
     import slmsql_hub.cli
-    import slmsql_hub.quickstart as quickstart
+    import slmsql_hub.commands.quickstart as quickstart
 
     monkeypatch.setattr(slmsql_hub.cli, "main", lambda *a: pytest.fail("the quickstart called the CLI"))
     recipes, calls = REPO / "recipes" / "world", []

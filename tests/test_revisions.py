@@ -26,7 +26,7 @@ import torch
 from slmsql_hub.generation import load_policy
 from slmsql_hub.training.models import load_model_and_tokenizer
 from slmsql_hub.training.configs import GRPOTrainingConfig, ModelArguments, SFTTrainingConfig
-from slmsql_hub.training.common import loaded_revisions
+from slmsql_hub.runtime import loaded_revisions
 from huggingface_hub import HfApi
 
 folders = json.loads(sys.argv[1])

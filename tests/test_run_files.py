@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.run_files import CardLayout, RunLayout, layout_of, load_run, read_run
+from slmsql_hub.run.layout import CardLayout, RunLayout, layout_of
+from slmsql_hub.run.read import load_run, read_run
 
 FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run"
 

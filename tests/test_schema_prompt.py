@@ -8,14 +8,8 @@ import time
 
 import pytest
 
+from slmsql_hub.data.prompts import SYSTEM_PROMPT, PromptConfig, build_messages, build_prompts, format_answer
 from slmsql_hub.errors import UsageError
-from slmsql_hub.prompts import (
-    SYSTEM_PROMPT,
-    PromptConfig,
-    build_messages,
-    build_prompts,
-    format_answer,
-)
 from slmsql_hub.sql import Limits, Sandbox
 from slmsql_hub.sql.schema import clear_schema_cache, schema_text
 

@@ -21,8 +21,9 @@ import torch
 from _helpers import REPO, trackio_logs
 from datasets import Dataset
 
+from slmsql_hub.data.prompts import PromptConfig, format_answer
 from slmsql_hub.errors import UsageError
-from slmsql_hub.prompts import PromptConfig, format_answer
+from slmsql_hub.training.base import build_corpus, build_tiny_model, pack_blocks, train_base
 from slmsql_hub.training.common import drop_too_long, load_datasets, to_prompt_completion
 from slmsql_hub.training.configs import (
     BaseScriptArguments,
@@ -33,7 +34,6 @@ from slmsql_hub.training.configs import (
     TinyModelArguments,
 )
 from slmsql_hub.training.sft import train_sft
-from slmsql_hub.world.pretrain import build_corpus, build_tiny_model, pack_blocks, train_base
 from slmsql_hub.world.tokenizer import CHAT_TEMPLATE, train_tokenizer
 
 SPLITS = ("foundation", "grounding", "rl_pool", "dev", "test")
@@ -408,7 +408,7 @@ def test_report_to_trackio_logs_each_step_offline(trained, world, tmp_path):
 
 
 def test_resolved_config_of_a_run_reruns_it(trained):
-    from slmsql_hub.configs import parse_recipe
+    from slmsql_hub.recipes import parse_recipe
     from slmsql_hub.training.configs import SFT_ARGUMENTS
 
     script, model, training = parse_recipe(SFT_ARGUMENTS, trained["out"] / "sft2" / "config.yaml")

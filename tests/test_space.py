@@ -211,7 +211,7 @@ def write_card_folder(folder: Path, eval_results: dict, predictions: list[dict])
 
 
 def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summary(tmp_path):
-    from slmsql_hub.stats import paired_comparison
+    from slmsql_hub.evaluation.stats import paired_comparison
 
     sft, grpo = [1, 1, 0, 0, 1, None], [1, 0, 1, 1, 1, None]
     comparison = paired_comparison(sft[:5], grpo[:5], a_name="sft", b_name="grpo", resamples=10_000, seed=0)
@@ -273,7 +273,7 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
 
 
 def test_a_malformed_run_file_is_a_problem_naming_it_and_the_card_folder_still_feeds_the_page(tmp_path):
-    from slmsql_hub.run_files import RunLayout
+    from slmsql_hub.run.layout import RunLayout
 
     run = RunLayout(tmp_path / "run")
     run.eval.mkdir(parents=True)

@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.stats import (
+from slmsql_hub.evaluation.stats import (
     NO_DIFFERENCE,
-    format_p,
-    format_points,
     is_significant,
     mcnemar_exact,
     paired_bootstrap_ci,
     paired_comparison,
     verdict_sentence,
 )
+from slmsql_hub.render.fmt import format_p, format_points
 
 # ------------------------------------------------------------------------------------------------------
 # McNemar exact

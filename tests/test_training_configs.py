@@ -7,8 +7,8 @@ import argparse
 import pytest
 import yaml
 
-from slmsql_hub.configs import parse_recipe, save_resolved_config
 from slmsql_hub.errors import UsageError
+from slmsql_hub.recipes import parse_recipe, save_resolved_config
 from slmsql_hub.training.configs import (
     BASE_ARGUMENTS,
     SFT_ARGUMENTS,

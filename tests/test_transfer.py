@@ -14,7 +14,7 @@ from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import BenchmarkSpec
 from slmsql_hub.rewards import RandomReward
-from slmsql_hub.run_files import read_yaml_mapping
+from slmsql_hub.run.files import read_yaml_mapping
 from slmsql_hub.world.plant import PROBE_SPLITS, Plant
 
 REPO = Path(__file__).resolve().parents[1]

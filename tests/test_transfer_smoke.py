@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from slmsql_hub.cli import main
-from slmsql_hub.quickstart import STAGES
-from slmsql_hub.run_files import read_yaml_mapping
+from slmsql_hub.commands.quickstart import STAGES
+from slmsql_hub.run.files import read_yaml_mapping
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD = REPO / "recipes" / "world"

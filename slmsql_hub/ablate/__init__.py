@@ -39,9 +39,10 @@ def run_study(
     import dataclasses
 
     from ..errors import UsageError
+    from ..run.layout import REPORT_MD
     from .config import load_ablation_config
     from .grid import run_grid
-    from .report import REPORT_MD, write_report
+    from .report import write_report
 
     config = load_ablation_config(config_path, **cli)
     selected = config.selected(variants)

@@ -279,7 +279,7 @@ def _one_world(config: AblationConfig, path: Path, output_given: bool) -> None:
 
 def validate_variant(config: AblationConfig, variant: Variant) -> None:
     """Parse the band GRPO recipe with the variant's overrides (nothing is loaded): one line on a bad field."""
-    from ..configs import parse_recipe
+    from ..recipes import parse_recipe
     from ..training.configs import GRPO_ARGUMENTS
 
     fields = {f.name for cls in GRPO_ARGUMENTS for f in dataclasses.fields(cls) if f.init}
@@ -304,7 +304,7 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     Raises:
         UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
     """
-    from ..run_files import read_yaml_mapping
+    from ..run.files import read_yaml_mapping
 
     path = Path(path)
     if not path.is_file():

@@ -1,7 +1,7 @@
 """The study's four slices, and one adapter's greedy answers to them, paired against the SFT adapter's.
 
 The answers come from the evaluation's own public pieces (:func:`~slmsql_hub.evaluation.build_prompts`,
-:func:`~slmsql_hub.evaluation.generate_and_judge`, :func:`~slmsql_hub.stats.paired_comparison`) with the
+:func:`~slmsql_hub.evaluation.generate_and_judge`, :func:`~slmsql_hub.evaluation.stats.paired_comparison`) with the
 settings of ``eval.yaml``; unlike ``slmsql eval`` the SFT answers are computed once per slice and reused by
 every variant (the same prompts in the same batches, so an unchanged adapter answers exactly as SFT).
 """
@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..run_files import read_jsonl, write_atomic
+from ..run.files import read_jsonl, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ def answer(
     Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
     """
     from ..evaluation import build_prompts, generate_and_judge, resolve_prompt_config
+    from ..runtime import set_num_threads
     from ..sql import Judge, Sandbox
-    from ..training.common import set_num_threads
 
     set_num_threads(settings.num_threads)
     loaded = settings.load_policy(adapters={"policy": str(adapter)}, adapter_revisions={"policy": revision})
@@ -124,7 +124,7 @@ def cached_answers(
 def comparison_entry(sft: list, grpo: list, resamples: int | None = None, seed: int = 0) -> dict[str, Any]:
     """``{sft_ex, grpo_ex, delta, ci, p, n, discordant}`` of paired correctness lists (``resamples`` ``None``: the
     stats default)."""
-    from ..stats import paired_comparison
+    from ..evaluation.stats import paired_comparison
 
     kwargs = {} if resamples is None else {"resamples": resamples}
     result = paired_comparison(sft, grpo, seed=seed, **kwargs)

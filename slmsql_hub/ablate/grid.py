@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..run_files import write_atomic
+from ..run.files import write_atomic
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
@@ -108,7 +108,7 @@ def train_variant(
     config: AblationConfig, variant: Variant, seed: int, folder: Path, band_train: Path
 ) -> dict:
     """GRPO for one (variant, seed) through :func:`~slmsql_hub.training.grpo.train_grpo`, timed by phase."""
-    from ..configs import parse_recipe
+    from ..recipes import parse_recipe
     from ..training.configs import GRPO_ARGUMENTS
     from ..training.grpo import train_grpo
     from ..training.telemetry import read_telemetry

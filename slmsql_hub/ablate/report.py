@@ -14,17 +14,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..run_files import read_jsonl, write_atomic
-from ..stats import ALPHA, holm
+from ..evaluation.stats import ALPHA, holm
+from ..run.files import read_jsonl, write_atomic
+from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
 from .evaluate import GROUPS, SLICES, comparison_entry, in_group
 from .grid import RESULT_FILE
 
 logger = logging.getLogger(__name__)
 
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
 TEMPLATE = "ablation_report.md"
-FOREST_PLOT = "plots/forest.png"
 CURVES_PLOT = "plots/sql_correct_rate.png"
 
 
@@ -150,7 +148,7 @@ def write_report(
 
     ``order`` lists variant names in the recipe's order (others follow, by name).
     """
-    from ..plots import plot_curves, plot_forest
+    from ..render.plots import plot_curves, plot_forest
     from ..training.telemetry import read_telemetry
 
     out = Path(out)
@@ -186,8 +184,8 @@ def load_template(name: str) -> Any:
     """A ``model_card/<name>`` jinja2 template with the study's filters: ``points`` (ΔEX) and ``pvalue``."""
     import jinja2
 
-    from ..card_templates import template_path
-    from ..stats import format_p, format_points
+    from ..render.fmt import format_p, format_points
+    from ..render.templates import template_path
 
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["points"] = format_points

@@ -1,6 +1,6 @@
 """One override style for the recipe commands (``slmsql train KIND``, ``slmsql filter``, ``slmsql eval``):
 ``--config RECIPE.yaml`` plus any ``--field value`` options, passed through in order to
-:func:`~slmsql_hub.configs.parse_recipe`, where they win over the YAML and an unknown field is one
+:func:`~slmsql_hub.recipes.parse_recipe`, where they win over the YAML and an unknown field is one
 :class:`~slmsql_hub.errors.UsageError` line (exit 2). Only the light configs (filter, eval) are imported to list
 their fields in ``--help``; the training configs import TRL and torch, so ``slmsql train`` does not."""
 

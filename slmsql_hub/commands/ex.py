@@ -68,8 +68,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..data.prediction_files import detect_format, load_prediction_records, resolve_db_paths
-    from ..ex_report import build_ex_report, example_levels
     from ..sql import Judge, Limits
+    from ..sql.ex_report import build_ex_report, example_levels
 
     out = _checked_out(args)
     fmt = args.format or detect_format(args.pred)

@@ -84,7 +84,7 @@ def _human(size: int) -> str:
 def run(args: argparse.Namespace) -> int:
     """Plan the push; then write the dry-run folders, or upload."""
     from ..hub import plan_push, push, write_dry_run
-    from ..run_files import RunLayout
+    from ..run.layout import RunLayout
 
     if not getattr(args, "verbose", False):
         for name in _CHATTY_LOGGERS:

@@ -44,13 +44,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, train, and print the run summary's headline."""
-    from ..configs import parse_recipe
+    from ..recipes import parse_recipe
     from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS
 
     if args.kind == "grpo":
         return run_grpo(args.config, args.overrides)
     if args.kind == "base":
-        from ..world.pretrain import train_base
+        from ..training.base import train_base
 
         summary = train_base(*parse_recipe(BASE_ARGUMENTS, args.config, args.overrides))
     else:
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 def run_grpo(config: str | None, overrides: list[str]) -> int:
     """Train GRPO; on the main process print the headline and, with ``push_to_hub``, add the project's card and
     run files to the repository TRL pushed to (one commit). Exit 1 when a guard failed after training."""
-    from ..configs import parse_recipe
+    from ..recipes import parse_recipe
     from ..training.configs import GRPO_ARGUMENTS
     from ..training.grpo import main
     from ..training.grpo_summary import headline
@@ -85,13 +85,3 @@ def run_grpo(config: str | None, overrides: list[str]) -> int:
             )
         print_result(json.dumps(headline(summary)))
     return 1 if summary["guards"]["failed"] else 0
-
-
-def grpo_cli(argv: list[str] | None = None) -> int:
-    """``python -m slmsql_hub.training.grpo --config RECIPE.yaml [--field value ...]`` (what ``accelerate launch``
-    starts on each process): ``slmsql train grpo`` with the same arguments."""
-    import sys
-
-    from ..cli import main
-
-    return main(["train", "grpo", *(sys.argv[1:] if argv is None else argv)])

@@ -3,7 +3,7 @@
 For each benchmark slice (the world's ``dev`` and ``test``; Spider or BIRD layouts when given, as seeded
 subsets such as the study's 149 BIRD / 200 Spider questions) the evaluation:
 
-1. builds every prompt as training did (:class:`~slmsql_hub.prompts.PromptConfig`, read from each adapter's
+1. builds every prompt as training did (:class:`~slmsql_hub.data.prompts.PromptConfig`, read from each adapter's
    ``run_summary.json`` unless the config sets it),
 2. generates greedily with the SFT adapter, then with the GRPO adapter, over ONE base model loaded once
    (:func:`~slmsql_hub.generation.load_policy` with both adapters, switched with
@@ -11,8 +11,8 @@ subsets such as the study's 149 BIRD / 200 Spider questions) the evaluation:
 3. judges both policies' answers in one sandbox batch, in the benchmark's own semantics (Spider: ``spider``;
    BIRD and the world: ``bird``),
 4. reports EX per policy with breakdowns (by difficulty/hardness, by database; for the world the held-out
-   database apart) through :mod:`slmsql_hub.ex_report`, and the paired comparison of GRPO against SFT
-   (:func:`slmsql_hub.stats.paired_comparison`: ΔEX, paired bootstrap 95% CI, McNemar exact p, discordant
+   database apart) through :mod:`slmsql_hub.sql.ex_report`, and the paired comparison of GRPO against SFT
+   (:func:`slmsql_hub.evaluation.stats.paired_comparison`: ΔEX, paired bootstrap 95% CI, McNemar exact p, discordant
    counts, a verdict sentence).
 
 Questions whose gold SQL fails are unscorable: left out of both policies' EX and of the paired statistics,
@@ -27,7 +27,7 @@ The building blocks (:func:`load_slice`, :func:`build_prompts`, :func:`generate_
 Importing this module does no I/O and imports neither torch nor TRL.
 """
 
-from ..prompts import build_prompts
+from ..data.prompts import build_prompts
 from .config import (
     BREAKDOWNS,
     DEFAULT_DATASET_IDS,

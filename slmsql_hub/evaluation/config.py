@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..configs import BenchmarkArguments, BenchmarkEntry, InferenceArguments, PromptArguments, parse_recipe
+from ..data.config import BenchmarkArguments, BenchmarkEntry
+from ..data.prompts import PromptArguments
 from ..errors import UsageError
+from ..generation.loading import InferenceArguments
+from ..recipes import parse_recipe
 from ..world.plant import PROBE_SPLITS
 
 if TYPE_CHECKING:  # pragma: no cover

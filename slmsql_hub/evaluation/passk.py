@@ -8,7 +8,7 @@ floating point for any ``n`` (the direct ratio overflows near ``n = 1030``).
 
 A benchmark's pass@k is the mean over its questions. The interval resamples *questions* with replacement
 (percentile bootstrap, seeded), the unit the samples are nested in; a paired delta resamples the same
-questions for both policies, as :mod:`slmsql_hub.stats` does for greedy EX.
+questions for both policies, as :mod:`slmsql_hub.evaluation.stats` does for greedy EX.
 
 Example:
 

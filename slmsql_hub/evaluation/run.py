@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from .. import __version__, configs
+from .. import __version__
+from ..data import prompts as prompt_settings
+from ..data.prompts import build_prompts
 from ..errors import UsageError
-from ..prompts import build_prompts
-from ..run_files import write_atomic
+from ..recipes import config_to_dict
+from ..run.files import write_atomic
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
     BREAKDOWNS,
@@ -29,7 +31,7 @@ from .config import (
 from .scoring import generate_and_judge, policy_scores, prediction_records
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
 def resolve_prompt_config(
     adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
 ) -> PromptConfig:
-    """:func:`slmsql_hub.configs.resolve_prompt_config` without its ``source`` (the Space and
+    """:func:`slmsql_hub.data.prompts.resolve_prompt_config` without its ``source`` (the Space and
     ``benchmarks/measure_world_ex.py`` call it this way).
 
     Example:
@@ -94,12 +96,12 @@ def resolve_prompt_config(
 
     ```
     """
-    return configs.resolve_prompt_config(adapter, sample_rows, max_value_chars)[0]
+    return prompt_settings.resolve_prompt_config(adapter, sample_rows, max_value_chars)[0]
 
 
 def _config_record(config: EvalConfig) -> dict:
     """The resolved config as a recipe-shaped mapping (every value is already YAML/JSON-safe)."""
-    return configs.config_to_dict(config)
+    return config_to_dict(config)
 
 
 def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progress: bool = True) -> dict:
@@ -140,7 +142,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     ```
     """
     from ..sql import Sandbox
-    from ..stats import SIGNIFICANCE_RULE
+    from .stats import SIGNIFICANCE_RULE
 
     started = time.perf_counter()
     created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -196,7 +198,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:
     """The base loaded once with both adapters (``(VLLMPolicy, None)`` on the vLLM backend, which tokenizes
     for itself)."""
-    from ..training.common import set_num_threads
+    from ..runtime import set_num_threads
 
     set_num_threads(config.num_threads)
     loaded = config.load_policy(adapters=config.adapters(), adapter_revisions=config.adapter_revisions())
@@ -215,7 +217,7 @@ def _judge(spec: BenchmarkSpec, config: EvalConfig, sandbox: Any) -> Any:
 
 def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Path) -> dict:
     """One slice's entry of ``eval_results.json`` (scores, paired comparison); writes its predictions file."""
-    from ..stats import paired_comparison
+    from .stats import paired_comparison
 
     spec, rows = piece.spec, piece.rows
     a_name, b_name = POLICIES
@@ -273,7 +275,7 @@ def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Pat
 
 def _policy_records(config: EvalConfig, prompt_configs: dict[str, PromptConfig]) -> dict:
     """The ``policies`` (base, adapter, resolved revisions) and ``prompt`` sections of ``eval_results.json``."""
-    from ..training.common import loaded_revisions
+    from ..runtime import loaded_revisions
 
     adapters, revisions = config.adapters(), config.adapter_revisions()
     return {

@@ -78,7 +78,7 @@ def generate_and_judge(
 
 def _group_scores(report: Any) -> dict[str, dict]:
     """``{level: {"n", "n_scorable", "correct", "ex"}}`` from an ExReport's levels (the ``all`` row left out)."""
-    from ..ex_report import ALL_LEVEL
+    from ..sql.ex_report import ALL_LEVEL
 
     return {
         level.level: {
@@ -100,7 +100,7 @@ def policy_scores(
     held_out_db: str | None = None,
     mode: str | None = None,
 ) -> dict:
-    """One policy's EX on one slice with its breakdowns, built with :func:`~slmsql_hub.ex_report.build_ex_report`.
+    """One policy's EX on one slice with its breakdowns, built with :func:`~slmsql_hub.sql.ex_report.build_ex_report`.
 
     Every group reports ``n`` (questions), ``n_scorable`` (EX's denominator), ``correct`` and ``ex``
     (``None`` when nothing in the group could be scored).
@@ -109,7 +109,7 @@ def policy_scores(
     ``seen_dbs`` groups. Keys: ``ex``, ``correct``, ``n_scorable``, ``verdicts``, ``by_difficulty``, ``by_db``,
     ``mean_completion_tokens``, ``finished_share``.
     """
-    from ..ex_report import build_ex_report, example_levels
+    from ..sql.ex_report import build_ex_report, example_levels
 
     judgements = [o.judgement for o in outputs]
     _, levels = example_levels(
@@ -206,7 +206,7 @@ def read_eval_results(path: str | os.PathLike) -> dict:
 
     ```
     """
-    from ..run_files import read_json_object
+    from ..run.files import read_json_object
 
     target = Path(path).expanduser()
     if target.is_dir() or target.suffix != ".json":
@@ -233,7 +233,7 @@ def summary_lines(results: Mapping[str, Any]) -> list[str]:
 
     ```
     """
-    from ..ex_report import format_percent
+    from ..sql.ex_report import format_percent
 
     lines = []
     for key, bench in results.get("benchmarks", {}).items():

@@ -9,15 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..configs import (
-    BenchmarkArguments,
-    BenchmarkEntry,
-    InferenceArguments,
-    PromptArguments,
-    _is_int,
-    parse_recipe,
-)
+from ..data.config import BenchmarkArguments, BenchmarkEntry
+from ..data.prompts import PromptArguments
 from ..errors import UsageError
+from ..generation.loading import InferenceArguments, _is_int
+from ..recipes import parse_recipe
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig

@@ -10,12 +10,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..run_files import write_atomic
+from ..run.files import write_atomic
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ def _report(
     sft: dict | None,
 ) -> dict:
     """``filter_report.json`` but its ``time`` and ``outputs`` sections."""
-    from ..training.common import loaded_revisions
+    from ..runtime import loaded_revisions
 
     by_difficulty: dict[str, Counter] = {}
     for row in ordered:

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..configs import BenchmarkArguments, config_to_dict
+from ..data.config import BenchmarkArguments
 from ..errors import UsageError
-from ..run_files import read_jsonl, write_atomic
+from ..recipes import config_to_dict
+from ..run.files import read_jsonl, write_atomic
 from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 

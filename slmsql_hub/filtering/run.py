@@ -11,9 +11,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..data.prompts import build_prompts
 from ..data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from ..errors import UsageError
-from ..prompts import build_prompts
 from .config import RESULTS_FILE, FilterConfig
 from .report import ALL_FAIL, ALL_PASS, BAND, _finish, classify
 from .resume import (
@@ -194,8 +194,8 @@ def _sample_and_judge(
 ) -> None:
     """Sample and judge the questions left to do, longest prompt first, appending each batch to the log (and
     to ``done``) as soon as it is judged."""
+    from ..runtime import set_num_threads
     from ..sql import Judge, Sandbox
-    from ..training.common import set_num_threads
 
     set_num_threads(config.num_threads)
     model, tokenizer = policy if policy is not None else _load_filter_policy(config)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..model_refs import looks_local
+from ..refs import DTYPES, looks_local
+from ..sql.recipe_limits import SQLLimitsArguments
 from .config import Backend, _require_vllm
 from .vllm_backend import VLLMPolicy, _load_vllm_policy
 
@@ -215,3 +217,86 @@ def use_adapter(model: Any, name: str | None) -> Iterator[Any]:
         if name is not None:
             model.set_adapter(previous)
         restore_grads()
+
+
+BACKENDS = ("transformers", "vllm")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class InferenceArguments(SQLLimitsArguments):
+    """What the filter and the evaluation share: the base model, decoding budget, sandbox and output folder.
+
+    Example:
+
+    ```python
+    >>> InferenceArguments(model_name_or_path="m", output_dir="o", batch_size=0)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: batch_size must be a positive integer; got 0
+
+    ```
+    """
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Base model: a local folder or a Hub id."}
+    )
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (commit sha or tag) of model_name_or_path; null: main."}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None, metadata={"help": "Tokenizer location; null uses the base model's."}
+    )
+    dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
+    device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
+    num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
+    backend: str = field(
+        default="transformers",
+        metadata={"help": "Generation backend: transformers or vllm.", "choices": list(BACKENDS)},
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds the LIMIT subset (and the filter's sampling)."})
+    skip_missing_db: bool = field(
+        default=False, metadata={"help": "Drop questions whose database is missing."}
+    )
+    max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per completion."})
+    batch_size: int = field(
+        default=8, metadata={"help": "Questions per generate call (the filter: per save)."}
+    )
+    keep_distinct: bool = field(default=False, metadata={"help": "Spider comparison: keep DISTINCT."})
+    timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
+    sandbox_workers: int | None = field(default=None, metadata={"help": "Sandbox processes (null: CPUs)."})
+    output_dir: str | None = field(default=None, metadata={"help": "Where this stage writes its outputs."})
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"backend must be 'transformers' or 'vllm'; got {self.backend!r}")
+        for name in ("max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise UsageError(f"{name} must be a positive integer; got {value!r}")
+        for name in ("sandbox_workers", "num_threads"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise UsageError(f"{name} must be a positive integer, or null; got {value!r}")
+        if not _is_int(self.seed):
+            raise UsageError(f"seed must be an integer; got {self.seed!r}")
+        self.resolve_sql_limits(deprecated_timeout="timeout_s")
+
+    def load_policy(self, adapter: str | None = None, **adapter_kwargs: Any) -> Any:
+        """:func:`~slmsql_hub.generation.load_policy` of this base model (tokenizer, dtype, device, backend,
+        revision) with ``adapter`` or ``adapters=``/``adapter_revisions=``."""
+        return load_policy(
+            self.model_name_or_path,
+            adapter,
+            tokenizer=self.tokenizer_name_or_path,
+            dtype=self.dtype,
+            device=self.device,
+            backend=self.backend,
+            revision=self.model_revision,
+            **adapter_kwargs,
+        )

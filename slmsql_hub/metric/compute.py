@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InfrastructureError, UsageError
-from ..ex_report import VerdictCounts, count_verdicts
 from ..sql import CompareMode, Judge, Judgement, Limits, Sandbox
+from ..sql.ex_report import VerdictCounts, count_verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def compute_execution_accuracy(
 
     Each prediction may be raw model output (the SQL is pulled out with :func:`~slmsql_hub.sql.extract_sql`) or
     plain SQL. The arguments and the result (``execution_accuracy`` and the ``num_*`` counts of
-    :class:`~slmsql_hub.ex_report.VerdictCounts`) are those of the metric's ``_KWARGS_DESCRIPTION``
+    :class:`~slmsql_hub.sql.ex_report.VerdictCounts`) are those of the metric's ``_KWARGS_DESCRIPTION``
     (:mod:`slmsql_hub.metric.ex`); a ``None`` prediction is no SQL; ``timeout_s`` and ``workers`` are ignored
     with an open ``sandbox`` (which is left open).
 

@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..run_files import write_atomic
+from ..run.files import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -6,35 +6,25 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..configs import save_resolved_config
 from ..errors import UsageError
-from ..run_files import RUN_SUMMARY, STAGE_CONFIG
+from ..recipes import save_resolved_config
+from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
+from ..runtime import Stopwatch
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
     from ..sql.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
-
-
-def set_num_threads(num_threads: int | None) -> int:
-    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
-    import torch
-
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    return torch.get_num_threads()
 
 
 def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
@@ -215,7 +205,7 @@ def to_prompt_completion(
 
     ```python
     >>> from datasets import Dataset
-    >>> from slmsql_hub.prompts import PromptConfig
+    >>> from slmsql_hub.data.prompts import PromptConfig
     >>> rows = Dataset.from_dict({"question": ["How many pets?"], "gold_sql": ["SELECT count(*) FROM pet"],
     ...                           "schema": ["CREATE TABLE pet (id INTEGER);"]})
     >>> example = to_prompt_completion(rows, PromptConfig())[0]
@@ -226,7 +216,7 @@ def to_prompt_completion(
     """
     from datasets import Dataset as _Dataset
 
-    from ..prompts import format_answer
+    from ..data.prompts import format_answer
 
     columns = dataset.column_names
     if not ("schema" in columns and all(dataset["schema"])) and "db_path" not in columns:
@@ -302,73 +292,6 @@ def count_parameters(model: Any) -> dict[str, int]:
     return {"total": int(total), "trainable": int(trainable)}
 
 
-def environment() -> dict[str, str]:
-    """Versions of the libraries a run depends on, for the summary."""
-    import datasets
-    import peft
-    import torch
-    import transformers
-    import trl
-
-    from .. import __version__
-
-    return {
-        "slmsql_hub": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "trl": trl.__version__,
-        "peft": peft.__version__,
-        "datasets": datasets.__version__,
-    }
-
-
-def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
-    """The commit sha a Hub id at ``revision`` (``None``: main) was loaded from, read from the local cache
-    (``huggingface_hub.resolve_revision``, no network); ``None`` for a local folder, no ``ref``, or an uncached one.
-
-    Example:
-
-    ```python
-    >>> hub_commit(".") is None  # a local folder has no commit
-    True
-
-    ```
-    """
-    if not ref or Path(ref).expanduser().exists():
-        return None
-    from huggingface_hub import resolve_revision
-    from huggingface_hub.errors import RevisionResolutionError
-
-    try:
-        return resolve_revision(str(ref), revision=revision, local_files_only=True).resolved
-    except RevisionResolutionError:
-        logger.warning("the commit of %s at %s is not in the local cache; not recorded", ref, revision or "main")
-        return None
-
-
-def loaded_revisions(
-    model: str | None, model_revision: str | None, adapter: str | None, adapter_revision: str | None
-) -> dict[str, str | None]:
-    """The Hub revisions a run asked for (``None``: main) and the commits they resolved to (:func:`hub_commit`), so
-    even an unpinned run says which weights it loaded. Call it after loading, which fills the cache it reads.
-
-    Example:
-
-    ```python
-    >>> loaded_revisions(".", None, None, None)
-    {'model_revision': None, 'model_commit': None, 'adapter_revision': None, 'adapter_commit': None}
-
-    ```
-    """
-    return {
-        "model_revision": model_revision,
-        "model_commit": hub_commit(model, model_revision),
-        "adapter_revision": adapter_revision,
-        "adapter_commit": hub_commit(adapter, adapter_revision),
-    }
-
-
 def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
     """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
     ``output_dir``; return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
@@ -401,12 +324,3 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
     return path
 
 
-class Stopwatch:
-    """Wall-clock seconds since creation."""
-
-    def __init__(self) -> None:
-        self._start = time.perf_counter()
-
-    def seconds(self) -> float:
-        """Seconds elapsed, rounded to 0.01."""
-        return round(time.perf_counter() - self._start, 2)

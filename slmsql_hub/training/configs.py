@@ -1,7 +1,7 @@
 """Configuration of ``slmsql train base``, ``slmsql train sft`` and ``slmsql train grpo``.
 
 As in open-r1, each run is three dataclasses that one flat YAML recipe fills (read with
-:func:`slmsql_hub.configs.parse_recipe`; ``--field value`` overrides win):
+:func:`slmsql_hub.recipes.parse_recipe`; ``--field value`` overrides win):
 
 - ``sft``: :class:`SFTScriptArguments` (data and prompt), :class:`ModelArguments` (base model and LoRA) and
   :class:`SFTTrainingConfig` (a ``trl.SFTConfig`` that adds the stage and the adapter stage 2 continues);
@@ -23,15 +23,10 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
-from ..configs import (  # noqa: F401  (config_to_dict, parse_recipe, save_resolved_config: re-exported for tests)
-    BenchmarkArguments,
-    PromptArguments,
-    config_to_dict,
-    parse_recipe,
-    save_resolved_config,
-)
+from ..data.config import BenchmarkArguments
+from ..data.prompts import PromptArguments
 from ..errors import UsageError
-from ..model_refs import DTYPES
+from ..refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
 
 
@@ -263,7 +258,7 @@ class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
 
 @dataclass
 class BaseScriptArguments(PromptArguments):
-    """The world the tiny base model and its tokenizer learn from (the corpus: :mod:`slmsql_hub.world.pretrain`).
+    """The world the tiny base model and its tokenizer learn from (the corpus: :mod:`slmsql_hub.training.base`).
     ``paired_splits`` is a subset of ``corpus_splits`` (``None``: all); the prompt fields should match the SFT
     recipes.
 
@@ -338,7 +333,7 @@ class BaseScriptArguments(PromptArguments):
 @dataclass
 class TinyModelArguments:
     """The shape of the tiny ``Qwen2ForCausalLM`` trained from scratch. ``copy_circuit`` (see
-    :func:`~slmsql_hub.world.pretrain.install_copy_circuit`) needs ``num_key_value_heads == num_attention_heads``,
+    :func:`~slmsql_hub.training.base.install_copy_circuit`) needs ``num_key_value_heads == num_attention_heads``,
     two layers or more and tied embeddings.
 
     Example:

@@ -1,7 +1,7 @@
 """GRPO with TRL's ``GRPOTrainer``, continuing the SFT adapter (the study's setup), shaped like open-r1's grpo.py.
 
-``slmsql train grpo --config recipes/world/grpo_band.yaml`` (or ``accelerate launch -m slmsql_hub.training.grpo
---config ...`` on several processes) runs :func:`main` in phases:
+``slmsql train grpo --config recipes/world/grpo_band.yaml`` (or ``accelerate launch -m slmsql_hub train
+grpo --config ...`` on several processes) runs :func:`main` in phases:
 
 1. **data** (:mod:`~slmsql_hub.training.grpo_data`): rows from saved datasets or benchmarks -> the project's chat
    prompts, keeping ``gold_sql`` and ``db_path``; unscorable golds dropped;
@@ -31,18 +31,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..configs import save_resolved_config
 from ..errors import UsageError
-from ..run_files import STAGE_CONFIG
-from .common import (
-    Stopwatch,
-    count_parameters,
-    drop_too_long,
-    loaded_revisions,
-    set_num_threads,
-    shuffle_and_cap,
-    write_run_summary,
-)
+from ..recipes import save_resolved_config
+from ..run.layout import STAGE_CONFIG
+from ..run.metric_names import EXACT_ZERO_STD_METRIC
+from ..runtime import Stopwatch, loaded_revisions, set_num_threads
+from .common import count_parameters, drop_too_long, shuffle_and_cap, write_run_summary
 from .configs import GRPOScriptArguments, GRPOTrainingConfig, ModelArguments
 from .grpo_data import (
     build_prompt_dataset,
@@ -62,7 +56,6 @@ from .guards import (
     check_trainable_parameters,
     lora_snapshot,
 )
-from .metric_names import EXACT_ZERO_STD_METRIC
 from .models import check_local_inputs, load_model_and_tokenizer
 from .telemetry import TelemetryCallback
 from .zero_variance import flat_groups, frac_zero_std_groups, zero_flat_advantages
@@ -70,7 +63,7 @@ from .zero_variance import flat_groups, frac_zero_std_groups, zero_flat_advantag
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +360,10 @@ def train_grpo(
     return main(script_args, training_args, model_args)
 
 
-if __name__ == "__main__":  # pragma: no cover  (``accelerate launch -m slmsql_hub.training.grpo``)
-    from slmsql_hub.commands.train import grpo_cli
-
-    sys.exit(grpo_cli())
+if __name__ == "__main__":  # pragma: no cover  (the command lives in the CLI, above this layer)
+    print(  # noqa: T201
+        "run GRPO with `python -m slmsql_hub train grpo --config ...` "
+        "(several processes: `accelerate launch -m slmsql_hub train grpo --config ...`)",
+        file=sys.stderr,
+    )
+    sys.exit(2)

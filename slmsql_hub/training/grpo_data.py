@@ -6,7 +6,7 @@ Example:
 ```python
 >>> import os, sqlite3, tempfile
 >>> from datasets import Dataset
->>> from slmsql_hub.prompts import PromptConfig
+>>> from slmsql_hub.data.prompts import PromptConfig
 >>> from slmsql_hub.sql import Judge
 >>> from slmsql_hub.training.grpo_data import build_prompt_dataset, drop_unscorable_golds
 >>> db = os.path.join(tempfile.mkdtemp(), "pets.sqlite")
@@ -36,7 +36,7 @@ from .configs import GRPOScriptArguments, GRPOTrainingConfig
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..card_numbers import number
-from ..configs import config_to_dict
+from ..recipes import config_to_dict
+from ..render.fmt import number
+from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..runtime import environment
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
-from .common import environment
 from .configs import GRPOTrainingConfig
 from .guards import GuardResult, guards_summary
-from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from .telemetry import TELEMETRY_FILE, read_telemetry, summarize_telemetry
 
 TRL_MODEL_CARD = "trl_model_card.md"

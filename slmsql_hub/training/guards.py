@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .metric_names import EXACT_ZERO_STD_METRIC
+from ..run.metric_names import EXACT_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 

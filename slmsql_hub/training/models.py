@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..model_refs import looks_local
+from ..refs import looks_local
 from .configs import ModelArguments
 
 logger = logging.getLogger(__name__)

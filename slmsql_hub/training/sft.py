@@ -20,15 +20,12 @@ from typing import Any
 
 from ..data.sft_record import row_keys, write_sft_record
 from ..errors import UsageError
+from ..runtime import Stopwatch, environment, loaded_revisions, set_num_threads
 from .common import (
-    Stopwatch,
     count_parameters,
     drop_too_long,
-    environment,
     final_loss,
     load_datasets,
-    loaded_revisions,
-    set_num_threads,
     shuffle_and_cap,
     to_prompt_completion,
     train_and_save,
@@ -80,7 +77,7 @@ def train_sft(
     """
     from trl import SFTTrainer
 
-    from ..prompts import PromptConfig
+    from ..data.prompts import PromptConfig
 
     clock = Stopwatch()
     threads = set_num_threads(script_args.num_threads)

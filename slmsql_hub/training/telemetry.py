@@ -19,8 +19,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..run_files import TELEMETRY as TELEMETRY_FILE
-from .metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..run.layout import TELEMETRY as TELEMETRY_FILE
+from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The embedded world: the offline stand-in for SynSQL, BIRD, Spider and Qwen2.5-Coder.
 
 Small SQLite databases of our own design, a question generator over them, the dataset splits the tiny
-end-to-end pipeline trains and evaluates on, and the tiny base model pretrained from scratch on their text.
+end-to-end pipeline trains and evaluates on, and the tokenizer of the tiny base model
+(:mod:`slmsql_hub.training.base` pretrains it on their text).
 
 - :mod:`~slmsql_hub.world.schemas`: the databases (tables, columns, foreign keys, question words),
 - :mod:`~slmsql_hub.world.populate`: deterministic rows and SQLite files,
@@ -10,10 +11,8 @@ end-to-end pipeline trains and evaluates on, and the tiny base model pretrained 
 - :mod:`~slmsql_hub.world.questions`: the generator that draws them into distinct questions,
 - :mod:`~slmsql_hub.world.build`: :func:`build_world`, splits, dataset cards and ``world.json``,
 - :mod:`~slmsql_hub.world.tokenizer`: a small Qwen-style byte-level BPE tokenizer learnt from the world,
-- :mod:`~slmsql_hub.world.pretrain`: pretrains a tiny ``Qwen2ForCausalLM`` on the world's text
-  (``slmsql train base``).
 
-Importing this package imports neither torch nor datasets; ``tokenizer`` and ``pretrain`` do when called.
+Importing this package imports neither torch nor datasets; ``tokenizer`` does when called.
 """
 
 from .build import SPLITS, WORLD_VERSION, WorldManifest, WorldSizes, build_world

@@ -1,7 +1,7 @@
 """The comparison Space without the page, testable without a browser; :mod:`app` draws the page.
 
 :mod:`space_settings` holds the settings, :mod:`space_data` what the page shows (read at startup through
-:func:`slmsql_hub.run_files.read_run`), :mod:`space_views` the Evaluation and About tabs' tables. Here,
+:func:`slmsql_hub.run.read.read_run`), :mod:`space_views` the Evaluation and About tabs' tables. Here,
 :class:`ComparisonSpace`: the base model loaded once with both LoRA adapters (switched with
 :func:`~slmsql_hub.generation.use_adapter`) and one :class:`~slmsql_hub.sql.Sandbox` through which every query
 runs. This module re-exports the others' names; importing it does no I/O and imports neither torch nor gradio.
@@ -31,7 +31,7 @@ from space_settings import DEFAULT_RUN_DIR, SpaceSettings, env_settings  # noqa:
 from space_views import DISAGREEMENT_FILTERS, card_summary, disagreements, eval_table  # noqa: F401 - re-exported
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.training.metric_names import EXACT_ZERO_STD_METRIC
+from slmsql_hub.run.metric_names import EXACT_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class ComparisonSpace:
     # -- telemetry ---------------------------------------------------------------------------------------------
     def telemetry_plots(self) -> list[tuple[str, str]]:
         """The GRPO telemetry plots as ``(png_path, title)``, drawn once into a folder :meth:`close` removes."""
-        from slmsql_hub.plots import TELEMETRY_PLOTS, write_card_plots
+        from slmsql_hub.render.plots import TELEMETRY_PLOTS, write_card_plots
 
         if not self.data.attempts:
             return []
@@ -339,8 +339,8 @@ class ComparisonSpace:
 
     def telemetry_table(self) -> list[dict[str, str]]:
         """Per attempt: steps logged, the headline metrics' means (``n/a`` when not logged), the adapter update."""
-        from slmsql_hub.card import scientific
-        from slmsql_hub.plots import METRIC_FALLBACKS, logged_metric
+        from slmsql_hub.render.fmt import scientific
+        from slmsql_hub.render.plots import METRIC_FALLBACKS, logged_metric
         from slmsql_hub.training.telemetry import summarize_telemetry
 
         rows = []

@@ -1,7 +1,7 @@
 """What the Space shows besides live answers, found once at startup: :func:`load_space_data`.
 
 The databases (the embedded world, and Spider when configured) with their example questions; where the base model
-and both adapters are; and, through :func:`slmsql_hub.run_files.read_run`, the evaluation, GRPO telemetry, model
+and both adapters are; and, through :func:`slmsql_hub.run.read.read_run`, the evaluation, GRPO telemetry, model
 card and ablation report of the run folder, its card folder or a Hub GRPO repo written by ``slmsql card``. What
 is missing becomes a problem message for the page, never a traceback. Importing this module does no I/O.
 """
@@ -17,9 +17,11 @@ from typing import Any
 from space_settings import SpaceSettings
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
-from slmsql_hub.ablate.ship import CARD_FOLDER
 from slmsql_hub.errors import UsageError
-from slmsql_hub.run_files import WORLD_MANIFEST, CardLayout, Run, RunLayout, read_json_object, read_run
+from slmsql_hub.run.files import read_json_object
+from slmsql_hub.run.layout import ABLATIONS_DIR as CARD_FOLDER
+from slmsql_hub.run.layout import WORLD_MANIFEST, CardLayout, RunLayout
+from slmsql_hub.run.read import Run, read_run
 
 logger = logging.getLogger(__name__)
 

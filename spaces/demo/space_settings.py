@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from slmsql_hub.commands.quickstart import DEFAULT_OUT
 from slmsql_hub.errors import UsageError
-from slmsql_hub.quickstart import DEFAULT_OUT
 
 DEFAULT_RUN_DIR = str(DEFAULT_OUT)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slmsql_hub.errors import UsageError
-from slmsql_hub.run_files import read_jsonl
+from slmsql_hub.run.files import read_jsonl
 
 
 def _points(value: Any, signed: bool = True) -> str:

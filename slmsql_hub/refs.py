@@ -3,7 +3,7 @@
 Example:
 
 ```python
->>> from slmsql_hub.repo_ids import check_repo_id, looks_like_hub_id
+>>> from slmsql_hub.refs import check_repo_id, looks_like_hub_id
 >>> check_repo_id("alice/qwen-grpo"), looks_like_hub_id("outputs/quickstart/base")
 ('alice/qwen-grpo', False)
 
@@ -60,7 +60,7 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id", *, namespace: 
 
 def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
     """Whether ``name`` names a Hub model rather than a local folder (``run``: a
-    :class:`~slmsql_hub.run_files.Run` whose own folders are never Hub ids).
+    :class:`~slmsql_hub.run.read.Run` whose own folders are never Hub ids).
 
     Example:
 
@@ -91,3 +91,28 @@ def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
     return f"{endpoint}/{prefix}{repo_id}"
+
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""The ``dtype`` values the SFT, GRPO, filter and eval recipes accept."""
+
+
+def looks_local(ref: str | Path) -> bool:
+    """Whether ``ref`` can only be a local folder: a Hub id is ``name`` or ``owner/name`` with no local ``owner``.
+
+    Example:
+
+    ```python
+    >>> looks_local("Qwen/Qwen2.5-Coder-1.5B-Instruct"), looks_local("outputs/quickstart/base"), looks_local("./base")
+    (False, True, True)
+
+    ```
+    """
+    text = str(ref)
+    return (
+        isinstance(ref, Path)
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or "\\" in text
+        or Path(text.split("/")[0]).is_dir()
+    )

@@ -14,11 +14,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import UsageError
-from .hub_band import BAND_SHARD, dataset_card, load_band
-from .repo_ids import check_repo_id, repo_url
-from .run_files import CARD_README, PLAN_FILE, RunLayout, read_run
+from .. import __version__
+from ..errors import UsageError
+from ..refs import check_repo_id, repo_url
+from ..resources import PACKAGE_DIR
+from ..run.layout import CARD_README, PLAN_FILE, RunLayout
+from ..run.read import read_run
+from .band import BAND_SHARD, dataset_card, load_band
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +221,7 @@ def _dataset_target(run_dir: Path, repo_id: str, model_repo_id: str | None) -> P
 
 
 def _metric_target(repo_id: str) -> PushTarget:
-    folder = Path(__file__).resolve().parent / "metric"
+    folder = PACKAGE_DIR / "metric"
     missing = [name for name in METRIC_FILES if not (folder / name).is_file()]
     if missing:
         raise UsageError(
@@ -247,7 +249,7 @@ def default_demo_dir() -> Path:
 
     ```
     """
-    from .resources import shipped_path
+    from ..resources import shipped_path
 
     here = Path.cwd() / "spaces" / "demo"
     return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")

@@ -7,7 +7,7 @@ by given difficulty labels (BIRD); the table follows the official evaluators' pr
 Example:
 
 ```python
->>> from slmsql_hub.ex_report import build_ex_report
+>>> from slmsql_hub.sql.ex_report import build_ex_report
 >>> from slmsql_hub.sql import ExecStatus, Judgement, Verdict
 >>> ok, bad = ExecStatus.OK, ExecStatus.ERROR
 >>> judgements = [
@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from .sql import Judgement, Verdict
-from .sql.hardness import spider_hardness
+from . import Judgement, Verdict
+from .hardness import spider_hardness
 
 logger = logging.getLogger(__name__)
 

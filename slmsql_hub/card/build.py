@@ -1,6 +1,6 @@
 """The generated model card: ``slmsql card --run-dir RUN`` turns a run folder into the model repo folder.
 
-:func:`~slmsql_hub.run_files.load_run` reads the run's files, :mod:`slmsql_hub.card_numbers` turns them into the
+:func:`~slmsql_hub.run.read.load_run` reads the run's files, :mod:`slmsql_hub.card.context` turns them into the
 numbers the template ``model_card/model_card.md`` shows, and this module renders it with
 ``huggingface_hub.ModelCard.from_template`` and assembles the folder (default ``RUN/card``). What the card reads
 and writes, and why the folder is separate from TRL's output folders: ``model_card/README.md``. Importing this
@@ -17,10 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, card_templates
-from .ablate.ship import CARD_FOLDER as ABLATIONS_FOLDER
-from .ablate.ship import card_section, copy_report
-from .card_numbers import (
+from .. import __version__
+from ..errors import UsageError
+from ..refs import looks_like_hub_id
+from ..render import templates
+from ..render.fmt import percent
+from ..run.layout import (
+    ABLATIONS_DIR,
+    CARD_README,
+    RUN_SUMMARY,
+    STAGE_CONFIG,
+    TELEMETRY,
+    CardLayout,
+    RunLayout,
+)
+from ..run.read import Run, load_run
+from .ablations import card_section, copy_report
+from .context import (
     describe_data,
     filter_context,
     guards_context,
@@ -28,16 +41,11 @@ from .card_numbers import (
     limits_context,
     lineage_items,
     mechanism_context,
-    percent,
     result_rows,
     results_context,
-    scientific,  # noqa: F401  (spaces/demo/space_backend.py imports it from here)
     tldr_numbers,
     training_context,
 )
-from .errors import UsageError
-from .repo_ids import looks_like_hub_id
-from .run_files import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, CardLayout, Run, RunLayout, load_run
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard, ModelCardData
@@ -95,7 +103,7 @@ _CARD_ENTRIES = frozenset(
     }
     | set(ADAPTER_FILES)
     | set(RUN_FILES)
-    | {ABLATIONS_FOLDER}
+    | {ABLATIONS_DIR}
 )
 
 
@@ -392,7 +400,7 @@ def card_context(
 
 def default_template_path() -> Path:
     """The card template: ``model_card/model_card.md`` of the clone, else the wheel's copy."""
-    return card_templates.template_path(card_templates.MODEL_CARD)
+    return templates.template_path(templates.MODEL_CARD)
 
 
 def render_card(
@@ -402,12 +410,12 @@ def render_card(
     **context_args: Any,
 ) -> ModelCard:
     """The ``ModelCard`` rendered from the template (default :func:`default_template_path`) by
-    :func:`~slmsql_hub.card_templates.render`; ``context_args`` go to :func:`card_context`."""
+    :func:`~slmsql_hub.render.templates.render`; ``context_args`` go to :func:`card_context`."""
     from huggingface_hub import ModelCard
 
     options = options or CardOptions()
     path = template_path if template_path else default_template_path()
-    return card_templates.render(
+    return templates.render(
         ModelCard, card_data(run, options), path, **card_context(run, options, **context_args)
     )
 
@@ -514,7 +522,7 @@ def _assemble(
     run: Run, options: CardOptions, card: CardLayout, template_path: str | os.PathLike | None
 ) -> tuple[ModelCard, dict[str, Path], list[str]]:
     """Write the card folder's files into ``card``: the card, its plots and the ``.eval_results`` file names."""
-    from .plots import write_card_plots
+    from ..render.plots import write_card_plots
 
     shipped = run.shipped
     _copy_files(shipped.folder, ADAPTER_FILES, card.root)

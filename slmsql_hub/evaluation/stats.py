@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
+from ..render.fmt import format_p, format_points
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ SIGNIFICANCE_RULE = (  # also written into eval_results.json
     "significant when the paired bootstrap 95% CI of ΔEX excludes 0 AND the McNemar exact p < 0.05; "
     "otherwise no significant difference"
 )
-MINUS = "\u2212"  # the typeset minus of verdict sentences, not the ASCII hyphen
 
 
 def _paired_arrays(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
@@ -143,40 +143,6 @@ def paired_bootstrap_ci(
     tail = (1 - confidence) / 2
     low, high = np.quantile(deltas, [tail, 1 - tail])
     return float(low), float(high)
-
-
-def format_points(value: float) -> str:
-    """A fraction as signed percentage points with one decimal: ``+0.7``, ``−3.4`` (U+2212), ``0.0``.
-
-    Example:
-
-    ```python
-    >>> format_points(0.007), format_points(-0.034), format_points(0.0), format_points(-0.0004)
-    ('+0.7', '−3.4', '0.0', '0.0')
-
-    ```
-    """
-    rounded = round(100 * value, 1)
-    if rounded == 0:
-        return "0.0"
-    return f"+{rounded:.1f}" if rounded > 0 else f"{MINUS}{-rounded:.1f}"
-
-
-def format_p(p: float) -> str:
-    """A p-value as shown in verdicts: two decimals from 0.1 up, three below (so 0.049 never prints as
-    0.05), ``p < 0.001`` under.
-
-    Example:
-
-    ```python
-    >>> format_p(0.8123), format_p(0.0491), format_p(0.00002), format_p(1.0)
-    ('p = 0.81', 'p = 0.049', 'p < 0.001', 'p = 1.00')
-
-    ```
-    """
-    if p < 0.001:
-        return "p < 0.001"
-    return f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
 
 
 def is_significant(ci95: tuple[float, float], p_value: float, alpha: float = ALPHA) -> bool:

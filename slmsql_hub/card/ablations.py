@@ -13,38 +13,17 @@ import logging
 import shutil
 from pathlib import Path
 
-from .report import FOREST_PLOT, REPORT_JSON, REPORT_MD, claims, load_template
+from ..ablate.report import claims, load_template
+from ..run.layout import ABLATIONS_DIR, FOREST_PLOT, REPORT_JSON, REPORT_MD
 
 logger = logging.getLogger(__name__)
 
-CARD_FOLDER = "ablations"  # inside the card folder (and the model repo)
 TEMPLATE = "ablation_card.md"  # under model_card/
-
-
-def find_report(run_dir: str | Path) -> Path | None:
-    """The folder of RUN's ablation report (see the module docstring), or ``None``."""
-    run = Path(run_dir)
-    inside = run / CARD_FOLDER
-    if (inside / REPORT_JSON).is_file():
-        return inside
-    beside = run.parent / CARD_FOLDER
-    if (beside / REPORT_JSON).is_file():
-        try:
-            report = json.loads((beside / REPORT_JSON).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            logger.warning(
-                "%s is not a readable report (%s); it is not RUN's study", beside / REPORT_JSON, err
-            )
-            return None
-        recorded = ((report.get("config") if isinstance(report, dict) else None) or {}).get("run_dir")
-        if recorded and Path(recorded).resolve() == run.resolve():
-            return beside
-    return None
 
 
 def copy_report(report_dir: Path, card_root: Path) -> Path:
     """Copy report.json, report.md and plots/ into ``card_root/ablations``; return that folder."""
-    target = card_root / CARD_FOLDER
+    target = card_root / ABLATIONS_DIR
     (target / "plots").mkdir(parents=True, exist_ok=True)
     for name in (REPORT_JSON, REPORT_MD):
         shutil.copy2(report_dir / name, target / name)
@@ -58,5 +37,5 @@ def card_section(report_dir: Path) -> str:
     report = json.loads((report_dir / REPORT_JSON).read_text(encoding="utf-8"))
     template = load_template(TEMPLATE)
     return template.render(
-        report=report, facts=claims(report["pooled"]), folder=CARD_FOLDER, forest=FOREST_PLOT
+        report=report, facts=claims(report["pooled"]), folder=ABLATIONS_DIR, forest=FOREST_PLOT
     )

@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from .run_files import Attempt, Run, read_json_object
-from .sql.recipe_limits import LIMITS_KEY
-from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..render.fmt import number, percent, scientific
+from ..run.files import read_json_object
+from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..run.read import Attempt, Run
+from ..sql.recipe_limits import LIMITS_KEY
 
 GRPO_HYPERPARAMETERS: tuple[str, ...] = (
     "learning_rate",
@@ -52,55 +54,6 @@ MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
 _DIFFICULTY_ORDER = ("easy", "simple", "medium", "moderate", "hard", "challenging", "extra")
 
 
-def percent(fraction: float, decimals: int = 1) -> str:
-    """A fraction as a percentage without the sign: ``0.5417`` -> ``54.2``.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card_numbers import percent
-    >>> percent(0.54166), percent(1.0), percent(0.125, 0)
-    ('54.2', '100.0', '12')
-
-    ```
-    """
-    return f"{100 * fraction:.{decimals}f}"
-
-
-def number(value: Any, decimals: int = 3) -> str:
-    """A number with ``decimals`` decimals (``n/a`` for a missing value).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card_numbers import number
-    >>> number(0.123456), number(None), number(38.26, 1)
-    ('0.123', 'n/a', '38.3')
-
-    ```
-    """
-    if value is None:
-        return "n/a"
-    return f"{float(value):.{decimals}f}"
-
-
-def scientific(value: Any, digits: int = 2) -> str:
-    """A small ratio in scientific notation (``0`` when exactly zero, ``n/a`` when missing).
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.card_numbers import scientific
-    >>> scientific(0.000321), scientific(0.0), scientific(None)
-    ('3.21e-04', '0', 'n/a')
-
-    ```
-    """
-    if value is None:
-        return "n/a"
-    return "0" if value == 0 else f"{float(value):.{digits}e}"
-
-
 def _cell(value: Any) -> str:
     """Text safe inside a Markdown table cell."""
     return str(value).replace("|", "\\|").replace("\n", " ")
@@ -120,7 +73,7 @@ def is_significant_outcome(comparisons: Iterable[Mapping[str, Any]]) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.card_numbers import is_significant_outcome
+    >>> from slmsql_hub.card.context import is_significant_outcome
     >>> is_significant_outcome([{"significant": False, "delta_ex": 0.01}])
     'null'
     >>> is_significant_outcome([{"significant": True, "delta_ex": 0.2}, {"significant": False, "delta_ex": 0.0}])
@@ -149,7 +102,7 @@ def telemetry_stats(records: Sequence[Mapping[str, Any]], metric: str) -> dict[s
     Example:
 
     ```python
-    >>> from slmsql_hub.card_numbers import telemetry_stats
+    >>> from slmsql_hub.card.context import telemetry_stats
     >>> telemetry_stats([{"step": 1, "grad_norm": 0.2}, {"step": 2, "grad_norm": 0.4}], "grad_norm")
     {'mean': 0.30000000000000004, 'first': 0.2, 'last': 0.4, 'min': 0.2, 'max': 0.4, 'steps': 2}
 
@@ -234,7 +187,7 @@ def result_rows(run: Run) -> list[dict[str, Any]]:
 
 
 def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from .stats import format_p, format_points
+    from ..render.fmt import format_p, format_points
 
     table = []
     difficulty = []
@@ -350,7 +303,7 @@ def filter_context(run: Run) -> dict[str, Any] | None:
     report = run.filter_report
     if report is None:
         return None
-    from .plots import band_bins
+    from ..render.plots import band_bins
 
     k = int(report["num_samples"])
     bins = band_bins(k, float(report["pass_rate_low"]), float(report["pass_rate_high"]))
@@ -401,7 +354,7 @@ def limits_context(run: Run) -> dict[str, Any] | None:
 def tldr_numbers(rows: list[dict[str, Any]], mechanism: dict[str, Any]) -> dict[str, Any]:
     """The TL;DR's numbers (the template writes its sentences): the comparisons split by significance and the
     shipped attempt's zero-variance share (against attempt #1's), gradient norm and adapter change."""
-    from .plots import METRIC_FALLBACKS
+    from ..render.plots import METRIC_FALLBACKS
 
     numbers: dict[str, Any] = {
         "significant": [r for r in rows if r["significant"]],

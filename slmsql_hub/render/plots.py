@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: s
     Example:
 
     ```python
-    >>> from slmsql_hub.plots import logged_metric
+    >>> from slmsql_hub.render.plots import logged_metric
     >>> logged_metric({"a": [{"step": 1, "frac_reward_zero_std": 0.5}]}, "frac_reward_zero_std_exact")
     'frac_reward_zero_std'
     >>> logged_metric({"a": [{"step": 1, "frac_reward_zero_std_exact": 0.5}]}, "frac_reward_zero_std_exact")
@@ -113,7 +113,7 @@ def plot_metric(
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.plots import plot_metric
+    >>> from slmsql_hub.render.plots import plot_metric
     >>> records = [{"step": s, "frac_reward_zero_std": 1 / s} for s in range(1, 6)]
     >>> path = plot_metric({"attempt #2": records}, "frac_reward_zero_std", pathlib.Path(tempfile.mkdtemp()) / "f.png")
     >>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
@@ -159,7 +159,7 @@ def band_bins(num_samples: int, low: float, high: float) -> list[int]:
     Example:
 
     ```python
-    >>> from slmsql_hub.plots import band_bins
+    >>> from slmsql_hub.render.plots import band_bins
     >>> band_bins(8, 0.2, 0.8)
     [2, 3, 4, 5, 6]
 
@@ -175,7 +175,7 @@ def plot_pass_rate_histogram(report: Mapping[str, Any], path: str | os.PathLike)
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.plots import plot_pass_rate_histogram
+    >>> from slmsql_hub.render.plots import plot_pass_rate_histogram
     >>> report = {"num_samples": 4, "pass_rate_low": 0.2, "pass_rate_high": 0.8, "pool": 10,
     ...           "counts": {"band": 5, "all_fail": 3, "all_pass": 2, "unscorable": 0},
     ...           "histogram": {"n_correct": [0, 1, 2, 3, 4], "questions_by_n_correct": [3, 1, 2, 2, 2]}}
@@ -245,7 +245,7 @@ def write_card_plots(
 
     ```python
     >>> import tempfile
-    >>> from slmsql_hub.plots import write_card_plots
+    >>> from slmsql_hub.render.plots import write_card_plots
     >>> records = [{"step": s, "reward_std": 0.1 * s, "grad_norm": 0.2} for s in range(1, 4)]
     >>> sorted(write_card_plots({"attempt #2": records}, None, tempfile.mkdtemp()))
     ['grad_norm', 'reward_std']
@@ -275,7 +275,7 @@ def plot_forest(rows: Sequence[Mapping[str, Any]], slices: Sequence[str], path: 
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.plots import plot_forest
+    >>> from slmsql_hub.render.plots import plot_forest
     >>> rows = [{"name": "frozen", "slices": {"dev": {"delta": 0.0, "ci": [0.0, 0.0], "p_holm": 1.0}}}]
     >>> plot_forest(rows, ["dev"], pathlib.Path(tempfile.mkdtemp()) / "f.png").suffix
     '.png'
@@ -320,7 +320,7 @@ def plot_curves(
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.plots import plot_curves
+    >>> from slmsql_hub.render.plots import plot_curves
     >>> runs = {"high_lr": [{"step": s, "sql/correct_rate": s / 20} for s in range(1, 21)]}
     >>> plot_curves(runs, "sql/correct_rate", pathlib.Path(tempfile.mkdtemp()) / "c.png").suffix
     '.png'

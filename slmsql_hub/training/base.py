@@ -43,23 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..training.common import (
-    Stopwatch,
+from ..runtime import Stopwatch, environment, set_num_threads
+from ..world.tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
+from .common import (
     count_parameters,
-    environment,
     final_loss,
     load_datasets,
-    set_num_threads,
     to_prompt_completion,
     train_and_save,
     write_run_summary,
 )
-from ..training.configs import (
-    BaseScriptArguments,
-    BaseTrainingConfig,
-    TinyModelArguments,
-)
-from .tokenizer import IM_END, IM_START, PAD_TOKEN, train_tokenizer
+from .configs import BaseScriptArguments, BaseTrainingConfig, TinyModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +111,7 @@ def commented_sql(question: str, sql: str) -> str:
 def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[str], dict[str, int]]:
     """``(documents, counts)``: the pretraining text documents drawn from the world's corpus splits (ChatML
     special tokens inside prompt documents), shuffled with ``seed``, and how many there are of each kind."""
-    from ..prompts import PromptConfig, format_answer
+    from ..data.prompts import PromptConfig, format_answer
 
     prompt_config = PromptConfig(
         sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars

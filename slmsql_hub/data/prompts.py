@@ -10,15 +10,17 @@ The wording is deliberately short: the world's tiny models train on it on two CP
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .sql.sandbox import Sandbox
+    from ..sql.sandbox import Sandbox
 
 SYSTEM_PROMPT = "You are a SQLite expert."
 
@@ -48,7 +50,7 @@ def build_messages(
     Example:
 
     ```python
-    >>> from slmsql_hub.prompts import build_messages
+    >>> from slmsql_hub.data.prompts import build_messages
     >>> messages = build_messages("How many pets are there?", "CREATE TABLE pet (id INTEGER);")
     >>> [m["role"] for m in messages]
     ['system', 'user']
@@ -85,7 +87,7 @@ def format_answer(sql: str) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.prompts import format_answer
+    >>> from slmsql_hub.data.prompts import format_answer
     >>> print(format_answer("  SELECT count(*) FROM pet \\n"))
     ```sql
     SELECT count(*) FROM pet
@@ -104,7 +106,7 @@ class PromptConfig:
     Example:
 
     ```python
-    >>> from slmsql_hub.prompts import PromptConfig
+    >>> from slmsql_hub.data.prompts import PromptConfig
     >>> config = PromptConfig(sample_rows=0, system_prompt="")
     >>> [m["role"] for m in config.messages("How many pets?", "CREATE TABLE pet (id INTEGER);")]
     ['user']
@@ -129,7 +131,7 @@ class PromptConfig:
 
     def schema(self, db_path: str | os.PathLike, sandbox: Sandbox | None = None) -> str:
         """The schema text of ``db_path`` with this config's sample rows and value length."""
-        from .sql.schema import schema_text
+        from ..sql.schema import schema_text
 
         return schema_text(
             db_path, sandbox, sample_rows=self.sample_rows, max_value_chars=self.max_value_chars
@@ -160,7 +162,7 @@ def build_prompts(
     Example:
 
     ```python
-    >>> from slmsql_hub.prompts import PromptConfig, build_prompts
+    >>> from slmsql_hub.data.prompts import PromptConfig, build_prompts
     >>> rows = [{"question": "How many pets?", "db_path": "unused.sqlite", "schema": "CREATE TABLE pet (id INT);"}]
     >>> build_prompts(rows, PromptConfig())[0][1]["content"].splitlines()[0]
     'CREATE TABLE pet (id INT);'
@@ -178,3 +180,99 @@ def build_prompts(
             schema = cache[key]
         prompts.append(prompt_config.messages(row["question"], schema, row.get("evidence") or ""))
     return prompts
+
+
+DEFAULT_PROMPT_SAMPLE_ROWS = 3
+"""Sample rows per table in the schema text when neither the recipe nor the adapter says."""
+DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
+"""Longest value shown in a sample row when neither the recipe nor the adapter says."""
+
+
+def resolve_prompt_config(
+    adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
+) -> tuple[PromptConfig, str]:
+    """``(PromptConfig, source)``: the given values, else the ``prompt`` section of a local adapter's
+    ``run_summary.json``, else the defaults; ``source`` (``recipe``, ``adapter`` or ``default``) says where
+    ``sample_rows`` came from. :class:`UsageError` when that file is not valid JSON.
+
+    Example:
+
+    ```python
+    >>> config, source = resolve_prompt_config("org/hub-adapter", sample_rows=0)
+    >>> config.sample_rows, config.max_value_chars, source
+    (0, 40, 'recipe')
+
+    ```
+    """
+    source = "recipe" if sample_rows is not None else "default"
+    summary_file = Path(adapter).expanduser() / "run_summary.json" if adapter else None
+    if (
+        (sample_rows is None or max_value_chars is None)
+        and summary_file is not None
+        and summary_file.is_file()
+    ):
+        try:
+            trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
+        except json.JSONDecodeError as err:
+            raise UsageError(
+                f"{summary_file} is not valid JSON ({err}); fix it or set prompt_sample_rows"
+            ) from err
+        if sample_rows is None and "sample_rows" in trained:
+            sample_rows, source = int(trained["sample_rows"]), "adapter"
+        if max_value_chars is None and "max_value_chars" in trained:
+            max_value_chars = int(trained["max_value_chars"])
+    return (
+        PromptConfig(
+            sample_rows=DEFAULT_PROMPT_SAMPLE_ROWS if sample_rows is None else sample_rows,
+            max_value_chars=DEFAULT_PROMPT_MAX_VALUE_CHARS if max_value_chars is None else max_value_chars,
+        ),
+        source,
+    )
+
+
+@dataclass
+class PromptArguments:
+    """How the schema text of a prompt is built (``None``: as the adapter was trained, else the defaults).
+
+    Example:
+
+    ```python
+    >>> PromptArguments(prompt_sample_rows=0).resolve_prompt_config(None)[0].max_value_chars
+    40
+    >>> PromptArguments(prompt_sample_rows=-1)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: prompt_sample_rows must be >= 0 (0 shows no sample rows), or null; got -1
+
+    ```
+    """
+
+    prompt_sample_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sample rows per table in the schema text; null: as the adapter was trained, else 3."
+        },
+    )
+    prompt_max_value_chars: int | None = field(
+        default=None, metadata={"help": "Longest value shown in a sample row; null: as the adapter, else 40."}
+    )
+
+    def __post_init__(self) -> None:
+        rows, chars = self.prompt_sample_rows, self.prompt_max_value_chars
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+            raise UsageError(
+                f"prompt_sample_rows must be >= 0 (0 shows no sample rows), or null; got {rows!r}"
+            )
+        if chars is not None and (isinstance(chars, bool) or not isinstance(chars, int) or chars < 1):
+            raise UsageError(f"prompt_max_value_chars must be >= 1, or null; got {chars!r}")
+
+    def fill_prompt_defaults(self) -> None:
+        """Set unset prompt fields to the defaults (for stages that start from a base model)."""
+        if self.prompt_sample_rows is None:
+            self.prompt_sample_rows = DEFAULT_PROMPT_SAMPLE_ROWS
+        if self.prompt_max_value_chars is None:
+            self.prompt_max_value_chars = DEFAULT_PROMPT_MAX_VALUE_CHARS
+
+    def resolve_prompt_config(self, adapter: str | os.PathLike | None) -> tuple[PromptConfig, str]:
+        """:func:`resolve_prompt_config` with this recipe's values."""
+        return resolve_prompt_config(adapter, self.prompt_sample_rows, self.prompt_max_value_chars)

@@ -22,10 +22,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, card_templates
-from .errors import UsageError
-from .repo_ids import looks_like_hub_id, repo_id_problem
-from .run_files import CardLayout, StageFolder, read_json_object
+from .. import __version__
+from ..errors import UsageError
+from ..refs import looks_like_hub_id, repo_id_problem
+from ..render import templates
+from ..run.files import read_json_object
+from ..run.layout import CardLayout, StageFolder
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard
@@ -205,5 +207,5 @@ def base_card(base: BaseModel, adapter_repo_id: str, *, license: str | None, ada
         "has_record": record.summary.is_file(),
         "slmsql_hub_version": __version__,
     }
-    path = card_templates.template_path(card_templates.BASE_MODEL_CARD)
-    return str(card_templates.render(ModelCard, data, path, **context))
+    path = templates.template_path(templates.BASE_MODEL_CARD)
+    return str(templates.render(ModelCard, data, path, **context))

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import __version__, card_templates
-from .card_numbers import number
-from .errors import UsageError
-from .repo_ids import repo_url
+from .. import __version__
+from ..errors import UsageError
+from ..refs import repo_url
+from ..render import templates
+from ..render.fmt import number
 
 BAND_SPLIT = "train"
 
@@ -79,8 +80,8 @@ def dataset_card(
         "model_url": repo_url("model", model_repo_id, endpoint) if model_repo_id else None,
         "slmsql_hub_version": __version__,
     }
-    path = card_templates.template_path(card_templates.DATASET_CARD)
-    return str(card_templates.render(DatasetCard, data, path, **context))
+    path = templates.template_path(templates.DATASET_CARD)
+    return str(templates.render(DatasetCard, data, path, **context))
 
 
 def _size_category(n: int) -> str:

@@ -2,13 +2,13 @@
 
 ``slmsql push RUN_DIR --repo-id NAMESPACE/NAME`` (see :mod:`slmsql_hub.commands.push`) runs two steps:
 
-1. :func:`plan_push` (:mod:`slmsql_hub.hub_plan`) decides *what goes where* from the run folder alone, before
+1. :func:`plan_push` (:mod:`slmsql_hub.hub.plan`) decides *what goes where* from the run folder alone, before
    any network call, and fails with one clear :class:`~slmsql_hub.errors.UsageError` when an input is missing;
 2. :func:`push` (this module) stages each target's files as they land in the repository and uploads them with
    one ``HfApi.upload_folder`` commit per repository (the band through ``Dataset.push_to_hub``); or
    :func:`write_dry_run` writes the exact same folders, plus ``plan.json``, and touches no network.
 
-This module re-exports the plan's API and the band's (:mod:`slmsql_hub.hub_band`), so ``slmsql_hub.hub`` is the
+This module re-exports the plan's API and the band's (:mod:`slmsql_hub.hub.band`), so ``slmsql_hub.hub`` is the
 one import for publishing.
 
 The targets (``--what``, comma-separated, or ``all``) and their default repository ids, all derived from
@@ -33,7 +33,7 @@ The targets (``--what``, comma-separated, or ``all``) and their default reposito
 
 The adapter that is uploaded names its base as the Hub knows it (``base_model_name_or_path`` in
 ``adapter_config.json``, ``base_model`` + ``base_model_relation: adapter`` in the card), so
-``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` loads it anywhere; see :mod:`slmsql_hub.base_model`.
+``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` loads it anywhere; see :mod:`slmsql_hub.hub.base_model`.
 
 Repositories are created **private** unless asked otherwise; an existing repository keeps its visibility.
 ``revision`` pushes to a branch (created from ``main`` when missing); ``create_pr`` opens a pull request
@@ -54,11 +54,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, card_templates
-from .card_numbers import number
-from .errors import InfrastructureError, UsageError
-from .hub_band import BAND_SHARD, BAND_SPLIT, dataset_card, load_band, portable_db_path
-from .hub_plan import (
+from .. import __version__
+from ..errors import InfrastructureError, UsageError
+from ..refs import check_repo_id, looks_like_hub_id, repo_url
+from ..render import templates
+from ..render.fmt import number
+from ..run.files import read_json_object
+from ..run.layout import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder
+from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from .band import BAND_SHARD, BAND_SPLIT, dataset_card, load_band, portable_db_path
+from .plan import (
     BASE_MODEL,
     DATASET,
     DEMO_SPACE,
@@ -76,9 +81,6 @@ from .hub_plan import (
     stage_files,
     write_dry_run,
 )
-from .repo_ids import check_repo_id, looks_like_hub_id, repo_url
-from .run_files import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder, read_json_object
-from .training.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -401,7 +403,7 @@ def training_card(summary: dict, repo_id: str) -> str:
     """
     from huggingface_hub import ModelCard, ModelCardData
 
-    from .card_numbers import scientific
+    from ..render.fmt import scientific
 
     base = summary.get("base_model") or "unknown"
     kind = str(summary.get("kind") or "grpo")
@@ -431,8 +433,8 @@ def training_card(summary: dict, repo_id: str) -> str:
         else [],
         "run_files": TRAINING_RUN_FILES,
     }
-    path = card_templates.template_path(card_templates.TRAINING_CARD)
-    return str(card_templates.render(ModelCard, data, path, **context))
+    path = templates.template_path(templates.TRAINING_CARD)
+    return str(templates.render(ModelCard, data, path, **context))
 
 
 def push_training_card(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 MODEL_CARD = "model_card.md"
 BASE_MODEL_CARD = "base_model_card.md"
@@ -19,13 +19,13 @@ def template_path(name: str) -> Path:
     Example:
 
     ```python
-    >>> from slmsql_hub.card_templates import template_path
+    >>> from slmsql_hub.render.templates import template_path
     >>> template_path("dataset_card.md").name
     'dataset_card.md'
 
     ```
     """
-    from .resources import shipped_path
+    from ..resources import shipped_path
 
     return shipped_path(f"model_card/{name}", f"model_card/{name}")
 

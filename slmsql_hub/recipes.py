@@ -1,0 +1,217 @@
+"""A recipe is one flat YAML file filling a stage's dataclasses (as in open-r1); ``--field value`` on the command
+line wins over the recipe (:func:`parse_recipe`). :func:`save_resolved_config` writes back what a run used.
+
+The sections stages share live with their stage: :class:`~slmsql_hub.data.prompts.PromptArguments` and
+:class:`~slmsql_hub.data.config.BenchmarkArguments` (data), :class:`~slmsql_hub.generation.loading.InferenceArguments`
+(the filter's and the evaluation's model and decoding budget).
+
+Nothing here reads datasets or models: a recipe for a model this machine cannot run still validates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+DEPRECATED_FIELDS = frozenset(
+    {"benchmark_split", "benchmark_limit", "benchmark", "data_root", "split", "limit", "world_dir"}
+)
+"""The old benchmark spellings :class:`~slmsql_hub.data.config.BenchmarkArguments` still reads (left out of saved configs when unset)."""
+
+def _field_names(dataclass_types: Sequence[type]) -> set[str]:
+    return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
+
+
+def _build_parser(dataclass_types: Sequence[type]):
+    from trl import TrlParser
+
+    # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate.
+    parser = TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
+
+    def refuse(message: str) -> NoReturn:
+        # argparse would print its usage block and exit; the caller wants one line it can report.
+        raise UsageError(f"invalid value in the recipe or an override: {message}")
+
+    parser.error = refuse
+    return parser
+
+
+def parse_recipe(
+    dataclass_types: Sequence[type],
+    config: str | os.PathLike | None = None,
+    overrides: Sequence[str] = (),
+) -> tuple:
+    """Fill ``dataclass_types`` from a flat YAML recipe, then from ``--key value`` overrides (which win).
+
+    Returns one validated instance per dataclass, in the order given. Raises :class:`UsageError` when the recipe
+    is missing or not a mapping, a key is unknown (recipe or overrides), or a value fails validation.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.training.configs import SFT_ARGUMENTS
+    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
+    >>> _ = recipe.write_text(
+    ...     "model_name_or_path: outputs/world/base\\n"
+    ...     "dataset_paths: [outputs/world/datasets/foundation]\\n"
+    ...     "output_dir: outputs/world/sft_stage1\\n"
+    ...     "learning_rate: 5.0e-4\\n"
+    ...     "report_to: none\\n"
+    ... )
+    >>> script, model, training = parse_recipe(SFT_ARGUMENTS, recipe, ["--learning_rate", "1e-4"])
+    >>> training.learning_rate, model.lora_r, model.lora_alpha, script.dataset_paths
+    (0.0001, 32, 64, ['outputs/world/datasets/foundation'])
+
+    ```
+    """
+    import yaml
+
+    argv: list[str] = []
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise UsageError(f"recipe not found: {path}; pass an existing YAML file to --config")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise UsageError(f"recipe {path} is not valid YAML: {err}") from err
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise UsageError(f"recipe {path} must be a YAML mapping of field: value")
+        unknown = sorted(set(loaded) - (_field_names(dataclass_types) | {"env"}))
+        if unknown:
+            raise UsageError(
+                f"unknown key(s) in {path}: {', '.join(unknown)}; remove them or check the spelling "
+                f"(known fields are those of {', '.join(c.__name__ for c in dataclass_types)})"
+            )
+        argv = ["--config", str(path)]
+    parser = _build_parser(dataclass_types)
+    # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0.
+    parsed = parser.parse_args_and_config(
+        [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
+    )
+    *instances, config_rest, cli_rest = parsed
+    if config_rest or cli_rest:
+        raise UsageError(
+            f"unknown argument(s) {' '.join(config_rest + cli_rest)}; overrides are --field value with fields of "
+            f"{', '.join(c.__name__ for c in dataclass_types)}"
+        )
+    return tuple(instances)
+
+
+def _plain(value: Any) -> Any:
+    """A YAML-safe rendering of a config value."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _plain(to_dict())
+    return str(value)
+
+
+_SECRET_FIELDS = frozenset({"hub_token"})
+
+
+def config_to_dict(*instances: Any) -> dict[str, Any]:
+    """Flatten config dataclasses into one recipe-shaped mapping (later instances win; ``hub_token`` and unset
+    deprecated spellings left out).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.data.prompts import PromptArguments
+    >>> config_to_dict(PromptArguments(prompt_sample_rows=0))
+    {'prompt_sample_rows': 0, 'prompt_max_value_chars': None}
+
+    ```
+    """
+    out: dict[str, Any] = {}
+    for instance in instances:
+        for f in dataclasses.fields(instance):
+            value = getattr(instance, f.name)
+            if not f.init or f.name in _SECRET_FIELDS or (f.name in DEPRECATED_FIELDS and value is None):
+                continue
+            out[f.name] = _plain(value)
+    return out
+
+
+def save_resolved_config(path: str | os.PathLike, *instances: Any) -> Path:
+    """Write the resolved configuration as a YAML recipe that :func:`parse_recipe` reads back; returns the path."""
+    import yaml
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "# Resolved configuration (recipe + overrides + defaults); rerun with --config on this file.\n"
+    payload = yaml.safe_dump(config_to_dict(*instances), sort_keys=False, allow_unicode=True)
+    path.write_text(header + payload, encoding="utf-8")
+    return path
+
+
+RECIPE_KINDS: dict[str, str] = {
+    "base": "slmsql_hub.training.configs:BASE_ARGUMENTS",
+    "sft": "slmsql_hub.training.configs:SFT_ARGUMENTS",
+    "grpo": "slmsql_hub.training.configs:GRPO_ARGUMENTS",
+    "filter": "slmsql_hub.filtering:load_filter_config",
+    "eval": "slmsql_hub.evaluation:load_eval_config",
+    "ablations": "slmsql_hub.ablate.config:load_recipe",
+    "transfer": "slmsql_hub.ablate.config:load_recipe",
+}
+"""How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
+``sft`` recipe): ``"module:NAME"`` of a tuple of dataclasses (read with :func:`parse_recipe`) or of a loader
+``(config, overrides) -> config``. Register a new kind here and ``tests/test_recipes.py`` checks it."""
+
+
+def recipe_kind(path: str | os.PathLike) -> str:
+    """The kind of a recipe: the first ``_``-separated word of its file name (``sft_stage2_x.yaml`` -> ``sft``)."""
+    return Path(path).stem.split("_", 1)[0]
+
+
+def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple:
+    """Read and validate any registered recipe (see :data:`RECIPE_KINDS`) into a tuple of config objects.
+
+    Example:
+
+    ```python
+    >>> import pathlib, slmsql_hub
+    >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
+    >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
+    >>> training.stage, training.adapter_path
+    (2, 'outputs/world/sft_stage1')
+
+    ```
+    """
+    import importlib
+
+    kind = recipe_kind(path)
+    if kind not in RECIPE_KINDS:
+        raise UsageError(
+            f"cannot tell what {path} configures: its name starts with {kind!r}, not one of "
+            f"{', '.join(sorted(RECIPE_KINDS))}; rename it or register the kind in RECIPE_KINDS"
+        )
+    module_name, _, attribute = RECIPE_KINDS[kind].partition(":")
+    target = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(target, tuple):
+        return parse_recipe(target, path, overrides)
+    return (target(path, overrides),)

@@ -1,0 +1,281 @@
+"""The run folder as a typed contract: :class:`RunLayout` names every path of a run, :func:`read_run` reads one.
+
+``slmsql quickstart`` lays a run out as::
+
+    world/            world.json, datasets/<split>/, databases/<db>/<db>.sqlite   (slmsql world build)
+    base/             the tiny base model, run_summary.json, config.yaml          (slmsql train base)
+    sft/stage1/ sft/stage2/   adapter, run_summary.json, config.yaml, sft_questions.json   (slmsql train sft)
+    filter/           filter_report.json, filter_config.json, results.jsonl, band/ (slmsql filter)
+    grpo/ grpo_attempt1/      adapter, run_summary.json, config.yaml, telemetry.jsonl      (slmsql train grpo)
+    eval/             eval_results.json, predictions/<benchmark>.jsonl            (slmsql eval)
+    card/             the model repo's folder (slmsql card), see :class:`CardLayout`
+    push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
+
+Every writer and reader names these paths through :class:`RunLayout` (a run folder) or :class:`CardLayout` (the
+card folder, also what a Hub model repo written by ``slmsql card`` holds), and reads them through one reader:
+:func:`read_run` is tolerant (a run in progress reads as the stages it has; a malformed file is one
+:class:`UsageError`); :func:`load_run` is the same reader plus the checks of a finished run that the model card
+needs. It reads JSON and YAML only (no ``transformers``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# File and folder names of a run, said once.
+RUN_SUMMARY = "run_summary.json"
+STAGE_CONFIG = "config.yaml"
+TELEMETRY = "telemetry.jsonl"
+SFT_QUESTIONS = "sft_questions.json"
+WORLD_MANIFEST = "world.json"
+FILTER_REPORT = "filter_report.json"
+FILTER_STATE = "filter_config.json"
+FILTER_RESULTS = "results.jsonl"
+BAND_DIR = "band"
+EVAL_RESULTS = "eval_results.json"
+PREDICTIONS_DIR = "predictions"
+CARD_README = "README.md"
+PLAN_FILE = "plan.json"
+ABLATIONS_DIR = "ablations"  # the study beside a run (`make ablations`), and inside its card folder
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+FOREST_PLOT = "plots/forest.png"
+
+SHIPPED_ATTEMPT = "grpo"  # the GRPO folder whose adapter the card ships (attempt #2, on the pass-rate band)
+ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}  # folder -> attempt number
+
+
+@dataclass(frozen=True)
+class StageFolder:
+    """One training stage's output folder and the files every stage writes there (``config.yaml`` is the
+    resolved recipe; ``telemetry.jsonl`` is GRPO's, ``sft_questions.json`` SFT's).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run.layout import RunLayout
+    >>> RunLayout("runs/q").sft_stage2.summary.as_posix()
+    'runs/q/sft/stage2/run_summary.json'
+
+    ```
+    """
+
+    path: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.path / RUN_SUMMARY
+
+    @property
+    def config(self) -> Path:
+        return self.path / STAGE_CONFIG
+
+    @property
+    def telemetry(self) -> Path:
+        return self.path / TELEMETRY
+
+    @property
+    def sft_questions(self) -> Path:
+        return self.path / SFT_QUESTIONS
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+
+@dataclass(frozen=True)
+class _Folder:
+    """What a run folder and a card folder lay out alike below ``root``: ``filter/``, ``eval/``,
+    ``grpo_attempt1/``; a subclass names ``grpo``, the shipped attempt."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def filter(self) -> Path:
+        return self.root / "filter"
+
+    @property
+    def filter_report(self) -> Path:
+        return self.filter / FILTER_REPORT
+
+    @property
+    def filter_state(self) -> Path:
+        """``filter/filter_config.json``: the settings an interrupted filter resumes with."""
+        return self.filter / FILTER_STATE
+
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        return self.eval / EVAL_RESULTS
+
+    def predictions_file(self, benchmark: str) -> Path:
+        """``eval/predictions/<benchmark>.jsonl``."""
+        return self.eval / PREDICTIONS_DIR / f"{benchmark}.jsonl"
+
+    @property
+    def grpo_attempt1(self) -> StageFolder:
+        """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
+        return StageFolder(self.root / "grpo_attempt1")
+
+    @property
+    def attempts(self) -> dict[str, StageFolder]:
+        """The GRPO attempt folders by name, attempt #1 first."""
+        return {"grpo_attempt1": self.grpo_attempt1, SHIPPED_ATTEMPT: self.grpo}
+
+
+@dataclass(frozen=True)
+class RunLayout(_Folder):
+    """Every path of a run folder (the module docstring says what writes each).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run.layout import RunLayout
+    >>> run = RunLayout("outputs/quickstart")
+    >>> run.grpo.telemetry.as_posix(), run.band.as_posix(), run.eval_results.as_posix()
+    ('outputs/quickstart/grpo/telemetry.jsonl', 'outputs/quickstart/filter/band', 'outputs/quickstart/eval/eval_results.json')
+
+    ```
+    """
+
+    @property
+    def world(self) -> Path:
+        return self.root / "world"
+
+    @property
+    def world_manifest(self) -> Path:
+        return self.world / WORLD_MANIFEST
+
+    def world_split(self, split: str) -> Path:
+        """``world/datasets/<split>`` (``foundation``, ``grounding``, ``rl_pool``, ``dev``, ``test``)."""
+        return self.world / "datasets" / split
+
+    @property
+    def base(self) -> StageFolder:
+        return StageFolder(self.root / "base")
+
+    @property
+    def sft_stage1(self) -> StageFolder:
+        return StageFolder(self.root / "sft" / "stage1")
+
+    @property
+    def sft_stage2(self) -> StageFolder:
+        return StageFolder(self.root / "sft" / "stage2")
+
+    @property
+    def grpo(self) -> StageFolder:
+        """The shipped GRPO attempt (#2, on the band)."""
+        return StageFolder(self.root / SHIPPED_ATTEMPT)
+
+    @property
+    def lineage(self) -> dict[str, StageFolder]:
+        """The base and SFT stages by name (``base``, ``sft_stage1``, ``sft_stage2``)."""
+        return {"base": self.base, "sft_stage1": self.sft_stage1, "sft_stage2": self.sft_stage2}
+
+    @property
+    def filter_results(self) -> Path:
+        """``filter/results.jsonl``: per-question pass rates, appended as batches are judged."""
+        return self.filter / FILTER_RESULTS
+
+    @property
+    def band(self) -> Path:
+        """``filter/band``: the pass-rate band (a ``datasets`` folder), GRPO attempt #2's data."""
+        return self.filter / BAND_DIR
+
+    @property
+    def card(self) -> CardLayout:
+        return CardLayout(self.root / "card")
+
+    @property
+    def card_readme(self) -> Path:
+        return self.card.readme
+
+    @property
+    def push_dry_run(self) -> Path:
+        return self.root / "push_dry_run"
+
+    @property
+    def push_plan(self) -> Path:
+        return self.push_dry_run / PLAN_FILE
+
+
+@dataclass(frozen=True)
+class CardLayout(_Folder):
+    """The card folder (``RUN/card``, and a Hub model repo written by ``slmsql card``): the shipped GRPO
+    attempt's files at the top, beside ``README.md``, ``eval/``, ``filter/``, ``base/``, ``grpo_attempt1/``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.run.layout import CardLayout
+    >>> card = CardLayout("runs/q/card")
+    >>> card.grpo.telemetry.as_posix(), card.readme.as_posix()
+    ('runs/q/card/telemetry.jsonl', 'runs/q/card/README.md')
+
+    ```
+    """
+
+    @property
+    def readme(self) -> Path:
+        return self.root / CARD_README
+
+    @property
+    def card_readme(self) -> Path:
+        """The model card, named as :attr:`RunLayout.card_readme` names a run's."""
+        return self.readme
+
+    @property
+    def grpo(self) -> StageFolder:
+        """The shipped attempt: the card folder itself."""
+        return StageFolder(self.root)
+
+    @property
+    def lineage(self) -> dict[str, StageFolder]:
+        return {"base": StageFolder(self.root / "base")}
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    @property
+    def configs(self) -> Path:
+        """``configs/``: each stage's recipe."""
+        return self.root / "configs"
+
+    @property
+    def eval_result_files(self) -> Path:
+        """``.eval_results/``: the Hub's per-benchmark result files."""
+        return self.root / ".eval_results"
+
+
+Layout = RunLayout | CardLayout
+
+
+def layout_of(folder: str | os.PathLike) -> Layout:
+    """The layout of ``folder``: a :class:`CardLayout` when a GRPO attempt's files or a card sit at its top
+    (``run_summary.json``, ``telemetry.jsonl``, ``README.md``), else a :class:`RunLayout`.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> from slmsql_hub.run.layout import layout_of
+    >>> type(layout_of(tempfile.mkdtemp())).__name__
+    'RunLayout'
+
+    ```
+    """
+    root = Path(folder)
+    if any((root / name).is_file() for name in (RUN_SUMMARY, TELEMETRY, CARD_README)):
+        return CardLayout(root)
+    return RunLayout(root)

@@ -1,0 +1,101 @@
+"""What every stage does at run time: set torch's threads, time itself, and record the library versions and the
+Hub commits it loaded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def set_num_threads(num_threads: int | None) -> int:
+    """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
+    import torch
+
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    return torch.get_num_threads()
+
+
+def environment() -> dict[str, str]:
+    """Versions of the libraries a run depends on, for the summary."""
+    import datasets
+    import peft
+    import torch
+    import transformers
+    import trl
+
+    from . import __version__
+
+    return {
+        "slmsql_hub": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "peft": peft.__version__,
+        "datasets": datasets.__version__,
+    }
+
+
+def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
+    """The commit sha a Hub id at ``revision`` (``None``: main) was loaded from, read from the local cache
+    (``huggingface_hub.resolve_revision``, no network); ``None`` for a local folder, no ``ref``, or an uncached one.
+
+    Example:
+
+    ```python
+    >>> hub_commit(".") is None  # a local folder has no commit
+    True
+
+    ```
+    """
+    if not ref or Path(ref).expanduser().exists():
+        return None
+    from huggingface_hub import resolve_revision
+    from huggingface_hub.errors import RevisionResolutionError
+
+    try:
+        return resolve_revision(str(ref), revision=revision, local_files_only=True).resolved
+    except RevisionResolutionError:
+        logger.warning(
+            "the commit of %s at %s is not in the local cache; not recorded", ref, revision or "main"
+        )
+        return None
+
+
+def loaded_revisions(
+    model: str | None, model_revision: str | None, adapter: str | None, adapter_revision: str | None
+) -> dict[str, str | None]:
+    """The Hub revisions a run asked for (``None``: main) and the commits they resolved to (:func:`hub_commit`), so
+    even an unpinned run says which weights it loaded. Call it after loading, which fills the cache it reads.
+
+    Example:
+
+    ```python
+    >>> loaded_revisions(".", None, None, None)
+    {'model_revision': None, 'model_commit': None, 'adapter_revision': None, 'adapter_commit': None}
+
+    ```
+    """
+    return {
+        "model_revision": model_revision,
+        "model_commit": hub_commit(model, model_revision),
+        "adapter_revision": adapter_revision,
+        "adapter_commit": hub_commit(adapter, adapter_revision),
+    }
+
+
+class Stopwatch:
+    """Wall-clock seconds since creation."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    def seconds(self) -> float:
+        """Seconds elapsed, rounded to 0.01."""
+        return round(time.perf_counter() - self._start, 2)
