@@ -85,6 +85,7 @@ pre.sql { white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: hidden; ma
   .prose table { display: block; overflow-x: auto; max-width: 100%; }
   .prose th, .prose td { white-space: nowrap; word-break: normal; }
   .prose pre, .prose pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .prose code { overflow-wrap: anywhere; }
 }
 """
 
@@ -532,6 +533,8 @@ def _disagreements_handler(space: ComparisonSpace) -> Callable:
         records = disagreements(data.eval_results, data.eval_dir, benchmark, which)
         bench = (data.eval_results or {}).get("benchmarks", {}).get(benchmark, {})
         count = f"**{len(records)}** of {bench.get('n', '?')} questions: {DISAGREEMENT_FILTERS[which]}."
+        if not records and which == "all":
+            count += " SFT and GRPO are right on exactly the same questions."
         return disagreement_html(records, data.trained), count
 
     return show_disagreements

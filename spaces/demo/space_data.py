@@ -373,9 +373,9 @@ def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData
     _load_trained(runs, data)
 
 
-def _load_trained(runs: list[Run], data: SpaceData) -> None:
-    """The databases each adapter trained on: the run's own record, else the one `slmsql push` shipped beside
-    this file; none is no message (a run made before the record was kept)."""
+def _load_trained(runs: list[Run], data: SpaceData, shipped_dir: Path | None = None) -> None:
+    """The databases each adapter trained on: the runs' own record, else the one `slmsql push` shipped into the
+    Space's folder (``shipped_dir``, default this file's); none is no message (a run made before the record)."""
     for run in runs:
         try:
             record = trained_databases(run)
@@ -388,7 +388,7 @@ def _load_trained(runs: list[Run], data: SpaceData) -> None:
                 f"{run.root} (the SFT question record and GRPO's run summary)"
             )
             return
-    shipped = Path(__file__).resolve().parent / TRAINED_DATABASES_FILE
+    shipped = (shipped_dir or Path(__file__).resolve().parent) / TRAINED_DATABASES_FILE
     if shipped.is_file():
         data.trained = read_trained_databases(shipped.read_text(encoding="utf-8"))
         if data.trained is None:

@@ -66,6 +66,7 @@ DISAGREEMENT_FILTERS: dict[str, str] = {
     "all": "every question where exactly one policy is correct",
     "sft_only": "SFT correct, GRPO not",
     "grpo_only": "GRPO correct, SFT not",
+    "sql_differs": "every question where the two wrote different SQL",
 }
 
 
@@ -73,7 +74,8 @@ def disagreements(
     eval_results: Mapping[str, Any] | None, eval_dir: Path | None, benchmark: str, which: str = "all"
 ) -> list[dict[str, Any]]:
     """The prediction records of one benchmark that exactly one policy answers correctly, filtered by ``which``
-    (:data:`DISAGREEMENT_FILTERS`); :class:`UsageError` on an unknown benchmark or filter or missing predictions.
+    (:data:`DISAGREEMENT_FILTERS`; ``sql_differs``: those where the two wrote different SQL, right or wrong);
+    :class:`UsageError` on an unknown benchmark or filter or missing predictions.
 
     Example:
 
@@ -103,6 +105,10 @@ def disagreements(
         raise UsageError(f"the predictions of {benchmark} are missing ({path}); rerun `slmsql eval`")
     records = []
     for record in read_jsonl(path):
+        if which == "sql_differs":
+            if record.get("sft_sql") != record.get("grpo_sql"):
+                records.append(record)
+            continue
         sft, grpo = record.get("sft_correct"), record.get("grpo_correct")
         if sft is None or grpo is None or sft == grpo:
             continue
