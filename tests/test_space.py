@@ -212,10 +212,10 @@ def test_the_difference_between_two_answers_is_marked_token_by_token():
     assert space_sql.sql_diff("select name from member", "SELECT name\nFROM member").same
     broken = space_sql.sql_diff("SELECT name FROM WHERE x", "SELECT city FROM WHERE x")
     assert (broken.removed, broken.added) == (1, 1) and "<del>name</del>" in broken.html
-    page = demo_app.differences_html("SELECT a FROM t", "SELECT b FROM t", "SELECT a FROM t")
+    page = space_sql.differences_html("SELECT a FROM t", "SELECT b FROM t", "SELECT a FROM t")
     assert "SFT → GRPO (1 token out, 1 in)" in page and "Gold → GRPO (1 token out, 1 in)" in page
     assert "The same query (formatted alike): Gold → SFT." in page
-    assert "Nothing to compare" in demo_app.differences_html(None, "SELECT 1", None)
+    assert "Nothing to compare" in space_sql.differences_html(None, "SELECT 1", None)
 
 
 def test_a_failed_answer_shows_its_error_and_an_empty_one_says_0_rows_neither_draws_a_table():

@@ -145,7 +145,9 @@ def test_the_space_as_a_person_sees_it(app_url, space_run, browser, width_name):
         assert card.locator("pre.sql").count() == 3  # the gold, SFT's and GRPO's, each formatted
         assert card.locator("ins").count() >= 1  # GRPO's SQL against the gold
         assert_readable(page, f"evaluation at {width} px")
-        page.get_by_text("every question where the two wrote different SQL").click()  # the tiny adapters: always
+        page.get_by_text(
+            "every question where the two wrote different SQL"
+        ).click()  # the tiny adapters: always
         page.wait_for_function("() => document.querySelectorAll('#disagreements .card').length === 20")
         assert_readable(page, f"evaluation, every different SQL, at {width} px")
         open_tab(page, "Telemetry")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import html
 import logging
 import os
 import sys
@@ -48,7 +47,8 @@ from space_backend import (  # noqa: E402 - after the path fix above
     eval_table,
     untrained_note,
 )
-from space_sql import format_sql, sql_diff  # noqa: E402
+from space_sql import differences_html, format_sql  # noqa: E402
+from space_views import SPACE_CSS  # noqa: E402
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
@@ -65,29 +65,6 @@ COMPARE_API_DESCRIPTION = (
     "(table, row-capped), GRPO SQL, GRPO status, GRPO result, gold SQL, gold status, gold result, and a JSON "
     "object with every detail (status keys, latency, token counts, raw outputs, row counts, errors)."
 )
-
-# SQL wraps (a long WHERE stays on screen, at any width); the diff marks what one query has and the other not.
-SPACE_CSS = """
-pre.sql { white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: hidden; max-width: 100%; margin: 0;
-  padding: 8px 10px; border-radius: 6px; font-family: var(--font-mono); font-size: 13px; line-height: 1.45;
-  background: var(--code-background-fill); border: 1px solid var(--border-color-primary); }
-.sql del, .legend del { background: #ffd7d5; color: #82071e; text-decoration: line-through; }
-.sql ins, .legend ins { background: #ccffd8; color: #055d20; text-decoration: underline; }
-.pairs, .answers { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 10px; }
-.pair .label, .answer .label { font-weight: 600; margin: 4px 0; }
-.card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 12px; margin: 0 0 12px; }
-.card .head { color: var(--body-text-color-subdued); font-size: 13px; }
-.card .question { font-weight: 600; margin: 4px 0 8px; }
-.held-out { display: inline-block; font-size: 12px; padding: 1px 8px; border-radius: 10px;
-  background: #fff4ce; color: #5c4400; margin: 2px 0; }
-#database-note p { background: #fff4ce; color: #5c4400; padding: 6px 10px; border-radius: 6px; }
-@media (max-width: 640px) {
-  .prose table { display: block; overflow-x: auto; max-width: 100%; }
-  .prose th, .prose td { white-space: nowrap; word-break: normal; }
-  .prose pre, .prose pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
-  .prose code { overflow-wrap: anywhere; }
-}
-"""
 
 # Plain symbols that every font has (a headless browser has no emoji font).
 _STATUS_MARK = {
@@ -171,53 +148,6 @@ def _sql_shown(answer: Answer) -> str:
 
 def _has_rows(result: Any) -> bool:
     return result is not None and result.ok and len(result.rows) > 0
-
-
-def differences_html(sft_sql: str | None, grpo_sql: str | None, gold_sql: str | None) -> str:
-    """What differs, token by token: SFT against GRPO, then each against the gold when there is one (``<del>``:
-    only in the first query, ``<ins>``: only in the second); pairs that are the same query share one line.
-
-    Example:
-
-    ```python
-    >>> page = differences_html("SELECT a FROM t WHERE x > 1", "SELECT a FROM t WHERE x >= 1", None)
-    >>> "SFT → GRPO (1 token out, 1 in)" in page, "<del>&gt;</del> <ins>&gt;=</ins>" in page
-    (True, True)
-    >>> differences_html("SELECT a FROM t", "select a from t", "SELECT a FROM t").count("The same query")
-    1
-
-    ```
-    """
-    pairs = [("SFT → GRPO", sft_sql, grpo_sql)]
-    if gold_sql:
-        pairs += [("Gold → SFT", gold_sql, sft_sql), ("Gold → GRPO", gold_sql, grpo_sql)]
-    blocks, same, missing = [], [], []
-    for title, first, second in pairs:
-        if first is None or second is None:
-            missing.append(title)
-            continue
-        diff = sql_diff(first, second)
-        if diff.same:
-            same.append(title)
-            continue
-        counts = f"{diff.removed} token{'s' if diff.removed != 1 else ''} out, {diff.added} in"
-        blocks.append(
-            f'<div class="pair"><div class="label">{html.escape(title)} ({counts})</div>'
-            f'<pre class="sql diff">{diff.html}</pre></div>'
-        )
-    lines = []
-    if same:
-        lines.append(f"The same query (formatted alike): {', '.join(same)}.")
-    if missing:
-        lines.append(f"Nothing to compare (no SQL in an answer): {', '.join(missing)}.")
-    if blocks:
-        lines.append(
-            "Token by token: <del>struck</del> is only in the first query, <ins>underlined</ins> only in the second."
-        )
-    text = "".join(
-        f'<p class="legend">{html.escape(line) if "<del>" not in line else line}</p>' for line in lines
-    )
-    return f'<div class="differences"><h3>What differs</h3>{text}<div class="pairs">{"".join(blocks)}</div></div>'
 
 
 def _problems_markdown(problems: Sequence[str]) -> str:

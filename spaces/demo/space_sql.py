@@ -1,5 +1,6 @@
 """SQL as the page shows it: formatted by sqlglot (the text as written when it does not parse), and the token
-difference between two queries marked in HTML (``<del>``: only in the first, ``<ins>``: only in the second).
+difference between two queries marked in HTML (``<del>``: only in the first, ``<ins>``: only in the second), as
+the Compare tab's "What differs" shows it (:func:`differences_html`).
 
 Both queries are formatted before they are compared, so a difference in layout or keyword case is no difference;
 the diff is :mod:`difflib` over sqlglot's tokens, each drawn with the whitespace it had in its own query. Nothing
@@ -141,3 +142,51 @@ def sql_block(sql: str | None, elem_class: str = "sql") -> str:
     ```
     """
     return f'<pre class="{elem_class}">{html.escape(format_sql(sql))}</pre>'
+
+
+def differences_html(sft_sql: str | None, grpo_sql: str | None, gold_sql: str | None) -> str:
+    """What differs, token by token: SFT against GRPO, then each against the gold when there is one (``<del>``:
+    only in the first query, ``<ins>``: only in the second); pairs that are the same query share one line.
+
+    Example:
+
+    ```python
+    >>> from space_sql import differences_html
+    >>> page = differences_html("SELECT a FROM t WHERE x > 1", "SELECT a FROM t WHERE x >= 1", None)
+    >>> "SFT → GRPO (1 token out, 1 in)" in page, "<del>&gt;</del> <ins>&gt;=</ins>" in page
+    (True, True)
+    >>> differences_html("SELECT a FROM t", "select a from t", "SELECT a FROM t").count("The same query")
+    1
+
+    ```
+    """
+    pairs = [("SFT → GRPO", sft_sql, grpo_sql)]
+    if gold_sql:
+        pairs += [("Gold → SFT", gold_sql, sft_sql), ("Gold → GRPO", gold_sql, grpo_sql)]
+    blocks, same, missing = [], [], []
+    for title, first, second in pairs:
+        if first is None or second is None:
+            missing.append(title)
+            continue
+        diff = sql_diff(first, second)
+        if diff.same:
+            same.append(title)
+            continue
+        counts = f"{diff.removed} token{'s' if diff.removed != 1 else ''} out, {diff.added} in"
+        blocks.append(
+            f'<div class="pair"><div class="label">{html.escape(title)} ({counts})</div>'
+            f'<pre class="sql diff">{diff.html}</pre></div>'
+        )
+    lines = []
+    if same:
+        lines.append(f"The same query (formatted alike): {', '.join(same)}.")
+    if missing:
+        lines.append(f"Nothing to compare (no SQL in an answer): {', '.join(missing)}.")
+    if blocks:
+        lines.append(
+            "Token by token: <del>struck</del> is only in the first query, <ins>underlined</ins> only in the second."
+        )
+    text = "".join(
+        f'<p class="legend">{html.escape(line) if "<del>" not in line else line}</p>' for line in lines
+    )
+    return f'<div class="differences"><h3>What differs</h3>{text}<div class="pairs">{"".join(blocks)}</div></div>'

@@ -1,6 +1,6 @@
 """The Evaluation and About tabs' content, computed from what :mod:`space_data` found: the per-benchmark table,
 the questions where SFT and GRPO disagree (as cards, each answer's SQL marked against the gold), the line that
-says no adapter trained on a database, and the model card's summary."""
+says no adapter trained on a database, the model card's summary, and the page's style (:data:`SPACE_CSS`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,29 @@ from typing import Any
 
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run_files import read_jsonl
+
+# SQL wraps (a long WHERE stays on screen, at any width); the diff marks what one query has and the other not.
+SPACE_CSS = """
+pre.sql { white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: hidden; max-width: 100%; margin: 0;
+  padding: 8px 10px; border-radius: 6px; font-family: var(--font-mono); font-size: 13px; line-height: 1.45;
+  background: var(--code-background-fill); border: 1px solid var(--border-color-primary); }
+.sql del, .legend del { background: #ffd7d5; color: #82071e; text-decoration: line-through; }
+.sql ins, .legend ins { background: #ccffd8; color: #055d20; text-decoration: underline; }
+.pairs, .answers { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 10px; }
+.pair .label, .answer .label { font-weight: 600; margin: 4px 0; }
+.card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 12px; margin: 0 0 12px; }
+.card .head { color: var(--body-text-color-subdued); font-size: 13px; }
+.card .question { font-weight: 600; margin: 4px 0 8px; }
+.held-out { display: inline-block; font-size: 12px; padding: 1px 8px; border-radius: 10px;
+  background: #fff4ce; color: #5c4400; margin: 2px 0; }
+#database-note p { background: #fff4ce; color: #5c4400; padding: 6px 10px; border-radius: 6px; }
+@media (max-width: 640px) {
+  .prose table { display: block; overflow-x: auto; max-width: 100%; }
+  .prose th, .prose td { white-space: nowrap; word-break: normal; }
+  .prose pre, .prose pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .prose code { overflow-wrap: anywhere; }
+}
+"""
 
 
 def _points(value: Any, signed: bool = True) -> str:
