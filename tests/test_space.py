@@ -214,7 +214,7 @@ def test_the_difference_between_two_answers_is_marked_token_by_token():
     assert (broken.removed, broken.added) == (1, 1) and "<del>name</del>" in broken.html
     page = space_sql.differences_html("SELECT a FROM t", "SELECT b FROM t", "SELECT a FROM t")
     assert "SFT → GRPO (1 token out, 1 in)" in page and "Gold → GRPO (1 token out, 1 in)" in page
-    assert "The same query (formatted alike): Gold → SFT." in page
+    assert "The same query, once formatted: Gold and SFT." in page
     assert "Nothing to compare" in space_sql.differences_html(None, "SELECT 1", None)
 
 

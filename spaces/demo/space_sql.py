@@ -170,7 +170,7 @@ def differences_html(sft_sql: str | None, grpo_sql: str | None, gold_sql: str | 
             continue
         diff = sql_diff(first, second)
         if diff.same:
-            same.append(title)
+            same.append(title.replace(" → ", " and "))
             continue
         counts = f"{diff.removed} token{'s' if diff.removed != 1 else ''} out, {diff.added} in"
         blocks.append(
@@ -179,7 +179,7 @@ def differences_html(sft_sql: str | None, grpo_sql: str | None, gold_sql: str | 
         )
     lines = []
     if same:
-        lines.append(f"The same query (formatted alike): {', '.join(same)}.")
+        lines.append(f"The same query, once formatted: {'; '.join(same)}.")
     if missing:
         lines.append(f"Nothing to compare (no SQL in an answer): {', '.join(missing)}.")
     if blocks:

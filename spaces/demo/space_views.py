@@ -25,6 +25,7 @@ pre.sql { white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: hidden; ma
 .card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 12px; margin: 0 0 12px; }
 .card .head { color: var(--body-text-color-subdued); font-size: 13px; }
 .card .question { font-weight: 600; margin: 4px 0 8px; }
+.answer .label .error { font-weight: 400; font-size: 13px; color: var(--body-text-color-subdued); }
 .held-out { display: inline-block; font-size: 12px; padding: 1px 8px; border-radius: 10px;
   background: #fff4ce; color: #5c4400; margin: 2px 0; }
 #database-note p { background: #fff4ce; color: #5c4400; padding: 6px 10px; border-radius: 6px; }
@@ -169,12 +170,13 @@ def untrained_note(trained: Mapping[str, list[str]] | None, db_id: str) -> str |
 
 
 def _verdict(record: Mapping[str, Any], name: str) -> str:
+    """The label of one answer in a card (escaped HTML): its verdict, and the error below it when it failed."""
     verdict = str(record.get(f"{name}_verdict") or "")
     if record.get(f"{name}_correct"):
         return "✓ correct"
     text = {"pred_error": "error", "no_sql": "no SQL"}.get(verdict, verdict.removeprefix("pred_") or "wrong")
     error = record.get(f"{name}_error")
-    return f"✗ {text}" + (f": {error}" if error else "")
+    return f"✗ {html.escape(text)}" + (f'<div class="error">{html.escape(str(error))}</div>' if error else "")
 
 
 def disagreement_html(
@@ -217,7 +219,7 @@ def disagreement_html(
                 body = sql_diff(gold, str(sql)).html if gold else html.escape(format_sql(str(sql)))
             else:
                 body = "-- no SQL in the answer"
-            verdict = html.escape(_verdict(record, name))
+            verdict = _verdict(record, name)
             blocks.append(
                 f'<div class="answer"><div class="label">{label} · {verdict}</div><pre class="sql diff">{body}</pre></div>'
             )
