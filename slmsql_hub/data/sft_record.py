@@ -186,10 +186,11 @@ def write_sft_record(
     *,
     stage: int,
     continued: str | None = None,
-    databases: Iterable[str] = (),
+    databases: Iterable[str] | None = None,
 ) -> SFTRecord:
-    """Write and return the record of SFT stage ``stage``: its own ``keys`` (questions on ``databases``) plus the
-    record of the adapter it ``continued`` (without one, the record is incomplete: a warning).
+    """Write and return the record of SFT stage ``stage``: its own ``keys`` (questions on ``databases``; ``None``
+    leaves them unrecorded) plus the record of the adapter it ``continued`` (without one, the record is
+    incomplete: a warning).
 
     Example:
 
@@ -201,6 +202,8 @@ def write_sft_record(
     ['pets', 'shop']
     >>> write_sft_record(tempfile.mkdtemp(), ["c3"], stage=2, continued="Org/hub-adapter").complete
     False
+    >>> write_sft_record(tempfile.mkdtemp(), ["d4"], stage=1).databases is None  # not recorded: not "none"
+    True
 
     ```
     """
@@ -221,9 +224,10 @@ def write_sft_record(
             record.keys = own | parent.keys
             record.complete, record.stages = parent.complete, list(parent.stages)
             record.unrecorded = list(parent.unrecorded)
-    record.stages.append(
-        {"stage": stage, "output_dir": str(out), "questions": len(own), "databases": sorted(set(databases))}
-    )
+    entry = {"stage": stage, "output_dir": str(out), "questions": len(own)}
+    if databases is not None:
+        entry["databases"] = sorted(set(databases))
+    record.stages.append(entry)
     payload = {
         "format": FORMAT,
         "key": KEY_RULE,
