@@ -503,6 +503,9 @@ def test_compare_endpoint_returns_both_sql_results_and_statuses(app_url):
     assert sft_rows["headers"] == ["count(*)"] and sft_rows["data"] == gold_rows["data"]
     assert grpo_rows["headers"] == ["name"] and 1 < len(grpo_rows["data"]) <= 50
     assert (details["sft"]["status"], details["grpo"]["status"]) == ("matches_gold", "wrong")
+    assert details["held_out"] is None  # the tiny run trained on this database
+    held_out = client.predict("world/farm_coop", "How many farms are there?", api_name="/compare")[-1]
+    assert "no adapter trained on a question about farm_coop" in held_out["held_out"]
 
 
 @pytest.mark.slow

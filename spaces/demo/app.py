@@ -63,7 +63,8 @@ COMPARE_API_DESCRIPTION = (
     "number of characters). When the question is one of the database's example questions, its gold SQL runs "
     "too and each answer is judged against it. Returns, in order: SFT SQL, SFT status (Markdown), SFT result "
     "(table, row-capped), GRPO SQL, GRPO status, GRPO result, gold SQL, gold status, gold result, and a JSON "
-    "object with every detail (status keys, latency, token counts, raw outputs, row counts, errors)."
+    "object with every detail (status keys, latency, token counts, raw outputs, row counts, errors, and "
+    "`held_out`: the line saying that no adapter trained on the database, else null)."
 )
 
 # Plain symbols that every font has (a headless browser has no emoji font).
@@ -226,6 +227,11 @@ def _gold_status(comparison: Any, display_rows: int) -> str:
     return f"**gold** ({comparison.database.mode} rule) · {_rows_line(comparison.gold, display_rows)}"
 
 
+def _details(space: ComparisonSpace, comparison: Any) -> dict[str, Any]:
+    """Every detail of a comparison, with ``held_out``: the line saying no adapter trained on its database."""
+    return {**comparison.to_dict(), "held_out": untrained_note(space.data.trained, comparison.database.db_id)}
+
+
 def _compare_handler(space: ComparisonSpace) -> Callable:
     """The ``/compare`` function: both answers, then the gold, then every detail (see the API description)."""
     display_rows = space.settings.display_rows
@@ -244,7 +250,7 @@ def _compare_handler(space: ComparisonSpace) -> Callable:
             comparison.gold_sql or "",
             _gold_status(comparison, display_rows),
             result_frame(comparison.gold, display_rows),
-            comparison.to_dict(),
+            _details(space, comparison),
         ]
         return tuple(outputs)
 
@@ -274,9 +280,7 @@ def _compare_view(space: ComparisonSpace) -> Callable:
         outputs += [code, _gold_status(comparison, display_rows), table]
         sqls = {name: answer.sql for name, answer in comparison.answers.items()}
         outputs.append(differences_html(sqls["sft"], sqls["grpo"], comparison.gold_sql))
-        details = comparison.to_dict()
-        details["held_out"] = untrained_note(space.data.trained, comparison.database.db_id)
-        outputs.append(details)
+        outputs.append(_details(space, comparison))
         return tuple(outputs)
 
     return view
