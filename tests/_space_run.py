@@ -50,13 +50,17 @@ def _answer(sql: str) -> str:
 
 def _tokenizer():
     """A byte-level BPE whose merges spell both answers."""
-    return build_tokenizer(400, corpus=[SFT_SQL, GRPO_SQL] * 20 + ["Answer with one SQLite query. CREATE TABLE"])
+    return build_tokenizer(
+        400, corpus=[SFT_SQL, GRPO_SQL] * 20 + ["Answer with one SQLite query. CREATE TABLE"]
+    )
 
 
 def _bigram_base(tokenizer):
     """The tiny Qwen2 with attention switched off (output projections zero and frozen)."""
     model = build_model(tokenizer)
-    model.config.max_position_embeddings = 4096  # rotary positions have no hard limit; prompts are ~600 tokens
+    model.config.max_position_embeddings = (
+        4096  # rotary positions have no hard limit; prompts are ~600 tokens
+    )
     for layer in model.model.layers:
         torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
         layer.self_attn.o_proj.weight.requires_grad_(False)
@@ -85,6 +89,31 @@ def _write_telemetry(folder: Path, zero_std: float) -> None:
     (folder / "telemetry.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
+def _record_training_databases(root: Path, world: Path) -> None:
+    """What `slmsql train sft` and `slmsql train grpo` record of their data, for the world's training splits:
+    the SFT question record of both stages (with the real writer) and GRPO's ``data.database_names``. The
+    world's held-out database is in none of them."""
+    from slmsql_hub.data.benchmarks import load_world
+    from slmsql_hub.data.sft_record import row_databases, row_keys, write_sft_record
+
+    continued = None
+    for stage, split in ((1, "foundation"), (2, "grounding")):
+        rows = load_world(world, split)
+        folder = root / "sft" / f"stage{stage}"
+        record = write_sft_record(
+            folder, row_keys(rows), stage=stage, continued=continued, databases=row_databases(rows)
+        )
+        summary_file = folder / "run_summary.json"
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"kind": "test"}
+        summary["sft_questions"] = {**record.summary(), "file": record.path.name}
+        summary_file.write_text(json.dumps(summary))
+        continued = str(folder)
+    summary_file = root / "grpo" / "run_summary.json"
+    summary = json.loads(summary_file.read_text())
+    summary["data"] = {"database_names": sorted(set(row_databases(load_world(world, "rl_pool"))))}
+    summary_file.write_text(json.dumps(summary))
+
+
 def build_space_run(root: Path) -> Path:
     """Build the run folder under ``root`` and return ``root``."""
 
@@ -97,7 +126,9 @@ def build_space_run(root: Path) -> Path:
     build_world(world, seed=0, sizes=WorldSizes(foundation=20, grounding=10, rl_pool=5, dev=20, test=5))
     rows = list(load_world(world, "dev"))
     if not any(row["db_id"] == DB_ID and row["question"] == QUESTION for row in rows):
-        raise RuntimeError(f"the tiny world's dev split no longer has {QUESTION!r}; update tests/_space_run.py")
+        raise RuntimeError(
+            f"the tiny world's dev split no longer has {QUESTION!r}; update tests/_space_run.py"
+        )
 
     chat = [{"role": "user", "content": "q"}]  # any prompt will do: the model only sees the last token
     with one_torch_thread():
@@ -114,6 +145,7 @@ def build_space_run(root: Path) -> Path:
 
     _write_telemetry(root / "grpo_attempt1", zero_std=0.9)
     _write_telemetry(root / "grpo", zero_std=0.2)
+    _record_training_databases(root, world)
 
     config = EvalConfig(
         model_name_or_path=str(root / "base"),

@@ -458,6 +458,7 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     assert update["relative_to_adapter"] is None  # the fixture's adapter starts at B = 0: no SFT update yet
     assert update["min_relative_update"] == 0.5 and "adapter_update" in summary["guards"]["warned"]
     assert summary["data"]["prompts"] == len(QUESTIONS) and summary["prompt"]["source"] == "adapter"
+    assert summary["data"]["database_names"] == ["nums"]  # what the Space calls trained on
 
     records = read_telemetry(out / "telemetry.jsonl")
     assert [r["step"] for r in records] == [1, 2]

@@ -352,6 +352,13 @@ def test_each_stage_records_the_questions_of_its_adapters_lineage(trained, world
         (1, len(keys("foundation"))),
         (2, len(keys("grounding"))),
     ]
+    # and the databases each stage's questions are on (the Space names a database no stage trained on)
+    databases = {
+        split: sorted(set(load_from_disk(str(world / "datasets" / split))["db_id"]))
+        for split in ("foundation", "grounding")
+    }
+    assert [s["databases"] for s in two.stages] == [databases["foundation"], databases["grounding"]]
+    assert two.databases == sorted(set(databases["foundation"]) | set(databases["grounding"]))
     assert trained["sft2"]["sft_questions"] == {
         "file": "sft_questions.json",
         "questions": len(two.keys),

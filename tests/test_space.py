@@ -9,6 +9,7 @@ with ``gradio_client`` on the app launched as the Space runs it (``python app.py
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import importlib.util
 import json
@@ -72,7 +73,9 @@ def compare_fn(demo):
 
 
 def test_space_modules_doctests_pass():
-    for module in (space_backend, space_data, space_settings, space_views, demo_app):
+    import space_sql
+
+    for module in (space_backend, space_data, space_settings, space_views, space_sql, demo_app):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -184,6 +187,120 @@ def test_result_tables_are_capped_and_failed_queries_show_no_rows():
     assert "120 rows (showing the first 50)" in demo_app._rows_line(ok, 50)
 
 
+def test_sql_is_formatted_wrapped_in_a_block_and_left_as_written_when_it_does_not_parse():
+    import space_sql
+
+    long = (
+        "SELECT name FROM member WHERE city = 'Derby' AND join_year >= 2014 AND name LIKE 'A%' ORDER BY name"
+    )
+    formatted = space_sql.format_sql(long)
+    assert formatted.splitlines()[:3] == ["SELECT", "  name", "FROM member"] and "'Derby'" in formatted
+    assert space_sql.format_sql("SELECT name FROM WHERE") == "SELECT name FROM WHERE"  # does not parse
+    assert space_sql.format_sql("SELECT 1; SELECT 2") == "SELECT 1; SELECT 2"  # not one query
+    assert space_sql.sql_block("SELECT a FROM t WHERE b < '<x>'").count("&lt;") == 2
+
+
+def test_the_difference_between_two_answers_is_marked_token_by_token():
+    import space_sql
+
+    diff = space_sql.sql_diff(
+        "SELECT name FROM member WHERE age > 30", "SELECT name, city FROM member WHERE age >= 30"
+    )
+    assert (diff.removed, diff.added) == (1, 3)  # `>` out; `,`, `city`, `>=` in
+    assert "<del>&gt;</del> <ins>&gt;=</ins>" in diff.html and "<ins>,\n  city</ins>" in diff.html
+    # Layout and keyword case are no difference; raw text that does not parse is still compared word by word.
+    assert space_sql.sql_diff("select name from member", "SELECT name\nFROM member").same
+    broken = space_sql.sql_diff("SELECT name FROM WHERE x", "SELECT city FROM WHERE x")
+    assert (broken.removed, broken.added) == (1, 1) and "<del>name</del>" in broken.html
+    page = space_sql.differences_html("SELECT a FROM t", "SELECT b FROM t", "SELECT a FROM t")
+    assert "SFT → GRPO (1 token out, 1 in)" in page and "Gold → GRPO (1 token out, 1 in)" in page
+    assert "The same query, once formatted: Gold and SFT." in page
+    assert "Nothing to compare" in space_sql.differences_html(None, "SELECT 1", None)
+
+
+def test_a_failed_answer_shows_its_error_and_an_empty_one_says_0_rows_neither_draws_a_table():
+    answer = space_backend.Answer(
+        "sft",
+        "SELECT x FROM patient",
+        "SELECT x FROM patient",
+        "error",
+        ExecResult(ExecStatus.ERROR, error="no such table: patient"),
+        0.1,
+        7,
+        True,
+    )
+    assert "no such table: patient" in demo_app.answer_status(answer, 50)
+    assert not demo_app._has_rows(answer.result)
+    empty = ExecResult(ExecStatus.OK, (), ("name",))
+    ran = dataclasses.replace(answer, status="ran", result=empty)
+    assert "0 rows" in demo_app.answer_status(ran, 50)
+    assert not demo_app._has_rows(empty) and not demo_app._has_rows(None)
+    assert demo_app._has_rows(ExecResult(ExecStatus.OK, ((1,),), ("n",)))
+
+
+def _run_with_training_record(root: Path, sft_databases: list[str], grpo_databases: list[str]) -> Path:
+    """A run folder holding what `slmsql train sft` (both stages) and `slmsql train grpo` record of their data."""
+    from slmsql_hub.data.sft_record import write_sft_record
+
+    continued = None
+    for stage in (1, 2):
+        folder = root / "sft" / f"stage{stage}"
+        record = write_sft_record(
+            folder, [f"k{stage}"], stage=stage, continued=continued, databases=sft_databases
+        )
+        (folder / "run_summary.json").write_text(
+            json.dumps({"sft_questions": {**record.summary(), "file": record.path.name}})
+        )
+        continued = str(folder)
+    (root / "grpo").mkdir(parents=True)
+    (root / "grpo" / "run_summary.json").write_text(json.dumps({"data": {"database_names": grpo_databases}}))
+    return root
+
+
+def test_a_held_out_database_carries_one_line_taken_from_the_runs_record(tmp_path):
+    run = _run_with_training_record(tmp_path / "run", ["clinic", "library"], ["library"])
+    data = load_space_data(SpaceSettings(run_dir=str(run)))
+    assert data.trained == {"sft": ["clinic", "library"], "grpo": ["clinic", "library"]}
+    assert "training databases" in data.sources
+    assert space_views.untrained_note(data.trained, "clinic") is None  # SFT trained on it; GRPO continues SFT
+    note = space_views.untrained_note(data.trained, "farm_coop")
+    assert (
+        note.startswith("**Held out:** no adapter trained on a question about farm_coop") and "\n" not in note
+    )
+    record = {
+        "question_id": "q",
+        "db_id": "farm_coop",
+        "question": "Q?",
+        "gold_sql": "SELECT 1",
+        "sft_sql": "SELECT 2",
+        "grpo_sql": "SELECT 1",
+        "grpo_correct": 1,
+    }
+    assert "held out" in space_views.disagreement_html([record], data.trained)
+    assert "held out" not in space_views.disagreement_html([{**record, "db_id": "clinic"}], data.trained)
+    # A run made before the record was kept: no line at all, rather than a wrong one.
+    (run / "grpo" / "run_summary.json").write_text("{}")
+    assert load_space_data(SpaceSettings(run_dir=str(run))).trained is None
+
+
+def test_a_demo_space_push_ships_the_record_and_the_space_reads_it_from_its_folder(tmp_path):
+    from slmsql_hub.hub import plan as hub_plan
+    from slmsql_hub.data.trained_databases import TRAINED_DATABASES_FILE
+
+    run = _run_with_training_record(tmp_path / "run", ["clinic"], ["clinic"])
+    [target] = hub_plan.plan_push(run, "alice/x", "demo-space", demo_dir=DEMO_DIR)
+    files = dict(target.files)
+    assert {"app.py", "space_sql.py", TRAINED_DATABASES_FILE} <= set(files)
+    space = tmp_path / "space"
+    hub_plan.stage_files(target.files, space)
+    data = space_data.SpaceData()
+    space_data._load_trained([], data, shipped_dir=space)  # the Space on the Hub: no run folder, its own file
+    assert data.trained == {"sft": ["clinic"], "grpo": ["clinic"]}
+    assert space_views.untrained_note(data.trained, "library") is not None
+    [plain] = hub_plan.plan_push(tmp_path / "no-run", "alice/x", "demo-space", demo_dir=DEMO_DIR)
+    assert TRAINED_DATABASES_FILE not in dict(plain.files)
+
+
 def write_card_folder(folder: Path, eval_results: dict, predictions: list[dict]) -> None:
     """What `slmsql push` puts in the GRPO model repo: adapter files, card, telemetry, eval."""
     (folder / "eval" / "predictions").mkdir(parents=True)
@@ -228,7 +345,13 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
         },
     }
     predictions = [
-        {"question_id": f"q{i}", "sft_correct": a, "grpo_correct": b}
+        {
+            "question_id": f"q{i}",
+            "sft_correct": a,
+            "grpo_correct": b,
+            "sft_sql": "SELECT a",
+            "grpo_sql": "SELECT b" if i < 2 else "SELECT a",  # q0: both right with other SQL
+        }
         for i, (a, b) in enumerate(zip(sft, grpo))
     ]
     card, adapter, base = tmp_path / "card", tmp_path / "sft", tmp_path / "base"
@@ -268,6 +391,7 @@ def test_a_card_folder_as_grpo_adapter_gives_the_evaluation_telemetry_and_summar
 
     assert ids("all") == ["q1", "q2", "q3"]
     assert ids("sft_only") == ["q1"] and ids("grpo_only") == ["q2", "q3"]
+    assert ids("sql_differs") == ["q0", "q1"]
     with pytest.raises(UsageError, match="no benchmark 'spider_dev'"):
         space_backend.disagreements(data.eval_results, data.eval_dir, "spider_dev")
 
@@ -379,6 +503,9 @@ def test_compare_endpoint_returns_both_sql_results_and_statuses(app_url):
     assert sft_rows["headers"] == ["count(*)"] and sft_rows["data"] == gold_rows["data"]
     assert grpo_rows["headers"] == ["name"] and 1 < len(grpo_rows["data"]) <= 50
     assert (details["sft"]["status"], details["grpo"]["status"]) == ("matches_gold", "wrong")
+    assert details["held_out"] is None  # the tiny run trained on this database
+    held_out = client.predict("world/farm_coop", "How many farms are there?", api_name="/compare")[-1]
+    assert "no adapter trained on a question about farm_coop" in held_out["held_out"]
 
 
 @pytest.mark.slow
@@ -464,7 +591,9 @@ def test_hub_adapters_are_downloaded_and_the_grpo_repo_feeds_the_other_tabs(spac
 def _write_study(folder: Path, run: Path, finding: str) -> None:
     (folder / "plots").mkdir(parents=True)
     (folder / "report.json").write_text(json.dumps({"config": {"run_dir": str(run)}}))
-    (folder / "report.md").write_text(f"## Finding\n\n{finding}\n\n![f](plots/forest.png)\n## Per seed\n\nper-seed rows\n")
+    (folder / "report.md").write_text(
+        f"## Finding\n\n{finding}\n\n![f](plots/forest.png)\n## Per seed\n\nper-seed rows\n"
+    )
 
 
 def _ablations_text(run: Path) -> list[str]:

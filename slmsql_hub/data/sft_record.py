@@ -17,11 +17,15 @@ filter's 1,367 SynSQL questions were the first 1,367 of SFT stage 1's 100,000); 
 about k1 * k2 / n questions (all of them when SFT takes a whole shard). Only leaving out what SFT trained on
 makes the pool held out, and drawing after the exclusion keeps the pool at its ``limit``.
 
+Each stage entry also names the databases its questions are on (``databases``, sorted ``db_id``s; absent in
+records written before it was kept): the comparison Space says from it that a question's database was never
+trained on.
+
 The file (about 1.9 MB for 100,000 questions)::
 
     {"format": "slmsql-sft-questions/1", "key": "...", "complete": true,
-     "stages": [{"stage": 1, "output_dir": "...", "questions": 3000}, ...], "unrecorded": [],
-     "count": 4200, "keys": ["00a1...", ...]}
+     "stages": [{"stage": 1, "output_dir": "...", "questions": 3000, "databases": ["clinic", ...]}, ...],
+     "unrecorded": [], "count": 4200, "keys": ["00a1...", ...]}
 """
 
 from __future__ import annotations
@@ -63,9 +67,30 @@ def question_key(db_id: str, question: str, gold_sql: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def row_databases(columns: dict[str, Sequence]) -> list[str]:
+    """The ``db_id`` of every row of a column mapping (a ``datasets.Dataset`` works), else the stem of its
+    ``db_path``, else ``""``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.data.sft_record import row_databases
+    >>> row_databases({"question": ["Q?", "R?"], "db_path": ["/w/databases/pets/pets.sqlite", None]})
+    ['pets', '']
+
+    ```
+    """
+    names = set(columns.column_names) if hasattr(columns, "column_names") else set(columns)
+    if "db_id" in names:
+        return [str(d or "") for d in columns["db_id"]]
+    if "db_path" in names:
+        return [Path(str(p)).stem if p else "" for p in columns["db_path"]]
+    return [""] * len(columns["question"])
+
+
 def row_keys(columns: dict[str, Sequence]) -> list[str]:
-    """:func:`question_key` of every row of a column mapping (a ``datasets.Dataset`` works); ``db_id`` falls
-    back to the stem of ``db_path``, then to ``""``.
+    """:func:`question_key` of every row of a column mapping (a ``datasets.Dataset`` works), its ``db_id`` as
+    :func:`row_databases` finds it.
 
     Example:
 
@@ -77,15 +102,8 @@ def row_keys(columns: dict[str, Sequence]) -> list[str]:
 
     ```
     """
-    names = set(columns.column_names) if hasattr(columns, "column_names") else set(columns)
     questions, golds = list(columns["question"]), list(columns["gold_sql"])
-    if "db_id" in names:
-        db_ids = [str(d or "") for d in columns["db_id"]]
-    elif "db_path" in names:
-        db_ids = [Path(str(p)).stem if p else "" for p in columns["db_path"]]
-    else:
-        db_ids = [""] * len(questions)
-    return [question_key(d, q, g) for d, q, g in zip(db_ids, questions, golds)]
+    return [question_key(d, q, g) for d, q, g in zip(row_databases(columns), questions, golds)]
 
 
 @dataclass
@@ -105,6 +123,13 @@ class SFTRecord:
         digest = hashlib.sha256(f"{self.complete}\n".encode())
         digest.update("\n".join(sorted(self.keys)).encode())
         return digest.hexdigest()
+
+    @property
+    def databases(self) -> list[str] | None:
+        """The sorted ``db_id``s the lineage trained on; ``None`` when a stage did not record its databases."""
+        if not self.stages or any("databases" not in stage for stage in self.stages):
+            return None
+        return sorted({db for stage in self.stages for db in stage["databases"]})
 
     def summary(self) -> dict:
         """What ``run_summary.json`` and ``filter_report.json`` say about the record."""
@@ -156,10 +181,16 @@ def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
 
 
 def write_sft_record(
-    output_dir: str | os.PathLike, keys: Iterable[str], *, stage: int, continued: str | None = None
+    output_dir: str | os.PathLike,
+    keys: Iterable[str],
+    *,
+    stage: int,
+    continued: str | None = None,
+    databases: Iterable[str] | None = None,
 ) -> SFTRecord:
-    """Write and return the record of SFT stage ``stage``: its own ``keys`` plus the record of the adapter it
-    ``continued`` (without one, the record is incomplete: a warning).
+    """Write and return the record of SFT stage ``stage``: its own ``keys`` (questions on ``databases``; ``None``
+    leaves them unrecorded) plus the record of the adapter it ``continued`` (without one, the record is
+    incomplete: a warning).
 
     Example:
 
@@ -167,10 +198,12 @@ def write_sft_record(
     >>> import tempfile
     >>> from slmsql_hub.data.sft_record import write_sft_record
     >>> one = tempfile.mkdtemp()
-    >>> write_sft_record(one, ["a1", "b2"], stage=1).complete
-    True
+    >>> write_sft_record(one, ["a1", "b2"], stage=1, databases=["pets", "pets", "shop"]).databases
+    ['pets', 'shop']
     >>> write_sft_record(tempfile.mkdtemp(), ["c3"], stage=2, continued="Org/hub-adapter").complete
     False
+    >>> write_sft_record(tempfile.mkdtemp(), ["d4"], stage=1).databases is None  # not recorded: not "none"
+    True
 
     ```
     """
@@ -191,7 +224,10 @@ def write_sft_record(
             record.keys = own | parent.keys
             record.complete, record.stages = parent.complete, list(parent.stages)
             record.unrecorded = list(parent.unrecorded)
-    record.stages.append({"stage": stage, "output_dir": str(out), "questions": len(own)})
+    entry = {"stage": stage, "output_dir": str(out), "questions": len(own)}
+    if databases is not None:
+        entry["databases"] = sorted(set(databases))
+    record.stages.append(entry)
     payload = {
         "format": FORMAT,
         "key": KEY_RULE,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..data.trained_databases import with_trained_databases
 from ..errors import UsageError
 from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
@@ -255,9 +256,11 @@ def default_demo_dir() -> Path:
     return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")
 
 
-def _demo_target(repo_id: str, demo_dir: Path | None) -> PushTarget:
+def _demo_target(repo_id: str, demo_dir: Path | None, run_dir: Path) -> PushTarget:
     folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
     files = folder_files(folder) if folder.is_dir() else []
+    if files and run_dir.is_dir():  # the run's trained-on databases, so the Space can name a held-out one
+        files = with_trained_databases(files, read_run(run_dir))
     if not files:
         raise UsageError(f"no demo Space files in {folder}: build the demo there first, or pass --demo-dir")
     readme = folder / CARD_README
@@ -332,7 +335,7 @@ def plan_push(
         elif name == METRIC_SPACE:
             plan.append(_metric_target(ids[name]))
         else:
-            plan.append(_demo_target(ids[name], Path(demo_dir) if demo_dir is not None else None))
+            plan.append(_demo_target(ids[name], Path(demo_dir) if demo_dir is not None else None, run_dir))
     return plan
 
 

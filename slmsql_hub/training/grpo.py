@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..data.sft_record import row_databases
 from ..errors import UsageError
 from ..recipes import save_resolved_config
 from ..run.layout import STAGE_CONFIG
@@ -236,6 +237,7 @@ def _fit_to_model(dataset: Dataset, counts: dict[str, Any], model: Any, tokenize
     counts.update(
         {"dropped_too_long": n_dropped, "prompts": len(dataset), "databases": len(set(dataset["db_path"]))}
     )
+    counts["database_names"] = sorted(set(row_databases(dataset)))  # what the Space calls trained on
     return dataset
 
 

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..data.sft_record import row_keys, write_sft_record
+from ..data.sft_record import row_databases, row_keys, write_sft_record
 from ..errors import UsageError
 from ..runtime import Stopwatch, environment, loaded_revisions, set_num_threads
 from .common import (
@@ -93,8 +93,9 @@ def train_sft(
     rows = load_training_rows(script_args, seed=training_args.seed)
     n_rows = len(rows)
     rows = shuffle_and_cap(rows, training_args.seed, script_args.max_train_samples)
-    # The key column rides through drop_too_long, so the record lists exactly the examples trained on.
+    # The key and database columns ride through drop_too_long, so the record lists exactly the examples trained on.
     dataset = to_prompt_completion(rows, prompt_config).add_column("question_key", row_keys(rows))
+    dataset = dataset.add_column("question_db", row_databases(rows))
 
     model, peft_config, tokenizer = load_model_and_tokenizer(model_args, training_args.adapter_path)
     dataset, n_dropped = drop_too_long(dataset, tokenizer, training_args.max_length)
@@ -102,8 +103,8 @@ def train_sft(
         raise UsageError(
             f"no example fits max_length={training_args.max_length}; raise it or shorten the prompt"
         )
-    trained_keys = dataset["question_key"]
-    dataset = dataset.remove_columns("question_key")
+    trained_keys, trained_databases = dataset["question_key"], dataset["question_db"]
+    dataset = dataset.remove_columns(["question_key", "question_db"])
 
     revisions = loaded_revisions(
         model_args.model_name_or_path,
@@ -139,6 +140,7 @@ def train_sft(
         trained_keys,
         stage=training_args.stage,
         continued=training_args.adapter_path if training_args.stage == 2 else None,
+        databases=trained_databases,
     )
     data = {"rows": n_rows, "used": len(rows), "dropped_too_long": n_dropped, "trained_on": len(dataset)}
     summary = _summary(

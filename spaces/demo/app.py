@@ -41,10 +41,14 @@ from space_backend import (  # noqa: E402 - after the path fix above
     ComparisonSpace,
     SpaceSettings,
     card_summary,
+    disagreement_html,
     disagreements,
     env_settings,
     eval_table,
+    untrained_note,
 )
+from space_sql import differences_html, format_sql  # noqa: E402
+from space_views import SPACE_CSS  # noqa: E402
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
@@ -59,7 +63,8 @@ COMPARE_API_DESCRIPTION = (
     "number of characters). When the question is one of the database's example questions, its gold SQL runs "
     "too and each answer is judged against it. Returns, in order: SFT SQL, SFT status (Markdown), SFT result "
     "(table, row-capped), GRPO SQL, GRPO status, GRPO result, gold SQL, gold status, gold result, and a JSON "
-    "object with every detail (status keys, latency, token counts, raw outputs, row counts, errors)."
+    "object with every detail (status keys, latency, token counts, raw outputs, row counts, errors, and "
+    "`held_out`: the line saying that no adapter trained on the database, else null)."
 )
 
 # Plain symbols that every font has (a headless browser has no emoji font).
@@ -142,6 +147,10 @@ def _sql_shown(answer: Answer) -> str:
     return f"-- no SQL found in the answer; it was:\n{raw}"
 
 
+def _has_rows(result: Any) -> bool:
+    return result is not None and result.ok and len(result.rows) > 0
+
+
 def _problems_markdown(problems: Sequence[str]) -> str:
     if not problems:
         return ""
@@ -149,11 +158,31 @@ def _problems_markdown(problems: Sequence[str]) -> str:
 
 
 def _markdown_table(rows: Sequence[dict[str, str]]) -> str:
+    """The rows as a Markdown table turned on its side: one column per row (headed by its first value), one line
+    per other field, so that it fits a phone as well as a desktop.
+
+    Example:
+
+    ```python
+    >>> print(_markdown_table([{"Benchmark": "dev", "SFT EX": "61.2"}, {"Benchmark": "test", "SFT EX": "58.0"}]))
+    | Benchmark | dev | test |
+    |---|---|---|
+    | SFT EX | 61.2 | 58.0 |
+
+    ```
+    """
     if not rows:
         return ""
-    header = list(rows[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(row[h]).replace("|", "\\|") for h in header) + " |" for row in rows]
+    first, *fields = list(rows[0])
+
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    lines = [
+        line([first, *(row[first] for row in rows)]),
+        "|" + "|".join("---" for _ in range(len(rows) + 1)) + "|",
+    ]
+    lines += [line([name, *(row[name] for row in rows)]) for name in fields]
     return "\n".join(lines)
 
 
@@ -190,6 +219,19 @@ def _example_choices(space: ComparisonSpace, key: str | None) -> list[tuple[str,
     ]
 
 
+def _gold_status(comparison: Any, display_rows: int) -> str:
+    if comparison.gold_sql is None:
+        return "No gold for a typed question: each answer was only run. Pick an example to judge it."
+    if comparison.gold is not None and not comparison.gold.ok:
+        return f"? **the gold query failed**, so neither answer can be judged. {_rows_line(comparison.gold, display_rows)}"
+    return f"**gold** ({comparison.database.mode} rule) · {_rows_line(comparison.gold, display_rows)}"
+
+
+def _details(space: ComparisonSpace, comparison: Any) -> dict[str, Any]:
+    """Every detail of a comparison, with ``held_out``: the line saying no adapter trained on its database."""
+    return {**comparison.to_dict(), "held_out": untrained_note(space.data.trained, comparison.database.db_id)}
+
+
 def _compare_handler(space: ComparisonSpace) -> Callable:
     """The ``/compare`` function: both answers, then the gold, then every detail (see the API description)."""
     display_rows = space.settings.display_rows
@@ -204,21 +246,11 @@ def _compare_handler(space: ComparisonSpace) -> Callable:
                 answer_status(answer, display_rows),
                 result_frame(answer.result, display_rows),
             ]
-        if comparison.gold_sql is None:
-            gold_status = (
-                "No gold for a typed question: each answer was only run. Pick an example to judge it."
-            )
-        elif comparison.gold is not None and not comparison.gold.ok:
-            gold_status = f"? **the gold query failed**, so neither answer can be judged. {_rows_line(comparison.gold, display_rows)}"
-        else:
-            gold_status = (
-                f"**gold** ({comparison.database.mode} rule) · {_rows_line(comparison.gold, display_rows)}"
-            )
         outputs += [
             comparison.gold_sql or "",
-            gold_status,
+            _gold_status(comparison, display_rows),
             result_frame(comparison.gold, display_rows),
-            comparison.to_dict(),
+            _details(space, comparison),
         ]
         return tuple(outputs)
 
@@ -226,19 +258,56 @@ def _compare_handler(space: ComparisonSpace) -> Callable:
     return compare
 
 
+def _compare_view(space: ComparisonSpace) -> Callable:
+    """The page's side of a comparison: formatted SQL, the status with the error when a query failed, a result
+    table only when there are rows, the differences, the details."""
+    display_rows = space.settings.display_rows
+
+    def shown(sql: str, result: Any) -> list[Any]:
+        table = result_frame(result, display_rows) if _has_rows(result) else None
+        return [gr.update(value=sql, visible=bool(sql)), gr.update(value=table, visible=table is not None)]
+
+    def view(database: str, question: str):
+        comparison = space.compare(database, question)
+        outputs: list[Any] = []
+        for name in ("sft", "grpo"):
+            answer = comparison.answers[name]
+            code, table = shown(
+                format_sql(answer.sql) if answer.sql is not None else _sql_shown(answer), answer.result
+            )
+            outputs += [code, answer_status(answer, display_rows), table]
+        code, table = shown(format_sql(comparison.gold_sql), comparison.gold)
+        outputs += [code, _gold_status(comparison, display_rows), table]
+        sqls = {name: answer.sql for name, answer in comparison.answers.items()}
+        outputs.append(differences_html(sqls["sft"], sqls["grpo"], comparison.gold_sql))
+        outputs.append(_details(space, comparison))
+        return tuple(outputs)
+
+    return view
+
+
 class _CompareControls(NamedTuple):
-    """The Compare tab's components that its events connect."""
+    """The Compare tab's components that its events connect: ``outputs`` the page's, ``api_outputs`` the hidden
+    ones the ``/compare`` endpoint returns into (plain values, as API clients expect)."""
 
     database: Any
+    note: Any
     example: Any
     schema: Any
     question: Any
     button: Any
     outputs: list[Any]
+    api_trigger: Any
+    api_outputs: list[Any]
+
+
+def _database_note(space: ComparisonSpace, key: str | None) -> str:
+    database = space.data.databases.get(key or "")
+    return (untrained_note(space.data.trained, database.db_id) if database else None) or ""
 
 
 def _compare_tab(space: ComparisonSpace) -> _CompareControls:
-    """The Compare tab: database, example and question pickers, and one column per policy and the gold."""
+    """The Compare tab: database, example and question pickers, one column per policy and the gold, what differs."""
     settings, data = space.settings, space.data
     display_rows = settings.display_rows
     keys = list(data.databases)
@@ -256,6 +325,7 @@ def _compare_tab(space: ComparisonSpace) -> _CompareControls:
             label="Database",
             elem_id="database",
             scale=1,
+            min_width=220,
         )
         example = gr.Dropdown(
             choices=_example_choices(space, default_key),
@@ -263,9 +333,13 @@ def _compare_tab(space: ComparisonSpace) -> _CompareControls:
             label="Example question (with its gold SQL)",
             elem_id="example",
             scale=3,
+            min_width=300,
         )
+    note = gr.Markdown(_database_note(space, default_key), elem_id="database-note")
     with gr.Accordion("Schema", open=False):
-        schema = gr.Code(value=default_schema, language="sql", label="Schema", interactive=False)
+        schema = gr.Code(
+            value=default_schema, language="sql", label="Schema", interactive=False, wrap_lines=True
+        )
     with gr.Row():
         question = gr.Textbox(
             label=f"Question (at most {settings.max_question_chars} characters)",
@@ -273,53 +347,81 @@ def _compare_tab(space: ComparisonSpace) -> _CompareControls:
             max_length=settings.max_question_chars,
             elem_id="question",
             scale=4,
+            min_width=300,
         )
         button = gr.Button("Compare", variant="primary", elem_id="compare-button", scale=1)
     outputs: list[Any] = []
     with gr.Row(equal_height=False):
         for name, title in (("sft", POLICY_LABELS["sft"]), ("grpo", POLICY_LABELS["grpo"]), ("gold", "Gold")):
-            with gr.Column(elem_id=f"column-{name}"):
+            with gr.Column(elem_id=f"column-{name}", min_width=300):
                 gr.Markdown(f"### {title}")
                 outputs += [
-                    gr.Code(language="sql", label=f"{title} SQL", interactive=False, elem_id=f"{name}-sql"),
-                    gr.Markdown(label=f"{title} status", elem_id=f"{name}-status"),
+                    gr.Code(
+                        language="sql",
+                        label=f"{title} SQL (formatted)",
+                        interactive=False,
+                        wrap_lines=True,
+                        visible=False,
+                        elem_id=f"{name}-sql",
+                    ),
+                    gr.Markdown(elem_id=f"{name}-status"),
                     gr.Dataframe(
                         label=f"{title} result (first {display_rows} rows)",
                         interactive=False,
+                        wrap=True,
                         max_height=360,
+                        visible=False,
                         elem_id=f"{name}-result",
                     ),
                 ]
+    outputs.append(gr.HTML(elem_id="diff"))
     with gr.Accordion("Details (JSON)", open=False):
         outputs.append(gr.JSON(label="Details", elem_id="details"))
+    with gr.Column(visible=False):  # what /compare returns: plain values (see COMPARE_API_DESCRIPTION)
+        api_outputs: list[Any] = []
+        for title in ("SFT", "GRPO", "Gold"):
+            api_outputs += [
+                gr.Code(language="sql", label=f"{title} SQL"),
+                gr.Markdown(label=f"{title} status"),
+                gr.Dataframe(label=f"{title} result"),
+            ]
+        api_outputs.append(gr.JSON(label="Details"))
+        api_trigger = gr.Button("compare (API)")
     gr.Markdown(
         f"Greedy decoding, at most {data.max_new_tokens} new tokens, the prompt each adapter was trained "
         f"with. Queries run read-only with a {settings.timeout_s:g} s deadline and at most "
         f"{settings.max_rows} rows."
     )
-    return _CompareControls(database, example, schema, question, button, outputs)
+    return _CompareControls(
+        database, note, example, schema, question, button, outputs, api_trigger, api_outputs
+    )
 
 
 def _wire_compare(space: ComparisonSpace, controls: _CompareControls) -> None:
-    """The Compare tab's events: ``/compare`` on the button (and Enter), the schema and examples on a pick."""
-    handler = _ui_errors(_compare_handler(space))
+    """The Compare tab's events: the page's comparison on the button (and Enter), the ``/compare`` endpoint
+    (same work, plain values), the schema, examples and held-out line on a pick."""
     limits = {"concurrency_limit": space.settings.concurrency, "concurrency_id": "compare"}
     inputs = [controls.database, controls.question]
-    controls.button.click(
-        handler,
+    view = _ui_errors(_compare_view(space))
+    for trigger in (controls.button.click, controls.question.submit):
+        trigger(view, inputs=inputs, outputs=controls.outputs, api_visibility="private", **limits)
+    controls.api_trigger.click(  # never clicked in the page: API clients call it by name
+        _ui_errors(_compare_handler(space)),
         inputs=inputs,
-        outputs=controls.outputs,
+        outputs=controls.api_outputs,
         api_name="compare",
         api_description=COMPARE_API_DESCRIPTION,
         **limits,
     )
-    controls.question.submit(
-        handler, inputs=inputs, outputs=controls.outputs, api_visibility="private", **limits
-    )
 
     def pick_database(key: str | None):
         schema = space.schema(key) if key else ""
-        return schema, gr.update(choices=_example_choices(space, key), value=None), ""
+        return (
+            schema,
+            gr.update(choices=_example_choices(space, key), value=None),
+            "",
+            _database_note(space, key),
+        )
 
     def pick_example(question: str | None):
         return question or ""
@@ -327,7 +429,7 @@ def _wire_compare(space: ComparisonSpace, controls: _CompareControls) -> None:
     controls.database.change(
         _ui_errors(pick_database),
         inputs=[controls.database],
-        outputs=[controls.schema, controls.example, controls.question],
+        outputs=[controls.schema, controls.example, controls.question, controls.note],
         api_visibility="private",
     )
     controls.example.input(
@@ -351,39 +453,23 @@ def _telemetry_tab(space: ComparisonSpace) -> None:
     for start in range(0, len(plots), 2):
         with gr.Row():
             for path, title in plots[start : start + 2]:
-                gr.Image(value=path, label=title, interactive=False, show_label=True)
-
-
-_DISAGREEMENT_COLUMNS = {
-    "question_id": "id",
-    "db_id": "database",
-    "difficulty": "difficulty",
-    "question": "question",
-    "gold_sql": "gold SQL",
-    "sft_sql": "SFT SQL",
-    "sft_verdict": "SFT verdict",
-    "grpo_sql": "GRPO SQL",
-    "grpo_verdict": "GRPO verdict",
-}
+                gr.Image(value=path, label=title, interactive=False, show_label=False, min_width=320)
 
 
 def _disagreements_handler(space: ComparisonSpace) -> Callable:
-    """The browser's function: the questions of one benchmark where the policies disagree, and their count."""
+    """The browser's function: the questions of one benchmark where the policies disagree (as cards), and
+    their count."""
     data = space.data
 
     def show_disagreements(benchmark: str | None, which: str):
-        import pandas as pd
-
-        shown = list(_DISAGREEMENT_COLUMNS.values())
         if not benchmark:
-            return pd.DataFrame(columns=shown), "No evaluation to browse."
+            return "", "No evaluation to browse."
         records = disagreements(data.eval_results, data.eval_dir, benchmark, which)
-        frame = pd.DataFrame(
-            [{name: r.get(key) for key, name in _DISAGREEMENT_COLUMNS.items()} for r in records],
-            columns=shown,
-        )
         bench = (data.eval_results or {}).get("benchmarks", {}).get(benchmark, {})
-        return frame, f"**{len(records)}** of {bench.get('n', '?')} questions: {DISAGREEMENT_FILTERS[which]}."
+        count = f"**{len(records)}** of {bench.get('n', '?')} questions: {DISAGREEMENT_FILTERS[which]}."
+        if not records and which == "all":
+            count += " SFT and GRPO are right on exactly the same questions."
+        return disagreement_html(records, data.trained), count
 
     return show_disagreements
 
@@ -409,22 +495,23 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
     gr.Markdown("\n".join(summaries))
     gr.Markdown("### Where SFT and GRPO disagree")
     with gr.Row():
-        benchmark = gr.Dropdown(choices=benchmarks, value=benchmarks[0], label="Benchmark", scale=1)
+        benchmark = gr.Dropdown(
+            choices=benchmarks, value=benchmarks[0], label="Benchmark", scale=1, min_width=200
+        )
         which = gr.Radio(
             choices=[(text, key) for key, text in DISAGREEMENT_FILTERS.items()],
             value="all",
             label="Show",
             scale=2,
+            min_width=200,
         )
     show_disagreements = _disagreements_handler(space)
     try:
-        first_frame, first_count = show_disagreements(benchmarks[0], "all")
+        first_cards, first_count = show_disagreements(benchmarks[0], "all")
     except UsageError as err:
-        first_frame, first_count = None, f"**{err}**"
+        first_cards, first_count = "", f"**{err}**"
     count = gr.Markdown(first_count)
-    browser = gr.Dataframe(
-        value=first_frame, interactive=False, wrap=True, max_height=600, elem_id="disagreements"
-    )
+    browser = gr.HTML(first_cards, elem_id="disagreements")
     for control in (benchmark, which):
         control.change(
             _ui_errors(show_disagreements),
@@ -438,13 +525,17 @@ def _ablations_tab(space: ComparisonSpace) -> None:
     """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest plot."""
     folder = space.data.ablations
     if folder is None:
-        gr.Markdown("No ablation study for this run (`slmsql ablate`; `slmsql card` ships its report in `ablations/`).")
+        gr.Markdown(
+            "No ablation study for this run (`slmsql ablate`; `slmsql card` ships its report in `ablations/`)."
+        )
         return
     text = (folder / REPORT_MD).read_text(encoding="utf-8").split("## Per seed")[0]
     gr.Markdown("\n".join(line for line in text.splitlines() if not line.startswith("![")))
     forest = folder / FOREST_PLOT
     if forest.is_file():
-        gr.Image(value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True)
+        gr.Image(
+            value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True
+        )
 
 
 def _about_tab(space: ComparisonSpace) -> None:
@@ -455,7 +546,9 @@ def _about_tab(space: ComparisonSpace) -> None:
     loader = jinja2.FileSystemLoader(_HERE)
     template = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined).get_template("about.md")
     sources = "\n".join(f"- {what}: `{where}`" for what, where in data.sources.items()) or "- nothing loaded"
-    gr.Markdown(template.render(summary=card_summary(data.card_text), sources=sources, api=COMPARE_API_DESCRIPTION))
+    gr.Markdown(
+        template.render(summary=card_summary(data.card_text), sources=sources, api=COMPARE_API_DESCRIPTION)
+    )
 
 
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
@@ -551,7 +644,9 @@ def parse_args(
 def launch(demo: gr.Blocks, settings: SpaceSettings, host: str, port: int, **kwargs: Any) -> Any:
     """Queue (bounded) and launch the page; extra keywords go to ``launch``."""
     demo.queue(max_size=settings.queue_size, default_concurrency_limit=settings.concurrency)
-    return demo.launch(server_name=host, server_port=port, ssr_mode=False, footer_links=["api"], **kwargs)
+    return demo.launch(
+        server_name=host, server_port=port, ssr_mode=False, footer_links=["api"], css=SPACE_CSS, **kwargs
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

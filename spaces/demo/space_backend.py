@@ -28,7 +28,14 @@ from space_data import (  # noqa: F401 - re-exported
     load_space_data,
 )
 from space_settings import DEFAULT_RUN_DIR, SpaceSettings, env_settings  # noqa: F401 - re-exported
-from space_views import DISAGREEMENT_FILTERS, card_summary, disagreements, eval_table  # noqa: F401 - re-exported
+from space_views import (  # noqa: F401 - re-exported
+    DISAGREEMENT_FILTERS,
+    card_summary,
+    disagreement_html,
+    disagreements,
+    eval_table,
+    untrained_note,
+)
 
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.metric_names import EXACT_ZERO_STD_METRIC
@@ -197,7 +204,12 @@ class ComparisonSpace:
             return False
         try:
             self.load()
-        except (UsageError, OSError, ValueError, RuntimeError) as err:  # bad weights, missing files, torch errors
+        except (
+            UsageError,
+            OSError,
+            ValueError,
+            RuntimeError,
+        ) as err:  # bad weights, missing files, torch errors
             message = f"the models could not be loaded: {type(err).__name__}: {err}"
             logger.error(message)
             self.data.problems.append(message)
@@ -299,7 +311,10 @@ class ComparisonSpace:
             )
             statuses = [_status(j.verdict.value) for j in judgements]
         else:
-            statuses = ["no_sql" if r is None else "infra_failure" if r.infra else _status(r.status.value) for r in shown]
+            statuses = [
+                "no_sql" if r is None else "infra_failure" if r.infra else _status(r.status.value)
+                for r in shown
+            ]
         answers = {}
         for name, text, sql, result, status in zip(names, outputs, sqls, shown, statuses):
             completion, latency = generated[name]
@@ -348,7 +363,9 @@ class ComparisonSpace:
             summary = summarize_telemetry(records)
             row = {"Attempt": label, "Steps logged": str(summary["steps_logged"])}
             for title, metric in _TELEMETRY_COLUMNS.items():
-                value = summary["mean"].get(logged_metric({label: records}, metric) or METRIC_FALLBACKS.get(metric, metric))
+                value = summary["mean"].get(
+                    logged_metric({label: records}, metric) or METRIC_FALLBACKS.get(metric, metric)
+                )
                 row[title] = "n/a" if value is None else f"{value:.3g}"
             update = self.data.adapter_updates.get(label, {}).get("relative_norm")
             rows.append({**row, "Adapter update ‖ΔW‖/‖W‖": scientific(update)})

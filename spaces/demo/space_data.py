@@ -17,6 +17,11 @@ from typing import Any
 from space_settings import SpaceSettings
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
+from slmsql_hub.data.trained_databases import (
+    TRAINED_DATABASES_FILE,
+    read_trained_databases,
+    trained_databases,
+)
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.files import read_json_object
 from slmsql_hub.run.layout import ABLATIONS_DIR as CARD_FOLDER
@@ -104,8 +109,9 @@ class SpaceData:
 
     ``base_model`` ``None`` and ``policies`` empty when unavailable; ``eval_dir`` holds ``eval_results.json``;
     ``attempts`` are telemetry records per attempt label (attempt #1 first), ``adapter_updates`` each attempt's
-    ``adapter_update``; ``ablations`` the study's report folder; ``problems`` one sentence per missing piece,
-    with its fix; ``sources`` what was loaded from where.
+    ``adapter_update``; ``ablations`` the study's report folder; ``trained`` the databases each adapter trained
+    on (``None`` when the run does not record them); ``problems`` one sentence per missing piece, with its fix;
+    ``sources`` what was loaded from where.
     """
 
     databases: dict[str, Database] = field(default_factory=dict)
@@ -118,6 +124,7 @@ class SpaceData:
     adapter_updates: dict[str, dict] = field(default_factory=dict)
     card_text: str | None = None
     ablations: Path | None = None
+    trained: dict[str, list[str]] | None = None
     max_new_tokens: int = 256
     problems: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -365,3 +372,28 @@ def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData
         data.sources["model card"] = str(carded.layout.card_readme)
     shipped_first = sorted(runs, key=lambda run: not isinstance(run.layout, CardLayout))
     data.ablations = next((run.ablations for run in shipped_first if run.ablations is not None), None)
+    _load_trained(runs, data)
+
+
+def _load_trained(runs: list[Run], data: SpaceData, shipped_dir: Path | None = None) -> None:
+    """The databases each adapter trained on: the runs' own record, else the one `slmsql push` shipped into the
+    Space's folder (``shipped_dir``, default this file's); none is no message (a run made before the record)."""
+    for run in runs:
+        try:
+            record = trained_databases(run)
+        except UsageError as err:  # a record file named but missing or malformed
+            data.problems.append(str(err))
+            continue
+        if record is not None:
+            data.trained = record["adapters"]
+            data.sources["training databases"] = (
+                f"{run.root} (the SFT question record and GRPO's run summary)"
+            )
+            return
+    shipped = (shipped_dir or Path(__file__).resolve().parent) / TRAINED_DATABASES_FILE
+    if shipped.is_file():
+        data.trained = read_trained_databases(shipped.read_text(encoding="utf-8"))
+        if data.trained is None:
+            data.problems.append(f"{shipped} is not a record of trained databases; push the Space again")
+        else:
+            data.sources["training databases"] = str(shipped)

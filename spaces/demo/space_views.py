@@ -1,8 +1,10 @@
 """The Evaluation and About tabs' content, computed from what :mod:`space_data` found: the per-benchmark table,
-the questions where SFT and GRPO disagree, and the model card's summary."""
+the questions where SFT and GRPO disagree (as cards, each answer's SQL marked against the gold), the line that
+says no adapter trained on a database, the model card's summary, and the page's style (:data:`SPACE_CSS`)."""
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,6 +12,30 @@ from typing import Any
 
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.files import read_jsonl
+
+# SQL wraps (a long WHERE stays on screen, at any width); the diff marks what one query has and the other not.
+SPACE_CSS = """
+pre.sql { white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: hidden; max-width: 100%; margin: 0;
+  padding: 8px 10px; border-radius: 6px; font-family: var(--font-mono); font-size: 13px; line-height: 1.45;
+  background: var(--code-background-fill); border: 1px solid var(--border-color-primary); }
+.sql del, .legend del { background: #ffd7d5; color: #82071e; text-decoration: line-through; }
+.sql ins, .legend ins { background: #ccffd8; color: #055d20; text-decoration: underline; }
+.pairs, .answers { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 10px; }
+.pair .label, .answer .label { font-weight: 600; margin: 4px 0; }
+.card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 10px 12px; margin: 0 0 12px; }
+.card .head { color: var(--body-text-color-subdued); font-size: 13px; }
+.card .question { font-weight: 600; margin: 4px 0 8px; }
+.answer .label .error { font-weight: 400; font-size: 13px; color: var(--body-text-color-subdued); }
+.held-out { display: inline-block; font-size: 12px; padding: 1px 8px; border-radius: 10px;
+  background: #fff4ce; color: #5c4400; margin: 2px 0; }
+#database-note p { background: #fff4ce; color: #5c4400; padding: 6px 10px; border-radius: 6px; }
+@media (max-width: 640px) {
+  .prose table { display: block; overflow-x: auto; max-width: 100%; }
+  .prose th, .prose td { white-space: nowrap; word-break: normal; }
+  .prose pre, .prose pre code { white-space: pre-wrap; overflow-wrap: anywhere; }
+  .prose code { overflow-wrap: anywhere; }
+}
+"""
 
 
 def _points(value: Any, signed: bool = True) -> str:
@@ -64,6 +90,7 @@ DISAGREEMENT_FILTERS: dict[str, str] = {
     "all": "every question where exactly one policy is correct",
     "sft_only": "SFT correct, GRPO not",
     "grpo_only": "GRPO correct, SFT not",
+    "sql_differs": "every question where the two wrote different SQL",
 }
 
 
@@ -71,7 +98,8 @@ def disagreements(
     eval_results: Mapping[str, Any] | None, eval_dir: Path | None, benchmark: str, which: str = "all"
 ) -> list[dict[str, Any]]:
     """The prediction records of one benchmark that exactly one policy answers correctly, filtered by ``which``
-    (:data:`DISAGREEMENT_FILTERS`); :class:`UsageError` on an unknown benchmark or filter or missing predictions.
+    (:data:`DISAGREEMENT_FILTERS`; ``sql_differs``: those where the two wrote different SQL, right or wrong);
+    :class:`UsageError` on an unknown benchmark or filter or missing predictions.
 
     Example:
 
@@ -101,12 +129,114 @@ def disagreements(
         raise UsageError(f"the predictions of {benchmark} are missing ({path}); rerun `slmsql eval`")
     records = []
     for record in read_jsonl(path):
+        if which == "sql_differs":
+            if record.get("sft_sql") != record.get("grpo_sql"):
+                records.append(record)
+            continue
         sft, grpo = record.get("sft_correct"), record.get("grpo_correct")
         if sft is None or grpo is None or sft == grpo:
             continue
         if which == "all" or (which == "sft_only") == bool(sft):
             records.append(record)
     return records
+
+
+def untrained_note(trained: Mapping[str, list[str]] | None, db_id: str) -> str | None:
+    """One line saying that no adapter trained on a question about ``db_id`` (``None`` when one did, or when
+    the run does not record what they trained on).
+
+    Example:
+
+    ```python
+    >>> from space_views import untrained_note
+    >>> trained = {"sft": ["clinic", "library"], "grpo": ["clinic", "library"]}
+    >>> untrained_note(trained, "library") is None
+    True
+    >>> print(untrained_note(trained, "farm_coop"))
+    **Held out:** no adapter trained on a question about farm_coop (both trained on clinic and library only), ...
+
+    ```
+    """
+    if not trained or any(db_id in databases for databases in trained.values()):
+        return None
+    seen = sorted({db for databases in trained.values() for db in databases})
+    listed = ", ".join(seen[:-1]) + f" and {seen[-1]}" if len(seen) > 1 else "".join(seen) or "nothing"
+    if len(seen) > 8:
+        listed = f"{len(seen)} other databases"
+    return (
+        f"**Held out:** no adapter trained on a question about {db_id} (both trained on {listed} only), so an "
+        "answer here shows whether the model reads a schema it has never seen."
+    )
+
+
+def _verdict(record: Mapping[str, Any], name: str) -> str:
+    """The label of one answer in a card (escaped HTML): its verdict, and the error below it when it failed."""
+    verdict = str(record.get(f"{name}_verdict") or "")
+    if record.get(f"{name}_correct"):
+        return "✓ correct"
+    text = {"pred_error": "error", "no_sql": "no SQL"}.get(verdict, verdict.removeprefix("pred_") or "wrong")
+    error = record.get(f"{name}_error")
+    return f"✗ {html.escape(text)}" + (f'<div class="error">{html.escape(str(error))}</div>' if error else "")
+
+
+def disagreement_html(
+    records: list[Mapping[str, Any]], trained: Mapping[str, list[str]] | None = None, limit: int = 200
+) -> str:
+    """The disagreements as cards: the question, the gold SQL, and each policy's SQL with what differs from the
+    gold marked (``<del>`` only in the gold, ``<ins>`` only in the answer); a held-out database is said so.
+
+    Example:
+
+    ```python
+    >>> from space_views import disagreement_html
+    >>> record = {"question_id": "q1", "db_id": "pets", "question": "Old pets?", "gold_sql": "SELECT name FROM pet WHERE age > 9",
+    ...           "sft_sql": "SELECT name FROM pet WHERE age > 9", "sft_correct": 1,
+    ...           "grpo_sql": "SELECT name FROM pet WHERE age >= 9", "grpo_correct": 0, "grpo_verdict": "wrong"}
+    >>> page = disagreement_html([record])
+    >>> "<del>&gt;</del> <ins>&gt;=</ins>" in page, page.count('class="card"')
+    (True, 1)
+
+    ```
+    """
+    from space_sql import format_sql, sql_diff
+
+    cards = []
+    for record in records[:limit]:
+        db_id = str(record.get("db_id") or "")
+        head = " · ".join(
+            html.escape(str(part))
+            for part in (record.get("question_id"), db_id, record.get("difficulty"))
+            if part
+        )
+        held_out = untrained_note(trained, db_id) if db_id else None
+        gold = str(record.get("gold_sql") or "")
+        blocks = [
+            f'<div class="answer"><div class="label">Gold</div><pre class="sql">{html.escape(format_sql(gold))}</pre></div>'
+        ]
+        for name, label in (("sft", "SFT"), ("grpo", "GRPO")):
+            sql = record.get(f"{name}_sql")
+            if sql:
+                body = sql_diff(gold, str(sql)).html if gold else html.escape(format_sql(str(sql)))
+            else:
+                body = "-- no SQL in the answer"
+            verdict = _verdict(record, name)
+            blocks.append(
+                f'<div class="answer"><div class="label">{label} · {verdict}</div><pre class="sql diff">{body}</pre></div>'
+            )
+        note = '<div class="held-out">held out: no adapter trained on this database</div>' if held_out else ""
+        cards.append(
+            f'<div class="card"><div class="head">{head}</div>{note}'
+            f'<div class="question">{html.escape(str(record.get("question") or ""))}</div>'
+            f'<div class="answers">{"".join(blocks)}</div></div>'
+        )
+    more = f"<p>… and {len(records) - limit} more.</p>" if len(records) > limit else ""
+    legend = (
+        '<p class="legend">Each answer is marked against the gold: <del>struck</del> is only in the gold, '
+        "<ins>underlined</ins> only in the answer.</p>"
+        if records
+        else ""
+    )
+    return f'<div class="disagreements">{legend}{"".join(cards)}{more}</div>'
 
 
 def card_summary(card_text: str | None) -> str | None:
