@@ -6,7 +6,10 @@ database: unbounded recursion, cross joins, heavy string functions per row, spil
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 
 _CTE = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) "
@@ -36,7 +39,10 @@ RUNAWAYS = {
     "substr_char_per_row": "SELECT count(*) FROM orders a, orders b WHERE instr(substr(char(65 + a.id % 2) || hex(randomblob(400000)), 2), 'XYZ') > 0",
     # deep nesting: a correlated subquery over a cross join, nested
     "nested_correlated": "SELECT count(*) FROM orders o WHERE (SELECT count(*) FROM orders a, orders b WHERE a.id + b.id > o.id) > 0",
-    "nested_derived": "SELECT count(*) FROM " + "(SELECT * FROM " * 12 + "(SELECT a.id AS x FROM orders a, orders b, orders c)" + ")" * 12,
+    "nested_derived": "SELECT count(*) FROM "
+    + "(SELECT * FROM " * 12
+    + "(SELECT a.id AS x FROM orders a, orders b, orders c)"
+    + ")" * 12,
 }
 
 
@@ -47,7 +53,24 @@ def build_db(folder: str | Path) -> Path:
         return path
     conn = sqlite3.connect(path)
     conn.executescript("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, total REAL);")
-    conn.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(i, 1 + i % 300, float(i % 97)) for i in range(1, 1001)])
+    conn.executemany(
+        "INSERT INTO orders VALUES (?, ?, ?)", [(i, 1 + i % 300, float(i % 97)) for i in range(1, 1001)]
+    )
     conn.commit()
     conn.close()
     return path
+
+
+@contextmanager
+def starved(sandbox):
+    """Stop (SIGSTOP) every started worker of ``sandbox``: a query sent to one gets no CPU at all, the machine's
+    failure that the query would not reproduce alone. The sandbox kills and replaces a starved worker."""
+    procs = [w.proc for w in sandbox._all_workers if w.proc is not None]
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)

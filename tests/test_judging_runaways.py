@@ -71,7 +71,9 @@ def test_every_runaway_family_is_a_wrong_prediction_and_an_unscorable_gold(db, c
     wrong = {n: (j.verdict.value, j.error) for n, j in zip(names, as_pred) if j.verdict not in PRED_FAILURES}
     assert wrong == {}, f"on {cores} cores, not judged wrong: {wrong}"
     assert all(j.correct == 0 and j.scorable for j in as_pred)
-    gold = {n: (j.verdict.value, j.error) for n, j in zip(names, as_gold) if j.verdict is not Verdict.UNSCORABLE}
+    gold = {
+        n: (j.verdict.value, j.error) for n, j in zip(names, as_gold) if j.verdict is not Verdict.UNSCORABLE
+    }
     assert gold == {}, f"on {cores} cores, not unscorable: {gold}"
     assert stats["infra_failures"] == 0
     slowest = max(r.elapsed_s for j in (*as_pred, *as_gold) for r in (j.pred, j.gold) if r is not None)
@@ -100,7 +102,9 @@ def test_a_query_starved_of_cpu_is_an_infrastructure_failure_and_the_sandbox_rec
         again = Judge(sandbox).judge("SELECT count(*) FROM orders", "SELECT 1", db)
         stats = dict(sandbox.stats)
     assert judgement.verdict is Verdict.INFRA_FAILURE and judgement.correct is None
-    assert judgement.pred.infra and judgement.pred.status is ExecStatus.TIMEOUT and "CPU" in judgement.pred.error
+    assert (
+        judgement.pred.infra and judgement.pred.status is ExecStatus.TIMEOUT and "CPU" in judgement.pred.error
+    )
     assert elapsed <= 2 * TIMEOUT_S + 1.5 + 0.5
     assert after.ok and after.rows == ((1000,),)  # a fresh worker; the starved result was not cached
     assert again.verdict is Verdict.WRONG and stats["infra_failures"] == 1
@@ -119,7 +123,9 @@ def test_a_runaway_is_judged_within_timeout_plus_one_second_on_a_free_core(db):
             assert elapsed <= 2 * TIMEOUT_S + 1.5, (name, elapsed)  # T + 1 s when the core is really free
 
 
-def test_a_query_killed_from_outside_twice_is_the_machine_and_one_that_crashes_alone_is_the_query(db, monkeypatch):
+def test_a_query_killed_from_outside_twice_is_the_machine_and_one_that_crashes_alone_is_the_query(
+    db, monkeypatch
+):
     from slmsql_hub.sql import sandbox as sandbox_module
 
     with Sandbox(Limits(timeout_s=5), workers=1) as sandbox:

@@ -83,7 +83,7 @@ _SIZED = (str, bytes)
 _OUT_OF_MEMORY = "MemoryError: the query exhausted the worker's memory cap"
 _FRAME_BYTES = 1 << 20  # a result bigger than this (by result_bytes) is sent in frames of about this size
 _FRAME_ROWS = 8192  # ... or with more rows than this
-_STARVED_EXTRA_S = 1.0  # the wall-clock cap of a starved query: 2 x timeout_s + this (sandbox module docstring)
+_STARVED_EXTRA_S = 1.0  # the wall-clock cap of a starved query: 2 x timeout_s + this (see the sandbox)
 
 
 def result_bytes(rows) -> int:
@@ -181,7 +181,9 @@ def _fetch(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> tuple[list,
             return rows, size, f"more than {max_bytes:,} bytes of values"
 
 
-def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int, max_bytes: int):
+def _run(
+    conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int, max_bytes: int
+):
     start, cpu_start = time.monotonic(), time.process_time()
     deadline, cap = start + timeout_s, start + 2 * timeout_s + _STARVED_EXTRA_S
     state = {"ops": 0, "stop": None}
@@ -202,8 +204,8 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
         return 0
 
     def reply(status, rows=(), columns=(), error=None, infra=False, size=0):
-        cpu_now = time.process_time()
-        return (status, rows, columns, error, time.monotonic() - start, infra, size, cpu_now - cpu_start, cpu_now, 0)
+        cpu_now, elapsed = time.process_time(), time.monotonic() - start
+        return (status, rows, columns, error, elapsed, infra, size, cpu_now - cpu_start, cpu_now, 0)
 
     conn = conns.get(db_path)
     conn.set_progress_handler(progress, _PROGRESS_EVERY)
@@ -223,8 +225,8 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
             return reply("timeout", error=f"interrupted: {why} (too busy to judge it)", infra=True)
         if stop == "cap":
             cpu = time.process_time() - cpu_start
-            return reply("timeout", error=f"interrupted: {cpu:.2f} s of CPU time, more than half of {timeout_s:g} s, "
-                         f"and still running at the {time.monotonic() - start:.1f} s wall-clock cap")
+            why = f"{cpu:.2f} s of CPU time, more than half of {timeout_s:g} s, and still running at the cap"
+            return reply("timeout", error=f"interrupted: {why}")
         if stop is not None:
             return reply("timeout", error=f"interrupted: {stop}")
         message = str(err)
@@ -275,7 +277,7 @@ def _send_reply(stdout, reply) -> None:
             _send(stdout, rows[begin:end])
             rows[begin:end] = [None] * (end - begin)  # the frame was sent: let its values go
     except MemoryError:
-        os._exit(3)  # part of the reply is out: die (the parent retries once, then calls it the query's error)
+        os._exit(3)  # part of the reply is out: die (the parent retries, then calls it the query's error)
 
 
 def _plan(conns: _Connections, db_path: str, statements: list[str]) -> tuple[tuple[int, int], ...]:
@@ -332,7 +334,8 @@ def main() -> None:
         try:
             _send_reply(stdout, reply) if op == "run" else _send(stdout, reply)
         except MemoryError:
-            _send(stdout, ("error", (), (), "MemoryError while returning the result", 0.0, False, 0, 0.0, 0.0, 0))
+            failed = "MemoryError while returning the result"
+            _send(stdout, ("error", (), (), failed, 0.0, False, 0, 0.0, time.process_time(), 0))
         del reply  # an idle worker holds no result
         stdout.flush()
 

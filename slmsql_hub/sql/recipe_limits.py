@@ -42,11 +42,11 @@ class SQLLimitsArguments:
 
     sql_timeout_s: float = field(
         default=Limits.timeout_s,
-        metadata={"help": "Time limit of one query in CPU seconds; a query that needs more is wrong (a gold: unscorable)."},
+        metadata={"help": "Time limit of one query in CPU seconds; a query needing more is wrong (a gold: unscorable)."},
     )
     sql_max_ops: int | None = field(
         default=Limits.max_ops,
-        metadata={"help": "SQLite VM instruction budget of one query (~1e8/s); machine-independent, unlike the time."},
+        metadata={"help": "SQLite VM instruction budget of one query (~1e8/s); unlike time, machine-independent."},
     )
     sql_max_rows: int = field(
         default=Limits.max_rows, metadata={"help": "Most result rows; one more makes the result too_large."}

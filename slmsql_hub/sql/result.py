@@ -41,7 +41,7 @@ class Limits:
     5
     """
 
-    timeout_s: float = 30.0  # CPU seconds of the worker (= wall clock on a free core); 2x + 1.5 s wall at most
+    timeout_s: float = 30.0  # CPU seconds of the worker (the wall clock on a free core); see the sandbox
     max_ops: int | None = 1_000_000_000  # SQLite VM instructions, ~10 s on one core (None: the deadline only)
     max_rows: int = 100_000  # one more row: too_large
     max_result_bytes: int = 64 * 2**20  # text and blobs by length, other values as 8; more: too_large

@@ -214,7 +214,7 @@ class _Outcome:
     """Why :meth:`_Worker.request` got no reply: the worker died, or the parent stopped it (``cpu_s``: the CPU
     time it had used on the query; ``starved``: it never got ``timeout_s`` of CPU before the wall-clock cap)."""
 
-    def __init__(self, died: bool, cpu_s: float = 0.0, starved: bool = False, signal: int | None = None) -> None:
+    def __init__(self, died: bool, cpu_s: float = 0.0, starved: bool = False, signal: int | None = None):
         self.died, self.cpu_s, self.starved, self.signal = died, cpu_s, starved, signal
 
 
@@ -238,7 +238,11 @@ class _Worker:
         self._stderr.truncate()
         try:
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True,
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                close_fds=True,
                 env={**os.environ, **_WORKER_MALLOC},
             )
         except OSError as err:
@@ -624,8 +628,9 @@ class Sandbox:
                 with self._lock:
                     self.stats["worker_kills"] += 1
                 if not reply.died:  # stopped by the parent: cached unless starved (no verdict)
-                    return self._stopped(reply, sql, limits, time.monotonic() - started), (None if reply.starved else 0)
-                logger.warning("sandbox worker died (attempt %d, exit %s) on: %.200s", attempt, reply.signal, sql)
+                    stopped = self._stopped(reply, sql, limits, time.monotonic() - started)
+                    return stopped, None if reply.starved else 0
+                logger.warning("sandbox worker died (attempt %d, exit %s): %.200s", attempt, reply.signal, sql)
             # Two fresh workers died on this query. Is it the query, or is the sandbox itself broken?
             stderr = worker.stderr_tail()
             if not isinstance(worker.request(db_path, "SELECT 1", limits), tuple):
@@ -654,17 +659,22 @@ class Sandbox:
         if outcome.starved:
             logger.warning(
                 "the machine gave a query %.2f s of CPU in %.1f s (deadline %g s): no verdict: %.200s",
-                outcome.cpu_s, elapsed, limits.timeout_s, sql,
+                outcome.cpu_s,
+                elapsed,
+                limits.timeout_s,
+                sql,
             )
             with self._lock:
                 self.stats["infra_failures"] += 1
             why = f"the machine gave the query {outcome.cpu_s:.2f} s of CPU in {elapsed:.1f} s (too busy to judge it)"
-            return ExecResult(status=ExecStatus.TIMEOUT, error=f"killed: {why}", elapsed_s=elapsed, infra=True)
+            return ExecResult(ExecStatus.TIMEOUT, error=f"killed: {why}", elapsed_s=elapsed, infra=True)
         if outcome.cpu_s >= limits.timeout_s:
             why = f"{limits.timeout_s:g} s of CPU time used up inside one SQLite step"
         else:
-            why = (f"{outcome.cpu_s:.2f} s of CPU time, more than half of {limits.timeout_s:g} s, and still running "
-                   f"at the {elapsed:.1f} s wall-clock cap")
+            why = (
+                f"{outcome.cpu_s:.2f} s of CPU time, more than half of {limits.timeout_s:g} s, and still running "
+                f"at the {elapsed:.1f} s wall-clock cap"
+            )
         return ExecResult(status=ExecStatus.TIMEOUT, error=f"killed: {why}", elapsed_s=elapsed)
 
     def _remember(self, key: tuple, result: ExecResult, size: int) -> None:
