@@ -7,11 +7,11 @@ import os
 import shutil
 import signal
 import sqlite3
-import threading
 import time
 
 import psutil
 import pytest
+from _scripts import load_benchmark_script
 
 from slmsql_hub.sql import ExecStatus, Limits, Sandbox
 from slmsql_hub.sql.sandbox import check_sql, split_statements
@@ -219,34 +219,8 @@ def test_results_over_max_rows_are_too_large_without_reading_the_rest(db):
 
 
 def _peak_rss_growth_mb(run) -> tuple[object, float]:
-    """``run()``'s return value and the peak growth of the RSS summed over this process and its children
-    (sampled every 10 ms), against the sum just before ``run`` started."""
-    me = psutil.Process()
-
-    def total_rss() -> int:
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-        return total
-
-    baseline, peak, stop = total_rss(), [0], threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            peak[0] = max(peak[0], total_rss())
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        out = run()
-    finally:
-        stop.set()
-        sampler.join()
-    return out, (max(peak[0], baseline) - baseline) / 2**20
+    """The bench's measure (benchmarks/bench_execution.py): ``run()``'s value and the peak RSS growth in MB."""
+    return load_benchmark_script("bench_execution").peak_rss_growth_mb(run)
 
 
 def test_ten_million_rows_are_too_large_with_bounded_memory(db):
@@ -283,6 +257,18 @@ def test_many_values_under_the_length_cap_adding_up_to_gigabytes_are_too_large_w
     assert [r.status for r in results] == [ExecStatus.TOO_LARGE] * 2
     assert all("bytes" in r.error and not r.infra for r in results)
     assert again.cached and again.status is ExecStatus.TOO_LARGE  # deterministic, so cached
+    assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
+
+
+def test_two_results_just_under_the_byte_budget_at_once_grow_memory_by_at_most_300_mb(blob_db):
+    """Issue #18: each result (74 values of 900 kB, 66.6 MB of the 67.1 MB budget) exists about once, in the
+    worker or in the caller (sent in frames, each freed once sent), not as rows + pickle + chunks + copy."""
+    sqls = ["SELECT randomblob(900000) FROM t LIMIT 74", "SELECT x, randomblob(900000) FROM t LIMIT 74"]
+    with Sandbox(Limits(timeout_s=60), workers=2, cache_size=0) as sb:
+        sb.execute_many([(blob_db, "SELECT 1"), (blob_db, "SELECT 2")])  # both workers started: not growth
+        results, growth_mb = _peak_rss_growth_mb(lambda: sb.execute_many([(blob_db, sql) for sql in sqls]))
+        sizes = [sum(len(row[-1]) for row in r.rows) for r in results]
+    assert sizes == [74 * 900_000] * 2
     assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
 
 
