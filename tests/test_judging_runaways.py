@@ -143,3 +143,26 @@ def test_a_query_killed_from_outside_twice_is_the_machine_and_one_that_crashes_a
         monkeypatch.setattr(sandbox_module._Worker, "request", killed)
         result = sandbox.execute(db, "SELECT 42")
     assert result.status is ExecStatus.ERROR and result.infra and "twice" in result.error
+
+
+@pytest.mark.slow
+def test_a_long_hostile_series_grows_memory_by_at_most_500_mb(db):
+    """Every runaway family and results just under the byte budget, one at a time as the issue's corpus ran
+    (one call per input), three rounds: the workers, one result in flight and the cache (<= 256 MiB)."""
+    from _scripts import load_benchmark_script
+
+    peak_rss_growth_mb = load_benchmark_script("bench_execution").peak_rss_growth_mb
+    big = [f"SELECT randomblob(900000), {i} FROM orders LIMIT 74" for i in range(4)]
+    hostile = [*RUNAWAYS.values(), *big, "SELECT * FROM orders a, orders b"]
+
+    def series():
+        statuses = []
+        for round_ in range(3):
+            statuses += [sandbox.execute(db, f"{sql} -- {round_}").status for sql in hostile]
+        return statuses
+
+    with Sandbox(Limits(timeout_s=TIMEOUT_S, max_rows=10_000), workers=2) as sandbox:
+        sandbox.execute_many([(db, "SELECT 1"), (db, "SELECT 2")])
+        statuses, growth_mb = peak_rss_growth_mb(series)
+    assert ExecStatus.OK in statuses and ExecStatus.TIMEOUT in statuses and ExecStatus.TOO_LARGE in statuses
+    assert growth_mb <= 500, f"peak RSS grew by {growth_mb:.0f} MB"
