@@ -2,8 +2,10 @@
 and against a faithful BIRD-style evaluator, each defending against a runaway query the way it ships.
 
 The database and the loads are in ``execution_loads.py`` (a retail database built by the world's generator):
-the default load (``--questions``, heavy joins, paths (a), (b) and (c)) and the long-tail load
-(``--longtail-questions``, indexed lookups and the runaway last, 2 s deadline, paths (a) and (b)).
+the default load (``--questions``, heavy joins, paths (a), (b) and (c)), the long-tail load
+(``--longtail-questions``, indexed lookups and the runaway last, 2 s deadline, paths (a) and (b)) and the
+runaway load (``--runaway-questions``, the default load's shape with about 5 % of its distinct statements
+runaways of six families, 2 s, paths (a) and (b)).
 
 (a) the physical limit: every distinct (database, SQL) once, serially, plain ``sqlite3``, the total divided
     by ``os.cpu_count()``; a progress handler counts VDBE instructions and stops a query at the op budget or
@@ -13,7 +15,9 @@ the default load (``--questions``, heavy joins, paths (a), (b) and (c)) and the 
 (c) a BIRD-style evaluator: a ``multiprocessing.Pool``, a new connection per pair, prediction then gold,
     ``func_timeout(--timeout)`` (which cannot stop a thread inside SQLite), ``apply_async`` callbacks.
 
-It prints (b)/(a) for both loads (target <= 1.25) and (c)/(b) in wall-clock and CPU seconds, the per-query
+It prints (b)/(a) for the three loads (target <= 1.25) and (c)/(b) in wall-clock and CPU seconds, the time
+to the verdict of each runaway family alone under the time limit (the default op budget never fires first),
+the peak RSS growth for two results just under the byte budget at once (target <= 300 MB), the per-query
 overhead, and exits 1 when a load contradicts its labels under (a), the sandbox cuts a legitimate query or a
 verdict of (b) does not follow from (a), or (b) and (c) disagree where the baseline finished. What it
 measures and the recorded numbers: ``benchmarks/README.md``.
@@ -50,6 +54,7 @@ from execution_loads import (
     LONGTAIL_TIMEOUT_S,
     MAX_SCALE,
     REGIONS,
+    RUNAWAY_FAMILIES,
     RUNAWAY_SHARE,
     RUNAWAY_TIMEOUT_S,
     Load,
@@ -467,6 +472,20 @@ def peak_rss_growth_mb(run) -> tuple[object, float]:
     return out, (max(peak[0], baseline) - baseline) / 2**20
 
 
+def measure_runaway_times(db_path: str | os.PathLike, timeout_s: float = RUNAWAY_TIMEOUT_S) -> list[dict]:
+    """Each of :data:`RUNAWAY_FAMILIES` alone on a warm worker under ``Limits(timeout_s)`` and the default op
+    budget (1e9, far past ``timeout_s``: the time limit decides): wall seconds to the verdict, and the verdict."""
+    out = []
+    with Sandbox(Limits(timeout_s=timeout_s), workers=1) as sandbox:
+        sandbox.execute(str(db_path), "SELECT 1")
+        for k, family in enumerate(RUNAWAY_FAMILIES):
+            started = time.perf_counter()
+            result = sandbox.execute(str(db_path), family.format(k=1000 + k))
+            seconds = time.perf_counter() - started
+            out.append({"sql": family, "seconds": seconds, "status": result.status.value, "infra": result.infra})
+    return out
+
+
 def measure_result_memory(work_dir: Path, value_bytes: int = 900_000) -> dict[str, float]:
     """Peak RSS growth (MB) of this process and the sandbox's workers for one, then two at once, results just
     under the default byte budget (blobs of ``value_bytes``), on warm workers."""
@@ -716,6 +735,15 @@ def run_benchmark(args: argparse.Namespace) -> dict:
             if key in numbers:
                 ratios[name] = numbers[key]["ratios"]["sandbox_over_limit"]
         print("(b)/(a), side by side in this run: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+        times = measure_runaway_times(db_path)
+        print(
+            f"runaway families alone, timeout_s={RUNAWAY_TIMEOUT_S:g} and the default op budget (the time limit "
+            f"decides): verdict after " + ", ".join(f"{t['seconds']:.2f} s ({t['status']}"
+            + (", infra)" if t["infra"] else ")") for t in times)
+            + f"; slowest {max(t['seconds'] for t in times):.2f} s (target <= {RUNAWAY_TIMEOUT_S + 1:g} s on free "
+            f"cores, <= {2 * RUNAWAY_TIMEOUT_S + 1.5:g} s on busy ones); load average {os.getloadavg()[0]:.1f}"
+        )
+        numbers["runaway_times"] = times
         memory = measure_result_memory(work_dir)
         print(
             f"memory: a result of {memory['result_mb']:.1f} MB (byte budget {memory['budget_mb']:.1f} MB): peak RSS "

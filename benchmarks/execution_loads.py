@@ -478,7 +478,7 @@ RUNAWAY_FAMILIES = (
     "SELECT count(*) FROM sale_line AS a, sale_line AS b WHERE length(printf('%*d', 3000000, a.quantity + {k})) > 0",
     "SELECT a.sale_line_id FROM sale_line AS a, sale_line AS b ORDER BY a.quantity * b.quantity + {k} LIMIT 1",
     "SELECT count(*) FROM (SELECT group_concat(b.quantity) FROM sale_line AS a, sale_line AS b "
-    "WHERE a.quantity > {k} - 1000 GROUP BY a.sale_line_id)",
+    "WHERE a.quantity > -{k} GROUP BY a.sale_line_id)",
 )
 """Runaways of the kinds models write (a cross join, unbounded recursion, a spilling sort, a heavy function per
 row, group_concat over a cross join); ``{k}`` makes each statement distinct."""
