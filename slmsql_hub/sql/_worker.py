@@ -19,7 +19,7 @@ Requests and their replies:
 - ``("plan", db_path, statements)`` -> one ``(full scans, plan steps)`` per statement (:func:`_plan`).
 
 Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
-in-process guard cannot give (a kill at the deadline, a restart after a crash).
+in-process guard cannot give (a kill once the CPU time is used up inside one SQLite step, a restart after a crash).
 """
 
 from __future__ import annotations
