@@ -283,13 +283,13 @@ def test_byte_budget_counts_text_and_blobs_by_length_and_other_values_as_eight(d
 
 
 def test_cache_is_bounded_by_bytes_least_recently_used_out(db):
-    sqls = [f"SELECT zeroblob(9000), {i}" for i in range(10)]  # 9,008 bytes each
-    with Sandbox(Limits(timeout_s=5), workers=1, cache_max_bytes=40_000) as sb:
+    sqls = [f"SELECT zeroblob(9000), {i}" for i in range(20)]  # 9,008 bytes each
+    with Sandbox(Limits(timeout_s=5), workers=1, cache_max_bytes=160_000) as sb:
         for sql in sqls:
             assert sb.execute(db, sql).ok
-        assert not sb.execute(db, sqls[0]).cached  # evicted: 10 x 9,008 bytes do not fit in 40,000
+        assert not sb.execute(db, sqls[0]).cached  # evicted: 20 x 9,008 bytes do not fit in 160,000
         assert sb.execute(db, sqls[-1]).cached
-        big = "SELECT zeroblob(20000)"  # over a quarter of the cache: never kept
+        big = "SELECT zeroblob(11000)"  # over a sixteenth of the cache: never kept
         assert sb.execute(db, big).ok and not sb.execute(db, big).cached
 
 

@@ -405,7 +405,8 @@ class Sandbox:
 
     ``limits`` are the default of each call; ``workers`` (default :func:`default_workers`) start lazily. The
     cache (LRU) holds at most ``cache_size`` results (``0``: no cache), ``cache_max_rows`` rows and
-    ``cache_max_bytes`` bytes; each worker keeps ``max_connections`` connections, each with a page cache of up
+    ``cache_max_bytes`` bytes, and no result over a sixteenth of either (a series of results near the byte
+    budget would otherwise keep the cache full of them: their memory, not a gain); each worker keeps ``max_connections`` connections, each with a page cache of up
     to 32 MB that must fit in ``memory_mb``.
 
     Example:
@@ -680,7 +681,7 @@ class Sandbox:
     def _remember(self, key: tuple, result: ExecResult, size: int) -> None:
         if not self.cache_size:
             return
-        if len(result.rows) > self.cache_max_rows // 4 or size > self.cache_max_bytes // 4:
+        if len(result.rows) > self.cache_max_rows // 16 or size > self.cache_max_bytes // 16:
             return
         self._cache[key] = (result, size)
         self._cache_rows += len(result.rows)
