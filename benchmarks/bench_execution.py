@@ -2,8 +2,10 @@
 and against a faithful BIRD-style evaluator, each defending against a runaway query the way it ships.
 
 The database and the loads are in ``execution_loads.py`` (a retail database built by the world's generator):
-the default load (``--questions``, heavy joins, paths (a), (b) and (c)) and the long-tail load
-(``--longtail-questions``, indexed lookups and the runaway last, 2 s deadline, paths (a) and (b)).
+the default load (``--questions``, heavy joins, paths (a), (b) and (c)), the long-tail load
+(``--longtail-questions``, indexed lookups and the runaway last, 2 s deadline, paths (a) and (b)) and the
+runaway load (``--runaway-questions``, the default load's shape with about 5 % of its distinct statements
+runaways of six families, 2 s, paths (a) and (b)).
 
 (a) the physical limit: every distinct (database, SQL) once, serially, plain ``sqlite3``, the total divided
     by ``os.cpu_count()``; a progress handler counts VDBE instructions and stops a query at the op budget or
@@ -13,7 +15,9 @@ the default load (``--questions``, heavy joins, paths (a), (b) and (c)) and the 
 (c) a BIRD-style evaluator: a ``multiprocessing.Pool``, a new connection per pair, prediction then gold,
     ``func_timeout(--timeout)`` (which cannot stop a thread inside SQLite), ``apply_async`` callbacks.
 
-It prints (b)/(a) for both loads (target <= 1.25) and (c)/(b) in wall-clock and CPU seconds, the per-query
+It prints (b)/(a) for the three loads (target <= 1.25) and (c)/(b) in wall-clock and CPU seconds, the time
+to the verdict of each runaway family alone under the time limit (the default op budget never fires first),
+the peak RSS growth for two results just under the byte budget at once (target <= 300 MB), the per-query
 overhead, and exits 1 when a load contradicts its labels under (a), the sandbox cuts a legitimate query or a
 verdict of (b) does not follow from (a), or (b) and (c) disagree where the baseline finished. What it
 measures and the recorded numbers: ``benchmarks/README.md``.
@@ -37,6 +41,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -49,10 +54,14 @@ from execution_loads import (
     LONGTAIL_TIMEOUT_S,
     MAX_SCALE,
     REGIONS,
+    RUNAWAY_FAMILIES,
+    RUNAWAY_SHARE,
+    RUNAWAY_TIMEOUT_S,
     Load,
     build_database,
     build_load,
     database_path,
+    with_runaways,
 )
 
 from slmsql_hub.sql import ExecStatus, Judge, Judgement, Limits, Sandbox
@@ -428,6 +437,77 @@ def measure_overhead(db_path: str | os.PathLike, n: int = 2000, timeout_s: float
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Memory: peak RSS growth of this process and its workers for results just under the byte budget
+# ----------------------------------------------------------------------------------------------------------
+def peak_rss_growth_mb(run) -> tuple[object, float]:
+    """``run()``'s return value and the peak growth of the RSS summed over this process and its children
+    (sampled every 10 ms), against the sum just before ``run`` started."""
+    import psutil
+
+    me = psutil.Process()
+
+    def total_rss() -> int:
+        total = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    baseline, peak, stop = total_rss(), [0], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], total_rss())
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        out = run()
+    finally:
+        stop.set()
+        sampler.join()
+    return out, (max(peak[0], baseline) - baseline) / 2**20
+
+
+def measure_runaway_times(db_path: str | os.PathLike, timeout_s: float = RUNAWAY_TIMEOUT_S) -> list[dict]:
+    """Each of :data:`RUNAWAY_FAMILIES` alone on a warm worker under ``Limits(timeout_s)`` and the default op
+    budget (1e9, far past ``timeout_s``: the time limit decides): wall seconds to the verdict, and the verdict."""
+    out = []
+    with Sandbox(Limits(timeout_s=timeout_s), workers=1) as sandbox:
+        sandbox.execute(str(db_path), "SELECT 1")
+        for k, family in enumerate(RUNAWAY_FAMILIES):
+            started = time.perf_counter()
+            result = sandbox.execute(str(db_path), family.format(k=1000 + k))
+            seconds = time.perf_counter() - started
+            out.append({"sql": family, "seconds": seconds, "status": result.status.value, "infra": result.infra})
+    return out
+
+
+def measure_result_memory(work_dir: Path, value_bytes: int = 900_000) -> dict[str, float]:
+    """Peak RSS growth (MB) of this process and the sandbox's workers for one, then two at once, results just
+    under the default byte budget (blobs of ``value_bytes``), on warm workers."""
+    path = work_dir / "blobs.sqlite"
+    if not path.is_file():
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE t (x INTEGER)")
+            conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(1000)])
+        conn.close()
+    budget = Limits().max_result_bytes
+    n = budget // value_bytes
+    sqls = [f"SELECT randomblob({value_bytes}) FROM t LIMIT {n}", f"SELECT randomblob({value_bytes}), x FROM t LIMIT {n}"]
+    with Sandbox(Limits(timeout_s=60), workers=2) as sandbox:
+        sandbox.execute_many([(str(path), "SELECT 1"), (str(path), "SELECT 2")])  # both workers started
+        one, one_mb = peak_rss_growth_mb(lambda: sandbox.execute(str(path), sqls[0] + " -- alone"))
+        del one
+        two, two_mb = peak_rss_growth_mb(lambda: sandbox.execute_many([(str(path), sql) for sql in sqls]))
+        assert all(r.ok for r in two), [r.error for r in two]
+    return {"result_mb": n * value_bytes / 1e6, "budget_mb": budget / 1e6, "one_mb": one_mb, "two_at_once_mb": two_mb}
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The command line
 # ----------------------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
@@ -451,6 +531,9 @@ def _parser() -> argparse.ArgumentParser:
     add("--skip-baseline", action="store_true", help="time (a) and (b) only (no baseline): for profiling")
     add("--longtail-questions", type=int, default=48, help="questions of the long-tail load, timed with (a) "
         "and (b) in the same run (default 48; 0: skip it)")  # fmt: skip
+    add("--runaway-questions", type=int, default=40, help="questions of the runaway load (the default load's "
+        f"shape with {RUNAWAY_SHARE:.0%} of the distinct statements runaways), timed with (a) and (b) in the "
+        "same run (default 40; 0: skip it)")  # fmt: skip
     add("--json", metavar="OUT", default=None, help="write every number to this JSON file")
     return parser
 
@@ -632,8 +715,42 @@ def run_benchmark(args: argparse.Namespace) -> dict:
             )
             tail = measure_limit_and_sandbox(longtail, LONGTAIL_TIMEOUT_S, args.max_ops, args.ops_factor)
             numbers["longtail"] = tail[2]
-            both = (numbers["ratios"]["sandbox_over_limit"], numbers["longtail"]["ratios"]["sandbox_over_limit"])
-            print(f"(b)/(a), side by side in this run: default load {both[0]:.2f}, long-tail load {both[1]:.2f}")
+        if args.runaway_questions:
+            base = build_load(db_path, args.runaway_questions, args.samples, args.seed)
+            runaways = with_runaways(base, RUNAWAY_SHARE, args.seed)
+            n_run = runaways.kind_counts()["runaway"]
+            n_distinct = len(runaways.distinct_requests())
+            print(
+                f"runaway load: the default load's shape ({args.runaway_questions} questions x {args.samples}) with "
+                f"{n_run} of its {n_distinct} distinct statements ({n_run / n_distinct:.1%}) runaways of six "
+                f"families; time limit {RUNAWAY_TIMEOUT_S:g} s; load average {os.getloadavg()[0]:.1f}"
+            )
+            tail = measure_limit_and_sandbox(runaways, RUNAWAY_TIMEOUT_S, args.max_ops, args.ops_factor)
+            numbers["runaways"] = tail[2]
+            numbers["runaways"]["load"]["runaway_share"] = n_run / n_distinct
+            stops = [j.pred.elapsed_s for s, j in zip(runaways.samples, tail[1].judgements) if s.kind == "runaway"]
+            print(f"    runaways judged after {min(stops):.2f}-{max(stops):.2f} s each (their own time in the sandbox)")
+        ratios = {"default load": numbers["ratios"]["sandbox_over_limit"]}
+        for name, key in (("long-tail load", "longtail"), ("runaway load", "runaways")):
+            if key in numbers:
+                ratios[name] = numbers[key]["ratios"]["sandbox_over_limit"]
+        print("(b)/(a), side by side in this run: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+        times = measure_runaway_times(db_path)
+        print(
+            f"runaway families alone, timeout_s={RUNAWAY_TIMEOUT_S:g} and the default op budget (the time limit "
+            f"decides): verdict after " + ", ".join(f"{t['seconds']:.2f} s ({t['status']}"
+            + (", infra)" if t["infra"] else ")") for t in times)
+            + f"; slowest {max(t['seconds'] for t in times):.2f} s (target <= {RUNAWAY_TIMEOUT_S + 1:g} s on free "
+            f"cores, <= {2 * RUNAWAY_TIMEOUT_S + 1.5:g} s on busy ones); load average {os.getloadavg()[0]:.1f}"
+        )
+        numbers["runaway_times"] = times
+        memory = measure_result_memory(work_dir)
+        print(
+            f"memory: a result of {memory['result_mb']:.1f} MB (byte budget {memory['budget_mb']:.1f} MB): peak RSS "
+            f"growth of this process and the workers {memory['one_mb']:.0f} MB alone, {memory['two_at_once_mb']:.0f}"
+            f" MB for two at once ({_against(memory['two_at_once_mb'], 300)})"
+        )
+        numbers["memory"] = memory
 
         overhead = measure_overhead(db_path, args.overhead_queries, args.timeout)
         print(
@@ -665,7 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2) + "\n")
         print(f"numbers written to {args.json}")
-    for part in (numbers, numbers.get("longtail")):
+    for part in (numbers, numbers.get("longtail"), numbers.get("runaways")):
         if part and (part["load"]["label_problems"] or part["sandbox"]["legitimate_cut"]):
             return 1
         if part and part["sandbox"]["disagreeing_with_limit"]:

@@ -471,6 +471,34 @@ LONGTAIL_HEAVY_EVERY = 12  # one question in 12 of the long-tail load is a heavy
 LONGTAIL_TIMEOUT_S = 2.0  # the long-tail load's deadline: its op budget must stop the runaway before it
 
 
+RUNAWAY_FAMILIES = (
+    "SELECT COUNT(*) FROM sale_line AS a, sale_line AS b, sale_line AS c WHERE a.quantity + b.quantity > {k}",
+    "WITH RECURSIVE r(i) AS (SELECT {k} UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r",
+    "WITH RECURSIVE r(i) AS (SELECT {k} UNION ALL SELECT i + 1 FROM r) SELECT i FROM r ORDER BY i DESC LIMIT 1",
+    "SELECT count(*) FROM sale_line AS a, sale_line AS b WHERE length(printf('%*d', 3000000, a.quantity + {k})) > 0",
+    "SELECT a.sale_line_id FROM sale_line AS a, sale_line AS b ORDER BY a.quantity * b.quantity + {k} LIMIT 1",
+    "SELECT count(*) FROM (SELECT group_concat(b.quantity) FROM sale_line AS a, sale_line AS b "
+    "WHERE a.quantity > -{k} GROUP BY a.sale_line_id)",
+)
+"""Runaways of the kinds models write (a cross join, unbounded recursion, a spilling sort, a heavy function per
+row, group_concat over a cross join); ``{k}`` makes each statement distinct."""
+RUNAWAY_SHARE = 0.05  # the runaway load: this share of the distinct statements run away
+RUNAWAY_TIMEOUT_S = 2.0  # ... and its time limit (CPU seconds in the sandbox, wall clock in path (a))
+
+
+def with_runaways(load: Load, share: float = RUNAWAY_SHARE, seed: int = 0) -> Load:
+    """``load`` with seeded non-identical samples replaced by distinct runaways (cycling through
+    :data:`RUNAWAY_FAMILIES`) until about ``share`` of its distinct statements run away."""
+    n = max(1, round(share * len(load.distinct_requests())))
+    rng = random.Random(f"runaways-{seed}")
+    candidates = [i for i, s in enumerate(load.samples) if s.kind in ("rewrite", "wrong", "error")]
+    samples = list(load.samples)
+    for k, i in enumerate(sorted(rng.sample(candidates, min(n, len(candidates))))):
+        sql = RUNAWAY_FAMILIES[k % len(RUNAWAY_FAMILIES)].format(k=k + 1)
+        samples[i] = Sample(samples[i].question, "runaway", sql)
+    return Load(load.db_path, load.questions, samples)
+
+
 def make_questions(n: int, seed: int = 0, templates: Sequence[Callable] = TEMPLATES) -> list[Question]:
     """``n`` questions with distinct gold SQL, cycling through ``templates`` with seeded parameters."""
     rng = random.Random(f"questions-{seed}")

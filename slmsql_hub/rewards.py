@@ -9,9 +9,10 @@ column as a keyword argument (here ``gold_sql`` and ``db_path``), ``prompts`` an
 All SQL goes through one :class:`slmsql_hub.sql.Judge` (each distinct query runs once; gold results come from
 the sandbox's cache after the first step). The rewards of one run share a :class:`BatchJudge`, so they agree
 on every row and a row with no verdict gets ``None`` from ALL of them: TRL drops a row only when every reward
-returns ``None``, and otherwise an unscorable gold or an infrastructure failure (a wall-clock timeout, a dead
-worker) would leave the format term alone as the row's reward. Only an op-budget timeout, which is
-deterministic, is the model's fault (``fails``).
+returns ``None``, and otherwise an unscorable gold or an infrastructure failure (a query starved of CPU by a
+busy machine, workers killed from outside) would leave the format term alone as the row's reward. A
+completion that runs past its budget (op budget, ``timeout_s`` of CPU, rows, bytes) is the model's fault
+(``fails``, 0.0 by default), so the policy is pushed away from runaway SQL.
 
 Example:
 

@@ -266,3 +266,24 @@ def test_longtail_runaway_is_stopped_by_the_op_budget_before_the_deadline_in_bot
     assert bench.check_against_limit(longtail_load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
     runaway = next(j for j, s in zip(judged.judgements, longtail_load.samples) if s.kind == "runaway")
     assert runaway.verdict is Verdict.PRED_TIMEOUT and not runaway.pred.infra
+
+
+def test_runaway_load_has_about_five_percent_distinct_runaways_judged_wrong_in_both_paths(bench, loads, tiny_load):
+    """Issue #18's third load: every runaway family stops in path (a) and is a wrong prediction in (b)."""
+    load = loads.with_runaways(tiny_load, share=0.35)  # a tiny load needs a bigger share to hold every family
+    runaways = [s for s in load.samples if s.kind == "runaway"]
+    added = round(0.35 * len(tiny_load.distinct_requests()))
+    assert len({s.sql for s in runaways}) == len(runaways) == 1 + added  # the tiny load had one already
+    assert added >= len(loads.RUNAWAY_FAMILIES)
+    limit = bench.time_physical_limit(load, 0.5, cores=2)
+    judged = bench.time_sandbox(load, 0.5, workers=2, max_ops=limit.max_ops)
+    assert bench.check_load(load, limit) == {}
+    assert bench.check_against_limit(load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
+    verdicts = {j.verdict for j, s in zip(judged.judgements, load.samples) if s.kind == "runaway"}
+    assert verdicts <= {Verdict.PRED_TIMEOUT, Verdict.PRED_ERROR} and judged.stats["infra_failures"] == 0
+
+
+def test_memory_measure_sees_two_results_just_under_the_byte_budget(bench, tmp_path):
+    memory = bench.measure_result_memory(tmp_path)
+    assert 0.95 * memory["budget_mb"] < memory["result_mb"] <= memory["budget_mb"]
+    assert memory["two_at_once_mb"] > memory["result_mb"]  # the two results themselves are held

@@ -11,9 +11,10 @@ import evaluate
 import pytest
 import yaml
 from _helpers import clean_env, python_json, shop_db
+from _runaways import starved
 from evaluate.loading import files_to_hash
 
-from slmsql_hub.errors import UsageError
+from slmsql_hub.errors import InfrastructureError, UsageError
 from slmsql_hub.metric import METRIC_SCRIPT, compute_execution_accuracy, install_metric
 from slmsql_hub.metric.install import default_modules_cache
 from slmsql_hub.sql import Limits, Sandbox
@@ -138,19 +139,32 @@ def test_slow_prediction_times_out_and_is_counted(ex, db):
     assert results["execution_accuracy"] == 0.0
 
 
-def test_wall_clock_timeout_is_counted_apart_and_left_out_of_ex(ex, db):
-    endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
+ENDLESS = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
+
+
+def test_a_prediction_past_timeout_s_is_wrong_as_in_the_official_evaluators(ex, db):
+    """Issue #18: the op budget (1e9) would take far longer than timeout_s; the time budget decides, and a
+    prediction over it is wrong, even alone (no InfrastructureError), and a gold over it unscorable."""
     results = ex.compute(
-        predictions=[endless, "SELECT 1"],
-        references=["SELECT 1", "SELECT 1"],
-        db_path=[db, db],
+        predictions=[ENDLESS, "SELECT 1", "SELECT 1"],
+        references=["SELECT 1", "SELECT 1", ENDLESS],
+        db_path=[db] * 3,
         timeout_s=0.5,
         workers=1,
         return_details=True,
     )
-    assert results["num_infra_failures"] == 1 and results["num_timeouts"] == 0
-    assert results["num_scored"] == 1 and results["execution_accuracy"] == 1.0
-    assert [d["correct"] for d in results["details"]] == [None, 1]
+    assert results["num_infra_failures"] == 0 and results["num_timeouts"] == 1 and results["num_unscorable"] == 1
+    assert results["num_scored"] == 2 and results["execution_accuracy"] == 0.5
+    assert [d["correct"] for d in results["details"]] == [0, 1, None]
+    alone = ex.compute(predictions=[ENDLESS], references=["SELECT 1"], db_path=[db], timeout_s=0.5, workers=1)
+    assert alone["execution_accuracy"] == 0.0 and alone["num_timeouts"] == 1
+
+
+def test_only_a_machine_that_starves_the_queries_raises_an_infrastructure_error(db):
+    with Sandbox(Limits(timeout_s=0.3), workers=1) as box:
+        box.execute(db, "SELECT 1")
+        with starved(box), pytest.raises(InfrastructureError, match="less loaded machine"):
+            compute_execution_accuracy(["SELECT 2"], ["SELECT 3"], [db], sandbox=box)
 
 
 def test_text_that_is_not_utf8_is_a_clean_error_and_the_batch_is_judged(ex, db):

@@ -6,6 +6,7 @@ import pickle
 import sqlite3
 
 import pytest
+from _runaways import starved
 
 from slmsql_hub.rewards import BatchJudge, ExecutionReward, FormatReward, ResultF1Reward, rows_f1
 from slmsql_hub.sql import Limits
@@ -117,10 +118,9 @@ def test_every_reward_gives_none_for_an_unscorable_gold_so_trl_drops_the_row(db)
     judging.close()
 
 
-def test_an_infrastructure_failure_gets_no_reward_from_any_function_and_is_counted(db):
-    # No op budget and a short deadline: the runaway ends at the wall clock, which says more about the machine
-    # than about the query, so it is no reward (None), not `fails`.
-    judging = BatchJudge(limits=Limits(timeout_s=0.5, max_ops=None), workers=1)
+def test_a_runaway_completion_gets_zero_not_none_whichever_limit_stops_it(db):
+    """Issue #18: with only a short time budget (no op budget), a runaway is still the model's fault: 0.0."""
+    judging = BatchJudge(limits=Limits(timeout_s=0.3, max_ops=None), workers=1)
     logged: dict[str, list] = {}
     batch = dict(
         prompts=[[{"role": "user", "content": "q"}]] * 2,
@@ -129,7 +129,27 @@ def test_an_infrastructure_failure_gets_no_reward_from_any_function_and_is_count
         db_path=[db] * 2,
         log_metric=lambda name, value: logged.setdefault(name, []).append(value),
     )
-    assert [r(**batch) for r in _shared_rewards(judging)] == [[1.0, None], [0.2, None], [1.0, None]]
+    assert [r(**batch) for r in _shared_rewards(judging)] == [[1.0, 0.0], [0.2, 0.2], [1.0, 0.0]]
+    assert logged["sql/timeout_rate"] == [0.5] and logged["sql/infra_failure_rate"] == [0.0]
+    assert judging.judge.sandbox.stats["infra_failures"] == 0
+    judging.close()
+
+
+def test_an_infrastructure_failure_gets_no_reward_from_any_function_and_is_counted(db):
+    # The worker gets no CPU at all (stopped): the machine's failure, so no reward (None), not `fails`.
+    judging = BatchJudge(limits=Limits(timeout_s=0.3), workers=1)
+    logged: dict[str, list] = {}
+    batch = dict(
+        prompts=[[{"role": "user", "content": "q"}]] * 2,
+        completions=[_msg(CASES["correct"][0]), _msg(CASES["wrong"][0])],
+        gold_sql=[GOLD] * 2,
+        db_path=[db] * 2,
+        log_metric=lambda name, value: logged.setdefault(name, []).append(value),
+    )
+    judging.judge.judge(CASES["correct"][0], GOLD, db)  # gold and first completion cached, the second is not
+    with starved(judging.judge.sandbox):
+        rewards = [r(**batch) for r in _shared_rewards(judging)]
+    assert rewards == [[1.0, None], [0.2, None], [1.0, None]]
     assert logged["sql/infra_failure_rate"] == [0.5]  # once per batch, not once per reward function
     assert logged["sql/timeout_rate"] == [0.0]
     assert judging.judge.sandbox.stats["infra_failures"] == 1  # judged once for the three rewards

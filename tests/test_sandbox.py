@@ -7,11 +7,11 @@ import os
 import shutil
 import signal
 import sqlite3
-import threading
 import time
 
 import psutil
 import pytest
+from _scripts import load_benchmark_script
 
 from slmsql_hub.sql import ExecStatus, Limits, Sandbox
 from slmsql_hub.sql.sandbox import check_sql, split_statements
@@ -138,7 +138,7 @@ def test_attack_corpus_leaves_database_untouched_and_returns_in_time(db, sandbox
         result = sandbox.execute(db, sql)
         elapsed = time.monotonic() - started
         outcomes[name] = result.status
-        assert elapsed <= DEADLINE_S + 1.0, f"{name} took {elapsed:.2f} s"
+        assert elapsed <= 2 * DEADLINE_S + 1.5, f"{name} took {elapsed:.2f} s"  # T + 1 s on a free core
         assert result.status in BAD_STATUSES, f"{name} was allowed: {result}"
         assert result.error, f"{name} has no error text"
     assert _sha256(db) == before_hash
@@ -165,7 +165,7 @@ def test_attack_corpus_as_one_batch_is_planned_then_judged_like_one_at_a_time(db
         elapsed = time.monotonic() - started
     assert batch == one_by_one and set(batch) <= BAD_STATUSES
     assert _sha256(db) == before
-    assert elapsed <= len(sqls) * (DEADLINE_S + 1.0) / 2
+    assert elapsed <= len(sqls) * (2 * DEADLINE_S + 1.5) / 2
 
 
 def test_temp_objects_cannot_shadow_real_tables_for_later_queries(db, sandbox):
@@ -219,34 +219,8 @@ def test_results_over_max_rows_are_too_large_without_reading_the_rest(db):
 
 
 def _peak_rss_growth_mb(run) -> tuple[object, float]:
-    """``run()``'s return value and the peak growth of the RSS summed over this process and its children
-    (sampled every 10 ms), against the sum just before ``run`` started."""
-    me = psutil.Process()
-
-    def total_rss() -> int:
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-        return total
-
-    baseline, peak, stop = total_rss(), [0], threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            peak[0] = max(peak[0], total_rss())
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        out = run()
-    finally:
-        stop.set()
-        sampler.join()
-    return out, (max(peak[0], baseline) - baseline) / 2**20
+    """The bench's measure (benchmarks/bench_execution.py): ``run()``'s value and the peak RSS growth in MB."""
+    return load_benchmark_script("bench_execution").peak_rss_growth_mb(run)
 
 
 def test_ten_million_rows_are_too_large_with_bounded_memory(db):
@@ -286,6 +260,18 @@ def test_many_values_under_the_length_cap_adding_up_to_gigabytes_are_too_large_w
     assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
 
 
+def test_two_results_just_under_the_byte_budget_at_once_grow_memory_by_at_most_300_mb(blob_db):
+    """Issue #18: each result (74 values of 900 kB, 66.6 MB of the 67.1 MB budget) exists about once, in the
+    worker or in the caller (sent in frames, each freed once sent), not as rows + pickle + chunks + copy."""
+    sqls = ["SELECT randomblob(900000) FROM t LIMIT 74", "SELECT x, randomblob(900000) FROM t LIMIT 74"]
+    with Sandbox(Limits(timeout_s=60), workers=2, cache_size=0) as sb:
+        sb.execute_many([(blob_db, "SELECT 1"), (blob_db, "SELECT 2")])  # both workers started: not growth
+        results, growth_mb = _peak_rss_growth_mb(lambda: sb.execute_many([(blob_db, sql) for sql in sqls]))
+        sizes = [sum(len(row[-1]) for row in r.rows) for r in results]
+    assert sizes == [74 * 900_000] * 2
+    assert growth_mb <= 300, f"peak RSS grew by {growth_mb:.0f} MB"
+
+
 def test_byte_budget_counts_text_and_blobs_by_length_and_other_values_as_eight(db):
     with Sandbox(Limits(timeout_s=5, max_result_bytes=102), workers=1) as sb:
         exactly = sb.execute(db, "SELECT 'x', 1, NULL FROM customer LIMIT 6")  # 6 x (1 + 8 + 8) = 102
@@ -297,13 +283,13 @@ def test_byte_budget_counts_text_and_blobs_by_length_and_other_values_as_eight(d
 
 
 def test_cache_is_bounded_by_bytes_least_recently_used_out(db):
-    sqls = [f"SELECT zeroblob(9000), {i}" for i in range(10)]  # 9,008 bytes each
-    with Sandbox(Limits(timeout_s=5), workers=1, cache_max_bytes=40_000) as sb:
+    sqls = [f"SELECT zeroblob(9000), {i}" for i in range(20)]  # 9,008 bytes each
+    with Sandbox(Limits(timeout_s=5), workers=1, cache_max_bytes=160_000) as sb:
         for sql in sqls:
             assert sb.execute(db, sql).ok
-        assert not sb.execute(db, sqls[0]).cached  # evicted: 10 x 9,008 bytes do not fit in 40,000
+        assert not sb.execute(db, sqls[0]).cached  # evicted: 20 x 9,008 bytes do not fit in 160,000
         assert sb.execute(db, sqls[-1]).cached
-        big = "SELECT zeroblob(20000)"  # over a quarter of the cache: never kept
+        big = "SELECT zeroblob(11000)"  # over a sixteenth of the cache: never kept
         assert sb.execute(db, big).ok and not sb.execute(db, big).cached
 
 

@@ -59,7 +59,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-distinct", action="store_true", help="spider mode: keep DISTINCT instead of removing it"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="deadline per query (s)")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, metavar="S", help="time limit per query, CPU seconds (more: wrong)"
+    )
     parser.add_argument("--workers", type=int, default=None, metavar="N", help="sandbox worker processes")
     parser.add_argument("--out", metavar="FILE", help="write one JSON line per question here")
     parser.set_defaults(run=run)

@@ -41,7 +41,9 @@ def compute_execution_accuracy(
         UsageError: the inputs differ in length or are empty, ``mode`` is unknown, a database file is
             missing, or **no example could be scored** (every gold query failed: EX would be undefined, so
             there is no number to report rather than a misleading 0).
-        InfrastructureError: no example could be scored because of the machine (timeouts, dead workers).
+        InfrastructureError: no example could be scored because of the machine (a query starved of CPU by
+            busy cores until the wall-clock cap, workers killed from outside); a query over its budget is
+            never this: it is wrong (a prediction) or unscorable (a gold).
 
     Example:
 
@@ -111,7 +113,7 @@ def _scorable_counts(judgements: list[Judgement]) -> VerdictCounts:
         if counts.num_infra_failures:
             raise InfrastructureError(
                 f"none of the {n} examples could be scored: {counts.num_infra_failures} hit an infrastructure "
-                f"failure (first: {first}). Rerun on a less loaded machine or raise timeout_s"
+                f"failure (first: {first}). Rerun on a less loaded machine"
             )
         raise UsageError(
             f"none of the {n} examples could be scored: every gold query failed to run (first: {first}). "
@@ -119,8 +121,8 @@ def _scorable_counts(judgements: list[Judgement]) -> VerdictCounts:
         )
     if counts.num_infra_failures:
         logger.warning(
-            "%d of %d examples hit an infrastructure failure (wall-clock timeout or a dead sandbox worker: "
-            "the machine, not the SQL) and are left out of EX",
+            "%d of %d examples hit an infrastructure failure (a query starved of CPU by a busy machine, or "
+            "workers killed from outside: the machine, not the SQL) and are left out of EX",
             counts.num_infra_failures,
             n,
         )

@@ -55,10 +55,11 @@ Args:
     db_path (`list` of `str`): path of the SQLite database of each example.
     mode (`str`): "bird" (default) or "spider"; see the description.
     keep_distinct (`bool`): spider mode only: keep DISTINCT instead of removing it. Defaults to False.
-    timeout_s (`float`): deadline per query in seconds. Defaults to 30. Reaching it is an infrastructure
-        failure (the machine was slow), not a verdict.
-    max_ops (`int`): SQLite instruction budget per query; running out is the prediction's timeout.
-        Defaults to 1e9 (about 10 s on one core).
+    timeout_s (`float`): time limit per query in seconds, as in the official evaluators: a prediction that
+        needs more is wrong, a gold that needs more is unscorable. Counted in CPU seconds, so a busy machine
+        does not change a verdict. Defaults to 30.
+    max_ops (`int`): SQLite instruction budget per query; running out is the prediction's timeout too.
+        Defaults to 1e9 (about 4 to 20 s on one core).
     return_details (`bool`): also return one verdict per example, in input order. Defaults to False.
     workers (`int`): sandbox worker processes. Defaults to the number of CPU cores.
     sandbox (`slmsql_hub.sql.Sandbox`): an open sandbox to reuse across calls (its limits then apply).
@@ -71,9 +72,9 @@ Returns:
     num_unscorable (`int`): examples whose gold SQL failed; left out of EX.
     num_pred_errors (`int`): scored examples whose prediction did not run (SQLite error, refused by the
         sandbox, too many rows) or held no SQL.
-    num_timeouts (`int`): scored examples whose prediction ran out of its instruction budget.
-    num_infra_failures (`int`): examples lost to the machine (a wall-clock timeout, a dead sandbox worker);
-        left out of EX, never scored 0.
+    num_timeouts (`int`): scored examples whose prediction ran out of its time or instruction budget.
+    num_infra_failures (`int`): examples lost to the machine (a query starved of CPU by busy cores until
+        twice timeout_s, workers killed from outside); left out of EX, never scored 0.
     details (`list` of `dict`, with return_details=True): per example `correct` (1, 0, or None when
         not scored), `verdict` (correct, wrong, pred_error, pred_timeout, pred_too_large, pred_refused,
         no_sql, unscorable, infra_failure), `pred_sql`, `pred_status`, `gold_status` and `error`.

@@ -8,13 +8,18 @@ Command line: ``python _worker.py MEMORY_MB|none MAX_CONNECTIONS``.
 Requests and their replies:
 
 - ``("run", db_path, sql, timeout_s, max_ops, max_rows, max_result_bytes)`` ->
-  ``(status, rows, columns, error, elapsed_s, infra, result_bytes)``; ``infra`` marks a wall-clock timeout or
-  an exhausted memory cap: outcomes of the machine's load, not of the SQL; ``result_bytes`` is the rows' size
-  as :func:`result_bytes` counts it (the parent's cache is bounded by it).
+  ``(status, rows, columns, error, elapsed_s, infra, result_bytes, cpu_s, cpu_total_s, frames)``: ``cpu_s`` is
+  the CPU time the query used, ``cpu_total_s`` the worker's CPU time so far (the parent's baseline for the next
+  query). ``infra`` marks a query that could not get ``timeout_s`` of CPU before the wall-clock cap (the machine
+  was too busy: see :mod:`slmsql_hub.sql.sandbox`); a query that used up its CPU time, its op budget or the
+  memory cap is the query's own ``timeout``/``error``. ``result_bytes`` is the rows' size as
+  :func:`result_bytes` counts it. A big result comes as ``frames`` more messages after the reply (its ``rows``
+  empty), each a list of rows, freed in the worker as it is sent: the result exists about once, in the worker or
+  in the parent, never as a whole pickle next to its rows.
 - ``("plan", db_path, statements)`` -> one ``(full scans, plan steps)`` per statement (:func:`_plan`).
 
 Everything that protects the database and the process *inside* SQLite lives here; the parent adds what an
-in-process guard cannot give (a kill at the deadline, a restart after a crash).
+in-process guard cannot give (a kill once the CPU time is used up inside one SQLite step, a restart after a crash).
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ _PROGRESS_EVERY = 10_000  # VDBE instructions between two progress-handler calls
 _FETCH_ROWS = 256  # most rows read from SQLite between two checks of the row and byte budgets
 _SIZED = (str, bytes)
 _OUT_OF_MEMORY = "MemoryError: the query exhausted the worker's memory cap"
+_FRAME_BYTES = 1 << 20  # a result bigger than this (by result_bytes) is sent in frames of about this size
+_FRAME_ROWS = 8192  # ... or with more rows than this
+_STARVED_EXTRA_S = 1.0  # the wall-clock cap of a starved query: 2 x timeout_s + this (see the sandbox)
 
 
 def result_bytes(rows) -> int:
@@ -173,20 +181,31 @@ def _fetch(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> tuple[list,
             return rows, size, f"more than {max_bytes:,} bytes of values"
 
 
-def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int, max_bytes: int):
-    start = time.monotonic()
-    deadline = start + timeout_s
-    state = {"ops": 0, "budget": False, "deadline": False}
+def _run(
+    conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops, max_rows: int, max_bytes: int
+):
+    start, cpu_start = time.monotonic(), time.process_time()
+    deadline, cap = start + timeout_s, start + 2 * timeout_s + _STARVED_EXTRA_S
+    state = {"ops": 0, "stop": None}
 
     def progress() -> int:
         state["ops"] += _PROGRESS_EVERY
         if max_ops is not None and state["ops"] > max_ops:
-            state["budget"] = True
+            state["stop"] = "op budget exceeded"
             return 1
-        if time.monotonic() > deadline:
-            state["deadline"] = True
-            return 1
+        now = time.monotonic()
+        if now > deadline:  # the CPU time decides (sandbox module docstring); the wall clock only caps
+            if time.process_time() - cpu_start >= timeout_s:
+                state["stop"] = f"{timeout_s:g} s of CPU time used up"
+                return 1
+            if now > cap:  # the machine was busy: half the CPU time ("most of it") is enough to call it
+                state["stop"] = "starved" if time.process_time() - cpu_start < timeout_s / 2 else "cap"
+                return 1
         return 0
+
+    def reply(status, rows=(), columns=(), error=None, infra=False, size=0):
+        cpu_now, elapsed = time.process_time(), time.monotonic() - start
+        return (status, rows, columns, error, elapsed, infra, size, cpu_now - cpu_start, cpu_now, 0)
 
     conn = conns.get(db_path)
     conn.set_progress_handler(progress, _PROGRESS_EVERY)
@@ -194,29 +213,71 @@ def _run(conns: _Connections, db_path: str, sql: str, timeout_s: float, max_ops,
         cursor = conn.execute(sql)
         if cursor.description is None:
             cursor.close()
-            return ("error", (), (), "the statement returned no result columns", time.monotonic() - start, False, 0)
+            return reply("error", error="the statement returned no result columns")
         columns = tuple(d[0] for d in cursor.description)
         rows, size, too_large = _fetch(cursor, max_rows, max_bytes)
         cursor.close()
     except sqlite3.Error as err:
-        elapsed = time.monotonic() - start
-        if state["budget"] or state["deadline"]:
-            why = "op budget exceeded" if state["budget"] else f"deadline of {timeout_s:g} s exceeded"
-            return ("timeout", (), (), f"interrupted: {why}", elapsed, not state["budget"], 0)
+        stop = state["stop"]
+        if stop == "starved":
+            cpu = time.process_time() - cpu_start
+            why = f"the machine gave the query {cpu:.2f} s of CPU in {time.monotonic() - start:.1f} s"
+            return reply("timeout", error=f"interrupted: {why} (too busy to judge it)", infra=True)
+        if stop == "cap":
+            cpu = time.process_time() - cpu_start
+            why = f"{cpu:.2f} s of CPU time, more than half of {timeout_s:g} s, and still running at the cap"
+            return reply("timeout", error=f"interrupted: {why}")
+        if stop is not None:
+            return reply("timeout", error=f"interrupted: {stop}")
         message = str(err)
         if "not authorized" in message or "prohibited" in message:
-            return ("refused", (), (), f"refused by the sandbox: {message}", elapsed, False, 0)
-        return ("error", (), (), f"{type(err).__name__}: {message}", elapsed, False, 0)
-    except MemoryError:
-        return ("error", (), (), _OUT_OF_MEMORY, time.monotonic() - start, True, 0)
+            return reply("refused", error=f"refused by the sandbox: {message}")
+        return reply("error", error=f"{type(err).__name__}: {message}")
+    except MemoryError:  # the memory cap is one of the query's limits: its fault, like the others
+        return reply("error", error=_OUT_OF_MEMORY)
     except (ValueError, OverflowError, UnicodeError) as err:  # e.g. NUL characters, values Python cannot hold
-        return ("error", (), (), f"{type(err).__name__}: {err}", time.monotonic() - start, False, 0)
+        return reply("error", error=f"{type(err).__name__}: {err}")
     finally:
         conn.set_progress_handler(None, 0)
-    elapsed = time.monotonic() - start
     if too_large is not None:
-        return ("too_large", (), columns, too_large, elapsed, False, 0)
-    return ("ok", rows, columns, None, elapsed, False, size)
+        return reply("too_large", columns=columns, error=too_large)
+    return reply("ok", rows, columns, size=size)
+
+
+def _frames(rows: list) -> list[tuple[int, int]]:
+    """``[start, end)`` ranges of ``rows`` of about :data:`_FRAME_BYTES` (by :func:`result_bytes`) or
+    :data:`_FRAME_ROWS` rows each."""
+    ranges, begin, size = [], 0, 0
+    for i, row in enumerate(rows):
+        size += result_bytes((row,))
+        if size >= _FRAME_BYTES or i + 1 - begin >= _FRAME_ROWS:
+            ranges.append((begin, i + 1))
+            begin, size = i + 1, 0
+    if begin < len(rows):
+        ranges.append((begin, len(rows)))
+    return ranges
+
+
+def _send(stdout, message) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stdout.write(struct.pack(">Q", len(data)))
+    stdout.write(data)
+
+
+def _send_reply(stdout, reply) -> None:
+    """Send a reply; a ``run`` reply with a big result goes in frames, each freed once sent."""
+    if reply[0] != "ok" or (reply[6] <= _FRAME_BYTES and len(reply[1]) <= _FRAME_ROWS):
+        _send(stdout, reply)
+        return
+    rows, ranges = reply[1], _frames(reply[1])
+    _send(stdout, (reply[0], (), *reply[2:9], len(ranges)))
+    del reply
+    try:
+        for begin, end in ranges:
+            _send(stdout, rows[begin:end])
+            rows[begin:end] = [None] * (end - begin)  # the frame was sent: let its values go
+    except MemoryError:
+        os._exit(3)  # part of the reply is out: die (the parent retries, then calls it the query's error)
 
 
 def _plan(conns: _Connections, db_path: str, statements: list[str]) -> tuple[tuple[int, int], ...]:
@@ -263,17 +324,19 @@ def main() -> None:
         if payload is None:
             return
         op, *args = pickle.loads(payload)
+        del payload
         try:
             reply = _plan(conns, *args) if op == "plan" else _run(conns, *args)
         except (sqlite3.Error, OSError) as err:  # opening the database itself failed
-            reply = ("error", (), (), f"cannot open database: {err}", 0.0, False, 0)
+            reply = ("error", (), (), f"cannot open database: {err}", 0.0, False, 0, 0.0, time.process_time(), 0)
         except MemoryError:
-            reply = ("error", (), (), _OUT_OF_MEMORY, 0.0, True, 0)
+            reply = ("error", (), (), _OUT_OF_MEMORY, 0.0, False, 0, 0.0, time.process_time(), 0)
         try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            _send_reply(stdout, reply) if op == "run" else _send(stdout, reply)
         except MemoryError:
-            data = pickle.dumps(("error", (), (), "MemoryError while returning the result", 0.0, True, 0))
-        stdout.write(struct.pack(">Q", len(data)) + data)
+            failed = "MemoryError while returning the result"
+            _send(stdout, ("error", (), (), failed, 0.0, False, 0, 0.0, time.process_time(), 0))
+        del reply  # an idle worker holds no result
         stdout.flush()
 
 

@@ -10,9 +10,11 @@ Rules:
       failing gold.
     - A gold that fails, times out or is too large makes the example **unscorable**: ``correct`` is ``None``;
       it is counted apart and never scored 0.
-    - An **infrastructure failure** of either query (a wall-clock timeout, a worker that died or ran out of
-      memory: :attr:`ExecResult.infra`) is no verdict either: ``infra_failure``, ``correct`` is ``None``,
-      counted apart. Only an op-budget timeout, which is deterministic, is the prediction's fault.
+    - A query over its budget (op budget, ``timeout_s`` of CPU time, rows, bytes, memory) is the query's
+      fault, whichever limit notices first: a prediction is wrong (``pred_timeout``, ...), a gold unscorable.
+    - An **infrastructure failure** (:attr:`ExecResult.infra`: a query starved of CPU by a busy machine until
+      the wall-clock cap, workers killed from outside) is no verdict: ``infra_failure``, ``correct`` is
+      ``None``, counted apart. It is what the query does not reproduce on its own.
     - In ``spider`` mode, when the database's folder holds several ``.sqlite`` files (a distilled test suite),
       the prediction must match the gold on every one of them.
 """

@@ -42,11 +42,11 @@ class SQLLimitsArguments:
 
     sql_timeout_s: float = field(
         default=Limits.timeout_s,
-        metadata={"help": "Wall-clock limit of one query (a wall-clock timeout is an infrastructure failure)."},
+        metadata={"help": "Time limit of one query in CPU seconds; a query needing more is wrong (a gold: unscorable)."},
     )
     sql_max_ops: int | None = field(
         default=Limits.max_ops,
-        metadata={"help": "SQLite VM instruction budget of one query (~1e8/s); keep it well inside sql_timeout_s."},
+        metadata={"help": "SQLite VM instruction budget of one query (~1e8/s); unlike time, machine-independent."},
     )
     sql_max_rows: int = field(
         default=Limits.max_rows, metadata={"help": "Most result rows; one more makes the result too_large."}
@@ -90,14 +90,15 @@ class SQLLimitsArguments:
             raise UsageError(str(err).replace("Limits.", _PREFIX)) from None
         if limits.max_ops is None:
             logger.warning(
-                "sql_max_ops is null, so a runaway query ends at the wall clock: an infrastructure failure "
-                "(no reward, no verdict) instead of the query's own deterministic fault"
+                "sql_max_ops is null, so a runaway query ends at sql_timeout_s of CPU time: still the query's "
+                "fault, but a verdict that depends on the machine's speed instead of the deterministic op budget"
             )
         elif limits.max_ops / OPS_PER_SECOND > limits.timeout_s / 2:
             logger.warning(
                 "sql_max_ops=%s takes about %g s on one core, not well inside sql_timeout_s=%g: a runaway query may "
-                "end at the wall clock (an infrastructure failure, no reward) instead of the op budget (the query's "
-                "fault); lower sql_max_ops (e.g. %s) or raise sql_timeout_s",
+                "end at the CPU-time limit (the query's fault, but a verdict that depends on the machine's speed, "
+                "and on a busy machine one that may come too late: no reward) instead of the deterministic op "
+                "budget; lower sql_max_ops (e.g. %s) or raise sql_timeout_s",
                 f"{limits.max_ops:_}",
                 limits.max_ops / OPS_PER_SECOND,
                 limits.timeout_s,

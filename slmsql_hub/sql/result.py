@@ -12,9 +12,9 @@ class ExecStatus(str, enum.Enum):
     - ``ok``: it ran and produced a result set (possibly empty) with at least one column.
     - ``error``: SQLite (or the input itself) rejected it: syntax error, unknown column, empty input, no
       result columns, invalid text.
-    - ``timeout``: it exceeded the op budget or the wall-clock deadline and was interrupted (or its worker
-      process was killed and replaced). Only the op budget is deterministic; a wall-clock timeout is an
-      infrastructure failure (``ExecResult.infra``).
+    - ``timeout``: it exceeded the op budget or used ``timeout_s`` of CPU time and was interrupted (or its
+      worker process was killed and replaced): the query's fault. Only a query starved of CPU until the
+      wall-clock cap is the machine's (``ExecResult.infra``; :mod:`slmsql_hub.sql.sandbox`).
     - ``too_large``: it produced more than ``max_rows`` rows, or rows whose values add up to more than
       ``max_result_bytes``; the rest was never read. Deterministic: the same rows give the same verdict.
     - ``refused``: the sandbox would not run it at all: writes, ATTACH, state-changing PRAGMAs, extension
@@ -33,14 +33,15 @@ class ExecStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one execution. Running out of ``max_ops`` is deterministic (the query's fault);
-    running out of time is not (a loaded machine), so keep the op budget well inside the deadline.
+    """Resource limits for one execution. Running out of any of them is the query's fault: ``max_ops`` is
+    deterministic, ``timeout_s`` is counted in the worker's CPU seconds (a busy machine does not shorten it;
+    :mod:`slmsql_hub.sql.sandbox`).
 
     >>> Limits(timeout_s=5).timeout_s
     5
     """
 
-    timeout_s: float = 30.0  # wall clock; a worker stuck inside one SQLite instruction is killed just after
+    timeout_s: float = 30.0  # CPU seconds of the worker (the wall clock on a free core); see the sandbox
     max_ops: int | None = 1_000_000_000  # SQLite VM instructions, ~10 s on one core (None: the deadline only)
     max_rows: int = 100_000  # one more row: too_large
     max_result_bytes: int = 64 * 2**20  # text and blobs by length, other values as 8; more: too_large
@@ -69,9 +70,10 @@ class ExecResult:
     ``rows`` and ``columns`` are filled only when ``status`` is ``ok``; ``error`` says why otherwise.
     Text is decoded from UTF-8 with invalid bytes dropped (the Spider evaluator's rule).
 
-    ``infra`` is ``True`` when the outcome says more about the machine than about the SQL: a wall-clock
-    timeout (CPU contention can cause it), a worker that died or ran out of memory. Such a result is never
-    cached, and the judge turns it into :attr:`~slmsql_hub.sql.Verdict.INFRA_FAILURE`, not a verdict.
+    ``infra`` is ``True`` only when the outcome is the machine's, not the SQL's: a query that could not get
+    ``timeout_s`` of CPU before the wall-clock cap (the cores were busy), or workers killed from outside.
+    Such a result is never cached, and the judge turns it into :attr:`~slmsql_hub.sql.Verdict.INFRA_FAILURE`,
+    not a verdict.
     """
 
     status: ExecStatus

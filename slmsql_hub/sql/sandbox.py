@@ -14,10 +14,10 @@ Protects against
       statements are refused, a trailing ``;`` or comment is fine, empty text / a lone ``;`` / a comment /
       a statement with no result columns is a clean ``error`` (it would otherwise "match" any empty gold).
     - **Runaway queries.** A progress handler interrupts SQLite itself when an instruction budget
-      (``max_ops``) or the wall-clock deadline is exceeded. A few SQL functions spend seconds inside ONE
-      SQLite instruction (``printf('%.*c', …)`` with a huge precision, long LIKE patterns) where no handler
-      fires: the parent then kills the worker process at ``deadline + grace`` and replaces it, so every call
-      returns within its deadline plus about half a second.
+      (``max_ops``) is exceeded, or when the query has used ``timeout_s`` seconds of **CPU time**. A few SQL
+      functions spend seconds inside ONE SQLite instruction (``printf('%.*c', …)`` with a huge precision,
+      long LIKE patterns, a sort spilling to disk) where no handler fires: the parent reads the worker's CPU
+      time from ``deadline + 0.5 s`` on and kills it (and replaces it) once that time is used up.
     - **Huge results and memory.** At most ``max_rows`` rows are materialised (``too_large`` beyond, the
       rest never read); strings and blobs are capped at 5 MB each (``SQLITE_LIMIT_LENGTH``: zeroblob/
       randomblob/replace bombs), expression depth, compound selects, LIKE pattern length and VDBE program
@@ -32,8 +32,28 @@ Protects against
       not the disk or the deadline.
     - **Crashes.** Inputs that are not ``sqlite3.Error`` (``None``, lone surrogates, NUL characters,
       ``MemoryError``) are clean errors; a worker that dies is replaced and the query retried once on a fresh
-      worker (a query that kills two workers is an ``error``). A process-wide poison such as
-      ``PRAGMA hard_heap_limit`` never reaches SQLite (refused), and would stay inside one worker.
+      worker (a query that kills two workers is an ``error``, unless both were killed from outside). A
+      process-wide poison such as ``PRAGMA hard_heap_limit`` never reaches SQLite (refused), and would stay
+      inside one worker.
+
+Verdicts do not depend on the machine's load. ``timeout_s`` means what it means to the official evaluators (a
+query that needs more time than that is wrong), counted in CPU seconds of the worker instead of wall-clock
+seconds: the two agree on a free core, and only the CPU time is the query's own. A query still running at the
+wall-clock deadline without having used its CPU time was waiting for a core, so it keeps running, and keeps its
+work, until it has used ``timeout_s`` of CPU (the query's fault: ``timeout``, cached), finishes (its result),
+exhausts the op budget, or reaches the wall-clock cap of ``2 x timeout_s + 1.5 s``. At the cap a query that
+has used more than half of its CPU time ("most of its budget") is the query's fault; one that has used less
+was starved by the machine: ``infra``, no verdict, not cached. Only queries needing between half and all of
+``timeout_s`` on a machine too busy to give them that much within the cap can be judged differently from a
+free core; a runaway never is (it needs a quarter of a core at ``timeout_s = 0.5``, a fifth at ``2``). This is
+a re-run without the restart: a second run from scratch would throw away the CPU the first one got and cost
+a full run whenever a deadline is hit, while reading the CPU time costs nothing until the deadline. So a
+caller waits ``timeout_s`` + about 0.5 s for a runaway on a free core, and at most ``2 x timeout_s + 1.5 s``
+on a busy one. The op budget stays a separate, machine-independent limit; it is not derived from
+``timeout_s`` because SQLite's instructions per second differ fivefold between runaways alone (and by far
+more for legitimate joins), so any rate assumed would either cut legitimate queries well inside ``timeout_s``
+or never fire first. The other outcomes that are the machine's: a worker that cannot start
+(:class:`SandboxError`) and one killed from outside twice.
 
 Does not protect against
     - Semantic equivalence (two different queries with equal results are equal; that is what EX means).
@@ -61,6 +81,7 @@ import os
 import pickle
 import queue
 import select
+import signal
 import stat
 import struct
 import subprocess
@@ -84,8 +105,13 @@ from .result import ExecResult, ExecStatus, Limits
 logger = logging.getLogger(__name__)
 
 _ALLOWED_FIRST_KEYWORDS = frozenset({"select", "with", "values"})
-_KILL_GRACE_S = 0.5  # how long after the deadline a silent worker is killed
-_REPLY_READ_S = 30.0  # a reply that has started arriving must finish within this
+_KILL_GRACE_S = 0.5  # how long after the deadline a silent worker's CPU time is first read
+_STARVED_CAP_EXTRA_S = 1.5  # the wall-clock cap of a starved query: 2 x timeout_s + this
+_CPU_POLL_S = 0.1  # the shortest wait between two readings of a starved worker's CPU time
+_REPLY_READ_S = 30.0  # a reply (or one frame of it) that has started arriving must finish within this
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# glibc's malloc keeps freed big blocks in the heap once it has seen one freed; a fixed threshold returns them.
+_WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 class SandboxError(InfrastructureError):
@@ -184,6 +210,14 @@ def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | Non
 # ----------------------------------------------------------------------------------------------------------
 # Worker processes
 # ----------------------------------------------------------------------------------------------------------
+class _Outcome:
+    """Why :meth:`_Worker.request` got no reply: the worker died, or the parent stopped it (``cpu_s``: the CPU
+    time it had used on the query; ``starved``: it never got ``timeout_s`` of CPU before the wall-clock cap)."""
+
+    def __init__(self, died: bool, cpu_s: float = 0.0, starved: bool = False, signal: int | None = None):
+        self.died, self.cpu_s, self.starved, self.signal = died, cpu_s, starved, signal
+
+
 class _Worker:
     """One supervised worker process; used by one thread at a time."""
 
@@ -192,6 +226,7 @@ class _Worker:
         self.max_connections = max_connections
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
+        self.cpu_total = 0.0  # the worker's CPU seconds at the end of its last reply (0 for a new one)
         self._stderr = None
 
     def _start(self) -> subprocess.Popen:
@@ -203,10 +238,16 @@ class _Worker:
         self._stderr.truncate()
         try:
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                close_fds=True,
+                env={**os.environ, **_WORKER_MALLOC},
             )
         except OSError as err:
             raise SandboxError(f"cannot start a sandbox worker ({cmd[0]}): {err}") from err
+        self.cpu_total = 0.0
         return proc
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -216,17 +257,20 @@ class _Worker:
         self._stderr.seek(0)
         return self._stderr.read().decode("utf-8", errors="replace")[-limit:]
 
-    def kill(self) -> None:
+    def kill(self) -> int | None:
+        """Kill the process (if any); its exit status (negative: the signal that ended it)."""
+        code = None
         if self.proc is not None:
             try:
                 self.proc.kill()
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+            code = self.proc.wait()
             for stream in (self.proc.stdin, self.proc.stdout):
                 if stream is not None:
                     stream.close()
             self.proc = None
+        return code
 
     def close(self) -> None:
         self.kill()
@@ -234,13 +278,93 @@ class _Worker:
             self._stderr.close()
             self._stderr = None
 
-    def request(self, db_path: str, sql: str, limits: Limits) -> tuple | None:
-        """Send one query; return the reply tuple, or None when the worker missed the deadline or died."""
-        return self.call(("run", db_path, sql, *_limits_key(limits)), limits.timeout_s + _KILL_GRACE_S)
+    def request(self, db_path: str, sql: str, limits: Limits) -> tuple | _Outcome:
+        """Run one query: the reply tuple (:mod:`._worker`, rows gathered from its frames), or an
+        :class:`_Outcome` when there is none (module docstring: the CPU time decides)."""
+        timeout = limits.timeout_s
+        started = time.monotonic()
+        if not self._send(("run", db_path, sql, *_limits_key(limits))):
+            return _Outcome(died=True, signal=self.kill())
+        fd = self.proc.stdout.fileno()
+        cap = started + 2 * timeout + _STARVED_CAP_EXTRA_S
+        wait_until = started + timeout + _KILL_GRACE_S
+        while True:
+            try:
+                header = self._read(fd, 8, wait_until)
+            except EOFError:
+                return _Outcome(died=True, signal=self.kill())
+            if header is not None:
+                break
+            cpu = self._cpu_s() - self.cpu_total  # inside one SQLite step (no progress handler), or starved
+            now = time.monotonic()
+            if cpu >= timeout or now >= cap:  # at the cap, half the CPU time is "most of it"
+                self.kill()
+                return _Outcome(died=False, cpu_s=cpu, starved=cpu < timeout / 2)
+            wait_until = min(cap, now + max(timeout - cpu, _CPU_POLL_S))  # it cannot use its CPU time sooner
+        reply = self._finish(fd, header)
+        if reply is None:
+            return _Outcome(died=True, signal=self.kill())
+        self.cpu_total = reply[8]
+        return reply
+
+    def _finish(self, fd: int, header: bytes | None) -> tuple | None:
+        reply = self._message(fd, header)
+        if reply is None or not reply[9]:
+            return reply
+        rows: list = []
+        for _ in range(reply[9]):  # a big result, frame by frame
+            frame = self._message(fd, None)
+            if frame is None:
+                return None
+            rows += frame
+            del frame
+        return (reply[0], rows, *reply[2:])
+
+    def _message(self, fd: int, header: bytes | None):
+        """The next message (after ``header`` when it was read already), or None when the worker died or
+        stalled."""
+        try:
+            if header is None:
+                header = self._read(fd, 8, time.monotonic() + _REPLY_READ_S)
+                if header is None:
+                    return None
+            body = self._read(fd, struct.unpack(">Q", header)[0], time.monotonic() + _REPLY_READ_S)
+        except EOFError:
+            return None
+        return None if body is None else pickle.loads(body)
+
+    def _cpu_s(self) -> float:
+        """The worker process's CPU seconds so far (user + system)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        except (OSError, IndexError, ValueError):  # no /proc (not Linux): psutil, else count the wall clock
+            try:
+                import psutil
+
+                times = psutil.Process(self.proc.pid).cpu_times()
+                return times.user + times.system
+            except Exception:  # noqa: BLE001 - psutil missing or the process gone: assume it was not starved
+                return float("inf")
 
     def call(self, message: tuple, wait_s: float) -> tuple | None:
         """Send one request (see :mod:`._worker`); the reply, or None when none began within ``wait_s``
         (the worker is then killed) or the worker died."""
+        if not self._send(message):
+            self.kill()
+            return None
+        fd = self.proc.stdout.fileno()
+        try:
+            header = self._read(fd, 8, time.monotonic() + wait_s)
+        except EOFError:
+            header = None
+        reply = None if header is None else self._message(fd, header)
+        if reply is None:
+            self.kill()
+        return reply
+
+    def _send(self, message: tuple) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 self.restarts += 1
@@ -251,21 +375,12 @@ class _Worker:
             self.proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            self.kill()
-            return None
-        fd = self.proc.stdout.fileno()
-        header = self._read(fd, 8, time.monotonic() + wait_s)
-        if header is None:
-            self.kill()
-            return None
-        body = self._read(fd, struct.unpack(">Q", header)[0], time.monotonic() + _REPLY_READ_S)
-        if body is None:
-            self.kill()
-            return None
-        return pickle.loads(body)
+            return False
+        return True
 
     @staticmethod
     def _read(fd: int, n: int, deadline: float) -> bytes | None:
+        """``n`` bytes, or None when they did not come by ``deadline``; EOFError when the worker died."""
         chunks, remaining = [], n
         while remaining:
             wait = deadline - time.monotonic()
@@ -275,11 +390,11 @@ class _Worker:
             if not ready:
                 return None
             chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:  # EOF: the worker died
-                return None
+            if not chunk:
+                raise EOFError("the sandbox worker died")
             chunks.append(chunk)
             remaining -= len(chunk)
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -290,7 +405,8 @@ class Sandbox:
 
     ``limits`` are the default of each call; ``workers`` (default :func:`default_workers`) start lazily. The
     cache (LRU) holds at most ``cache_size`` results (``0``: no cache), ``cache_max_rows`` rows and
-    ``cache_max_bytes`` bytes; each worker keeps ``max_connections`` connections, each with a page cache of up
+    ``cache_max_bytes`` bytes, and no result over a sixteenth of either (a series of results near the byte
+    budget would otherwise keep the cache full of them: their memory, not a gain); each worker keeps ``max_connections`` connections, each with a page cache of up
     to 32 MB that must fit in ``memory_mb``.
 
     Example:
@@ -493,12 +609,11 @@ class Sandbox:
         """Run on a free worker; returns the result and its size in bytes for the cache (``None``: not cacheable)."""
         worker = self._pool.get()
         try:
+            started = time.monotonic()
             for attempt in (1, 2):
-                started = time.monotonic()
                 reply = worker.request(db_path, sql, limits)
-                elapsed = time.monotonic() - started
-                if reply is not None:
-                    status, rows, columns, error, worker_elapsed, infra, size = reply
+                if isinstance(reply, tuple):
+                    status, rows, columns, error, worker_elapsed, infra, size = reply[:7]
                     with self._lock:
                         self.stats["executed"] += 1
                         self.stats["infra_failures"] += infra
@@ -510,44 +625,63 @@ class Sandbox:
                         elapsed_s=worker_elapsed,
                         infra=infra,
                     )
-                    return result, None if infra else size  # an op-budget timeout is deterministic, a deadline not
+                    return result, None if infra else size
                 with self._lock:
                     self.stats["worker_kills"] += 1
-                if elapsed >= limits.timeout_s:
-                    logger.debug("worker killed after the %.1f s deadline: %.200s", limits.timeout_s, sql)
-                    with self._lock:
-                        self.stats["infra_failures"] += 1
-                    result = ExecResult(
-                        status=ExecStatus.TIMEOUT,
-                        error=f"killed: deadline of {limits.timeout_s:g} s exceeded inside one SQLite step",
-                        elapsed_s=elapsed,
-                        infra=True,
-                    )
-                    return result, None
-                logger.warning("sandbox worker died (attempt %d) on: %.200s", attempt, sql)
+                if not reply.died:  # stopped by the parent: cached unless starved (no verdict)
+                    stopped = self._stopped(reply, sql, limits, time.monotonic() - started)
+                    return stopped, None if reply.starved else 0
+                logger.warning("sandbox worker died (attempt %d, exit %s): %.200s", attempt, reply.signal, sql)
             # Two fresh workers died on this query. Is it the query, or is the sandbox itself broken?
             stderr = worker.stderr_tail()
-            if worker.request(db_path, "SELECT 1", limits) is None:
+            if not isinstance(worker.request(db_path, "SELECT 1", limits), tuple):
                 raise SandboxError(
                     "sandbox workers die even on 'SELECT 1' (an infrastructure failure, not a verdict); "
                     f"last worker stderr:\n{stderr or worker.stderr_tail()}"
                 )
+            # Killed from outside both times (SIGKILL: the OOM killer, an operator) is the machine; any other
+            # death the query reproduced on its own is the query's.
+            infra = reply.signal == -signal.SIGKILL
             with self._lock:
-                self.stats["infra_failures"] += 1
+                self.stats["infra_failures"] += infra
             result = ExecResult(
                 status=ExecStatus.ERROR,
-                error="the query crashed the sandbox worker twice",
-                elapsed_s=elapsed,
-                infra=True,
+                error=f"the query crashed the sandbox worker twice (exit status {reply.signal})",
+                elapsed_s=time.monotonic() - started,
+                infra=infra,
             )
             return result, None
         finally:
             self._pool.put(worker)
 
+    def _stopped(self, outcome: _Outcome, sql: str, limits: Limits, elapsed: float) -> ExecResult:
+        """The result of a query the parent stopped: its CPU time used up inside one SQLite step (the query's
+        fault), or starved of CPU until the wall-clock cap (the machine's)."""
+        if outcome.starved:
+            logger.warning(
+                "the machine gave a query %.2f s of CPU in %.1f s (deadline %g s): no verdict: %.200s",
+                outcome.cpu_s,
+                elapsed,
+                limits.timeout_s,
+                sql,
+            )
+            with self._lock:
+                self.stats["infra_failures"] += 1
+            why = f"the machine gave the query {outcome.cpu_s:.2f} s of CPU in {elapsed:.1f} s (too busy to judge it)"
+            return ExecResult(ExecStatus.TIMEOUT, error=f"killed: {why}", elapsed_s=elapsed, infra=True)
+        if outcome.cpu_s >= limits.timeout_s:
+            why = f"{limits.timeout_s:g} s of CPU time used up inside one SQLite step"
+        else:
+            why = (
+                f"{outcome.cpu_s:.2f} s of CPU time, more than half of {limits.timeout_s:g} s, and still running "
+                f"at the {elapsed:.1f} s wall-clock cap"
+            )
+        return ExecResult(status=ExecStatus.TIMEOUT, error=f"killed: {why}", elapsed_s=elapsed)
+
     def _remember(self, key: tuple, result: ExecResult, size: int) -> None:
         if not self.cache_size:
             return
-        if len(result.rows) > self.cache_max_rows // 4 or size > self.cache_max_bytes // 4:
+        if len(result.rows) > self.cache_max_rows // 16 or size > self.cache_max_bytes // 16:
             return
         self._cache[key] = (result, size)
         self._cache_rows += len(result.rows)
