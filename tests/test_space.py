@@ -284,8 +284,8 @@ def test_a_held_out_database_carries_one_line_taken_from_the_runs_record(tmp_pat
 
 
 def test_a_demo_space_push_ships_the_record_and_the_space_reads_it_from_its_folder(tmp_path):
-    from slmsql_hub.hub import plan as hub_plan
     from slmsql_hub.data.trained_databases import TRAINED_DATABASES_FILE
+    from slmsql_hub.hub import plan as hub_plan
 
     run = _run_with_training_record(tmp_path / "run", ["clinic"], ["clinic"])
     [target] = hub_plan.plan_push(run, "alice/x", "demo-space", demo_dir=DEMO_DIR)
