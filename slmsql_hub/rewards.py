@@ -137,6 +137,8 @@ class _JudgedReward:
     """``None`` without a verdict, else :meth:`_score` of the completion and its judgement; its own
     :class:`BatchJudge` unless given ``judging``."""
 
+    name = ""  # TRL's name of the reward (``rewards/<name>/...``), set as the instance's ``__name__``
+    recipe_fields: dict[str, str] = {}  # constructor argument -> the GRPO recipe field that sets it
     logs_verdicts = False
 
     def __init__(self, *, judging: BatchJudge | None = None, **judge_kwargs) -> None:
@@ -178,11 +180,13 @@ class ExecutionReward(_JudgedReward):
     """``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but is wrong, ``fails``
     otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape)."""
 
+    name = "execution"
+    recipe_fields = {"correct": "reward_correct", "executes": "reward_executes", "fails": "reward_fails"}
     logs_verdicts = True
 
     def __init__(self, correct: float = 1.0, executes: float = 0.1, fails: float = 0.0, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.__name__ = "execution"
+        self.__name__ = self.name
         self.correct = correct
         self.executes = executes
         self.fails = fails
@@ -206,8 +210,11 @@ class FormatReward(_JudgedReward):
     ```
     """
 
+    name = "format"
+    recipe_fields = {"value": "format_reward_value"}
+
     def __init__(self, value: float = 0.2, judging: BatchJudge | None = None) -> None:
-        self.__name__ = "format"
+        self.__name__ = self.name
         self.value = value
         self.judging = judging
         if judging is not None:
@@ -221,9 +228,11 @@ class ResultF1Reward(_JudgedReward):
     """Partial credit: :func:`rows_f1` of the predicted and gold rows, 1.0 when correct, 0.0 when the
     prediction fails, ``None`` with no verdict."""
 
+    name = "result_f1"
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.__name__ = "result_f1"
+        self.__name__ = self.name
 
     def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
@@ -231,6 +240,11 @@ class ResultF1Reward(_JudgedReward):
         if judgement.verdict is Verdict.WRONG:
             return rows_f1(judgement.pred.rows, judgement.gold.rows)
         return 0.0
+
+
+REWARDS: dict[str, type[_JudgedReward]] = {cls.name: cls for cls in (ExecutionReward, FormatReward, ResultF1Reward)}
+"""The reward table: the names a GRPO recipe's ``reward_funcs`` may list (TRL logs ``rewards/<name>/...``) and
+their classes; a class's ``recipe_fields`` name the recipe fields that set its arguments."""
 
 
 def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:
