@@ -26,8 +26,10 @@ quickstart: setup
 ablations: quickstart
 	$(VENV)/bin/slmsql ablate --config recipes/world/ablations.yaml $(ABLATE_ARGS)
 
+# ruff, then the layers contract in pyproject.toml (an upward import anywhere fails it).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # The default suite (fast + doctests); slow end-to-end tests run in `test-slow`.
 test: setup lint
