@@ -40,8 +40,10 @@ transfer: quickstart
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run_dir outputs/transfer/plant100/run $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run_dir outputs/quickstart $(TRANSFER_ARGS)
 
+# ruff, then the layers contract in pyproject.toml (an upward import anywhere fails it).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # The default suite (fast + doctests); slow end-to-end tests run in `test-slow`.
 test: setup lint

@@ -1,4 +1,6 @@
-"""Hub repository ids: every check goes through ``huggingface_hub.utils.validate_repo_id`` (here, once).
+"""Names of models, adapters and repositories: a local folder or a Hub id (one rule, :func:`looks_local`), Hub
+repository ids (every check goes through ``huggingface_hub.utils.validate_repo_id``, here, once) and the dtypes a
+recipe may ask for.
 
 Example:
 
@@ -17,6 +19,30 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""The ``dtype`` values the SFT, GRPO, filter and eval recipes accept."""
+
+
+def looks_local(ref: str | Path) -> bool:
+    """Whether ``ref`` can only be a local folder: a Hub id is ``name`` or ``owner/name`` with no local ``owner``.
+
+    Example:
+
+    ```python
+    >>> looks_local("Qwen/Qwen2.5-Coder-1.5B-Instruct"), looks_local("outputs/quickstart/base"), looks_local("./base")
+    (False, True, True)
+
+    ```
+    """
+    text = str(ref)
+    return (
+        isinstance(ref, Path)
+        or text.startswith((".", "/", "~"))
+        or text.count("/") > 1
+        or "\\" in text
+        or Path(text.split("/")[0]).is_dir()
+    )
 
 
 def repo_id_problem(name: str) -> str | None:
@@ -59,7 +85,7 @@ def check_repo_id(repo_id: str | None, option: str = "--repo-id", *, namespace: 
 
 
 def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
-    """Whether ``name`` names a Hub model rather than a local folder (``run``: a
+    """Whether ``name`` is a valid Hub id that is not a local folder (:func:`looks_local`; ``run``: a
     :class:`~slmsql_hub.run.read.Run` whose own folders are never Hub ids).
 
     Example:
@@ -70,7 +96,7 @@ def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
 
     ```
     """
-    if not name or repo_id_problem(name) is not None or Path(name.split("/")[0]).is_dir():
+    if not name or looks_local(name) or repo_id_problem(name) is not None:
         return False
     # A path under the run's own folder (``outputs/quickstart/base``) is the run's, never a Hub id.
     return run is None or run.local(name) == Path(name)
@@ -91,28 +117,3 @@ def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
     return f"{endpoint}/{prefix}{repo_id}"
-
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-"""The ``dtype`` values the SFT, GRPO, filter and eval recipes accept."""
-
-
-def looks_local(ref: str | Path) -> bool:
-    """Whether ``ref`` can only be a local folder: a Hub id is ``name`` or ``owner/name`` with no local ``owner``.
-
-    Example:
-
-    ```python
-    >>> looks_local("Qwen/Qwen2.5-Coder-1.5B-Instruct"), looks_local("outputs/quickstart/base"), looks_local("./base")
-    (False, True, True)
-
-    ```
-    """
-    text = str(ref)
-    return (
-        isinstance(ref, Path)
-        or text.startswith((".", "/", "~"))
-        or text.count("/") > 1
-        or "\\" in text
-        or Path(text.split("/")[0]).is_dir()
-    )

@@ -139,6 +139,8 @@ class _JudgedReward:
     """``None`` without a verdict, else :meth:`_score` of the completion and its judgement; its own
     :class:`BatchJudge` unless given ``judging``."""
 
+    name = ""  # TRL's name of the reward (``rewards/<name>/...``), set as the instance's ``__name__``
+    recipe_fields: dict[str, str] = {}  # constructor argument -> the GRPO recipe field that sets it
     logs_verdicts = False
 
     def __init__(self, *, judging: BatchJudge | None = None, **judge_kwargs) -> None:
@@ -180,11 +182,13 @@ class ExecutionReward(_JudgedReward):
     """``correct`` if the SQL runs and matches the gold, ``executes`` if it runs but is wrong, ``fails``
     otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape)."""
 
+    name = "execution"
+    recipe_fields = {"correct": "reward_correct", "executes": "reward_executes", "fails": "reward_fails"}
     logs_verdicts = True
 
     def __init__(self, correct: float = 1.0, executes: float = 0.1, fails: float = 0.0, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.__name__ = "execution"
+        self.__name__ = self.name
         self.correct = correct
         self.executes = executes
         self.fails = fails
@@ -208,8 +212,11 @@ class FormatReward(_JudgedReward):
     ```
     """
 
+    name = "format"
+    recipe_fields = {"value": "format_reward_value"}
+
     def __init__(self, value: float = 0.2, judging: BatchJudge | None = None) -> None:
-        self.__name__ = "format"
+        self.__name__ = self.name
         self.value = value
         self.judging = judging
         if judging is not None:
@@ -223,9 +230,11 @@ class ResultF1Reward(_JudgedReward):
     """Partial credit: :func:`rows_f1` of the predicted and gold rows, 1.0 when correct, 0.0 when the
     prediction fails, ``None`` with no verdict."""
 
+    name = "result_f1"
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.__name__ = "result_f1"
+        self.__name__ = self.name
 
     def _score(self, completion, judgement) -> float:
         if judgement.verdict is Verdict.CORRECT:
@@ -251,10 +260,13 @@ class RandomReward(_JudgedReward):
     ```
     """
 
+    name = "random"
+    recipe_fields = {"seed": "seed"}
+
     def __init__(self, p: float = 0.5, seed: int = 0, judging: BatchJudge | None = None) -> None:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"p must be within [0, 1], got {p}")
-        self.__name__ = "random"
+        self.__name__ = self.name
         self.p = p
         self.rng = random.Random(seed)
         self.judging = judging
@@ -263,6 +275,13 @@ class RandomReward(_JudgedReward):
 
     def _score(self, completion, judgement) -> float:
         return 1.0 if self.rng.random() < self.p else 0.0
+
+
+REWARDS: dict[str, type[_JudgedReward]] = {
+    cls.name: cls for cls in (ExecutionReward, FormatReward, ResultF1Reward, RandomReward)
+}
+"""The reward table: the names a GRPO recipe's ``reward_funcs`` may list (TRL logs ``rewards/<name>/...``) and
+their classes; a class's ``recipe_fields`` name the recipe fields that set its arguments."""
 
 
 def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:
@@ -315,11 +334,17 @@ def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
             groups[key].add(j.correct)
     return {
         "sql/correct_rate": sum(j.correct for j in scorable) / n,
-        "sql/exec_error_rate": sum(j.verdict in (Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.NO_SQL) for j in scorable)
+        "sql/exec_error_rate": sum(
+            j.verdict in (Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.NO_SQL) for j in scorable
+        )
         / n,
-        "sql/timeout_rate": sum(j.verdict in (Verdict.PRED_TIMEOUT, Verdict.PRED_TOO_LARGE) for j in scorable) / n,
-        "sql/unscorable_rate": sum(j.verdict is Verdict.UNSCORABLE for j in judgements) / max(len(judgements), 1),
+        "sql/timeout_rate": sum(j.verdict in (Verdict.PRED_TIMEOUT, Verdict.PRED_TOO_LARGE) for j in scorable)
+        / n,
+        "sql/unscorable_rate": sum(j.verdict is Verdict.UNSCORABLE for j in judgements)
+        / max(len(judgements), 1),
         "sql/infra_failure_rate": sum(j.verdict is Verdict.INFRA_FAILURE for j in judgements)
         / max(len(judgements), 1),
-        "sql/frac_correct_zero_std": (sum(len(v) == 1 for v in groups.values()) / len(groups)) if groups else 0.0,
+        "sql/frac_correct_zero_std": (sum(len(v) == 1 for v in groups.values()) / len(groups))
+        if groups
+        else 0.0,
     }

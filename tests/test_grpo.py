@@ -194,7 +194,7 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
 
 
 def _limits_of(recipe: Path):
-    from slmsql_hub.recipes import load_recipe
+    from slmsql_hub.commands._recipe import load_recipe
 
     return load_recipe(recipe)[-1].sql_limits()
 
@@ -775,16 +775,16 @@ def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapt
     assert summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]
 
 
-def test_every_reward_a_recipe_can_name_is_registered():
-    from slmsql_hub.training.configs import REWARD_FUNCS
-    from slmsql_hub.training.grpo_rewards import REWARD_REGISTRY
+def test_every_reward_of_the_table_builds_from_a_recipe_with_its_values():
+    from slmsql_hub.rewards import REWARDS
+    from slmsql_hub.training.grpo_rewards import build_reward_funcs, close_rewards
 
-    assert tuple(REWARD_REGISTRY) == REWARD_FUNCS
-
-
-def test_training_does_not_import_publishing():
-    import subprocess
-
-    code = "import sys, slmsql_hub.training.grpo; print('slmsql_hub.hub' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False"
+    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_funcs=list(REWARDS),
+                              reward_correct=3.0, format_reward_value=0.5)  # fmt: skip
+    rewards = build_reward_funcs(args)
+    try:
+        assert [r.__name__ for r in rewards] == list(REWARDS)
+        by_name = {r.__name__: r.func for r in rewards}
+        assert (by_name["execution"].correct, by_name["format"].value) == (3.0, 0.5)
+    finally:
+        close_rewards(rewards)

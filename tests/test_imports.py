@@ -1,5 +1,6 @@
 """Importing the package does nothing but define things: no file written, no socket, no subprocess, and the
-CLI and the light modules (card, hub, plots, the execution core) load no torch, TRL or Gradio."""
+CLI and the light modules (card, hub, plots, the execution core) load no torch, TRL or Gradio. The layers
+contract (pyproject.toml) holds: no module imports a higher layer, at any depth."""
 
 from __future__ import annotations
 
@@ -71,3 +72,26 @@ def test_importing_every_module_writes_nothing_and_opens_no_socket_or_process(tm
     assert len(report["modules"]) > 30 and "slmsql_hub.sql.sandbox" in report["modules"]
     assert report["seen"] == []
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_layers_contract_holds_at_every_depth():
+    """`lint-imports` (import-linter's `layers` contract in pyproject.toml, also run by `make lint`): every import
+    statement, inside functions and under TYPE_CHECKING too, goes to the module's own layer or a lower one."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_importing_the_card_does_not_load_the_ablation_grid(tmp_path):
+    report = _run(
+        """
+        import json, sys
+        import slmsql_hub.card
+        print(json.dumps([name for name in sys.modules if name.split(".")[:2] == ["slmsql_hub", "ablate"]]))
+        """,
+        tmp_path,
+    )
+    assert report == []

@@ -43,7 +43,8 @@ import yaml
 from _benchmark_layouts import build_benchmarks, save_tiny_policy
 
 from slmsql_hub.cli import main as slmsql
-from slmsql_hub.recipes import config_to_dict, load_recipe, recipe_kind
+from slmsql_hub.commands._recipe import load_recipe, recipe_kind
+from slmsql_hub.recipes import config_to_dict
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 

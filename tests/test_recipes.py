@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slmsql_hub.commands._recipe import RECIPE_KINDS, load_recipe, recipe_kind
 from slmsql_hub.errors import UsageError
-from slmsql_hub.recipes import RECIPE_KINDS, load_recipe, recipe_kind
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 ACCELERATE_CONFIGS = RECIPES / "accelerate_configs"
@@ -59,7 +59,7 @@ def test_recipes_folder_holds_the_training_recipes():
 def test_every_recipe_is_of_a_registered_kind(path):
     assert recipe_kind(path) in RECIPE_KINDS, (
         f"{_id(path)}: name it <kind>_... with kind in {sorted(RECIPE_KINDS)}, or register its kind in "
-        "slmsql_hub.recipes.RECIPE_KINDS"
+        "slmsql_hub.commands._recipe.RECIPE_KINDS"
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run.layout import WORLD_MANIFEST
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     from ..world import WorldSizes, build_world
     from ..world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
 
-    manifest = json.loads((run_world / "world.json").read_text(encoding="utf-8"))
+    manifest = json.loads((run_world / WORLD_MANIFEST).read_text(encoding="utf-8"))
     sizes = {k: v for k, v in manifest["sizes"].items()}
     sizes["rl_pool"] = rl_pool
     world = pool_dir / "world"

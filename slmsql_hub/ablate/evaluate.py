@@ -13,16 +13,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.findings import GROUPS
 from ..run.files import read_jsonl, write_atomic
 
 logger = logging.getLogger(__name__)
-
-SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
-"""The world study's slices, in report order (the transfer slices are the recipe's ``transfer`` keys)."""
-
-GROUPS = ("seen_dbs", "held_out_db")
-"""The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
-
 
 def load_eval_settings(config: Any, output_dir: Path) -> Any:
     """The ``EvalConfig`` of the study's ``eval_recipe`` pointed at the run (decoding, SQL limits, bootstrap)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.files import write_atomic
+from ..run.layout import TELEMETRY
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
@@ -120,7 +121,7 @@ def train_variant(
     timer = GenerateTimer()
     with timer.timing():
         summary = train_grpo(*parsed)
-    records = read_telemetry(folder / "grpo" / "telemetry.jsonl")
+    records = read_telemetry(folder / "grpo" / TELEMETRY)
     return {"summary": summary, "records": records,
             "time": split_training_time(summary["train_seconds"], timer.seconds, records)}  # fmt: skip
 

@@ -3,7 +3,7 @@
 Holm's correction runs per slice across the variants (per-seed entries form one family, pooled entries
 another). Seeds pool as extra pairs: each seed's answers against the same SFT answers, concatenated; a
 question then counts once per seed, so a pooled CI is narrower than the questions alone warrant. The finding
-paragraph is filled from computed claims only (:func:`claims`), so every word of it follows from the table.
+paragraph is filled from computed claims only (:func:`~slmsql_hub.evaluation.findings.claims`), so every word of it follows from the table.
 """
 
 from __future__ import annotations
@@ -14,22 +14,18 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.findings import GROUPS, claims, slice_names
 from ..evaluation.stats import ALPHA, holm
+from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
-from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
-from .evaluate import GROUPS, SLICES, comparison_entry, in_group
+from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
+from .evaluate import comparison_entry, in_group
 from .grid import RESULT_FILE
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "ablation_report.md"
 CURVES_PLOT = "plots/sql_correct_rate.png"
-
-
-def slice_names(entries: list[dict]) -> list[str]:
-    """The slices of ``entries`` in report order: :data:`SLICES` first, then any other transfer slice."""
-    found = list(dict.fromkeys(name for e in entries for name in e["slices"]))
-    return [n for n in SLICES if n in found] + [n for n in found if n not in SLICES]
 
 
 def _slice_keys(entry: dict) -> list[tuple[str, str | None]]:
@@ -92,45 +88,6 @@ def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None
     return pooled
 
 
-def _significant(entry: dict, positive: bool) -> bool:
-    return entry["p_holm"] < ALPHA and (entry["delta"] > 0 if positive else entry["delta"] != 0)
-
-
-def claims(pooled: list[dict]) -> dict[str, Any]:
-    """The finding's facts, computed from the pooled table: which variants learnt band_train, generalised to
-    band_heldout, moved dev/test; whether the two controls held."""
-    learnt = [
-        p for p in pooled if "band_train" in p["slices"] and _significant(p["slices"]["band_train"], True)
-    ]
-    frozen = next((p for p in pooled if p["name"] == "frozen"), None)
-    moved = {
-        name: [p for p in pooled if name in p["slices"] and _significant(p["slices"][name], False)]
-        for name in slice_names(pooled)
-        if name != "band_train"
-    }
-    return {
-        "learnt": learnt,
-        "generalised": [
-            p
-            for p in learnt
-            if "band_heldout" in p["slices"] and _significant(p["slices"]["band_heldout"], True)
-        ],  # fmt: skip
-        "moved": moved,
-        "frozen": frozen,
-        "negative_control": None
-        if frozen is None
-        else (
-            all(
-                s["delta"] == 0 and all(s.get(g, {"delta": 0})["delta"] == 0 for g in GROUPS)
-                for s in frozen["slices"].values()
-            )
-            and frozen["adapter_update"]["relative_norm"] == 0
-        ),  # fmt: skip
-        "positive_control": bool(learnt),
-        "n_variants": len(pooled),
-    }
-
-
 def collect(out: Path) -> list[dict]:
     """Every finished entry under ``out/runs`` (sorted by variant order of appearance, then seed)."""
     entries = []
@@ -164,7 +121,7 @@ def write_report(
     facts = claims(pooled)
     names = slice_names(entries)
     plot_forest(pooled, names, out / FOREST_PLOT)
-    plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / "telemetry.jsonl")
+    plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / TELEMETRY)
                  for e in entries}, "sql/correct_rate", out / CURVES_PLOT)  # fmt: skip
     report = {
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -178,19 +135,6 @@ def write_report(
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
     return report
-
-
-def load_template(name: str) -> Any:
-    """A ``model_card/<name>`` jinja2 template with the study's filters: ``points`` (ΔEX) and ``pvalue``."""
-    import jinja2
-
-    from ..render.fmt import format_p, format_points
-    from ..render.templates import template_path
-
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters["points"] = format_points
-    environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
-    return environment.from_string(template_path(name).read_text(encoding="utf-8"))
 
 
 def render_markdown(report: dict, facts: dict, names: list[str]) -> str:

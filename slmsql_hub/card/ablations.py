@@ -13,7 +13,8 @@ import logging
 import shutil
 from pathlib import Path
 
-from ..ablate.report import claims, load_template
+from ..evaluation.findings import claims
+from ..render.templates import load_template
 from ..run.layout import ABLATIONS_DIR, FOREST_PLOT, REPORT_JSON, REPORT_MD
 
 logger = logging.getLogger(__name__)

@@ -2,14 +2,23 @@
 ``--config RECIPE.yaml`` plus any ``--field value`` options, passed through in order to
 :func:`~slmsql_hub.recipes.parse_recipe`, where they win over the YAML and an unknown field is one
 :class:`~slmsql_hub.errors.UsageError` line (exit 2). Only the light configs (filter, eval) are imported to list
-their fields in ``--help``; the training configs import TRL and torch, so ``slmsql train`` does not."""
+their fields in ``--help``; the training configs import TRL and torch, so ``slmsql train`` does not.
+
+:func:`load_recipe` reads any recipe by its kind (:data:`RECIPE_KINDS`), the first word of its file name."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shutil
 import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..recipes import parse_recipe
 
 
 def add_recipe_parser(
@@ -59,3 +68,73 @@ def fields_help(config_cls: type, width: int = 100) -> str:
             field.metadata.get("help", ""), width, initial_indent=" " * 6, subsequent_indent=" " * 6
         )
     return "\n".join(lines)
+
+
+def _training_arguments(kind: str) -> tuple:
+    from ..training.configs import BASE_ARGUMENTS, GRPO_ARGUMENTS, SFT_ARGUMENTS
+
+    return {"base": BASE_ARGUMENTS, "sft": SFT_ARGUMENTS, "grpo": GRPO_ARGUMENTS}[kind]
+
+
+def _filter_loader(kind: str) -> Callable:
+    from ..filtering import load_filter_config
+
+    return load_filter_config
+
+
+def _eval_loader(kind: str) -> Callable:
+    from ..evaluation import load_eval_config
+
+    return load_eval_config
+
+
+def _ablations_loader(kind: str) -> Callable:
+    from ..ablate.config import load_recipe as load_ablations
+
+    return load_ablations
+
+
+RECIPE_KINDS: dict[str, Callable[[str], Any]] = {
+    "base": _training_arguments,
+    "sft": _training_arguments,
+    "grpo": _training_arguments,
+    "filter": _filter_loader,
+    "eval": _eval_loader,
+    "ablations": _ablations_loader,
+    "transfer": _ablations_loader,
+}
+"""How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
+``sft`` recipe): what it returns (imported only then: the training configs load TRL) is a tuple of dataclasses
+(read with :func:`~slmsql_hub.recipes.parse_recipe`) or a loader ``(config, overrides) -> config``. Register a new
+kind here and ``tests/test_recipes.py`` checks it."""
+
+
+def recipe_kind(path: str | os.PathLike) -> str:
+    """The kind of a recipe: the first ``_``-separated word of its file name (``sft_stage2_x.yaml`` -> ``sft``)."""
+    return Path(path).stem.split("_", 1)[0]
+
+
+def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple:
+    """Read and validate any registered recipe (see :data:`RECIPE_KINDS`) into a tuple of config objects.
+
+    Example:
+
+    ```python
+    >>> import pathlib, slmsql_hub
+    >>> recipes = pathlib.Path(slmsql_hub.__file__).resolve().parents[1] / "recipes"
+    >>> script, model, training = load_recipe(recipes / "world" / "sft_stage2.yaml")
+    >>> training.stage, training.adapter_path
+    (2, 'outputs/world/sft_stage1')
+
+    ```
+    """
+    kind = recipe_kind(path)
+    if kind not in RECIPE_KINDS:
+        raise UsageError(
+            f"cannot tell what {path} configures: its name starts with {kind!r}, not one of "
+            f"{', '.join(sorted(RECIPE_KINDS))}; rename it or register the kind in RECIPE_KINDS"
+        )
+    target = RECIPE_KINDS[kind](kind)
+    if isinstance(target, tuple):
+        return parse_recipe(target, path, overrides)
+    return (target(path, overrides),)

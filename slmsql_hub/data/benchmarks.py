@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..run.layout import WORLD_MANIFEST
 
 if TYPE_CHECKING:
     import datasets
@@ -285,7 +286,7 @@ def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
 
     base = _root(root, "world")
     split_dir = base / "datasets" / split
-    if not (base / "world.json").is_file():
+    if not (base / WORLD_MANIFEST).is_file():
         raise UsageError(
             f"{base} is not an embedded world (no world.json); build one with `slmsql world build`"
         )

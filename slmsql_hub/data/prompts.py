@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..run.layout import RUN_SUMMARY
 
 if TYPE_CHECKING:
     from ..sql.sandbox import Sandbox
@@ -205,7 +206,7 @@ def resolve_prompt_config(
     ```
     """
     source = "recipe" if sample_rows is not None else "default"
-    summary_file = Path(adapter).expanduser() / "run_summary.json" if adapter else None
+    summary_file = Path(adapter).expanduser() / RUN_SUMMARY if adapter else None
     if (
         (sample_rows is None or max_value_chars is None)
         and summary_file is not None

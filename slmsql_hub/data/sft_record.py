@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..run.layout import RUN_SUMMARY, SFT_QUESTIONS
 
 logger = logging.getLogger(__name__)
 
-RECORD_FILE = "sft_questions.json"  # in the SFT adapter folder
+RECORD_FILE = SFT_QUESTIONS  # in the SFT adapter folder (named in run/layout.py)
 SUMMARY_FIELD = "sft_questions"  # run_summary.json's entry naming the record
 FORMAT = "slmsql-sft-questions/1"
 KEY_RULE = "sha256(db_id \\x1f question \\x1f gold_sql, whitespace collapsed)[:16]"
@@ -155,7 +156,7 @@ def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
     """
     if not adapter:
         return None
-    summary_file = Path(adapter).expanduser() / "run_summary.json"
+    summary_file = Path(adapter).expanduser() / RUN_SUMMARY
     if not summary_file.is_file():
         return None
     entry = json.loads(summary_file.read_text(encoding="utf-8")).get(SUMMARY_FIELD)

@@ -28,13 +28,13 @@ Importing this module does no I/O and imports neither torch nor TRL.
 """
 
 from ..data.prompts import build_prompts
+from ..run.layout import PREDICTIONS_DIR
 from .config import (
     BREAKDOWNS,
     DEFAULT_DATASET_IDS,
     EVAL_BENCHMARKS,
     MODES,
     POLICIES,
-    PREDICTIONS_DIR,
     RESULTS_FILE,
     BenchmarkSpec,
     EvalConfig,

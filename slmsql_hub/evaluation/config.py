@@ -14,6 +14,7 @@ from ..data.prompts import PromptArguments
 from ..errors import UsageError
 from ..generation.loading import InferenceArguments
 from ..recipes import parse_recipe
+from ..run.layout import EVAL_RESULTS
 from ..world.plant import PROBE_SPLITS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,11 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 POLICIES: tuple[str, str] = ("sft", "grpo")
 """The two policies compared, in order: ``a`` (the reference) and ``b``; ΔEX is ``grpo - sft``."""
 
-RESULTS_FILE = "eval_results.json"
-"""The results file in ``output_dir``."""
-
-PREDICTIONS_DIR = "predictions"
-"""Where the per-question predictions go (``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
+RESULTS_FILE = EVAL_RESULTS
+"""The results file in ``output_dir`` (named in :mod:`slmsql_hub.run.layout`, with ``PREDICTIONS_DIR``, where the
+per-question predictions go: ``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
 
 EVAL_BENCHMARKS: tuple[str, ...] = ("world", "spider", "bird")
 """The benchmarks :class:`EvalConfig` can evaluate on."""

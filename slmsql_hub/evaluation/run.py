@@ -19,11 +19,11 @@ from ..data.prompts import build_prompts
 from ..errors import UsageError
 from ..recipes import config_to_dict
 from ..run.files import write_atomic
+from ..run.layout import PREDICTIONS_DIR, WORLD_MANIFEST
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
     BREAKDOWNS,
     POLICIES,
-    PREDICTIONS_DIR,
     RESULTS_FILE,
     BenchmarkSpec,
     EvalConfig,
@@ -74,7 +74,7 @@ def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
         raise UsageError(f"benchmark {spec.key} under {root} repeats question ids; they must be unique")
     held_out = None
     if spec.name == "world":
-        manifest = Path(root).expanduser() / "world.json"
+        manifest = Path(root).expanduser() / WORLD_MANIFEST
         held_out = json.loads(manifest.read_text(encoding="utf-8")).get("held_out_db")
     return EvalSlice(
         spec=spec, rows=rows, dataset_id=config.dataset_id_map()[spec.name], held_out_db=held_out

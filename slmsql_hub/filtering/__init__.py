@@ -34,8 +34,8 @@ benchmark columns, ``pass_rate`` and the samples), ``filter_report.json`` and th
 ``results.jsonl`` in pool order. Importing this module does no I/O and imports neither torch nor TRL.
 """
 
+from ..run.layout import BAND_DIR
 from .config import (
-    BAND_DIR,
     REPORT_FILE,
     RESULTS_FILE,
     STATE_FILE,

@@ -14,21 +14,16 @@ from ..data.prompts import PromptArguments
 from ..errors import UsageError
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
+from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
 
-RESULTS_FILE = "results.jsonl"
-"""Per-question results, appended as they are computed (the resume log), rewritten in pool order at the end."""
-
-STATE_FILE = "filter_config.json"
-"""The configuration a run's results were produced with; a resume must match it."""
-
-REPORT_FILE = "filter_report.json"
-"""Counts per class, thresholds, policy, dataset, time and the pass-rate histogram."""
-
-BAND_DIR = "band"
-"""The band, saved with ``datasets.Dataset.save_to_disk``."""
+# The filter's files, named in run/layout.py: RESULTS_FILE holds per-question results, appended as they are computed
+# (the resume log) and rewritten in pool order at the end; STATE_FILE the configuration they were produced with (a
+# resume must match it); REPORT_FILE the counts per class, thresholds, policy, dataset, time and the pass-rate
+# histogram. The band (``run.layout.BAND_DIR``) is saved with ``datasets.Dataset.save_to_disk``.
+RESULTS_FILE, STATE_FILE, REPORT_FILE = FILTER_RESULTS, FILTER_STATE, FILTER_REPORT
 
 _COMPARE_MODES = ("bird", "spider")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..run.files import write_atomic
+from ..run.layout import BAND_DIR
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
-from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, FilterConfig
+from .config import REPORT_FILE, RESULTS_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.prompts import PromptConfig

@@ -15,7 +15,8 @@ from ..data.config import BenchmarkArguments
 from ..errors import UsageError
 from ..recipes import config_to_dict
 from ..run.files import read_jsonl, write_atomic
-from .config import BAND_DIR, REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
+from ..run.layout import BAND_DIR
+from .config import REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.prompts import PromptConfig

@@ -48,3 +48,15 @@ def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
     if missing:
         raise ValueError(f"the template {path} uses undefined variable(s) {', '.join(missing)}")
     return card_class.from_template(data, template_path=str(path), **context)
+
+
+def load_template(name: str) -> Any:
+    """A ``model_card/<name>`` jinja2 template with the study's filters: ``points`` (ΔEX) and ``pvalue``."""
+    import jinja2
+
+    from .fmt import format_p, format_points
+
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    environment.filters["points"] = format_points
+    environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
+    return environment.from_string(template_path(name).read_text(encoding="utf-8"))

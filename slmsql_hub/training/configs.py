@@ -27,6 +27,7 @@ from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
 from ..errors import UsageError
 from ..refs import DTYPES
+from ..rewards import REWARDS
 from ..sql.recipe_limits import SQLLimitsArguments
 
 
@@ -450,9 +451,6 @@ SFT_ARGUMENTS = (SFTScriptArguments, ModelArguments, SFTTrainingConfig)
 
 BASE_ARGUMENTS = (BaseScriptArguments, TinyModelArguments, BaseTrainingConfig)
 
-REWARD_FUNCS = ("execution", "format", "result_f1", "random")
-"""The reward functions a GRPO recipe can name (see :mod:`slmsql_hub.rewards`)."""
-
 
 @dataclass
 class GRPOScriptArguments(SFTScriptArguments):
@@ -546,10 +544,10 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         self.reward_funcs = [str(name).strip() for name in (self.reward_funcs or []) if str(name).strip()]
         if not self.reward_funcs:
             raise UsageError("reward_funcs is empty: use e.g. `reward_funcs: [execution, format]`")
-        unknown = [name for name in self.reward_funcs if name not in REWARD_FUNCS]
+        unknown = [name for name in self.reward_funcs if name not in REWARDS]
         if unknown:
             raise UsageError(
-                f"unknown reward function(s) {', '.join(unknown)}; choose from {', '.join(REWARD_FUNCS)}"
+                f"unknown reward function(s) {', '.join(unknown)}; choose from {', '.join(REWARDS)}"
             )
         if len(set(self.reward_funcs)) != len(self.reward_funcs):
             raise UsageError(f"reward_funcs lists a reward twice: {self.reward_funcs}; give each once")

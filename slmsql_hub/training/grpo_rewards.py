@@ -1,48 +1,15 @@
-"""GRPO's rewards by name (like open-r1's ``REWARD_FUNCS_REGISTRY``), each wrapped in
+"""GRPO's rewards by name (:data:`slmsql_hub.rewards.REWARDS`, like open-r1's ``REWARD_FUNCS_REGISTRY``), each wrapped in
 :class:`~slmsql_hub.training.telemetry.TimedReward` and all reading one :class:`~slmsql_hub.rewards.BatchJudge`
 (why: :mod:`slmsql_hub.rewards`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from ..rewards import REWARDS, BatchJudge
 from .configs import GRPOTrainingConfig
 from .telemetry import TimedReward
-
-
-def _execution(args: GRPOTrainingConfig, judging: Any) -> Any:
-    from ..rewards import ExecutionReward
-
-    return ExecutionReward(
-        correct=args.reward_correct, executes=args.reward_executes, fails=args.reward_fails, judging=judging
-    )
-
-
-def _format(args: GRPOTrainingConfig, judging: Any) -> Any:
-    from ..rewards import FormatReward
-
-    return FormatReward(value=args.format_reward_value, judging=judging)
-
-
-def _result_f1(args: GRPOTrainingConfig, judging: Any) -> Any:
-    from ..rewards import ResultF1Reward
-
-    return ResultF1Reward(judging=judging)
-
-
-def _random(args: GRPOTrainingConfig, judging: Any) -> Any:
-    from ..rewards import RandomReward
-
-    return RandomReward(seed=args.seed, judging=judging)
-
-
-REWARD_REGISTRY: dict[str, Callable[[GRPOTrainingConfig, Any], Any]] = {
-    "execution": _execution,
-    "format": _format,
-    "result_f1": _result_f1,
-    "random": _random,
-}  # a recipe's reward_funcs entry -> builder (training_args, judging) -> reward
 
 
 def reward_judging(training_args: GRPOTrainingConfig):
@@ -58,8 +25,6 @@ def reward_judging(training_args: GRPOTrainingConfig):
 
     ```
     """
-    from ..rewards import BatchJudge
-
     return BatchJudge(
         mode=training_args.reward_compare_mode,
         limits=training_args.sql_limits(),
@@ -82,7 +47,15 @@ def build_reward_funcs(training_args: GRPOTrainingConfig, judging: Any = None) -
     ```
     """
     judging = judging if judging is not None else reward_judging(training_args)
-    return [TimedReward(REWARD_REGISTRY[name](training_args, judging)) for name in training_args.reward_funcs]
+    return [
+        TimedReward(
+            REWARDS[name](
+                judging=judging,
+                **{arg: getattr(training_args, field) for arg, field in REWARDS[name].recipe_fields.items()},
+            )
+        )
+        for name in training_args.reward_funcs
+    ]
 
 
 def close_rewards(reward_funcs: Sequence[Any]) -> None:

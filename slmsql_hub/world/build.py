@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
+from ..run.layout import WORLD_MANIFEST
 from .plant import (
     COMPARISON_TEMPLATES,
     PROBE_SPLITS,
@@ -121,7 +122,7 @@ class WorldManifest:
     def read(cls, root: str | os.PathLike) -> WorldManifest:
         """Read ``<root>/world.json``; :class:`UsageError` when it is missing or not a world manifest."""
         root = Path(root)
-        path = root / "world.json"
+        path = root / WORLD_MANIFEST
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(root=root, **data)
@@ -309,7 +310,7 @@ def _reuse(
     """The existing world at ``out`` when it can be reused; ``None`` when it must be (re)built."""
     if overwrite or not out.exists():
         return None
-    if not (out / "world.json").is_file():
+    if not (out / WORLD_MANIFEST).is_file():
         if any(out.iterdir()):
             raise UsageError(
                 f"{out} exists and is not a built world; pick an empty folder or pass --overwrite"
@@ -407,7 +408,7 @@ def build_world(
         )
         for split, chosen in splits.items():
             _write_split(tmp / "datasets" / split, split, chosen, manifest)
-        (tmp / "world.json").write_text(manifest.to_json(), encoding="utf-8")
+        (tmp / WORLD_MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
