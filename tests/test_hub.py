@@ -327,8 +327,10 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected
     assert (out / "dataset" / "README.md").read_text() == hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint, n_databases=1
     )
+    db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"  # the database the rows name, where they name it
+    assert (out / "dataset" / expected["db_path"][0]).read_bytes() == db.read_bytes()
 
     plan = json.loads((out / "plan.json").read_text())
     assert [(t["what"], t["repo_id"], t["private"], t["revision"]) for t in plan["targets"]] == [
@@ -638,7 +640,9 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
     done = push(server, run_dir, tmp_path / "home", "--what", "dataset", "--public")
     assert done.returncode == 0, done.stderr
     repo = ("dataset", "alice/tiny-grpo-band")
-    assert server.lfs_paths(*repo) == {hub.BAND_SHARD}  # the parquet went through LFS
+    assert hub.BAND_SHARD in server.lfs_paths(*repo)  # the parquet went through LFS
+    db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
+    assert server.files(*repo, "main")["databases/nums/nums.sqlite"] == db.read_bytes()  # the band carries it
     assert not server.state.repos[repo].private
 
     result = python_json(
@@ -654,9 +658,9 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
         client_env(server.endpoint, tmp_path / "client"),
         tmp_path,
     )
-    assert result["rows"] == _band_rows("databases/nums/nums.sqlite")
+    assert result["rows"] == _band_rows("databases/nums/nums.sqlite")  # the parquet only, not the .sqlite
     ours = hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint, n_databases=1
     )
     assert result["text"].strip() == ours.split("---\n", 2)[2].strip()
     assert result["meta"]["dataset_info"]["splits"][0]["num_examples"] == 2  # datasets' own metadata kept

@@ -65,8 +65,9 @@ def _check_threads(num_threads: int | None) -> None:
 
 @dataclass
 class SFTScriptArguments(BenchmarkArguments, PromptArguments):
-    """What an SFT run trains on: ``dataset_paths`` (``save_to_disk`` folders with ``question``, ``gold_sql``,
-    optional ``evidence``, and ``schema`` or ``db_path``) then ``benchmarks``, concatenated; and how prompts are
+    """What an SFT run trains on: ``dataset_paths`` (``save_to_disk`` folders or Hub dataset ids, at
+    ``dataset_revision``, with ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` or ``db_path``)
+    then ``benchmarks``, concatenated; and how prompts are
     built (unset prompt fields take the defaults, 3 rows and 40 chars; evaluation must use the same values).
 
     Example:
@@ -84,7 +85,14 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
 
     dataset_paths: list[str] = field(
         default_factory=list,
-        metadata={"help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."},
+        metadata={
+            "help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation) or Hub "
+            "dataset id(s) (e.g. alice/qwen-grpo-band, read with datasets.load_dataset, its databases downloaded)."
+        },
+    )
+    dataset_revision: str | None = field(
+        default=None,
+        metadata={"help": "Hub revision (branch, tag or commit sha) of the dataset_paths that are Hub ids; null: main."},
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}

@@ -42,7 +42,7 @@ def _as_list(value: str | list[str] | None) -> list[str]:
 
 
 def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
-    """The run's rows: every ``dataset_paths`` folder and every benchmark of ``benchmarks``, concatenated.
+    """The run's rows: every ``dataset_paths`` folder or Hub dataset and every benchmark of ``benchmarks``, concatenated.
 
     Benchmarks (``NAME:SPLIT[:LIMIT]``, a seeded subset) are read with
     :func:`~slmsql_hub.data.benchmarks.load_benchmark`, so BIRD, Spider and SynSQL train from their release files.
@@ -51,7 +51,7 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
 
     parts = []
     if script_args.dataset_paths:
-        parts.append(load_datasets(script_args.dataset_paths))
+        parts.append(load_datasets(script_args.dataset_paths, script_args.dataset_revision))
     for entry in script_args.benchmark_entries():
         from ..data.benchmarks import load_benchmark
 
