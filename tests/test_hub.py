@@ -327,9 +327,15 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected
     assert (out / "dataset" / "README.md").read_text() == hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint, n_databases=1
+        REPORT,
+        "alice/tiny-grpo-band",
+        model_repo_id="alice/tiny-grpo",
+        endpoint=server.endpoint,
+        n_databases=1,
     )
-    db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"  # the database the rows name, where they name it
+    db = (
+        run_dir / "world" / "databases" / "nums" / "nums.sqlite"
+    )  # the database the rows name, published there
     assert (out / "dataset" / expected["db_path"][0]).read_bytes() == db.read_bytes()
 
     plan = json.loads((out / "plan.json").read_text())
@@ -660,7 +666,11 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
     )
     assert result["rows"] == _band_rows("databases/nums/nums.sqlite")  # the parquet only, not the .sqlite
     ours = hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint, n_databases=1
+        REPORT,
+        "alice/tiny-grpo-band",
+        model_repo_id="alice/tiny-grpo",
+        endpoint=server.endpoint,
+        n_databases=1,
     )
     assert result["text"].strip() == ours.split("---\n", 2)[2].strip()
     assert result["meta"]["dataset_info"]["splits"][0]["num_examples"] == 2  # datasets' own metadata kept

@@ -92,7 +92,7 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
     )
     dataset_revision: str | None = field(
         default=None,
-        metadata={"help": "Hub revision (branch, tag or commit sha) of the dataset_paths that are Hub ids; null: main."},
+        metadata={"help": "Hub revision (branch, tag or sha) of dataset_paths' Hub ids; null: main."},
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
