@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _helpers import REPO, TESTS, hub_client_env, shop_db
+from _helpers import REPO, TESTS, hub_client_env, python_json, shop_db
 from hub_server import HubServer
 
 from slmsql_hub.errors import UsageError
@@ -135,19 +135,29 @@ def test_bad_dataset_names_stop_before_the_model_loads_with_exit_code_2(server, 
         assert message in lines[-1] and "Traceback" not in done.stderr and "no-such-model" not in done.stderr
 
 
-@pytest.mark.slow
-def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, tmp_path):
-    run = band_run(tmp_path / "run")
+@pytest.fixture(scope="module")
+def pushed_band(server, tmp_path_factory) -> dict[str, bytes]:
+    """``alice/shop-grpo-band`` pushed by ``slmsql push --what dataset``; the database then exists only in the
+    dataset repository. Returns the repository's files."""
+    root = tmp_path_factory.mktemp("pushed")
+    run = band_run(root / "run")
     pushed = slmsql(
         ["push", str(run), "--repo-id", "alice/shop-grpo", "--what", "dataset"],
-        hub_client_env(server.endpoint, tmp_path / "pusher", TOKEN),
+        hub_client_env(server.endpoint, root / "pusher", TOKEN),
     )
     assert pushed.returncode == 0, pushed.stderr
     files = server.files("dataset", "alice/shop-grpo-band")
-    db = run / "world" / "databases" / "shop" / "shop.sqlite"
-    assert files["databases/shop/shop.sqlite"] == db.read_bytes()
-    shutil.rmtree(run / "world")  # from here on the database exists only in the dataset repository
+    assert (
+        files["databases/shop/shop.sqlite"]
+        == (run / "world" / "databases" / "shop" / "shop.sqlite").read_bytes()
+    )
+    shutil.rmtree(run / "world")
+    return files
 
+
+@pytest.mark.slow
+def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, pushed_band, tmp_path):
+    files = pushed_band
     home = tmp_path / "trainer"  # a fresh cache: everything comes from the server
     out = tmp_path / "grpo"
     recipe = grpo_recipe(tmp_path / "grpo.yaml", out, str(FIXTURE_RUN / "base"))
@@ -175,3 +185,31 @@ def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, tmp_path)
         cwd=tmp_path,
     )  # fmt: skip
     assert unknown.returncode == 2 and "at revision no-such-branch" in unknown.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_the_ablation_splits_a_pushed_band_named_by_its_hub_id(server, pushed_band, tmp_path):
+    result = python_json(
+        """
+        import json, sys
+        import datasets
+        from slmsql_hub.ablate.config import AblationConfig, BandSettings
+        from slmsql_hub.ablate.grid import prepare_band
+
+        config = AblationConfig("g.yaml", "e.yaml", [], output_dir=sys.argv[1],
+                                band=BandSettings(band_dir="alice/shop-grpo-band", min_band=1))
+        band, pool = prepare_band(config)
+        train = datasets.load_from_disk(sys.argv[1] + "/band/band_train")
+        print(json.dumps({"pool": pool, "source": band.source, "ids": list(train["question_id"]),
+                          "db_paths": sorted(set(train["db_path"]))}))
+        """,
+        hub_client_env(server.endpoint, tmp_path / "home", TOKEN),
+        tmp_path,
+        str(tmp_path / "ablations"),
+    )
+    assert result["pool"] == {"source": "run", "band_dir": "alice/shop-grpo-band"}
+    assert result["source"] == "alice/shop-grpo-band" and 0 < len(result["ids"]) < len(QUESTIONS)
+    [db] = result[
+        "db_paths"
+    ]  # absolute, in the downloaded repository: band_train trains wherever it is saved
+    assert Path(db).is_absolute() and Path(db).read_bytes() == pushed_band["databases/shop/shop.sqlite"]

@@ -56,8 +56,26 @@ def dataset_kind(ref: str, option: str = "dataset_paths", hint: str = "") -> str
     path = Path(ref).expanduser()
     if path.is_dir():
         return "folder"
-    if looks_local(ref):
+    if check_dataset_name(ref, option) == "folder":
         raise UsageError(f"dataset folder not found: {path}; {hint + ' or ' if hint else ''}fix {option}")
+    return "hub"
+
+
+def check_dataset_name(ref: str, option: str = "dataset_paths") -> str:
+    """``"folder"`` when ``ref`` can only be a local path, ``"hub"`` when it is a Hub dataset id, looking at
+    the name alone (a recipe is checked when parsed, before its folders exist); else a UsageError naming
+    ``option``.
+
+    Example:
+
+    ```python
+    >>> check_dataset_name("outputs/world/band"), check_dataset_name("alice/qwen-grpo-band")
+    ('folder', 'hub')
+
+    ```
+    """
+    if looks_local(ref):
+        return "folder"
     problem = repo_id_problem(ref)
     if problem is not None:
         raise UsageError(

@@ -25,6 +25,7 @@ from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
+from ..data.sources import check_dataset_name
 from ..errors import UsageError
 from ..refs import DTYPES
 from ..sql.recipe_limits import SQLLimitsArguments
@@ -105,6 +106,8 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
         if isinstance(self.dataset_paths, (str, os.PathLike)):
             self.dataset_paths = [str(self.dataset_paths)]
         self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
+        for name in self.dataset_paths:
+            check_dataset_name(name, "dataset_paths")
         if not self.dataset_paths and not self.benchmarks:
             raise UsageError(self._nothing_to_train_on)
         if self.max_train_samples is not None and self.max_train_samples < 1:
