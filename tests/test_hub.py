@@ -128,7 +128,7 @@ def run_dir(tmp_path_factory) -> Path:
     (card / "plots" / "reward_std.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     (card / ".eval_results").mkdir()
     (card / ".eval_results" / "world_dev.yaml").write_text(
-        "- dataset: {id: slmsql/world, task_id: dev}\n  value: 0.5\n"
+        "- dataset: {id: alice/world-splits, task_id: dev}\n  value: 0.5\n"
     )
     (card / "telemetry.jsonl").write_text('{"step": 1, "frac_reward_zero_std": 0.5}\n')
     (card / "run_summary.json").write_text('{"kind": "grpo", "status": "completed"}\n')
