@@ -804,6 +804,7 @@ def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(s
     assert on_branch.returncode == 0, on_branch.stderr
     dev_files = server.files("dataset", "alice/tiny-dev-band", "dev")
     assert hub.BAND_SHARD in dev_files and b"| band (kept) | 2 |" in dev_files["README.md"]
+    assert "databases/nums/nums.sqlite" in dev_files  # the databases go to the same branch
     assert set(server.files("dataset", "alice/tiny-dev-band", "main")) == {".gitattributes"}
 
     dataset = slmsql(
@@ -813,6 +814,7 @@ def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(s
     assert "pull request" in dataset.stdout
     pr_files = server.files("dataset", "alice/tiny-pr-band", "refs/pr/1")
     assert hub.BAND_SHARD in pr_files and b"| band (kept) | 2 |" in pr_files["README.md"]
+    assert "databases/nums/nums.sqlite" in pr_files
     assert set(server.files("dataset", "alice/tiny-pr-band", "main")) == {".gitattributes"}
 
 
