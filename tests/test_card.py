@@ -156,6 +156,16 @@ def test_datasets_name_the_published_training_data_never_the_evaluation_sets(pub
         card_data(load_run(RUN), CardOptions(datasets=("not a repo",)))
 
 
+def test_an_attempt_trained_from_the_hub_names_the_dataset_repo():
+    from slmsql_hub.card.context import describe_data
+    from slmsql_hub.run.read import Attempt
+
+    run = load_run(RUN)
+    sources = [BAND_ID, "outputs/quickstart/world/datasets/grounding"]
+    attempt = Attempt("grpo", 2, RUN / "grpo", {"data": {"source": sources, "prompts": 7}}, {}, [])
+    assert describe_data(run, attempt) == f"the Hub dataset `{BAND_ID}` + `grounding` (7 prompts)"
+
+
 def test_model_index_holds_the_grpo_adapters_ex_per_benchmark(published_run, published_card):
     card = published_card
     results = _json(published_run / "eval" / "eval_results.json")["benchmarks"]
