@@ -172,6 +172,8 @@ def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, pushed_ba
     assert summary["data"]["source"] == ["alice/shop-grpo-band"]
     assert summary["data"]["prompts"] == len(QUESTIONS) and summary["data"]["databases"] == 1
     assert summary["data"]["unscorable_gold"] == 0  # every gold ran on the downloaded database
+    head = server.state.repos[("dataset", "alice/shop-grpo-band")].branches["main"]
+    assert summary["data"]["dataset_commits"] == {"alice/shop-grpo-band": head}  # the commit it trained on
     downloaded = list(
         (home / "hub").glob("datasets--alice--shop-grpo-band/snapshots/*/databases/shop/shop.sqlite")
     )

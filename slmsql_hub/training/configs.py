@@ -124,6 +124,17 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
     def _check_stage_fields(self) -> None:
         self.fill_prompt_defaults()
 
+    def dataset_commits(self) -> dict[str, str | None]:
+        """``{hub id: commit}`` of the ``dataset_paths`` that are Hub datasets, as loaded (read from the local
+        cache after :func:`~slmsql_hub.training.common.load_datasets`); ``{}`` when all are folders."""
+        from ..runtime import hub_commit
+
+        return {
+            name: hub_commit(name, self.dataset_revision, repo_type="dataset")
+            for name in self.dataset_paths
+            if not os.path.isdir(os.path.expanduser(name)) and check_dataset_name(name) == "hub"
+        }
+
     def sources(self) -> list[str]:
         """The run's sources as the summary records them: dataset folders, then ``name=root:split`` entries."""
         return list(self.dataset_paths) + [

@@ -65,6 +65,12 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
     return concatenate_datasets([p.select_columns(shared) for p in parts])
 
 
+def _dataset_pins(script_args: SFTScriptArguments) -> dict[str, Any]:
+    """``dataset_revision`` and ``dataset_commits`` for a run that read Hub datasets; ``{}`` otherwise."""
+    commits = script_args.dataset_commits()
+    return {"dataset_revision": script_args.dataset_revision, "dataset_commits": commits} if commits else {}
+
+
 def train_sft(
     script_args: SFTScriptArguments,
     model_args: ModelArguments,
@@ -183,6 +189,7 @@ def _summary(
         "revisions": revisions,
         "output_dir": str(Path(training_args.output_dir)),
         "datasets": list(script_args.dataset_paths),
+        **_dataset_pins(script_args),
         "benchmarks": list(script_args.benchmarks),
         "data": data,
         "sft_questions": {
