@@ -190,6 +190,43 @@ def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, pushed_ba
 
 
 @pytest.mark.slow
+def test_sft_trains_from_the_same_hub_id(server, pushed_band, tmp_path):
+    """SFT reads dataset_paths through the same reader: the schema comes from the downloaded database."""
+    recipe = {
+        "model_name_or_path": str(FIXTURE_RUN / "base"),
+        "dataset_paths": ["alice/shop-grpo-band"],
+        "output_dir": str(tmp_path / "sft"),
+        "stage": 1,
+        "lora_r": 4,
+        "lora_alpha": 8,
+        "lora_dropout": 0.0,
+        "prompt_sample_rows": 1,
+        "max_length": 512,
+        "per_device_train_batch_size": 4,
+        "max_steps": 1,
+        "learning_rate": 1.0e-3,
+        "num_threads": 1,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "disable_tqdm": True,
+    }
+    path = tmp_path / "sft.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    done = slmsql(
+        ["train", "sft", "--config", str(path)], hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads((tmp_path / "sft" / "run_summary.json").read_text())
+    assert summary["steps"] == 1 and summary["data"]["trained_on"] == len(QUESTIONS)
+    head = server.state.repos[("dataset", "alice/shop-grpo-band")].branches["main"]
+    assert summary["datasets"] == ["alice/shop-grpo-band"] and summary["dataset_commits"] == {
+        "alice/shop-grpo-band": head
+    }
+
+
+@pytest.mark.slow
 def test_the_ablation_splits_a_pushed_band_named_by_its_hub_id(server, pushed_band, tmp_path):
     result = python_json(
         """
