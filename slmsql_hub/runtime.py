@@ -42,9 +42,12 @@ def environment() -> dict[str, str]:
     }
 
 
-def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> str | None:
-    """The commit sha a Hub id at ``revision`` (``None``: main) was loaded from, read from the local cache
-    (``huggingface_hub.resolve_revision``, no network); ``None`` for a local folder, no ``ref``, or an uncached one.
+def hub_commit(
+    ref: str | os.PathLike | None, revision: str | None = None, repo_type: str | None = None
+) -> str | None:
+    """The commit sha a Hub id (a model, or a ``repo_type`` one) at ``revision`` (``None``: main) was loaded
+    from, read from the local cache (``huggingface_hub.resolve_revision``, no network); ``None`` for a local
+    folder, no ``ref``, or an uncached one.
 
     Example:
 
@@ -60,7 +63,9 @@ def hub_commit(ref: str | os.PathLike | None, revision: str | None = None) -> st
     from huggingface_hub.errors import RevisionResolutionError
 
     try:
-        return resolve_revision(str(ref), revision=revision, local_files_only=True).resolved
+        return resolve_revision(
+            str(ref), repo_type=repo_type, revision=revision, local_files_only=True
+        ).resolved
     except RevisionResolutionError:
         logger.warning(
             "the commit of %s at %s is not in the local cache; not recorded", ref, revision or "main"

@@ -82,6 +82,30 @@ def card(tmp_path_factory):
     return build
 
 
+WORLD_COPY = "alice/world-splits"
+BAND_ID = f"{REPO_ID}-band"
+
+
+@pytest.fixture(scope="module")
+def published_run(tmp_path_factory) -> Path:
+    """The fixture run evaluated as if the world's splits were published (``dataset_ids: [world=WORLD_COPY]``)."""
+    run = tmp_path_factory.mktemp("published") / "run"
+    shutil.copytree(RUN, run)
+    path = run / "eval" / "eval_results.json"
+    results = _json(path)
+    for entry in results["benchmarks"].values():
+        entry["dataset_id"] = WORLD_COPY
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return run
+
+
+@pytest.fixture(scope="module")
+def published_card(published_run, tmp_path_factory):
+    """The card of :func:`published_run`, with the band's repository named as its published training data."""
+    out = tmp_path_factory.mktemp("published-card") / "card"
+    return build_card(published_run, out, options=CardOptions(repo_id=REPO_ID, datasets=(BAND_ID,)))
+
+
 @pytest.fixture(scope="module")
 def text(card):
     return card.readme.read_text(encoding="utf-8")
@@ -117,11 +141,34 @@ def test_metadata_round_trips_through_model_card_load(card):
     assert data.pipeline_tag == "text-generation"
     assert data.license == "apache-2.0"
     assert data.tags == ["text-to-sql", "grpo", "trl", "peft", "negative-result"]
-    assert data.datasets == ["slmsql/world"]
+    # The world is published nowhere and no training data was named: no dataset reference that cannot resolve.
+    assert data.datasets is None and data.eval_results is None
+    assert card.eval_results == [] and "Training data on the Hub" not in card.readme.read_text()
 
 
-def test_model_index_holds_the_grpo_adapters_ex_per_benchmark(card):
-    results = _json(RUN / "eval" / "eval_results.json")["benchmarks"]
+def test_datasets_name_the_published_training_data_never_the_evaluation_sets(published_card):
+    data = ModelCard.load(published_card.readme).data
+    assert data.datasets == [BAND_ID]  # not WORLD_COPY, which the eval results name
+    text = published_card.readme.read_text()
+    assert f"[`{BAND_ID}`](https://huggingface.co/datasets/{BAND_ID})" in text
+    assert f"--dataset_paths {BAND_ID}" in text
+    with pytest.raises(UsageError, match="--dataset 'not a repo' is not a Hub repository id"):
+        card_data(load_run(RUN), CardOptions(datasets=("not a repo",)))
+
+
+def test_an_attempt_trained_from_the_hub_names_the_dataset_repo():
+    from slmsql_hub.card.context import describe_data
+    from slmsql_hub.run.read import Attempt
+
+    run = load_run(RUN)
+    sources = [BAND_ID, "outputs/quickstart/world/datasets/grounding"]
+    attempt = Attempt("grpo", 2, RUN / "grpo", {"data": {"source": sources, "prompts": 7}}, {}, [])
+    assert describe_data(run, attempt) == f"the Hub dataset `{BAND_ID}` + `grounding` (7 prompts)"
+
+
+def test_model_index_holds_the_grpo_adapters_ex_per_benchmark(published_run, published_card):
+    card = published_card
+    results = _json(published_run / "eval" / "eval_results.json")["benchmarks"]
     loaded = ModelCard.load(card.readme).data
     by_split = {r.dataset_split: r for r in loaded.eval_results}
     assert set(by_split) == {entry["split"] for entry in results.values()}
@@ -447,8 +494,9 @@ def test_shipped_filter_and_eval_configs_parse_as_recipes(card):
 # ------------------------------------------------------------------------------------------------------------
 
 
-def test_eval_results_yaml_follows_the_hub_format(card):
-    results = _json(RUN / "eval" / "eval_results.json")
+def test_eval_results_yaml_follows_the_hub_format(published_run, published_card):
+    card = published_card
+    results = _json(published_run / "eval" / "eval_results.json")
     assert constants.EVAL_RESULTS_FOLDER == ".eval_results"
     assert sorted(p.name for p in card.eval_results) == sorted(f"{key}.yaml" for key in results["benchmarks"])
     for key, entry in results["benchmarks"].items():
@@ -583,16 +631,19 @@ def test_template_with_an_undefined_variable_is_refused(tmp_path):
         render_card(load_run(RUN), template_path=template)
 
 
-def test_cli_builds_without_repo_id_then_rebuilds_over_its_own_folder(tmp_path, capsys):
+def test_cli_builds_without_repo_id_then_rebuilds_over_its_own_folder(published_run, tmp_path, capsys):
     out = tmp_path / "card"
-    assert cli.main(["card", "--run-dir", str(RUN), "--out", str(out)]) == 0
+    assert cli.main(["card", "--run-dir", str(published_run), "--out", str(out)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["outcome"] == "null" and Path(printed["card"]) == out / "README.md"
     item = yaml.safe_load((out / ".eval_results" / "world_dev.yaml").read_text())[0]
-    assert "source" not in item and item["dataset"]["id"] == "slmsql/world"  # no repo, no source link
+    assert "source" not in item and item["dataset"]["id"] == WORLD_COPY  # no repo, no source link
     assert f'folder = "{out}"' in (out / "README.md").read_text()
     (out / "plots" / "stale.png").write_bytes(b"old")
-    assert cli.main(["card", "--run-dir", str(RUN), "--out", str(out), "--repo-id", REPO_ID]) == 0
+    args = ["card", "--run-dir", str(published_run), "--out", str(out), "--repo-id", REPO_ID]
+    assert cli.main([*args, "--dataset", "bad name"]) == 2  # one line, before anything is written
+    assert "bad name" in capsys.readouterr().err and (out / "plots" / "stale.png").exists()
+    assert cli.main(args) == 0
     assert not (out / "plots" / "stale.png").exists()  # replaced as a whole, not merged
     assert f'snapshot_download("{REPO_ID}")' in (out / "README.md").read_text()
     assert not list(tmp_path.glob(".card.building"))

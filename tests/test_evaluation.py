@@ -233,7 +233,7 @@ def test_the_old_world_dir_spelling_still_loads_with_one_deprecation_line(caplog
 def test_dataset_ids_override_the_defaults():
     config = EvalConfig(**BASE, dataset_ids=["bird=my-org/bird-dev"])
     assert config.dataset_id_map()["bird"] == "my-org/bird-dev"
-    assert config.dataset_id_map()["world"] == "slmsql/world"
+    assert config.dataset_id_map()["world"] is None  # published nowhere: the card names no dataset for it
 
 
 SPIDER_DEV = Path(__file__).resolve().parents[1].parent / "shared/data/spider_dev"
@@ -444,7 +444,7 @@ def test_world_eval_through_the_cli_writes_the_shared_contract(world_dir, random
     assert set(results["benchmarks"]) == {"world_dev", "world_test"}
     dev = results["benchmarks"]["world_dev"]
     assert (dev["dataset_id"], dev["mode"], dev["n"], dev["held_out_db"]) == (
-        "slmsql/world",
+        None,
         "bird",
         10,
         manifest["held_out_db"],

@@ -128,7 +128,7 @@ def run_dir(tmp_path_factory) -> Path:
     (card / "plots" / "reward_std.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     (card / ".eval_results").mkdir()
     (card / ".eval_results" / "world_dev.yaml").write_text(
-        "- dataset: {id: slmsql/world, task_id: dev}\n  value: 0.5\n"
+        "- dataset: {id: alice/world-splits, task_id: dev}\n  value: 0.5\n"
     )
     (card / "telemetry.jsonl").write_text('{"step": 1, "frac_reward_zero_std": 0.5}\n')
     (card / "run_summary.json").write_text('{"kind": "grpo", "status": "completed"}\n')
@@ -327,8 +327,16 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected
     assert (out / "dataset" / "README.md").read_text() == hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+        REPORT,
+        "alice/tiny-grpo-band",
+        model_repo_id="alice/tiny-grpo",
+        endpoint=server.endpoint,
+        n_databases=1,
     )
+    db = (
+        run_dir / "world" / "databases" / "nums" / "nums.sqlite"
+    )  # the database the rows name, published there
+    assert (out / "dataset" / expected["db_path"][0]).read_bytes() == db.read_bytes()
 
     plan = json.loads((out / "plan.json").read_text())
     assert [(t["what"], t["repo_id"], t["private"], t["revision"]) for t in plan["targets"]] == [
@@ -638,7 +646,9 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
     done = push(server, run_dir, tmp_path / "home", "--what", "dataset", "--public")
     assert done.returncode == 0, done.stderr
     repo = ("dataset", "alice/tiny-grpo-band")
-    assert server.lfs_paths(*repo) == {hub.BAND_SHARD}  # the parquet went through LFS
+    assert hub.BAND_SHARD in server.lfs_paths(*repo)  # the parquet went through LFS
+    db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
+    assert server.files(*repo, "main")["databases/nums/nums.sqlite"] == db.read_bytes()  # the band carries it
     assert not server.state.repos[repo].private
 
     result = python_json(
@@ -654,9 +664,13 @@ def test_dataset_round_trip_loads_the_band_from_the_endpoint(server, run_dir, tm
         client_env(server.endpoint, tmp_path / "client"),
         tmp_path,
     )
-    assert result["rows"] == _band_rows("databases/nums/nums.sqlite")
+    assert result["rows"] == _band_rows("databases/nums/nums.sqlite")  # the parquet only, not the .sqlite
     ours = hub.dataset_card(
-        REPORT, "alice/tiny-grpo-band", model_repo_id="alice/tiny-grpo", endpoint=server.endpoint
+        REPORT,
+        "alice/tiny-grpo-band",
+        model_repo_id="alice/tiny-grpo",
+        endpoint=server.endpoint,
+        n_databases=1,
     )
     assert result["text"].strip() == ours.split("---\n", 2)[2].strip()
     assert result["meta"]["dataset_info"]["splits"][0]["num_examples"] == 2  # datasets' own metadata kept
@@ -790,6 +804,7 @@ def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(s
     assert on_branch.returncode == 0, on_branch.stderr
     dev_files = server.files("dataset", "alice/tiny-dev-band", "dev")
     assert hub.BAND_SHARD in dev_files and b"| band (kept) | 2 |" in dev_files["README.md"]
+    assert "databases/nums/nums.sqlite" in dev_files  # the databases go to the same branch
     assert set(server.files("dataset", "alice/tiny-dev-band", "main")) == {".gitattributes"}
 
     dataset = slmsql(
@@ -799,6 +814,7 @@ def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(s
     assert "pull request" in dataset.stdout
     pr_files = server.files("dataset", "alice/tiny-pr-band", "refs/pr/1")
     assert hub.BAND_SHARD in pr_files and b"| band (kept) | 2 |" in pr_files["README.md"]
+    assert "databases/nums/nums.sqlite" in pr_files
     assert set(server.files("dataset", "alice/tiny-pr-band", "main")) == {".gitattributes"}
 
 

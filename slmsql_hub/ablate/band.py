@@ -158,13 +158,27 @@ def run_pool_filter(filter_recipe: str, overrides: list[str]) -> dict[str, Any]:
     return run_filter(load_filter_config(filter_recipe, overrides))
 
 
-def load_band(band_dir: Path, seed: int, heldout_share: float, min_band: int) -> BandSplit:
-    """Read the filter's band dataset and split it; warn (naming its size) when it is under ``min_band``."""
+def read_band(ref: str | Path, revision: str | None = None):
+    """The band dataset ``ref`` names: the filter's ``save_to_disk`` folder, or a Hub dataset id read with
+    ``datasets.load_dataset`` at ``revision`` (a band ``slmsql push`` published: its databases are downloaded
+    and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line when it is neither."""
     import datasets
 
-    if not (band_dir / "state.json").is_file() and not (band_dir / "dataset_info.json").is_file():
-        raise UsageError(f"no band dataset at {band_dir}: run the filter first (slmsql filter)")
-    rows = [dict(row) for row in datasets.load_from_disk(str(band_dir))]
+    from ..data.sources import dataset_kind, load_hub_dataset
+
+    text = str(ref)
+    if dataset_kind(text, "band.band_dir", "run the filter first (slmsql filter)") == "hub":
+        return load_hub_dataset(text, revision, "band.band_dir")
+    folder = Path(text).expanduser()
+    if not (folder / "state.json").is_file() and not (folder / "dataset_info.json").is_file():
+        raise UsageError(f"no band dataset at {folder}: run the filter first (slmsql filter)")
+    return datasets.load_from_disk(str(folder))
+
+
+def load_band(band: Any, source: str, seed: int, heldout_share: float, min_band: int) -> BandSplit:
+    """Split the band dataset :func:`read_band` returned (``source``: where it came from); warn (naming its
+    size) when it is under ``min_band``."""
+    rows = [dict(row) for row in band]
     if len(rows) < min_band:
         logger.warning(
             "the band holds %d questions, under the study's %d: band_heldout gets ~%d, too few to show small "
@@ -175,5 +189,5 @@ def load_band(band_dir: Path, seed: int, heldout_share: float, min_band: int) ->
         )
     train, heldout = split_band(rows, seed, heldout_share)
     if not train or not heldout:
-        raise UsageError(f"the band at {band_dir} ({len(rows)} questions) is too small to split")
-    return BandSplit(train=train, heldout=heldout, source=str(band_dir), seed=seed)
+        raise UsageError(f"the band at {source} ({len(rows)} questions) is too small to split")
+    return BandSplit(train=train, heldout=heldout, source=source, seed=seed)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data.sources import check_dataset_name
 from ..errors import UsageError
 
 _RUN_DIR = "{run_dir}"
@@ -94,12 +95,14 @@ class WorldArm:
 class BandSettings:
     """Where the band comes from and how it is split.
 
-    ``pool_rl_pool: null`` uses ``band_dir`` (default: the run's own ``filter/band``); a number builds a pool world with that many
+    ``pool_rl_pool: null`` uses ``band_dir`` (default: the run's own ``filter/band``; a Hub dataset id, at
+    ``band_revision``, reads a band ``slmsql push`` published, databases included); a number builds a pool world with that many
     ``rl_pool`` questions under ``<output_dir>/pool`` and filters ``pool_limit`` of them (seeded) there.
     """
 
     filter_recipe: str = "recipes/world/filter.yaml"
     band_dir: str | None = None
+    band_revision: str | None = None
     pool_rl_pool: int | None = None
     pool_limit: int | None = None
     split_seed: int = 0
@@ -332,6 +335,8 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
         raise UsageError(f"jobs must be >= 1, got {config.jobs}")
     if config.max_steps is not None and config.max_steps < 1:
         raise UsageError(f"max_steps must be >= 1, got {config.max_steps}")
+    if band.band_dir:
+        check_dataset_name(str(band.band_dir), "band.band_dir")
     if not 0.0 < band.heldout_share < 1.0:
         raise UsageError(f"band.heldout_share must be in (0, 1), got {band.heldout_share}")
     for variant in variants:

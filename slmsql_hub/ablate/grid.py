@@ -23,7 +23,7 @@ from typing import Any
 
 from ..run.files import write_atomic
 from ..run.layout import TELEMETRY
-from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
+from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
 from .timing import GenerateTimer, split_training_time
@@ -47,12 +47,13 @@ def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:
 
 
 def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
-    """The band (the pool's filter, run or resumed, or the run's own band), split; writes ``band/``."""
-    import datasets
-
+    """The band (the pool's filter, run or resumed, or the run's own band, a folder or a Hub dataset id), split;
+    writes ``band/``."""
     out, run, settings = Path(config.output_dir), Path(config.run_dir), config.band
-    band_dir = Path(settings.band_dir) if settings.band_dir else run / "filter" / "band"
-    pool: dict[str, Any] = {"source": "run", "band_dir": str(band_dir)}
+    band_dir = settings.band_dir or str(run / "filter" / "band")  # a folder, or a Hub dataset id
+    pool: dict[str, Any] = {"source": "run", "band_dir": band_dir}
+    if settings.band_revision:
+        pool["band_revision"] = settings.band_revision
     if settings.pool_rl_pool is not None:
         info = prepare_pool(run / "world", out / "pool", settings.pool_rl_pool)
         overrides = [
@@ -64,18 +65,19 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
             overrides += ["--num_threads", str(config.num_threads)]
         started = time.perf_counter()
         report = run_pool_filter(settings.filter_recipe, overrides)
-        band_dir = Path(report["outputs"]["band"])
+        band_dir = str(report["outputs"]["band"])
         pool = {"source": "pool", **info, "filter_summary": report["summary"], "filtered": report["pool"],
                 "excluded_sft": report.get("excluded_sft"), "filter_wall_s": round(time.perf_counter() - started, 1),
-                "filter_sampled": report["time"]["questions_sampled"], "band_dir": str(band_dir)}  # fmt: skip
-    band = load_band(band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
+                "filter_sampled": report["time"]["questions_sampled"], "band_dir": band_dir}  # fmt: skip
+    rows = read_band(band_dir, settings.band_revision if settings.pool_rl_pool is None else None)
+    band = load_band(rows, band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
     (out / "band").mkdir(parents=True, exist_ok=True)
     write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "pool": pool}, indent=2) + "\n")
     train_dir = out / "band" / "band_train"
     if train_dir.exists():  # rewritten each time: it must match band.json
         shutil.rmtree(train_dir)
     train_ids = {row["question_id"] for row in band.train}
-    datasets.load_from_disk(str(band_dir)).filter(
+    rows.filter(
         lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True
     ).save_to_disk(str(train_dir))
     return band, pool

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import UsageError
-from ..refs import looks_like_hub_id
+from ..refs import check_repo_id, looks_like_hub_id, repo_url
 from ..render import templates
 from ..render.fmt import percent
 from ..run.layout import (
@@ -243,13 +243,13 @@ def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[
     >>> from slmsql_hub.card import Run, eval_result_entries
     >>> comparison = {"n": 10, "delta_ex": 0.0, "significant": False, "mcnemar_p": 1.0, "ci95": [-0.1, 0.1],
     ...               "discordant": {"a_only": 1, "b_only": 1}, "verdict": "v", "summary": "s"}
-    >>> benchmark = {"benchmark": "world", "split": "dev", "dataset_id": "slmsql/world", "mode": "bird", "n": 10,
+    >>> benchmark = {"benchmark": "world", "split": "dev", "dataset_id": "alice/world-splits", "mode": "bird", "n": 10,
     ...              "policies": {"sft": {"ex": 0.5}, "grpo": {"ex": 0.5}}, "comparison": comparison,
     ...              "predictions_file": "predictions/world_dev.jsonl"}
     >>> run = Run(Path("run"), PurePosixPath("outputs/q"), {"created_at": "2026-12-02T16:40:00Z",
     ...                "benchmarks": {"world_dev": benchmark}}, [])
     >>> eval_result_entries(run, "me/model")["world_dev.yaml"][0]["dataset"]
-    {'id': 'slmsql/world', 'task_id': 'dev'}
+    {'id': 'alice/world-splits', 'task_id': 'dev'}
 
     ```
     """
@@ -258,8 +258,8 @@ def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[
     files = {}
     created = run.eval_results.get("created_at")
     for row in result_rows(run):
-        if not row["dataset_id"]:
-            logger.warning("benchmark %s has no dataset_id: no .eval_results entry for it", row["key"])
+        if not row["dataset_id"]:  # published nowhere (the embedded world): the card's body reports it
+            logger.info("benchmark %s has no Hub dataset id: no .eval_results entry for it", row["key"])
             continue
         source_url = None
         if repo_id:
@@ -283,6 +283,25 @@ def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[
     return files
 
 
+def training_datasets(options: CardOptions) -> list[str]:
+    """The metadata's ``datasets``: by the Hub's convention the training data, and only what is published
+    (``options.datasets``, e.g. the band's repository once pushed); never an evaluation set. Each must be a Hub id.
+
+    Example:
+
+    ```python
+    >>> training_datasets(CardOptions(datasets=("alice/m-band", "alice/m-band")))
+    ['alice/m-band']
+
+    ```
+    """
+    datasets: list[str] = []
+    for item in options.datasets:
+        if item and check_repo_id(item, "--dataset", namespace=False) not in datasets:
+            datasets.append(item)
+    return datasets
+
+
 def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     """The card's metadata (listed in ``model_card/README.md``), ``model-index`` included."""
     from huggingface_hub import EvalResult, ModelCardData
@@ -292,10 +311,7 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     outcome = is_significant_outcome(rows)
     tags = list(BASE_TAGS) + ([NULL_TAG] if outcome == "null" else [])
     base = _base_info(run, options)
-    datasets = []
-    for item in [*(r["dataset_id"] for r in rows), *options.datasets]:
-        if item and item not in datasets:
-            datasets.append(item)
+    datasets = training_datasets(options)
     source_url = f"https://huggingface.co/{options.repo_id}" if options.repo_id else None
     results = [
         EvalResult(
@@ -360,6 +376,9 @@ def card_context(
     return {
         "model_name": _model_name(run, options),
         "repo_id": options.repo_id,
+        "training_datasets": [
+            {"id": name, "url": repo_url("dataset", name)} for name in training_datasets(options)
+        ],
         "outcome": outcome,
         "is_null": outcome == "null",
         "tldr": tldr_numbers(rows, mechanism),

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..refs import looks_like_hub_id
 from ..render.fmt import number, percent, scientific
 from ..run.files import read_json_object
 from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
@@ -137,6 +138,8 @@ def describe_data(run: Run, attempt: Attempt, with_count: bool = True) -> str:
             names.append("the pass-rate band")
         elif PurePosixPath(item).name == "band":
             names.append("the pass-rate band")
+        elif looks_like_hub_id(item, run):  # trained from the Hub (dataset_paths)
+            names.append(f"the Hub dataset `{item}`")
         else:
             names.append(f"`{PurePosixPath(item).name}`")
     what = " + ".join(names) or "unknown prompts"
@@ -504,4 +507,3 @@ def guards_context(run: Run) -> list[dict[str, str]]:
                 }
             )
     return rows
-

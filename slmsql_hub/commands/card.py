@@ -52,7 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="append",
         default=[],
         metavar="ID",
-        help="an extra dataset id for the metadata, e.g. the band's dataset repo (repeatable)",
+        help="a published training dataset for the metadata's datasets, e.g. the band's dataset repo once "
+        "pushed (NAMESPACE/NAME-band; repeatable); evaluation sets never go there",
     )
     parser.add_argument(
         "--template", metavar="FILE", help="the Jinja template (default model_card/model_card.md)"

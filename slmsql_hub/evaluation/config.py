@@ -36,13 +36,15 @@ MODES: dict[str, str] = {"world": "bird", "spider": "spider", "bird": "bird"}
 BREAKDOWNS: dict[str, str] = {"world": "hardness", "spider": "hardness", "bird": "difficulty"}
 """What each benchmark's ``difficulty`` column holds (Spider hardness or BIRD's labels)."""
 
-DEFAULT_DATASET_IDS: dict[str, str] = {
-    "world": "slmsql/world",
+DEFAULT_DATASET_IDS: dict[str, str | None] = {
+    "world": None,
     "spider": "xlangai/spider",
     "bird": "birdsql/bird-dev",
 }
-"""The Hub dataset ids written into the results (and the model card's ``model-index``). BIRD's dev set has no
-official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
+"""The Hub dataset ids written into the results (and the model card's ``model-index`` and ``.eval_results/``,
+which name only a dataset that exists). The embedded world is built locally and published nowhere, so it has
+none: its EX stays in the card's body; set ``dataset_ids: [world=<NS/NAME>]`` once you publish its splits. BIRD's
+dev set has no official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
 
 _EVAL_SPLITS = {"world": ("dev", "test", *PROBE_SPLITS), "spider": ("dev",), "bird": ("dev",)}
 
@@ -181,7 +183,7 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 )
         return specs
 
-    def dataset_id_map(self) -> dict[str, str]:
+    def dataset_id_map(self) -> dict[str, str | None]:
         """:data:`DEFAULT_DATASET_IDS` with the ``dataset_ids`` overrides applied."""
         ids = dict(DEFAULT_DATASET_IDS)
         for item in self.dataset_ids:

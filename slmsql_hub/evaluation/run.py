@@ -45,7 +45,7 @@ class EvalSlice:
 
     spec: BenchmarkSpec
     rows: list[dict]
-    dataset_id: str
+    dataset_id: str | None
     held_out_db: str | None = None
 
 

@@ -1,5 +1,7 @@
 """The pass-rate band as it is published: its dataset card (``model_card/dataset_card.md``, numbers from
-``filter_report.json``) and its rows with database paths that mean something off this machine.
+``filter_report.json``), its rows with database paths relative to the repository, and the SQLite files those
+paths name (:func:`band_databases`), uploaded beside the parquet so the band trains anywhere
+(:mod:`slmsql_hub.data.sources` resolves them after download).
 """
 
 from __future__ import annotations
@@ -22,10 +24,16 @@ _BENCHMARK_LICENSES = {"spider": "cc-by-sa-4.0", "bird": "cc-by-sa-4.0", "world"
 
 
 def dataset_card(
-    report: dict, repo_id: str, *, model_repo_id: str | None = None, endpoint: str | None = None
+    report: dict,
+    repo_id: str,
+    *,
+    model_repo_id: str | None = None,
+    endpoint: str | None = None,
+    n_databases: int | None = None,
 ) -> str:
     """The band's dataset card (``model_card/dataset_card.md``): metadata and a body whose numbers all come from
-    ``filter_report.json``.
+    ``filter_report.json`` (``n_databases``: how many SQLite files the repository carries). Its ``configs``
+    keep ``load_dataset`` to the parquet shards, whatever else the repository holds.
 
     Example:
 
@@ -76,6 +84,8 @@ def dataset_card(
         "policy": report.get("policy", {}),
         "generation": report.get("generation", {}),
         "judging": report.get("judging", {}),
+        "limits": report.get("limits") or {},
+        "n_databases": n_databases,
         "model_repo_id": model_repo_id,
         "model_url": repo_url("model", model_repo_id, endpoint) if model_repo_id else None,
         "slmsql_hub_version": __version__,
@@ -144,3 +154,45 @@ def load_band(path: str | os.PathLike):
     if "db_path" in band.column_names:
         band = band.map(lambda row: {"db_path": portable_db_path(row["db_path"])}, desc="portable db_path")
     return band
+
+
+def band_databases(path: str | os.PathLike) -> tuple[tuple[str, Path], ...]:
+    """``(path_in_repo, local file)`` of every database the band saved at ``path`` names, ``path_in_repo`` being
+    the row's published ``db_path`` (:func:`portable_db_path`); a database not found here is a UsageError.
+
+    Example:
+
+    ```python
+    >>> import pathlib, sqlite3, tempfile, datasets
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> db = root / "world" / "databases" / "a" / "a.sqlite"
+    >>> db.parent.mkdir(parents=True); sqlite3.connect(db).close()
+    >>> datasets.Dataset.from_dict({"db_path": [str(db)] * 2}).save_to_disk(str(root / "band"))
+    >>> [(repo_path, local == db) for repo_path, local in band_databases(root / "band")]
+    [('databases/a/a.sqlite', True)]
+
+    ```
+    """
+    import datasets
+
+    from ..training.common import resolve_db_path
+
+    band = datasets.load_from_disk(str(path))
+    if "db_path" not in band.column_names:
+        return ()
+    files: dict[str, Path] = {}
+    for value in band.unique("db_path"):
+        try:
+            local = resolve_db_path(value, path)
+        except UsageError as err:
+            raise UsageError(
+                f"the band at {path} names a database this machine does not hold ({err}); the published band "
+                "carries its databases, so push from the machine that ran the filter"
+            ) from err
+        repo_path = portable_db_path(value)
+        if files.setdefault(repo_path, local) != local:
+            raise UsageError(
+                f"the band at {path} names two databases that publish as {repo_path}: {files[repo_path]} and "
+                f"{local}; filter one benchmark per band"
+            )
+    return tuple(sorted(files.items()))

@@ -21,7 +21,7 @@ from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
 from ..run.layout import CARD_README, PLAN_FILE, RunLayout
 from ..run.read import read_run
-from .band import BAND_SHARD, dataset_card, load_band
+from .band import BAND_SHARD, band_databases, dataset_card, load_band
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class PushTarget:
 
     ``files`` are ``(path_in_repo, content)`` pairs sorted by path, content a local path or bytes written for
     the upload (a rewritten ``adapter_config.json``, a generated card); the dataset's parquet shard is not among
-    them (``datasets`` writes it from ``dataset_path``, with ``card`` as its README).
+    them (``datasets`` writes it from ``dataset_path``, with ``card`` as its README), its databases are.
 
     Example:
 
@@ -217,8 +217,11 @@ def _dataset_target(run_dir: Path, repo_id: str, model_repo_id: str | None) -> P
             f"no filtered band at {layout.band} (with {layout.filter_report.name} beside it): run `slmsql filter "
             "--config recipes/world/filter.yaml` with output_dir under the run folder first"
         )
-    card = dataset_card(read_run(run_dir).filter_report, repo_id, model_repo_id=model_repo_id)
-    return PushTarget(DATASET, "dataset", repo_id, dataset_path=layout.band, card=card)
+    databases = band_databases(layout.band)  # the SQLite files the rows name, uploaded beside the parquet
+    card = dataset_card(
+        read_run(run_dir).filter_report, repo_id, model_repo_id=model_repo_id, n_databases=len(databases)
+    )
+    return PushTarget(DATASET, "dataset", repo_id, files=databases, dataset_path=layout.band, card=card)
 
 
 def _metric_target(repo_id: str) -> PushTarget:
@@ -462,7 +465,8 @@ def write_dry_run(
             )
         if target.what == DATASET:
             entry["note"] = (
-                "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md"
+                "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "
+                "the databases the rows name follow in the card's commit"
             )
         plan["targets"].append(entry)
         logger.info("dry run: %s -> %s (%d files) in %s", target.what, target.repo_id, len(files), folder)

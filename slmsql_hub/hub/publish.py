@@ -250,8 +250,9 @@ def _pull_request_on_branch(api: HfApi, target: PushTarget, folder: str, branch:
 
 
 def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: str | None, create_pr: bool):
-    """Band as parquet through ``Dataset.push_to_hub``, then our card merged over the one ``datasets`` wrote."""
-    from huggingface_hub import DatasetCard, DatasetCardData, hf_hub_download
+    """Band as parquet through ``Dataset.push_to_hub``, then our card merged over the one ``datasets`` wrote and
+    the databases the rows name (``target.files``), in one commit."""
+    from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData, hf_hub_download
 
     band = load_band(target.dataset_path)
     info = band.push_to_hub(
@@ -273,14 +274,15 @@ def _push_dataset(api: HfApi, target: PushTarget, *, private: bool, revision: st
     # our metadata over what `datasets` wrote (its dataset_info and configs stay)
     ours = {k: v for k, v in card.data.to_dict().items() if k != "configs"}
     card.data = DatasetCardData(**{**pushed.data.to_dict(), **ours})
-    commit = api.upload_file(
-        path_or_fileobj=str(card).encode("utf-8"),
-        path_in_repo=CARD_README,
-        repo_id=target.repo_id,
+    operations = [CommitOperationAdd(CARD_README, str(card).encode("utf-8"))]
+    operations += [CommitOperationAdd(path, str(local)) for path, local in target.files]
+    commit = api.create_commit(
+        target.repo_id,
+        operations,
         repo_type="dataset",
         revision=info.pr_revision if create_pr else revision,
         parent_commit=None if create_pr else info.oid,
-        commit_message="Dataset card: filter counts and how the band was made",
+        commit_message=f"Dataset card and the {len(target.files)} database(s) the band's rows name",
     )
     return commit, info
 

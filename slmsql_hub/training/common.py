@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..data.sources import dataset_kind, load_hub_dataset
 from ..errors import UsageError
 from ..recipes import save_resolved_config
 from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
@@ -27,12 +28,14 @@ REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
 
 
-def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
-    """Load and concatenate ``save_to_disk`` folders, with a ``_source`` column (each row's folder, which relative
-    ``db_path`` values resolve against).
+def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = None) -> Dataset:
+    """Load and concatenate ``save_to_disk`` folders and Hub dataset ids (read with ``datasets.load_dataset`` at
+    ``revision``, their databases downloaded: :mod:`slmsql_hub.data.sources`), with a ``_source`` column (each
+    row's folder or Hub id, which relative ``db_path`` values resolve against).
 
-    Raises :class:`UsageError` when a folder is missing, not a saved ``Dataset`` or lacks a required column, or
-    every folder is empty (an empty one beside others is skipped with a warning).
+    Raises :class:`UsageError` when a name is neither a folder nor a Hub dataset id, a folder is not a saved
+    ``Dataset``, a Hub dataset does not exist, a source lacks a required column, or every source is empty (an
+    empty one beside others is skipped with a warning).
 
     Example:
 
@@ -47,46 +50,31 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
 
     ```
     """
-    from datasets import Dataset, concatenate_datasets, load_from_disk
+    from datasets import concatenate_datasets
 
+    for raw in paths:  # every name checked before anything loads
+        dataset_kind(str(raw), "dataset_paths", _BUILD_HINT)
     parts, empty = [], []
     for raw in paths:
-        path = Path(raw).expanduser()
-        if not path.is_dir():
-            raise UsageError(
-                f"dataset folder not found: {path}; build it first (for the world: `slmsql world build --out DIR`) "
-                "or fix dataset_paths"
-            )
-        if _saved_without_data_files(path):  # datasets' save_to_disk of an empty dataset: unloadable
-            logger.warning("%s holds no rows; skipping it", path)
-            empty.append(str(path))
+        loaded, source = _load_one(str(raw), revision)
+        if loaded is None or len(loaded) == 0:
+            logger.warning("%s holds no rows; skipping it", raw)
+            empty.append(str(raw))
             continue
-        try:
-            loaded = load_from_disk(str(path))
-        except FileNotFoundError as err:
-            raise UsageError(f"{path} is not a dataset saved with save_to_disk: {err}") from err
-        if not isinstance(loaded, Dataset):
-            raise UsageError(
-                f"{path} holds a DatasetDict ({', '.join(loaded)}); point dataset_paths at one split's folder"
-            )
         missing = [c for c in REQUIRED_COLUMNS if c not in loaded.column_names]
         if "schema" not in loaded.column_names and "db_path" not in loaded.column_names:
             missing.append("schema or db_path")
         if missing:
             raise UsageError(
-                f"{path} lacks column(s) {', '.join(missing)}; it has {', '.join(loaded.column_names)}"
+                f"{raw} lacks column(s) {', '.join(missing)}; it has {', '.join(loaded.column_names)}"
             )
         keep = [
             c
             for c in ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
             if c in loaded.column_names
         ]
-        if len(loaded) == 0:
-            logger.warning("%s holds no rows; skipping it", path)
-            empty.append(str(path))
-            continue
         loaded = loaded.select_columns(keep)
-        loaded = loaded.add_column("_source", [str(path.resolve())] * len(loaded))
+        loaded = loaded.add_column("_source", [source] * len(loaded))
         parts.append(loaded)
     if not parts and empty:
         raise UsageError(
@@ -99,6 +87,29 @@ def load_datasets(paths: Sequence[str | os.PathLike]) -> Dataset:
     columns = set.intersection(*(set(p.column_names) for p in parts))
     parts = [p.select_columns([c for c in p.column_names if c in columns]) for p in parts]
     return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+
+
+_BUILD_HINT = "build it first (for the world: `slmsql world build --out DIR`)"
+
+
+def _load_one(raw: str, revision: str | None) -> tuple[Dataset | None, str]:
+    """One source's rows (``None``: a folder ``save_to_disk`` wrote without data files) and its ``_source``."""
+    from datasets import Dataset, load_from_disk
+
+    if dataset_kind(raw, "dataset_paths", _BUILD_HINT) == "hub":
+        return load_hub_dataset(raw, revision), raw
+    path = Path(raw).expanduser()
+    if _saved_without_data_files(path):  # datasets' save_to_disk of an empty dataset: unloadable
+        return None, str(path)
+    try:
+        loaded = load_from_disk(str(path))
+    except FileNotFoundError as err:
+        raise UsageError(f"{path} is not a dataset saved with save_to_disk: {err}") from err
+    if not isinstance(loaded, Dataset):
+        raise UsageError(
+            f"{path} holds a DatasetDict ({', '.join(loaded)}); point dataset_paths at one split's folder"
+        )
+    return loaded, str(path.resolve())
 
 
 def _saved_without_data_files(path: Path) -> bool:

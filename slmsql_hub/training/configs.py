@@ -25,6 +25,7 @@ from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
+from ..data.sources import check_dataset_name
 from ..errors import UsageError
 from ..refs import DTYPES
 from ..rewards import REWARDS
@@ -66,8 +67,9 @@ def _check_threads(num_threads: int | None) -> None:
 
 @dataclass
 class SFTScriptArguments(BenchmarkArguments, PromptArguments):
-    """What an SFT run trains on: ``dataset_paths`` (``save_to_disk`` folders with ``question``, ``gold_sql``,
-    optional ``evidence``, and ``schema`` or ``db_path``) then ``benchmarks``, concatenated; and how prompts are
+    """What an SFT run trains on: ``dataset_paths`` (``save_to_disk`` folders or Hub dataset ids, at
+    ``dataset_revision``, with ``question``, ``gold_sql``, optional ``evidence``, and ``schema`` or ``db_path``)
+    then ``benchmarks``, concatenated; and how prompts are
     built (unset prompt fields take the defaults, 3 rows and 40 chars; evaluation must use the same values).
 
     Example:
@@ -85,7 +87,14 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
 
     dataset_paths: list[str] = field(
         default_factory=list,
-        metadata={"help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation)."},
+        metadata={
+            "help": "Dataset folder(s) written with save_to_disk (e.g. outputs/world/datasets/foundation) or Hub "
+            "dataset id(s) (e.g. alice/qwen-grpo-band, read with datasets.load_dataset, its databases downloaded)."
+        },
+    )
+    dataset_revision: str | None = field(
+        default=None,
+        metadata={"help": "Hub revision (branch, tag or sha) of dataset_paths' Hub ids; null: main."},
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Keep only the first N (shuffled) examples; null keeps all."}
@@ -98,6 +107,8 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
         if isinstance(self.dataset_paths, (str, os.PathLike)):
             self.dataset_paths = [str(self.dataset_paths)]
         self.dataset_paths = [str(p) for p in (self.dataset_paths or []) if str(p).strip()]
+        for name in self.dataset_paths:
+            check_dataset_name(name, "dataset_paths")
         if not self.dataset_paths and not self.benchmarks:
             raise UsageError(self._nothing_to_train_on)
         if self.max_train_samples is not None and self.max_train_samples < 1:
@@ -113,6 +124,17 @@ class SFTScriptArguments(BenchmarkArguments, PromptArguments):
 
     def _check_stage_fields(self) -> None:
         self.fill_prompt_defaults()
+
+    def dataset_commits(self) -> dict[str, str | None]:
+        """``{hub id: commit}`` of the ``dataset_paths`` that are Hub datasets, as loaded (read from the local
+        cache after :func:`~slmsql_hub.training.common.load_datasets`); ``{}`` when all are folders."""
+        from ..runtime import hub_commit
+
+        return {
+            name: hub_commit(name, self.dataset_revision, repo_type="dataset")
+            for name in self.dataset_paths
+            if not os.path.isdir(os.path.expanduser(name)) and check_dataset_name(name) == "hub"
+        }
 
     def sources(self) -> list[str]:
         """The run's sources as the summary records them: dataset folders, then ``name=root:split`` entries."""

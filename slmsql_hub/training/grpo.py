@@ -219,6 +219,9 @@ def _prepare_data(script_args: GRPOScriptArguments, training_args: GRPOTrainingC
             "databases, or the SQL limits sql_timeout_s / sql_max_ops / sql_max_rows"
         )
     counts = {"source": script_args.sources(), "rows": n_rows, "used": len(rows), **gold_counts}
+    commits = script_args.dataset_commits()
+    if commits:
+        counts["dataset_revision"], counts["dataset_commits"] = script_args.dataset_revision, commits
     return dataset, counts, judging
 
 

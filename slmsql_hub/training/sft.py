@@ -42,7 +42,7 @@ def _as_list(value: str | list[str] | None) -> list[str]:
 
 
 def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
-    """The run's rows: every ``dataset_paths`` folder and every benchmark of ``benchmarks``, concatenated.
+    """The run's rows: every ``dataset_paths`` folder or Hub dataset and every benchmark of ``benchmarks``, concatenated.
 
     Benchmarks (``NAME:SPLIT[:LIMIT]``, a seeded subset) are read with
     :func:`~slmsql_hub.data.benchmarks.load_benchmark`, so BIRD, Spider and SynSQL train from their release files.
@@ -51,7 +51,7 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
 
     parts = []
     if script_args.dataset_paths:
-        parts.append(load_datasets(script_args.dataset_paths))
+        parts.append(load_datasets(script_args.dataset_paths, script_args.dataset_revision))
     for entry in script_args.benchmark_entries():
         from ..data.benchmarks import load_benchmark
 
@@ -63,6 +63,12 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
         return parts[0]
     shared = [c for c in parts[0].column_names if all(c in p.column_names for p in parts)]
     return concatenate_datasets([p.select_columns(shared) for p in parts])
+
+
+def _dataset_pins(script_args: SFTScriptArguments) -> dict[str, Any]:
+    """``dataset_revision`` and ``dataset_commits`` for a run that read Hub datasets; ``{}`` otherwise."""
+    commits = script_args.dataset_commits()
+    return {"dataset_revision": script_args.dataset_revision, "dataset_commits": commits} if commits else {}
 
 
 def train_sft(
@@ -185,6 +191,7 @@ def _summary(
         "revisions": revisions,
         "output_dir": str(Path(training_args.output_dir)),
         "datasets": list(script_args.dataset_paths),
+        **_dataset_pins(script_args),
         "benchmarks": list(script_args.benchmarks),
         "data": data,
         "sft_questions": {
