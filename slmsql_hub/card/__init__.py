@@ -13,6 +13,8 @@ from .build import (
     default_template_path,
     eval_result_entries,
     project_license,
+    recorded_options,
+    render_for_repo,
     render_card,
 )
 
@@ -28,5 +30,7 @@ __all__ = [
     "eval_result_entries",
     "load_run",
     "project_license",
+    "recorded_options",
     "render_card",
+    "render_for_repo",
 ]
