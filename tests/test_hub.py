@@ -21,6 +21,7 @@ from _helpers import REPO, TESTS, hub_client_env, python_json
 from hub_server import HubServer
 from huggingface_hub import DatasetCard, ModelCard
 
+import slmsql_hub
 from slmsql_hub import hub
 from slmsql_hub.errors import UsageError
 
@@ -134,6 +135,13 @@ def run_dir(tmp_path_factory) -> Path:
     (card / "run_summary.json").write_text('{"kind": "grpo", "status": "completed"}\n')
     (card / "predictions").mkdir()
     (card / "predictions" / "world_dev.jsonl").write_text('{"question_id": "q1", "grpo_correct": 1}\n')
+    sft = root / "sft" / "stage2"  # the SFT adapter, named by the path training saw
+    sft.mkdir(parents=True)
+    (sft / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "outputs/quickstart/base", "peft_type": "LORA", "r": 2}\n'
+    )
+    (sft / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 2)
+    (sft / "run_summary.json").write_text('{"kind": "sft", "status": "completed", "steps": 75}\n')
     db = root / "world" / "databases" / "nums" / "nums.sqlite"
     db.parent.mkdir(parents=True)
     with sqlite3.connect(db) as conn:  # test fixture: builds the database
@@ -208,6 +216,7 @@ def test_dataset_and_space_ids_derive_from_the_repo_id_unless_given(run_dir):
     plan = hub.plan_push(run_dir, "alice/tiny-grpo", "all", demo_dir=run_dir / "demo")
     assert [(t.what, t.repo_type, t.repo_id) for t in plan] == [
         ("model", "model", "alice/tiny-grpo"),
+        ("sft-model", "model", "alice/tiny-grpo-sft"),
         ("dataset", "dataset", "alice/tiny-grpo-band"),
         ("metric-space", "space", "alice/ex"),
         ("demo-space", "space", "alice/tiny-grpo-demo"),
@@ -319,10 +328,28 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     assert done.returncode == 0, done.stderr
     assert len(server.state.requests) == before  # no token needed, no request made
 
-    assert _files(out / "model") == _files(run_dir / "card")
+    assert _files(out / "model") == _files(run_dir / "card")  # a hand-made card is uploaded as it is
     metric = REPO / "slmsql_hub" / "metric"
-    assert _files(out / "metric-space") == {name: (metric / name).read_bytes() for name in hub.METRIC_FILES}
-    assert _files(out / "demo-space") == _files(run_dir / "demo")
+    pushed = _files(out / "metric-space")
+    (wheel,) = [path for path in pushed if path.startswith("wheels/")]
+    assert wheel.startswith(f"wheels/slmsql_hub-{slmsql_hub.__version__}-") and wheel.endswith(".whl")
+    url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
+    assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
+    pushed.pop(wheel)
+    assert pushed == {name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"}
+    demo = _files(out / "demo-space")
+    assert set(demo) - set(_files(run_dir / "demo")) == {"space_config.json", "requirements.txt", wheel}
+    config = json.loads(demo["space_config.json"])
+    assert [config[k]["repo_id"] for k in ("base_model", "sft_adapter", "grpo_adapter")] == [
+        "Qwen/Qwen2.5-Coder-1.5B",
+        "alice/tiny-grpo-sft",
+        "alice/tiny-grpo",
+    ]
+    assert _front(demo["README.md"])["models"] == ["Qwen/Qwen2.5-Coder-1.5B", "alice/tiny-grpo-sft", "alice/tiny-grpo"]
+    assert _front(demo["README.md"])["datasets"] == ["alice/tiny-grpo-band"]
+    sft = _files(out / "sft-model")
+    assert json.loads(sft["adapter_config.json"])["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-1.5B"
+    assert _front(sft["README.md"])["base_model"] == "Qwen/Qwen2.5-Coder-1.5B"
     shard = datasets.Dataset.from_parquet(str(out / "dataset" / hub.BAND_SHARD))
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected
@@ -333,9 +360,10 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     plan = json.loads((out / "plan.json").read_text())
     assert [(t["what"], t["repo_id"], t["private"], t["revision"]) for t in plan["targets"]] == [
         ("model", "alice/tiny-grpo", True, "main"),
+        ("sft-model", "alice/tiny-grpo-sft", True, "main"),
         ("dataset", "alice/tiny-grpo-band", True, "main"),
-        ("metric-space", "alice/ex", True, "main"),
-        ("demo-space", "alice/tiny-grpo-demo", True, "main"),
+        ("metric-space", "alice/ex", False, "main"),  # Spaces are public unless --private
+        ("demo-space", "alice/tiny-grpo-demo", False, "main"),
     ]
     for target in plan["targets"]:
         assert f"-> {target['repo_type']} {target['repo_id']}" in done.stdout
@@ -411,7 +439,8 @@ def test_dry_run_shows_the_local_base_as_its_own_repo_and_leaves_the_card_folder
     assert json.loads(model_files["adapter_config.json"])["base_model_name_or_path"] == "alice/world-base"
     meta = _front(model_files["README.md"])
     assert meta["base_model"] == "alice/world-base" and meta["base_model_relation"] == "adapter"
-    unchanged = set(before) - {"adapter_config.json", "README.md"}
+    assert not [path for path in model_files if path.startswith("base/")]  # the base ships once, in its repo
+    unchanged = {path for path in before if not path.startswith("base/")} - {"adapter_config.json", "README.md"}
     assert {k: model_files[k] for k in unchanged} == {k: before[k] for k in unchanged}
 
     plan = json.loads((out / "plan.json").read_text())
@@ -538,7 +567,13 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
     again = slmsql(args, env)
     assert again.returncode == 0, again.stderr
     stored = server.files("space", "alice/outage-demo")
-    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
+    assert _without_readme(stored) == _without_readme(_files(run_dir / "demo")) | {
+        k: v for k, v in stored.items() if k in ("space_config.json", "requirements.txt") or k.startswith("wheels/")
+    }
+
+
+def _without_readme(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in files.items() if k not in ("README.md", ".gitattributes")}
 
 
 def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_path):
@@ -547,9 +582,13 @@ def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_pa
     assert done.returncode == 0, done.stderr
     assert f"demo-space -> {server.endpoint}/spaces/alice/tiny-grpo-demo" in done.stdout
     repo = server.state.repos[("space", "alice/tiny-grpo-demo")]
-    assert repo.sdk == "gradio" and repo.private
+    assert repo.sdk == "gradio" and not repo.private  # public: pip reads its wheel URL without a token
     stored = server.files("space", "alice/tiny-grpo-demo")
-    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
+    shipped = _files(run_dir / "demo")
+    assert {k: v for k, v in stored.items() if k in shipped and k != "README.md"} == {
+        k: v for k, v in shipped.items() if k != "README.md"
+    }
+    assert {"space_config.json", "requirements.txt"} < set(stored)
 
 
 # ----------------------------------------------------------------------------------------------------------

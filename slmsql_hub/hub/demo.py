@@ -61,6 +61,8 @@ def _world_files(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
         if (world / sub).is_dir():
             files.update((f"{SPACE_WORLD}/{sub}/{path}", local) for path, local in folder_files(world / sub))
     databases = sorted({path.split("/")[2] for path in files if path.startswith(f"{SPACE_WORLD}/databases/")})
+    if not databases:  # a world without databases shows nothing: the Space builds its own from the seed
+        return {}, []
     return files, [f"world/{db}" for db in databases]
 
 

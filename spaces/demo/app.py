@@ -45,6 +45,7 @@ from space_backend import (  # noqa: E402 - after the path fix above
     env_settings,
     eval_table,
 )
+from space_config import config_settings  # noqa: E402
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
@@ -461,7 +462,7 @@ def _about_tab(space: ComparisonSpace) -> None:
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
     """The page for ``space`` (default: from the ``SLMSQL_*`` variables), not launched (see :func:`launch`)."""
     if space is None:
-        space = ComparisonSpace(SpaceSettings(**env_settings()))
+        space = ComparisonSpace(SpaceSettings(**{**config_settings(), **env_settings()}))
     problems = space.data.problems
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
@@ -536,7 +537,7 @@ def parse_args(
     )
     parser.add_argument("--port", type=int, help="port (default: GRADIO_SERVER_PORT, else 7860)")
     args = parser.parse_args(argv)
-    values = env_settings(environ)
+    values = {**config_settings(), **env_settings(environ)}  # space_config.json (a pushed Space) < SLMSQL_*
     values.update((k, v) for k, v in vars(args).items() if v is not None and k not in ("host", "port"))
     port = args.port
     if port is None:
