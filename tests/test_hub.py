@@ -708,7 +708,7 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
     done = push(server, run_dir, tmp_path / "home", "--what", "metric-space")
     assert done.returncode == 0, done.stderr
     info = server.state.repos[("space", "alice/ex")]
-    assert info.sdk == "gradio" and info.private
+    assert info.sdk == "gradio" and not info.private
     db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
     result = python_json(
         f"""
@@ -806,7 +806,8 @@ def test_a_model_pull_request_on_a_branch_deletes_trls_draft_card(server, run_di
 def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(server, run_dir, tmp_path):
     env = client_env(server.endpoint, tmp_path / "home")
     base = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"]
-    assert slmsql([*base, "--metric-space-id", "alice/ex-branches", "--revision", "dev"], env).returncode == 0
+    created = [*base, "--metric-space-id", "alice/ex-branches", "--revision", "dev", "--private"]
+    assert slmsql(created, env).returncode == 0
     repo = server.state.repos[("space", "alice/ex-branches")]
     assert set(repo.branches) == {"main", "dev"}
     assert set(server.files("space", "alice/ex-branches", "main")) == {".gitattributes"}
