@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -149,9 +150,13 @@ def test_the_demo_space_downloaded_from_the_hub_answers_compare_with_both_adapte
     cwd = tmp_path / "elsewhere"  # no outputs/ here, nor a run folder anywhere the Space looks
     cwd.mkdir()
     with launched_app([], tmp_path / "app.log", env=client_env, app=space / "app.py", cwd=cwd) as url:
+        with urllib.request.urlopen(url + "config", timeout=10) as response:
+            page = response.read().decode()
         result = Client(url, verbose=False).predict(f"world/{DB_ID}", QUESTION, api_name="/compare")
     log = (tmp_path / "app.log").read_text()
-    assert "No run folder" not in log
+    assert "No run folder" not in page and "Not everything could be loaded" not in page
+    assert "alice/tiny-sft" in page and "alice/tiny-base" in page  # the About tab's sources: the Hub ids
+    assert "building the embedded world" not in log  # the run's world, shipped in the Space
     assert (result[0], result[3]) == (SFT_SQL, GRPO_SQL)
     assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
 
