@@ -327,6 +327,21 @@ def default_demo_dir() -> Path:
     return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")
 
 
+def _demo_base(run_dir: Path, base_repo_id: str, revision: str | None) -> Any:
+    """The base the Space loads: the one the pushed adapters name (:func:`_card_and_base`); before ``slmsql card``,
+    the GRPO adapter's base when it is a Hub id, else ``base_repo_id`` (where ``--what model`` will put it)."""
+    from ..refs import looks_like_hub_id
+    from .base_model import BaseModel
+
+    if RunLayout(run_dir).card.readme.is_file():
+        return _card_and_base(run_dir, base_repo_id, revision)[2]
+    config = RunLayout(run_dir).grpo.path / "adapter_config.json"
+    recorded = read_json_object(config, "rerun GRPO").get("base_model_name_or_path") if config.is_file() else None
+    if isinstance(recorded, str) and looks_like_hub_id(recorded):
+        return BaseModel(recorded)
+    return BaseModel(base_repo_id)
+
+
 def _demo_target(
     repo_id: str, demo_dir: Path | None, run_dir: Path, ids: dict[str, str], wheel: Path, revision: str | None
 ) -> PushTarget:
@@ -345,8 +360,7 @@ def _demo_target(
     sdk = card.data.get("sdk")
     if sdk not in ("gradio", "streamlit", "docker", "static"):
         raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
-    _, _, base = _card_and_base(run_dir, ids[BASE_MODEL], revision)
-    files.update(demo_files(card, run_dir, ids, base, revision))
+    files.update(demo_files(card, run_dir, ids, _demo_base(run_dir, ids[BASE_MODEL], revision), revision))
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     return PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
