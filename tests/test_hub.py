@@ -336,7 +336,9 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
     assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
     pushed.pop(wheel)
-    assert pushed == {name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"}
+    assert pushed == {
+        name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"
+    }
     demo = _files(out / "demo-space")
     assert set(demo) - set(_files(run_dir / "demo")) == {"space_config.json", "requirements.txt", wheel}
     config = json.loads(demo["space_config.json"])
@@ -345,7 +347,11 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
         "alice/tiny-grpo-sft",
         "alice/tiny-grpo",
     ]
-    assert _front(demo["README.md"])["models"] == ["Qwen/Qwen2.5-Coder-1.5B", "alice/tiny-grpo-sft", "alice/tiny-grpo"]
+    assert _front(demo["README.md"])["models"] == [
+        "Qwen/Qwen2.5-Coder-1.5B",
+        "alice/tiny-grpo-sft",
+        "alice/tiny-grpo",
+    ]
     assert _front(demo["README.md"])["datasets"] == ["alice/tiny-grpo-band"]
     sft = _files(out / "sft-model")
     assert json.loads(sft["adapter_config.json"])["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-1.5B"
@@ -440,7 +446,10 @@ def test_dry_run_shows_the_local_base_as_its_own_repo_and_leaves_the_card_folder
     meta = _front(model_files["README.md"])
     assert meta["base_model"] == "alice/world-base" and meta["base_model_relation"] == "adapter"
     assert not [path for path in model_files if path.startswith("base/")]  # the base ships once, in its repo
-    unchanged = {path for path in before if not path.startswith("base/")} - {"adapter_config.json", "README.md"}
+    unchanged = {path for path in before if not path.startswith("base/")} - {
+        "adapter_config.json",
+        "README.md",
+    }
     assert {k: model_files[k] for k in unchanged} == {k: before[k] for k in unchanged}
 
     plan = json.loads((out / "plan.json").read_text())
@@ -568,7 +577,9 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
     assert again.returncode == 0, again.stderr
     stored = server.files("space", "alice/outage-demo")
     assert _without_readme(stored) == _without_readme(_files(run_dir / "demo")) | {
-        k: v for k, v in stored.items() if k in ("space_config.json", "requirements.txt") or k.startswith("wheels/")
+        k: v
+        for k, v in stored.items()
+        if k in ("space_config.json", "requirements.txt") or k.startswith("wheels/")
     }
 
 

@@ -76,9 +76,10 @@ def test_installed_package_dry_runs_both_spaces_from_its_own_files_outside_the_c
     env = {**os.environ, "PYTHONPATH": str(installed), "HF_HUB_OFFLINE": "1"}
     args = [sys.executable, "-c", script, str(FIXTURE_RUN), str(tmp_path / "dry")]
     no_wheel = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert no_wheel.returncode == 2 and "pass --wheel PATH" in no_wheel.stderr  # no source tree to build one from
+    assert no_wheel.returncode == 2 and "pass --wheel PATH" in no_wheel.stderr  # no tree to build one from
     (wheel,) = (installed.parent / "dist").glob("slmsql_hub-*.whl")
-    done = subprocess.run([*args, "--wheel", str(wheel)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    given = [*args, "--wheel", str(wheel)]
+    done = subprocess.run(given, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     dry = tmp_path / "dry"
     demo = installed / "slmsql_hub" / "demo_space"

@@ -74,14 +74,25 @@ def test_the_same_run_under_two_namespaces_gives_two_cards_each_naming_only_its_
         readme = texts["model"]["README.md"]
         name = repo_id.split("/")[1]
         assert f"\n# {name}\n" in readme and f"- name: {name}\n" in readme  # the title, the model-index name
-        assert f"base_model: {repo_id}-base" in readme and f"url: https://huggingface.co/{repo_id}\n" in readme
+        assert (
+            f"base_model: {repo_id}-base" in readme and f"url: https://huggingface.co/{repo_id}\n" in readme
+        )
         assert f'AutoPeftModelForCausalLM.from_pretrained("{repo_id}")' in readme  # How to use: the one-liner
-        assert "snapshot_download" not in readme and f"slmsql card --run-dir outputs/quickstart --repo-id {repo_id}" in readme
+        assert (
+            "snapshot_download" not in readme
+            and f"slmsql card --run-dir outputs/quickstart --repo-id {repo_id}" in readme
+        )
         sources = [text for path, text in texts["model"].items() if path.startswith(".eval_results/")]
-        assert len(sources) == 2 and all(f"https://huggingface.co/{repo_id}/blob/main/eval/" in s for s in sources)
-        assert json.loads(texts["model"]["adapter_config.json"])["base_model_name_or_path"] == f"{repo_id}-base"
+        assert len(sources) == 2 and all(
+            f"https://huggingface.co/{repo_id}/blob/main/eval/" in s for s in sources
+        )
+        assert (
+            json.loads(texts["model"]["adapter_config.json"])["base_model_name_or_path"] == f"{repo_id}-base"
+        )
         assert f'from_pretrained("{repo_id}")' in texts["base-model"]["README.md"]
-    assert (carded_run / "card" / "README.md").read_text().count(CARD_ID) > 1  # the folder on disk is unchanged
+    assert (carded_run / "card" / "README.md").read_text().count(
+        CARD_ID
+    ) > 1  # the folder on disk is unchanged
 
 
 @pytest.mark.slow
@@ -132,7 +143,9 @@ def test_the_demo_space_downloaded_from_the_hub_answers_compare_with_both_adapte
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     space = tmp_path / "space"  # empty: only what the Space repository holds
-    client_env = hub_client_env(server.endpoint, tmp_path / "fresh-cache", TOKEN)  # the token a Space secret gives
+    client_env = hub_client_env(
+        server.endpoint, tmp_path / "fresh-cache", TOKEN
+    )  # the token a Space secret gives
     python_json(
         f"""
         from huggingface_hub import snapshot_download
@@ -144,7 +157,10 @@ def test_the_demo_space_downloaded_from_the_hub_answers_compare_with_both_adapte
     )
     config = json.loads((space / "space_config.json").read_text())
     assert config["grpo_adapter"] == {"repo_id": "alice/tiny", "revision": "main"}
-    assert config["sft_adapter"]["repo_id"] == "alice/tiny-sft" and config["base_model"]["repo_id"] == "alice/tiny-base"
+    assert (
+        config["sft_adapter"]["repo_id"] == "alice/tiny-sft"
+        and config["base_model"]["repo_id"] == "alice/tiny-base"
+    )
     readme = (space / "README.md").read_text()
     assert "- alice/tiny-base\n- alice/tiny-sft\n- alice/tiny\n" in readme
     cwd = tmp_path / "elsewhere"  # no outputs/ here, nor a run folder anywhere the Space looks
@@ -176,7 +192,11 @@ def _venv_without_this_package(root: Path) -> Path:
     shared.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
         name = entry.name.lower()
-        if "slmsql" in name or name.endswith(".pth") or name.startswith(("__editable__", "pip", "_distutils")):
+        if (
+            "slmsql" in name
+            or name.endswith(".pth")
+            or name.startswith(("__editable__", "pip", "_distutils"))
+        ):
             continue
         (shared / entry.name).symlink_to(entry)
     (site / "project-deps.pth").write_text(f"{shared}\n")
@@ -226,7 +246,9 @@ def test_the_metric_spaces_requirements_install_this_version_and_evaluate_load_c
         print(json.dumps({{"scores": scores, "package": slmsql_hub.__file__, "version": slmsql_hub.__version__}}))
         """
     )
-    ran = subprocess.run([str(python), "-c", code], env=fresh, cwd=cwd, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [str(python), "-c", code], env=fresh, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     result = json.loads(ran.stdout.strip().splitlines()[-1])
     assert result["scores"]["execution_accuracy"] == 0.5 and result["scores"]["num_scored"] == 2

@@ -14,8 +14,8 @@ from .build import (
     eval_result_entries,
     project_license,
     recorded_options,
-    render_for_repo,
     render_card,
+    render_for_repo,
 )
 
 __all__ = [

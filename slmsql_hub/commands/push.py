@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         default=None,
         help="create every new repository private (default: models and datasets private, Spaces public; a "
-        "private Space needs the token of a Space secret to install its wheel, see docs/usage.md)",
+        "private Space cannot install its wheel as pushed, see docs/usage.md)",
     )
     visibility.add_argument(
         "--public", dest="private", action="store_false", help="create every new repository public"

@@ -25,7 +25,9 @@ SPACE_WORLD = "world"
 EXAMPLE_SPLIT = "dev"
 
 
-def space_config(ids: dict[str, str], base: Any, revision: str | None, databases: list[str]) -> dict[str, Any]:
+def space_config(
+    ids: dict[str, str], base: Any, revision: str | None, databases: list[str]
+) -> dict[str, Any]:
     """The configuration the Space starts from: every model by repository id and revision (``base``: the
     :class:`~slmsql_hub.hub.base_model.BaseModel` the adapters name).
 
@@ -80,4 +82,3 @@ def demo_files(
     files[SPACE_CONFIG] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
     files[CARD_README] = str(card).encode("utf-8")
     return files
-

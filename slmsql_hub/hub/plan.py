@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..card.build import ADAPTER_FILES, CARD_OPTIONS_FILE, RUN_FILES, render_for_repo
 from ..errors import UsageError
 from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
 from ..run.files import read_json_object
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import read_run
-from ..card.build import ADAPTER_FILES, CARD_OPTIONS_FILE, RUN_FILES, render_for_repo
 from .band import BAND_SHARD, dataset_card, load_band
 from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements
 
@@ -336,7 +336,9 @@ def _demo_base(run_dir: Path, base_repo_id: str, revision: str | None) -> Any:
     if RunLayout(run_dir).card.readme.is_file():
         return _card_and_base(run_dir, base_repo_id, revision)[2]
     config = RunLayout(run_dir).grpo.path / "adapter_config.json"
-    recorded = read_json_object(config, "rerun GRPO").get("base_model_name_or_path") if config.is_file() else None
+    recorded = (
+        read_json_object(config, "rerun GRPO").get("base_model_name_or_path") if config.is_file() else None
+    )
     if isinstance(recorded, str) and looks_like_hub_id(recorded):
         return BaseModel(recorded)
     return BaseModel(base_repo_id)

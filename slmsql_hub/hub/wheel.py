@@ -112,7 +112,9 @@ def package_wheel(given: str | os.PathLike | None = None) -> Path:
         wheels = sorted(dist.glob("*.whl"))
         if done.returncode != 0 or not wheels:
             tail = " ".join((done.stderr or done.stdout).split())[-300:]
-            raise InfrastructureError(f"building the slmsql-hub wheel failed ({tail}); pass --wheel PATH instead")
+            raise InfrastructureError(
+                f"building the slmsql-hub wheel failed ({tail}); pass --wheel PATH instead"
+            )
         cache.mkdir(parents=True, exist_ok=True)
         target = cache / wheels[0].name
         shutil.copyfile(wheels[0], target.with_suffix(".partial"))
