@@ -769,7 +769,8 @@ def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_d
         tmp_path,
     )
     assert result["gradio"].split(".")[0] == "6" and result["blocks"]
-    assert result["sdk"] == "gradio" and result["requirements"] == ["slmsql-hub"]
+    assert result["sdk"] == "gradio" and result["requirements"][:2] == ["slmsql-hub", "@"]
+    assert result["requirements"][2].startswith(f"{server.endpoint}/spaces/alice/ex-app/resolve/main/wheels/")
 
 
 def _seed(server, tmp_path, repo_type: str, repo_id: str, path: str) -> None:
