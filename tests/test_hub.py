@@ -356,6 +356,8 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     sft = _files(out / "sft-model")
     assert json.loads(sft["adapter_config.json"])["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-1.5B"
     assert _front(sft["README.md"])["base_model"] == "Qwen/Qwen2.5-Coder-1.5B"
+    assert 'from_pretrained("alice/tiny-grpo-sft")' in sft["README.md"].decode()
+    assert "[`alice/tiny-grpo`](" in sft["README.md"].decode()  # the GRPO repo holds its evaluation
     shard = datasets.Dataset.from_parquet(str(out / "dataset" / hub.BAND_SHARD))
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected

@@ -250,7 +250,9 @@ def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str
     return targets
 
 
-def _sft_target(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> PushTarget:
+def _sft_target(
+    run_dir: Path, repo_id: str, base_repo_id: str, grpo_repo_id: str, revision: str | None
+) -> PushTarget:
     """The SFT stage-2 adapter as its own repository: its adapter files and run record, the adapter config naming
     the same base as the GRPO adapter's, and the training card."""
     from . import base_model as bm
@@ -272,7 +274,7 @@ def _sft_target(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | 
     record = folder / "run_summary.json"
     summary = read_json_object(record, "rerun SFT stage 2") if record.is_file() else {}
     summary = {**summary, "kind": summary.get("kind") or "sft", "base_model": base.repo_id}
-    files[CARD_README] = training_card(summary, repo_id).encode("utf-8")
+    files[CARD_README] = training_card(summary, repo_id, grpo_repo_id=grpo_repo_id).encode("utf-8")
     return PushTarget(SFT_MODEL, "model", repo_id, tuple(sorted(files.items())))
 
 
@@ -431,7 +433,7 @@ def plan_push(
         if name == MODEL:
             plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
         elif name == SFT_MODEL:
-            plan.append(_sft_target(run_dir, ids[name], ids[BASE_MODEL], revision))
+            plan.append(_sft_target(run_dir, ids[name], ids[BASE_MODEL], ids[MODEL], revision))
         elif name == DATASET:
             plan.append(_dataset_target(run_dir, ids[name], ids.get(MODEL) or derived.get(MODEL)))
         elif name == METRIC_SPACE:

@@ -404,9 +404,10 @@ def _push_one(
 TRAINING_RUN_FILES: tuple[str, ...] = (RUN_SUMMARY, STAGE_CONFIG, TELEMETRY)
 
 
-def training_card(summary: dict, repo_id: str) -> str:
+def training_card(summary: dict, repo_id: str, *, grpo_repo_id: str | None = None) -> str:
     """The card a repository gets at the end of training (``model_card/training_card.md``), from
-    ``run_summary.json`` only.
+    ``run_summary.json`` only; ``grpo_repo_id``: the GRPO adapter this SFT adapter is published beside (its card
+    holds the evaluation).
 
     Example:
 
@@ -435,6 +436,8 @@ def training_card(summary: dict, repo_id: str) -> str:
     guards = summary.get("guards") or {}
     context = {
         "model_name": repo_id.split("/")[-1],
+        "repo_id": repo_id,
+        "grpo_repo_id": grpo_repo_id,
         "kind": kind,
         "base": base,
         "summary": summary,
