@@ -143,10 +143,7 @@ def pinned_requirements(
     pin = f"{PACKAGE_NAME} @ {url}"
     lines, pinned = [], False
     for line in text.splitlines():
-        name = line.split("#")[0].strip().split("@")[0].split("[")[0]
-        for sep in ("==", ">=", "<=", "~=", "!=", "<", ">", ";", " "):
-            name = name.split(sep)[0]
-        if name.strip().lower().replace("_", "-") == PACKAGE_NAME:
+        if _requirement_name(line) == PACKAGE_NAME:
             if not pinned:
                 lines.append(pin)
             pinned = True
@@ -155,3 +152,14 @@ def pinned_requirements(
     if not pinned:
         lines.insert(0, pin)
     return "\n".join(lines) + "\n"
+
+
+def _requirement_name(line: str) -> str | None:
+    """The canonical project name a ``requirements.txt`` line asks for (``None``: a comment, option or path)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(line.split(" #")[0].strip()).name)
+    except InvalidRequirement:
+        return None
