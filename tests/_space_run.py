@@ -200,8 +200,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def launched_app(args: list[str], log: Path, env: dict[str, str] | None = None, timeout_s: float = 180.0):
-    """Run ``python spaces/demo/app.py ARGS`` on a free port (given through GRADIO_SERVER_PORT); yield its URL.
+def launched_app(
+    args: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 180.0,
+    app: Path = DEMO_DIR / "app.py",
+    cwd: Path | None = None,
+):
+    """Run ``python spaces/demo/app.py ARGS`` (or another copy, ``app``, in ``cwd``) on a free port (given through
+    GRADIO_SERVER_PORT); yield its URL.
 
     ``env`` replaces the environment (default: this process's). The app's output goes to ``log``; it is stopped (SIGTERM, then SIGKILL) when the block ends.
     """
@@ -211,10 +219,11 @@ def launched_app(args: list[str], log: Path, env: dict[str, str] | None = None, 
     url = f"http://127.0.0.1:{port}/"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, str(DEMO_DIR / "app.py"), *args],
+            [sys.executable, str(app), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full_env,
+            cwd=cwd,
         )
         try:
             deadline = time.monotonic() + timeout_s

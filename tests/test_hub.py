@@ -21,6 +21,7 @@ from _helpers import REPO, TESTS, hub_client_env, python_json
 from hub_server import HubServer
 from huggingface_hub import DatasetCard, ModelCard
 
+import slmsql_hub
 from slmsql_hub import hub
 from slmsql_hub.errors import UsageError
 
@@ -134,6 +135,13 @@ def run_dir(tmp_path_factory) -> Path:
     (card / "run_summary.json").write_text('{"kind": "grpo", "status": "completed"}\n')
     (card / "predictions").mkdir()
     (card / "predictions" / "world_dev.jsonl").write_text('{"question_id": "q1", "grpo_correct": 1}\n')
+    sft = root / "sft" / "stage2"  # the SFT adapter, named by the path training saw
+    sft.mkdir(parents=True)
+    (sft / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "outputs/quickstart/base", "peft_type": "LORA", "r": 2}\n'
+    )
+    (sft / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 2)
+    (sft / "run_summary.json").write_text('{"kind": "sft", "status": "completed", "steps": 75}\n')
     db = root / "world" / "databases" / "nums" / "nums.sqlite"
     db.parent.mkdir(parents=True)
     with sqlite3.connect(db) as conn:  # test fixture: builds the database
@@ -208,6 +216,7 @@ def test_dataset_and_space_ids_derive_from_the_repo_id_unless_given(run_dir):
     plan = hub.plan_push(run_dir, "alice/tiny-grpo", "all", demo_dir=run_dir / "demo")
     assert [(t.what, t.repo_type, t.repo_id) for t in plan] == [
         ("model", "model", "alice/tiny-grpo"),
+        ("sft-model", "model", "alice/tiny-grpo-sft"),
         ("dataset", "dataset", "alice/tiny-grpo-band"),
         ("metric-space", "space", "alice/ex"),
         ("demo-space", "space", "alice/tiny-grpo-demo"),
@@ -319,10 +328,36 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     assert done.returncode == 0, done.stderr
     assert len(server.state.requests) == before  # no token needed, no request made
 
-    assert _files(out / "model") == _files(run_dir / "card")
+    assert _files(out / "model") == _files(run_dir / "card")  # a hand-made card is uploaded as it is
     metric = REPO / "slmsql_hub" / "metric"
-    assert _files(out / "metric-space") == {name: (metric / name).read_bytes() for name in hub.METRIC_FILES}
-    assert _files(out / "demo-space") == _files(run_dir / "demo")
+    pushed = _files(out / "metric-space")
+    (wheel,) = [path for path in pushed if path.startswith("wheels/")]
+    assert wheel.startswith(f"wheels/slmsql_hub-{slmsql_hub.__version__}-") and wheel.endswith(".whl")
+    url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
+    assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
+    pushed.pop(wheel)
+    assert pushed == {
+        name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"
+    }
+    demo = _files(out / "demo-space")
+    assert set(demo) - set(_files(run_dir / "demo")) == {"space_config.json", "requirements.txt", wheel}
+    config = json.loads(demo["space_config.json"])
+    assert [config[k]["repo_id"] for k in ("base_model", "sft_adapter", "grpo_adapter")] == [
+        "Qwen/Qwen2.5-Coder-1.5B",
+        "alice/tiny-grpo-sft",
+        "alice/tiny-grpo",
+    ]
+    assert _front(demo["README.md"])["models"] == [
+        "Qwen/Qwen2.5-Coder-1.5B",
+        "alice/tiny-grpo-sft",
+        "alice/tiny-grpo",
+    ]
+    assert _front(demo["README.md"])["datasets"] == ["alice/tiny-grpo-band"]
+    sft = _files(out / "sft-model")
+    assert json.loads(sft["adapter_config.json"])["base_model_name_or_path"] == "Qwen/Qwen2.5-Coder-1.5B"
+    assert _front(sft["README.md"])["base_model"] == "Qwen/Qwen2.5-Coder-1.5B"
+    assert 'from_pretrained("alice/tiny-grpo-sft")' in sft["README.md"].decode()
+    assert "[`alice/tiny-grpo`](" in sft["README.md"].decode()  # the GRPO repo holds its evaluation
     shard = datasets.Dataset.from_parquet(str(out / "dataset" / hub.BAND_SHARD))
     expected = _band_rows("databases/nums/nums.sqlite")
     assert shard.to_dict() == expected
@@ -341,9 +376,10 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     plan = json.loads((out / "plan.json").read_text())
     assert [(t["what"], t["repo_id"], t["private"], t["revision"]) for t in plan["targets"]] == [
         ("model", "alice/tiny-grpo", True, "main"),
+        ("sft-model", "alice/tiny-grpo-sft", True, "main"),
         ("dataset", "alice/tiny-grpo-band", True, "main"),
-        ("metric-space", "alice/ex", True, "main"),
-        ("demo-space", "alice/tiny-grpo-demo", True, "main"),
+        ("metric-space", "alice/ex", False, "main"),  # Spaces are public unless --private
+        ("demo-space", "alice/tiny-grpo-demo", False, "main"),
     ]
     for target in plan["targets"]:
         assert f"-> {target['repo_type']} {target['repo_id']}" in done.stdout
@@ -419,7 +455,11 @@ def test_dry_run_shows_the_local_base_as_its_own_repo_and_leaves_the_card_folder
     assert json.loads(model_files["adapter_config.json"])["base_model_name_or_path"] == "alice/world-base"
     meta = _front(model_files["README.md"])
     assert meta["base_model"] == "alice/world-base" and meta["base_model_relation"] == "adapter"
-    unchanged = set(before) - {"adapter_config.json", "README.md"}
+    assert not [path for path in model_files if path.startswith("base/")]  # the base ships once, in its repo
+    unchanged = {path for path in before if not path.startswith("base/")} - {
+        "adapter_config.json",
+        "README.md",
+    }
     assert {k: model_files[k] for k in unchanged} == {k: before[k] for k in unchanged}
 
     plan = json.loads((out / "plan.json").read_text())
@@ -546,7 +586,15 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
     again = slmsql(args, env)
     assert again.returncode == 0, again.stderr
     stored = server.files("space", "alice/outage-demo")
-    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
+    assert _without_readme(stored) == _without_readme(_files(run_dir / "demo")) | {
+        k: v
+        for k, v in stored.items()
+        if k in ("space_config.json", "requirements.txt") or k.startswith("wheels/")
+    }
+
+
+def _without_readme(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in files.items() if k not in ("README.md", ".gitattributes")}
 
 
 def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_path):
@@ -555,9 +603,13 @@ def test_demo_space_push_uploads_the_folder_with_its_sdk(server, run_dir, tmp_pa
     assert done.returncode == 0, done.stderr
     assert f"demo-space -> {server.endpoint}/spaces/alice/tiny-grpo-demo" in done.stdout
     repo = server.state.repos[("space", "alice/tiny-grpo-demo")]
-    assert repo.sdk == "gradio" and repo.private
+    assert repo.sdk == "gradio" and not repo.private  # public: pip reads its wheel URL without a token
     stored = server.files("space", "alice/tiny-grpo-demo")
-    assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(run_dir / "demo")
+    shipped = _files(run_dir / "demo")
+    assert {k: v for k, v in stored.items() if k in shipped and k != "README.md"} == {
+        k: v for k, v in shipped.items() if k != "README.md"
+    }
+    assert {"space_config.json", "requirements.txt"} < set(stored)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -683,7 +735,7 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
     done = push(server, run_dir, tmp_path / "home", "--what", "metric-space")
     assert done.returncode == 0, done.stderr
     info = server.state.repos[("space", "alice/ex")]
-    assert info.sdk == "gradio" and info.private
+    assert info.sdk == "gradio" and not info.private
     db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
     result = python_json(
         f"""
@@ -733,7 +785,8 @@ def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_d
         tmp_path,
     )
     assert result["gradio"].split(".")[0] == "6" and result["blocks"]
-    assert result["sdk"] == "gradio" and result["requirements"] == ["slmsql-hub"]
+    assert result["sdk"] == "gradio" and result["requirements"][:2] == ["slmsql-hub", "@"]
+    assert result["requirements"][2].startswith(f"{server.endpoint}/spaces/alice/ex-app/resolve/main/wheels/")
 
 
 def _seed(server, tmp_path, repo_type: str, repo_id: str, path: str) -> None:
@@ -781,7 +834,8 @@ def test_a_model_pull_request_on_a_branch_deletes_trls_draft_card(server, run_di
 def test_revision_pushes_to_a_new_branch_and_create_pr_leaves_the_branch_alone(server, run_dir, tmp_path):
     env = client_env(server.endpoint, tmp_path / "home")
     base = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", "--what", "metric-space"]
-    assert slmsql([*base, "--metric-space-id", "alice/ex-branches", "--revision", "dev"], env).returncode == 0
+    created = [*base, "--metric-space-id", "alice/ex-branches", "--revision", "dev", "--private"]
+    assert slmsql(created, env).returncode == 0
     repo = server.state.repos[("space", "alice/ex-branches")]
     assert set(repo.branches) == {"main", "dev"}
     assert set(server.files("space", "alice/ex-branches", "main")) == {".gitattributes"}

@@ -71,17 +71,23 @@ def test_installed_package_dry_runs_both_spaces_from_its_own_files_outside_the_c
         "import sys\n"
         "from slmsql_hub import cli\n"
         "sys.exit(cli.main(['push', sys.argv[1], '--repo-id', 'alice/tiny-grpo', '--what',"
-        " 'metric-space,demo-space', '--dry-run', '--dry-run-dir', sys.argv[2]]))\n"
+        " 'metric-space,demo-space', '--dry-run', '--dry-run-dir', sys.argv[2], *sys.argv[3:]]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(installed), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(FIXTURE_RUN), str(tmp_path / "dry")],
-        cwd=tmp_path, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+    args = [sys.executable, "-c", script, str(FIXTURE_RUN), str(tmp_path / "dry")]
+    no_wheel = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert no_wheel.returncode == 2 and "pass --wheel PATH" in no_wheel.stderr  # no tree to build one from
+    (wheel,) = (installed.parent / "dist").glob("slmsql_hub-*.whl")
+    given = [*args, "--wheel", str(wheel)]
+    done = subprocess.run(given, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     dry = tmp_path / "dry"
     demo = installed / "slmsql_hub" / "demo_space"
-    assert _files(dry / "demo-space") == _files(demo) and "app.py" in _files(demo)
+    pushed = _files(dry / "demo-space")
+    assert pushed[f"wheels/{wheel.name}"] == wheel.read_bytes()  # the wheel given, shipped in both Spaces
+    assert _files(dry / "metric-space")[f"wheels/{wheel.name}"] == wheel.read_bytes()
+    shipped = {k: v for k, v in _files(demo).items() if k not in ("README.md", "requirements.txt")}
+    assert {k: pushed[k] for k in shipped} == shipped and "app.py" in shipped
     assert _files(dry / "metric-space")["ex.py"] == (installed / "slmsql_hub" / "metric" / "ex.py").read_bytes()
     plan = json.loads((dry / "plan.json").read_text())
     assert [(t["what"], t["repo_id"]) for t in plan["targets"]] == [

@@ -40,6 +40,7 @@ from slmsql_hub.sql import ExecResult, ExecStatus
 
 sys.path.insert(0, str(DEMO_DIR))
 import space_backend  # noqa: E402
+import space_config  # noqa: E402
 import space_data  # noqa: E402
 import space_settings  # noqa: E402
 import space_views  # noqa: E402
@@ -75,7 +76,7 @@ def compare_fn(demo):
 def test_space_modules_doctests_pass():
     import space_sql
 
-    for module in (space_backend, space_data, space_settings, space_views, space_sql, demo_app):
+    for module in (space_backend, space_config, space_data, space_settings, space_views, space_sql, demo_app):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

@@ -13,7 +13,9 @@ from .build import (
     default_template_path,
     eval_result_entries,
     project_license,
+    recorded_options,
     render_card,
+    render_for_repo,
 )
 
 __all__ = [
@@ -28,5 +30,7 @@ __all__ = [
     "eval_result_entries",
     "load_run",
     "project_license",
+    "recorded_options",
     "render_card",
+    "render_for_repo",
 ]

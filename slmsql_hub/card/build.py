@@ -72,6 +72,10 @@ ADAPTER_FILES: tuple[str, ...] = (
 
 RUN_FILES: tuple[str, ...] = (TELEMETRY, RUN_SUMMARY, STAGE_CONFIG)
 
+CARD_OPTIONS_FILE = ".slmsql_card.json"
+"""The options ``slmsql card`` ran with (all but the repository id), so that ``slmsql push`` renders the card again
+for the repository it targets (:func:`render_for_repo`); never uploaded."""
+
 BASE_FILES: tuple[str, ...] = (
     "config.json",
     "generation_config.json",
@@ -103,7 +107,7 @@ _CARD_ENTRIES = frozenset(
     }
     | set(ADAPTER_FILES)
     | set(RUN_FILES)
-    | {ABLATIONS_DIR}
+    | {ABLATIONS_DIR, CARD_OPTIONS_FILE}
 )
 
 
@@ -517,6 +521,7 @@ def build_card(
     staging.mkdir(parents=True)
     try:
         card, plots, written = _assemble(run, options, CardLayout(staging), template_path)
+        _record_options(staging, options, template_path)
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
@@ -586,3 +591,64 @@ def _assemble(
     model_card = render_card(run, options, template_path, plots=list(plots), files=top, configs=configs)
     model_card.save(card.readme)
     return model_card, plots, written
+
+
+def _record_options(folder: Path, options: CardOptions, template_path: str | os.PathLike | None) -> None:
+    import json
+
+    recorded = {k: v for k, v in options.__dict__.items() if k not in ("repo_id", "card_path")}
+    recorded["datasets"] = list(recorded["datasets"])
+    recorded["template_path"] = str(Path(template_path).resolve()) if template_path else None
+    (folder / CARD_OPTIONS_FILE).write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+
+
+def recorded_options(card_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The options :func:`build_card` recorded in ``card_dir`` (``None``: the folder was not made by it)."""
+    from ..run.files import read_json_object
+
+    path = Path(card_dir) / CARD_OPTIONS_FILE
+    return read_json_object(path, "rerun `slmsql card`") if path.is_file() else None
+
+
+def render_for_repo(
+    run_dir: str | os.PathLike,
+    card_dir: str | os.PathLike,
+    repo_id: str,
+    *,
+    base_model_id: str | None = None,
+    leave_out: Sequence[str] = (),
+) -> dict[str, bytes] | None:
+    """The card folder's files that name its repository, rendered for ``repo_id``: ``README.md`` and every
+    ``.eval_results/*.yaml`` (``{path_in_repo: bytes}``), with the options :func:`build_card` recorded;
+    ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded.
+    ``None`` when ``card_dir`` was not made by :func:`build_card` (nothing recorded to render it again from).
+
+    Example: ``render_for_repo("outputs/quickstart", "outputs/quickstart/card", "alice/x")["README.md"]``.
+    """
+    recorded = recorded_options(card_dir)
+    if recorded is None:
+        return None
+    template_path = recorded.pop("template_path", None)
+    fields = {k: v for k, v in recorded.items() if k in CardOptions.__dataclass_fields__}
+    fields["datasets"] = tuple(fields.get("datasets") or ())
+    if base_model_id:
+        fields["base_model_id"] = base_model_id
+    options = CardOptions(**{**fields, "repo_id": repo_id, "card_path": None})
+    run = load_run(run_dir)
+    layout = CardLayout(Path(card_dir))
+    plots = sorted(p.stem for p in layout.plots.glob("*.png")) if layout.plots.is_dir() else []
+    configs = (
+        {p.stem: f"{layout.configs.name}/{p.name}" for p in sorted(layout.configs.glob("*.yaml"))}
+        if layout.configs.is_dir()
+        else {}
+    )
+    names = {p.name for p in layout.root.iterdir()} - set(leave_out) - {CARD_OPTIONS_FILE}
+    top = sorted(names | {CARD_README}, key=lambda n: (n != CARD_README, n))
+    card = render_card(run, options, template_path, plots=plots, files=top, configs=configs)
+    import yaml
+
+    files = {CARD_README: str(card).encode("utf-8")}
+    for name, entries in eval_result_entries(run, repo_id).items():
+        path = f"{layout.eval_result_files.name}/{name}"
+        files[path] = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True).encode("utf-8")
+    return files

@@ -1,6 +1,6 @@
 """``slmsql push RUN_DIR --repo-id NAMESPACE/NAME``: publish a run to the Hugging Face Hub.
 
-``--what`` picks the targets (``model`` by default; ``dataset``, ``metric-space``, ``demo-space``,
+``--what`` picks the targets (``model`` by default; ``sft-model``, ``dataset``, ``metric-space``, ``demo-space``,
 comma-separated, or ``all``); the dataset and Space ids default to names derived from ``--repo-id`` (see
 :func:`slmsql_hub.hub.default_repo_ids`). ``--dry-run`` writes the exact folders that would be uploaded under
 ``RUN_DIR/push_dry_run/`` and prints files and targets without touching the network.
@@ -27,8 +27,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Push a run folder to the Hugging Face Hub. Targets (--what): model = RUN_DIR/card (run `slmsql card` "
             "first) to --repo-id, and a local base model (RUN_DIR/card/base) to NAMESPACE/NAME-base so the adapter "
             "loads with AutoPeftModelForCausalLM.from_pretrained(REPO_ID); dataset = the pass-rate band "
-            "(RUN_DIR/filter/band) as parquet with a dataset card, to NAMESPACE/NAME-band; metric-space = the ex metric (script, card, Gradio app) to NAMESPACE/ex; "
-            "demo-space = spaces/demo to NAMESPACE/NAME-demo. Repositories are created private unless --public. "
+            "(RUN_DIR/filter/band) as parquet with a dataset card, to NAMESPACE/NAME-band; sft-model = the SFT "
+            "adapter (RUN_DIR/sft/stage2) to NAMESPACE/NAME-sft; metric-space = the ex metric (script, card, "
+            "Gradio app) to NAMESPACE/ex; demo-space = spaces/demo with its configuration (the run's base, SFT and "
+            "GRPO repos) and databases to NAMESPACE/NAME-demo. Both Spaces carry the slmsql-hub wheel of this "
+            "version, pinned in requirements.txt. Models and datasets are created private, Spaces public, unless "
+            "--private or --public. "
             "The token comes from HF_TOKEN or `hf auth login`; HF_ENDPOINT selects another Hub. "
             "Example: slmsql push outputs/quickstart --repo-id alice/qwen-grpo --what all --dry-run"
         ),
@@ -38,18 +42,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--what",
         default="model",
-        help="model (default), dataset, metric-space, demo-space: comma-separated, or all",
+        help="model (default), sft-model, dataset, metric-space, demo-space: comma-separated, or all",
     )
     visibility = parser.add_mutually_exclusive_group()
     visibility.add_argument(
         "--private",
         dest="private",
         action="store_true",
-        default=True,
-        help="create new repositories private (the default)",
+        default=None,
+        help="create every new repository private (default: models and datasets private, Spaces public; a "
+        "private Space cannot install its wheel as pushed, see docs/usage.md)",
     )
     visibility.add_argument(
-        "--public", dest="private", action="store_false", help="create new repositories public"
+        "--public", dest="private", action="store_false", help="create every new repository public"
     )
     parser.add_argument("--revision", help="branch to push to (created from main when missing; default main)")
     parser.add_argument(
@@ -59,10 +64,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--base-repo-id", help="where a local base model goes with --what model (default NAMESPACE/NAME-base)"
     )
+    parser.add_argument("--sft-repo-id", help="the SFT adapter's repository (default NAMESPACE/NAME-sft)")
     parser.add_argument("--dataset-repo-id", help="dataset repository (default NAMESPACE/NAME-band)")
     parser.add_argument("--metric-space-id", help="metric Space (default NAMESPACE/ex)")
     parser.add_argument("--demo-space-id", help="demo Space (default NAMESPACE/NAME-demo)")
     parser.add_argument("--demo-dir", help="the demo Space's files (default spaces/demo)")
+    parser.add_argument(
+        "--wheel",
+        metavar="PATH",
+        help="the slmsql-hub wheel the Spaces install (default: built from the source tree this runs from; "
+        "needed when slmsql-hub was itself installed from a wheel)",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -98,11 +110,12 @@ def run(args: argparse.Namespace) -> int:
         demo_space_id=args.demo_space_id,
         demo_dir=args.demo_dir,
         base_repo_id=args.base_repo_id,
+        sft_repo_id=args.sft_repo_id,
         revision=args.revision,
+        wheel=args.wheel,
     )
     revision = args.revision or "main"
     mode = "pull request against " + revision if args.create_pr else revision
-    visibility = "private" if args.private else "public"
     if args.dry_run:
         out_dir = Path(args.dry_run_dir) if args.dry_run_dir else RunLayout(args.run_dir).push_dry_run
         plan = write_dry_run(
@@ -114,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         for target in plan["targets"]:
             total = sum(f["size"] for f in target["files"])
             lines.append(
-                f"{target['what']} -> {target['repo_type']} {target['repo_id']} ({visibility} if created, {mode}): "
+                f"{target['what']} -> {target['repo_type']} {target['repo_id']} "
+                f"({'private' if target['private'] else 'public'} if created, {mode}): "
                 f"{target['url']}"
             )
             lines.append(f"  folder {target['folder']}: {len(target['files'])} files, {_human(total)}")

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("outputs/quickstart")
 DEFAULT_REPO_ID = "slmsql/world-grpo-quickstart"
-PUSH_TARGETS = "model,dataset,metric-space,demo-space"
+PUSH_TARGETS = "model,sft-model,dataset,metric-space,demo-space"
 
 Options = dict[str, str | bool]
 
@@ -190,7 +190,7 @@ def _push_dry_run(run: RunLayout, options: Options, recipe: Path | None) -> dict
     from ..hub import plan_push, write_dry_run
 
     targets = plan_push(str(run.root), str(options["--repo-id"]), str(options["--what"]))
-    plan = write_dry_run(targets, run.push_dry_run, private=True, revision=None, create_pr=False)
+    plan = write_dry_run(targets, run.push_dry_run, revision=None, create_pr=False)
     return {"targets": [target["what"] for target in plan["targets"]]}
 
 

@@ -12,6 +12,7 @@ from .publish import (
     METRIC_FILES,
     METRIC_SPACE,
     MODEL,
+    SFT_MODEL,
     TARGETS,
     PushResult,
     PushTarget,
@@ -39,6 +40,7 @@ __all__ = [
     "METRIC_FILES",
     "METRIC_SPACE",
     "MODEL",
+    "SFT_MODEL",
     "TARGETS",
     "PushResult",
     "PushTarget",
@@ -55,5 +57,4 @@ __all__ = [
     "repo_url",
     "training_card",
     "write_dry_run",
-    "portable_db_path",
 ]

@@ -15,17 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..card.build import ADAPTER_FILES, CARD_OPTIONS_FILE, RUN_FILES, render_for_repo
 from ..data.trained_databases import with_trained_databases
 from ..errors import UsageError
 from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
-from ..run.layout import CARD_README, PLAN_FILE, RunLayout
+from ..run.files import read_json_object
+from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import read_run
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
+from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements
 
 logger = logging.getLogger(__name__)
 
 MODEL = "model"
+
+SFT_MODEL = "sft-model"
+"""The SFT adapter the GRPO adapter started from, as its own repository (``NAMESPACE/NAME-sft``)."""
 
 BASE_MODEL = "base-model"
 """The plan entry (and dry-run folder) of a local base model pushed with ``model`` as its own repository."""
@@ -36,7 +42,7 @@ METRIC_SPACE = "metric-space"
 
 DEMO_SPACE = "demo-space"
 
-TARGETS: tuple[str, ...] = (MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
+TARGETS: tuple[str, ...] = (MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
 METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
@@ -52,6 +58,7 @@ IGNORE_PATTERNS: tuple[str, ...] = (
     ".DS_Store",
     "*/.DS_Store",
     *(f"*{suffix}" for suffix in (".pyc", ".partial", ".tmp", ".lock")),
+    CARD_OPTIONS_FILE,
 )
 """Never uploaded (``upload_folder``'s ``ignore_patterns``; :func:`folder_files` lists with them too)."""
 
@@ -82,6 +89,12 @@ class PushTarget:
     space_sdk: str | None = None
     card: str | None = None
 
+    def private(self, private: bool | None) -> bool:
+        """Whether the repository is created private: ``private`` when given, else models and datasets are
+        private and Spaces public (the Hub builds a Space from ``requirements.txt``, whose wheel URL pip can
+        read without a token only in a public repository)."""
+        return private if private is not None else self.repo_type != "space"
+
 
 def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
     """The targets named by ``--what`` (comma-separated names of :data:`TARGETS`, or ``all``), de-duplicated, in
@@ -93,7 +106,7 @@ def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
     >>> parse_what("dataset,model")
     ('model', 'dataset')
     >>> parse_what("all")
-    ('model', 'dataset', 'metric-space', 'demo-space')
+    ('model', 'sft-model', 'dataset', 'metric-space', 'demo-space')
 
     ```
     """
@@ -128,6 +141,7 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
     return {
         MODEL: repo_id,
         BASE_MODEL: f"{repo_id}-base",
+        SFT_MODEL: f"{repo_id}-sft",
         DATASET: f"{repo_id}-band",
         METRIC_SPACE: f"{namespace}/ex",
         DEMO_SPACE: f"{repo_id}-demo",
@@ -172,8 +186,10 @@ def _load_card(readme: Path, card_class: Any = None, fix: str = "fix the card") 
         raise UsageError(f"{readme}: the YAML metadata does not parse into a mapping ({err}); {fix}") from err
 
 
-def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
-    """The adapter's repository and, when its base is a local folder, the base's (pushed first)."""
+def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tuple[Path, Any, Any]:
+    """The card folder, its loaded card and the base model the pushed adapters name (:func:`resolve_base`)."""
+    from huggingface_hub import ModelCard
+
     from . import base_model as bm
 
     card_dir = RunLayout(run_dir).card.root
@@ -188,11 +204,36 @@ def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str
             f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir}` after "
             "GRPO training so the adapter files are copied in"
         )
-    from huggingface_hub import ModelCard
-
     card = _load_card(readme, ModelCard, "rerun `slmsql card`")
-    base = bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
-    files: dict[str, Path | bytes] = dict(folder_files(card_dir))
+    return card_dir, card, bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
+
+
+def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
+    """The adapter's repository and, when its base is a local folder, the base's (pushed first, and then not
+    shipped in the adapter's repository a second time). The card and ``.eval_results`` are rendered again for
+    ``repo_id`` (:func:`~slmsql_hub.card.render_for_repo`), so every id, URL and snippet they hold is its own."""
+    from . import base_model as bm
+
+    card_dir, card, base = _card_and_base(run_dir, base_repo_id, revision)
+    base_folder = CardLayout(card_dir).lineage["base"].path.name
+    leave_out = (base_folder,) if base.local_dir is not None else ()
+    files: dict[str, Path | bytes] = {
+        path: local for path, local in folder_files(card_dir) if path.split("/")[0] not in leave_out
+    }
+    rendered = render_for_repo(run_dir, card_dir, repo_id, base_model_id=base.repo_id, leave_out=leave_out)
+    if rendered is None:
+        logger.warning(
+            "%s was not written by `slmsql card` (no %s): its README.md is uploaded as it is, naming whatever "
+            "repository it names; rerun `slmsql card` to have it rendered for %s",
+            card_dir,
+            CARD_OPTIONS_FILE,
+            repo_id,
+        )
+    else:
+        for path in [p for p in files if p.startswith(f"{CardLayout(card_dir).eval_result_files.name}/")]:
+            del files[path]  # rendered again below, for this repository
+        files.update(rendered)
+        card = type(card)(rendered[CARD_README].decode("utf-8"))
     # Rewritten in what is uploaded only; card_for_hub edits `card`, so it runs after resolve_base read it.
     rewritten = {
         bm.ADAPTER_CONFIG: bm.adapter_config_for_hub(card_dir, base),
@@ -210,6 +251,34 @@ def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str
     return targets
 
 
+def _sft_target(
+    run_dir: Path, repo_id: str, base_repo_id: str, grpo_repo_id: str, revision: str | None
+) -> PushTarget:
+    """The SFT stage-2 adapter as its own repository: its adapter files and run record, the adapter config naming
+    the same base as the GRPO adapter's, and the training card."""
+    from . import base_model as bm
+    from .publish import training_card
+
+    folder = RunLayout(run_dir).sft_stage2.path
+    if not (folder / bm.ADAPTER_CONFIG).is_file():
+        raise UsageError(
+            f"no SFT adapter at {folder} (adapter_config.json): train SFT stage 2 into the run folder first, or "
+            "leave sft-model out of --what"
+        )
+    _, _, base = _card_and_base(run_dir, base_repo_id, revision)
+    files: dict[str, Path | bytes] = {
+        name: folder / name for name in (*ADAPTER_FILES, *RUN_FILES) if (folder / name).is_file()
+    }
+    config = bm.adapter_config_for_hub(folder, base)
+    if config is not None:
+        files[bm.ADAPTER_CONFIG] = config
+    record = folder / "run_summary.json"
+    summary = read_json_object(record, "rerun SFT stage 2") if record.is_file() else {}
+    summary = {**summary, "kind": summary.get("kind") or "sft", "base_model": base.repo_id}
+    files[CARD_README] = training_card(summary, repo_id, grpo_repo_id=grpo_repo_id).encode("utf-8")
+    return PushTarget(SFT_MODEL, "model", repo_id, tuple(sorted(files.items())))
+
+
 def _dataset_target(run_dir: Path, repo_id: str, model_repo_id: str | None) -> PushTarget:
     layout = RunLayout(run_dir)
     if not layout.filter_report.is_file() or not layout.band.is_dir():
@@ -224,7 +293,16 @@ def _dataset_target(run_dir: Path, repo_id: str, model_repo_id: str | None) -> P
     return PushTarget(DATASET, "dataset", repo_id, files=databases, dataset_path=layout.band, card=card)
 
 
-def _metric_target(repo_id: str) -> PushTarget:
+def _space_install(
+    space_id: str, requirements: Path, wheel: Path, revision: str | None
+) -> list[tuple[str, Path | bytes]]:
+    """The wheel under ``wheels/`` and ``requirements.txt`` pinned to it by URL (:mod:`slmsql_hub.hub.wheel`)."""
+    text = requirements.read_text(encoding="utf-8") if requirements.is_file() else ""
+    pinned = pinned_requirements(text, space_id, wheel.name, revision=revision)
+    return [(f"{WHEEL_FOLDER}/{wheel.name}", wheel), ("requirements.txt", pinned.encode("utf-8"))]
+
+
+def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarget:
     folder = PACKAGE_DIR / "metric"
     missing = [name for name in METRIC_FILES if not (folder / name).is_file()]
     if missing:
@@ -232,13 +310,9 @@ def _metric_target(repo_id: str) -> PushTarget:
             f"the installed slmsql_hub lacks metric files {missing} in {folder}; reinstall the package"
         )
     sdk = _load_card(folder / CARD_README).data.get("sdk", "gradio")
-    return PushTarget(
-        METRIC_SPACE,
-        "space",
-        repo_id,
-        tuple(sorted((name, folder / name) for name in METRIC_FILES)),
-        space_sdk=sdk,
-    )
+    files = dict((name, folder / name) for name in METRIC_FILES)
+    files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
+    return PushTarget(METRIC_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
 
 def default_demo_dir() -> Path:
@@ -259,11 +333,30 @@ def default_demo_dir() -> Path:
     return here if here.is_dir() else shipped_path("spaces/demo", "demo_space")
 
 
-def _demo_target(repo_id: str, demo_dir: Path | None, run_dir: Path) -> PushTarget:
+def _demo_base(run_dir: Path, base_repo_id: str, revision: str | None) -> Any:
+    """The base the Space loads: the one the pushed adapters name (:func:`_card_and_base`); before ``slmsql card``,
+    the GRPO adapter's base when it is a Hub id, else ``base_repo_id`` (where ``--what model`` will put it)."""
+    from ..refs import looks_like_hub_id
+    from .base_model import BaseModel
+
+    if RunLayout(run_dir).card.readme.is_file():
+        return _card_and_base(run_dir, base_repo_id, revision)[2]
+    config = RunLayout(run_dir).grpo.path / "adapter_config.json"
+    recorded = (
+        read_json_object(config, "rerun GRPO").get("base_model_name_or_path") if config.is_file() else None
+    )
+    if isinstance(recorded, str) and looks_like_hub_id(recorded):
+        return BaseModel(recorded)
+    return BaseModel(base_repo_id)
+
+
+def _demo_target(
+    repo_id: str, demo_dir: Path | None, run_dir: Path, ids: dict[str, str], wheel: Path, revision: str | None
+) -> PushTarget:
+    from .demo import demo_files
+
     folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
-    files = folder_files(folder) if folder.is_dir() else []
-    if files and run_dir.is_dir():  # the run's trained-on databases, so the Space can name a held-out one
-        files = with_trained_databases(files, read_run(run_dir))
+    files = dict(folder_files(folder)) if folder.is_dir() else {}
     if not files:
         raise UsageError(f"no demo Space files in {folder}: build the demo there first, or pass --demo-dir")
     readme = folder / CARD_README
@@ -271,10 +364,15 @@ def _demo_target(repo_id: str, demo_dir: Path | None, run_dir: Path) -> PushTarg
         raise UsageError(
             f"{folder} has no README.md: a Space needs one with its metadata (sdk: gradio, app_file)"
         )
-    sdk = _load_card(readme).data.get("sdk")
+    card = _load_card(readme)
+    sdk = card.data.get("sdk")
     if sdk not in ("gradio", "streamlit", "docker", "static"):
         raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
-    return PushTarget(DEMO_SPACE, "space", repo_id, tuple(files), space_sdk=sdk)
+    files.update(demo_files(card, run_dir, ids, _demo_base(run_dir, ids[BASE_MODEL], revision), revision))
+    files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
+    if run_dir.is_dir():  # the run's trained-on databases, so the Space can name a held-out one
+        files = dict(with_trained_databases(list(files.items()), read_run(run_dir)))
+    return PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
 
 def plan_push(
@@ -287,13 +385,16 @@ def plan_push(
     demo_space_id: str | None = None,
     demo_dir: str | os.PathLike | None = None,
     base_repo_id: str | None = None,
+    sft_repo_id: str | None = None,
     revision: str | None = None,
+    wheel: str | os.PathLike | None = None,
 ) -> list[PushTarget]:
     """One :class:`PushTarget` per target of ``what`` (:func:`parse_what`), in push order, a local base
     model's (:data:`BASE_MODEL`) just before the model's, decided from ``run_dir`` alone (no network).
 
     The ids default to :func:`default_repo_ids` of ``repo_id`` (``None`` when every target has its own id);
-    ``revision`` pins a local base pushed to that branch in the adapter config. UsageError: a repository id is
+    ``revision`` pins a local base pushed to that branch in the adapter config. The Spaces carry ``wheel`` (default:
+    built from the source tree, :func:`~slmsql_hub.hub.wheel.package_wheel`). UsageError: a repository id is
     missing or malformed, or the run lacks what a target needs (naming the command that makes it).
 
     Example:
@@ -311,34 +412,41 @@ def plan_push(
         METRIC_SPACE: metric_space_id,
         DEMO_SPACE: demo_space_id,
         BASE_MODEL: base_repo_id,
+        SFT_MODEL: sft_repo_id,
     }
     options = {
         DATASET: "--dataset-repo-id",
         METRIC_SPACE: "--metric-space-id",
         DEMO_SPACE: "--demo-space-id",
         BASE_MODEL: "--base-repo-id",
+        SFT_MODEL: "--sft-repo-id",
     }
-    derived = default_repo_ids(check_repo_id(repo_id)) if repo_id or MODEL in targets else {}
+    needs_models = {MODEL, SFT_MODEL, DEMO_SPACE} & set(targets)
+    derived = default_repo_ids(check_repo_id(repo_id)) if repo_id or needs_models else {}
     if not derived and any(explicit.get(name) is None for name in targets):
         check_repo_id(repo_id)  # raises: some target has neither its own id nor one to derive it from
     ids = {}
-    for name in (*targets, BASE_MODEL) if MODEL in targets else targets:
+    for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET) if needs_models else targets:
         given = explicit.get(name)
         ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
-    if {MODEL, DATASET} & set(targets) and not run_dir.is_dir():
+    if ({MODEL, DATASET} | needs_models) & set(targets) and not run_dir.is_dir():
         raise UsageError(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
         )
+    built = package_wheel(wheel) if {METRIC_SPACE, DEMO_SPACE} & set(targets) else None
     plan = []
     for name in targets:
         if name == MODEL:
             plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
+        elif name == SFT_MODEL:
+            plan.append(_sft_target(run_dir, ids[name], ids[BASE_MODEL], ids[MODEL], revision))
         elif name == DATASET:
             plan.append(_dataset_target(run_dir, ids[name], ids.get(MODEL) or derived.get(MODEL)))
         elif name == METRIC_SPACE:
-            plan.append(_metric_target(ids[name]))
+            plan.append(_metric_target(ids[name], built, revision))
         else:
-            plan.append(_demo_target(ids[name], Path(demo_dir) if demo_dir is not None else None, run_dir))
+            demo = Path(demo_dir) if demo_dir is not None else None
+            plan.append(_demo_target(ids[name], demo, run_dir, ids, built, revision))
     return plan
 
 
@@ -394,7 +502,7 @@ def write_dry_run(
     targets: Sequence[PushTarget],
     out_dir: str | os.PathLike,
     *,
-    private: bool = True,
+    private: bool | None = None,
     revision: str | None = None,
     create_pr: bool = False,
     endpoint: str | None = None,
@@ -410,9 +518,9 @@ def write_dry_run(
     >>> import tempfile
     >>> plan = write_dry_run(plan_push(".", "alice/qwen-grpo", "metric-space"), tempfile.mkdtemp())
     >>> [(t["repo_id"], t["repo_type"], t["private"]) for t in plan["targets"]]
-    [('alice/ex', 'space', True)]
-    >>> sorted(f["path"] for f in plan["targets"][0]["files"])
-    ['README.md', 'app.py', 'ex.py', 'requirements.txt']
+    [('alice/ex', 'space', False)]
+    >>> sorted(f["path"] for f in plan["targets"][0]["files"])  # doctest: +ELLIPSIS
+    ['README.md', 'app.py', 'ex.py', 'requirements.txt', 'wheels/slmsql_hub-...-py3-none-any.whl']
 
     ```
     """
@@ -422,7 +530,7 @@ def write_dry_run(
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "slmsql_hub_version": __version__,
         "dry_run": True,
-        "private": private,
+        "private": private,  # None: models and datasets private, Spaces public (each target says)
         "revision": revision or "main",
         "create_pr": create_pr,
         "targets": [],
@@ -445,7 +553,7 @@ def write_dry_run(
             "repo_type": target.repo_type,
             "repo_id": target.repo_id,
             "url": repo_url(target.repo_type, target.repo_id, endpoint),
-            "private": private,
+            "private": target.private(private),
             "revision": revision or "main",
             "create_pr": create_pr,
             "folder": str(folder),
@@ -463,6 +571,8 @@ def write_dry_run(
             entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
                 merge if create_pr else ""
             )
+        if target.what == SFT_MODEL:
+            entry["base_model"] = _base_of(folder)
         if target.what == DATASET:
             entry["note"] = (
                 "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "

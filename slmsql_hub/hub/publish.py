@@ -23,19 +23,31 @@ The targets (``--what``, comma-separated, or ``all``) and their default reposito
                                                            predictions
 (with ``model``)  model       ``NAMESPACE/NAME-base``      a local base model (``RUN_DIR/card/base/``) as its own
                                                            repository, with a short card; pushed first
+``sft-model``     model       ``NAMESPACE/NAME-sft``       the SFT stage-2 adapter the GRPO adapter started from
+                                                           (``RUN_DIR/sft/stage2``), naming the same base, with
+                                                           its training card
 ``dataset``       dataset     ``NAMESPACE/NAME-band``      the pass-rate band (``RUN_DIR/filter/band``) as
                                                            parquet through ``Dataset.push_to_hub`` (LFS), and a
                                                            dataset card with the counts of ``filter_report.json``
 ``metric-space``  space       ``NAMESPACE/ex``             the ``ex`` metric: ``ex.py``, its card as the Space's
                                                            README, ``app.py`` (Gradio 6), ``requirements.txt``
-``demo-space``    space       ``NAMESPACE/NAME-demo``      whatever ``spaces/demo/`` holds
+``demo-space``    space       ``NAMESPACE/NAME-demo``      ``spaces/demo/``, its ``space_config.json`` naming the
+                                                           base, SFT and GRPO repositories (and revision), the
+                                                           run's world databases, README ``models:``/``datasets:``
+================  ==========  ===========================  ===================================================
+
+Both Spaces carry the slmsql-hub wheel of the running version (``wheels/``) and a ``requirements.txt`` pinning it
+by URL (:mod:`slmsql_hub.hub.wheel`). The model card and ``.eval_results`` are rendered again at push time for the
+repository pushed to (:func:`slmsql_hub.card.render_for_repo`), so no id, URL or snippet names another one; a local
+base is its own repository and not shipped in the adapter's a second time.
 ================  ==========  ===========================  ===================================================
 
 The adapter that is uploaded names its base as the Hub knows it (``base_model_name_or_path`` in
 ``adapter_config.json``, ``base_model`` + ``base_model_relation: adapter`` in the card), so
 ``AutoPeftModelForCausalLM.from_pretrained("NAMESPACE/NAME")`` loads it anywhere; see :mod:`slmsql_hub.hub.base_model`.
 
-Repositories are created **private** unless asked otherwise; an existing repository keeps its visibility.
+Models and datasets are created **private**, Spaces **public** (pip reads a Space's wheel URL without a token only
+then), unless ``private`` says otherwise; an existing repository keeps its visibility.
 ``revision`` pushes to a branch (created from ``main`` when missing); ``create_pr`` opens a pull request
 against that branch instead of committing to it. A re-push of unchanged files makes no commit (the client compares
 hashes with the Hub's).
@@ -71,6 +83,7 @@ from .plan import (
     METRIC_FILES,
     METRIC_SPACE,
     MODEL,
+    SFT_MODEL,
     STALE_MODEL_FILES,
     TARGETS,
     PushTarget,
@@ -94,6 +107,7 @@ __all__ = [  # the plan and the band's helpers, re-exported: `slmsql_hub.hub` is
     "METRIC_FILES",
     "METRIC_SPACE",
     "MODEL",
+    "SFT_MODEL",
     "TARGETS",
     "PushResult",
     "PushTarget",
@@ -291,13 +305,14 @@ def push(
     targets: Sequence[PushTarget],
     *,
     token: str | None = None,
-    private: bool = True,
+    private: bool | None = None,
     revision: str | None = None,
     create_pr: bool = False,
     commit_message: str | None = None,
 ) -> list[PushResult]:
     """Create each target repository of :func:`plan_push` if needed and upload its files; one
-    :class:`PushResult` per target (``private``, ``revision``, ``create_pr``: module docstring; ``token=None``
+    :class:`PushResult` per target (``private``, ``None``: models and datasets private, Spaces public;
+    ``revision``, ``create_pr``: module docstring; ``token=None``
     uses ``HF_TOKEN`` or the stored login). UsageError: no token, a rejected token, a namespace the token cannot
     write to, or offline mode; InfrastructureError: the Hub failed, naming what was pushed before."""
     import httpx2
@@ -343,11 +358,12 @@ def _push_one(
     api: HfApi,
     target: PushTarget,
     *,
-    private: bool,
+    private: bool | None,
     revision: str | None,
     create_pr: bool,
     commit_message: str | None,
 ) -> PushResult:
+    private = target.private(private)
     created = api.create_repo(
         target.repo_id,
         repo_type=target.repo_type,
@@ -373,9 +389,10 @@ def _push_one(
             commit_message
             or {
                 MODEL: "GRPO adapter, model card, plots and eval results from slmsql-hub",
+                SFT_MODEL: "SFT adapter the GRPO adapter started from, from slmsql-hub",
                 BASE_MODEL: "Base model of a GRPO adapter, from slmsql-hub",
-                METRIC_SPACE: "slmsql ex metric: script, card and Gradio app",
-                DEMO_SPACE: "slmsql-hub demo Space",
+                METRIC_SPACE: "slmsql ex metric: script, card, Gradio app and the slmsql-hub wheel",
+                DEMO_SPACE: "slmsql-hub demo Space: app, its configuration, databases and the slmsql-hub wheel",
             }[target.what]
         )
         commit = _upload(api, target, target.files, revision=revision, create_pr=create_pr, message=message)
@@ -389,9 +406,10 @@ def _push_one(
 TRAINING_RUN_FILES: tuple[str, ...] = (RUN_SUMMARY, STAGE_CONFIG, TELEMETRY)
 
 
-def training_card(summary: dict, repo_id: str) -> str:
+def training_card(summary: dict, repo_id: str, *, grpo_repo_id: str | None = None) -> str:
     """The card a repository gets at the end of training (``model_card/training_card.md``), from
-    ``run_summary.json`` only.
+    ``run_summary.json`` only; ``grpo_repo_id``: the GRPO adapter this SFT adapter is published beside (its card
+    holds the evaluation).
 
     Example:
 
@@ -420,6 +438,8 @@ def training_card(summary: dict, repo_id: str) -> str:
     guards = summary.get("guards") or {}
     context = {
         "model_name": repo_id.split("/")[-1],
+        "repo_id": repo_id,
+        "grpo_repo_id": grpo_repo_id,
         "kind": kind,
         "base": base,
         "summary": summary,

@@ -47,6 +47,7 @@ from space_backend import (  # noqa: E402 - after the path fix above
     eval_table,
     untrained_note,
 )
+from space_config import config_settings  # noqa: E402
 from space_sql import differences_html, format_sql  # noqa: E402
 from space_views import SPACE_CSS  # noqa: E402
 
@@ -554,7 +555,7 @@ def _about_tab(space: ComparisonSpace) -> None:
 def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
     """The page for ``space`` (default: from the ``SLMSQL_*`` variables), not launched (see :func:`launch`)."""
     if space is None:
-        space = ComparisonSpace(SpaceSettings(**env_settings()))
+        space = ComparisonSpace(SpaceSettings(**{**config_settings(), **env_settings()}))
     problems = space.data.problems
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
@@ -629,7 +630,7 @@ def parse_args(
     )
     parser.add_argument("--port", type=int, help="port (default: GRADIO_SERVER_PORT, else 7860)")
     args = parser.parse_args(argv)
-    values = env_settings(environ)
+    values = {**config_settings(), **env_settings(environ)}  # space_config.json (a pushed Space) < SLMSQL_*
     values.update((k, v) for k, v in vars(args).items() if v is not None and k not in ("host", "port"))
     port = args.port
     if port is None:
