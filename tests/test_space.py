@@ -298,7 +298,8 @@ def test_a_demo_space_push_ships_the_record_and_the_space_reads_it_from_its_fold
     space_data._load_trained([], data, shipped_dir=space)  # the Space on the Hub: no run folder, its own file
     assert data.trained == {"sft": ["clinic"], "grpo": ["clinic"]}
     assert space_views.untrained_note(data.trained, "library") is not None
-    [plain] = hub_plan.plan_push(tmp_path / "no-run", "alice/x", "demo-space", demo_dir=DEMO_DIR)
+    (tmp_path / "bare").mkdir()  # a run folder without the record: the Space ships without it
+    [plain] = hub_plan.plan_push(tmp_path / "bare", "alice/x", "demo-space", demo_dir=DEMO_DIR)
     assert TRAINED_DATABASES_FILE not in dict(plain.files)
 
 

@@ -17,9 +17,13 @@ stages plus its own (it continues the SFT adapter).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+from ..errors import UsageError
 from .sft_record import read_sft_record
+
+logger = logging.getLogger(__name__)
 
 TRAINED_DATABASES_FILE = "trained_databases.json"
 FORMAT = "slmsql-trained-databases/1"
@@ -27,7 +31,7 @@ FORMAT = "slmsql-trained-databases/1"
 
 def trained_databases(run: Any) -> dict[str, Any] | None:
     """The record of a run as :func:`~slmsql_hub.run.read.read_run` read it, or ``None`` when the run does not
-    say it all: no SFT record naming every stage's databases (a run made before they were kept, an incomplete
+    say it all (a missing or broken record logs a warning): no SFT record naming every stage's databases (a run made before they were kept, an incomplete
     lineage) or no shipped GRPO run naming its databases.
 
     Example:
@@ -41,7 +45,11 @@ def trained_databases(run: Any) -> dict[str, Any] | None:
     ```
     """
     stage = getattr(run, "stages", {}).get("sft_stage2")
-    record = read_sft_record(stage.folder) if stage is not None else None
+    try:
+        record = read_sft_record(stage.folder) if stage is not None else None
+    except UsageError as err:  # the filter must stop on a broken record; the Space only loses its held-out line
+        logger.warning("no trained-databases record: %s", err)
+        return None
     if record is None or not record.complete or record.databases is None:
         return None
     stages: dict[str, list[str]] = {
