@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.cli import main
-from slmsql_hub.commands.quickstart import STAGES, QuickstartResult, _skip_attempt1, run_quickstart
+from slmsql_hub.commands.quickstart import QuickstartResult, _skip_attempt1, run_quickstart
+from slmsql_hub.commands.study import load_study
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.layout import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
+WORLD = load_study(REPO / "recipes" / "world")
+STAGES = WORLD.stages
 
 
 def test_every_stage_runs_a_registered_subcommand_with_a_world_recipe():
@@ -64,7 +67,7 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
     result = run_quickstart(tmp_path, recipes=recipes, attempt1="always")
     assert [name for name, _, _ in calls] == [s.name for s in STAGES] == list(result.ran)
     for (name, recipe, flat), stage in zip(calls, STAGES):
-        argv = stage.argv(tmp_path, recipes, quickstart.DEFAULT_REPO_ID)
+        argv = stage.argv(tmp_path, recipes, WORLD.repo_id)
         assert argv[len(argv) - len(flat) :] == flat, name  # the same options as the command line
         assert recipe == (recipes / stage.recipe if stage.recipe else None)
 
