@@ -177,6 +177,7 @@ RECIPE_KINDS: dict[str, str] = {
     "eval": "slmsql_hub.evaluation:load_eval_config",
     "ablations": "slmsql_hub.ablate.config:load_recipe",
     "transfer": "slmsql_hub.ablate.config:load_recipe",
+    "study": "slmsql_hub.commands.study:load_recipe",
 }
 """How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
 ``sft`` recipe): ``"module:NAME"`` of a tuple of dataclasses (read with :func:`parse_recipe`) or of a loader

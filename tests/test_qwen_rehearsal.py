@@ -47,7 +47,7 @@ from slmsql_hub.recipes import config_to_dict, load_recipe, recipe_kind
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 
-SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft_stage2"  # sft_stage2_bird_spider.yaml's output_dir
+SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft/stage2"  # sft_stage2_bird_spider.yaml's output_dir
 TRAIN = {"bf16": "true", "use_cpu": "true"}
 
 OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
@@ -99,6 +99,16 @@ STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     },
 }
 """Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies)."""
+
+TABLES = ("ablations.yaml", "study.yaml")
+"""The study's tables: what ``slmsql ablate`` and ``slmsql quickstart`` read, not one stage's recipe."""
+
+RUN_FOLDERS = {
+    "grpo_band.yaml": "grpo",
+    "grpo_spider.yaml": "grpo_attempt1",
+    "grpo_band_lora_lr.yaml": "grpo_band_lora_lr",
+}
+"""Where each GRPO recipe writes in the run folder: attempt #2 (``grpo/``), attempt #1, and the lr variant beside."""
 
 COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
 
@@ -169,7 +179,7 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
 
 
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
-    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name != "ablations.yaml")
+    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name not in TABLES)
     study = yaml.safe_load((QWEN / "ablations.yaml").read_text(encoding="utf-8"))
     named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")}
     assert named == set(STUDY_OVERRIDES) - {"ablations.yaml"}  # the GRPO and eval recipes it reads are copied
@@ -193,7 +203,7 @@ def test_the_study_copies_differ_from_the_recipes_only_by_the_table(tmp_path):
 @pytest.mark.parametrize("name", ["sft_stage1_synsql.yaml", "sft_stage2_bird_spider.yaml"])
 def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.out / ("sft_stage1" if "stage1" in name else "sft_stage2")
+    out = chain.out / "sft" / ("stage1" if "stage1" in name else "stage2")
     summary = _json(out / "run_summary.json")
     assert summary["steps"] == 1 and summary["data"]["trained_on"] == 8
     assert summary["prompt"] == {"sample_rows": 3, "max_value_chars": 40}
@@ -203,7 +213,7 @@ def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
 @pytest.mark.slow
 def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
-    report = _json(chain.out / "filter_synsql" / "filter_report.json")
+    report = _json(chain.out / "filter" / "filter_report.json")
     assert report["pool"] == 8 and report["num_samples"] == 8
     assert (report["excluded_sft"], report["sft_overlap"]) == (8, 0)  # stage 1's 8 questions were left out
     assert report["counts"]["band"] > 0
@@ -216,7 +226,7 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
 @pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
 def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.out / name[:-5]
+    out = chain.out / RUN_FOLDERS[name]
     summary = _json(out / "run_summary.json")
     assert summary["status"] == "completed" and summary["steps"] == 1
     assert summary["adapter_checksum"]["changed"] is True and summary["fresh_adapter"] is False
@@ -243,7 +253,7 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         slice_ = results["benchmarks"][key]
         assert (slice_["n"], slice_["n_scorable"], slice_["mode"]) == (n, n, mode)
         assert set(slice_["policies"]) == {"sft", "grpo"}
-    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo_band"  # the recipe's
+    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo"  # the recipe's
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
     for policy in results["policies"].values():
         assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
@@ -258,8 +268,8 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
     out = chain.out / "ablations"  # the recipe's output_dir
     report = _json(out / "report.json")
     band = report["band"]
-    assert band["source"] == "outputs/qwen2.5-coder-1.5b/filter_synsql/band"  # the recipe's band_dir
-    assert band["band"] == _json(chain.out / "filter_synsql" / "filter_report.json")["counts"]["band"] < 200
+    assert band["source"] == "outputs/qwen2.5-coder-1.5b/filter/band"  # the recipe's band_dir
+    assert band["band"] == _json(chain.out / "filter" / "filter_report.json")["counts"]["band"] < 200
     assert f"the band holds {band['band']} questions, under the study's 200" in caplog.text  # warned, went on
     assert report["config"]["transfer"] == ["bird:dev:149", "spider:dev:200"]
     entries = {entry["name"]: entry for entry in report["variants"]}

@@ -25,7 +25,7 @@ Example ``study.yaml`` stage::
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,3 +286,16 @@ def load_study(recipes: str | os.PathLike) -> Study:
         attempt1=attempt1,
     )
     return Study(**{**study.__dict__, "from_hub": study.check_from_hub(tuple(data.get("from_hub") or ()))})
+
+
+def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> tuple[Study]:
+    """The ``RECIPE_KINDS`` loader of ``study.yaml``: :func:`load_study` of its folder (no ``--field`` overrides);
+    each stage's recipe must be in the folder."""
+    if overrides:
+        raise UsageError(f"a study's table takes no --field overrides (got {' '.join(overrides)})")
+    path = Path(path)
+    study = load_study(path.parent)
+    missing = [s.recipe for s in study.stages if s.recipe and not (path.parent / s.recipe).is_file()]
+    if missing:
+        raise UsageError(f"{path}: recipes not in {path.parent}: {', '.join(missing)}")
+    return (study,)
