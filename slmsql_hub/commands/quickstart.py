@@ -31,22 +31,12 @@ from ..run.files import write_atomic
 from ..run.layout import RunLayout
 from ..run.read import Run, model_ref, read_run
 from . import print_result
-from .study import Stage, Study, default_recipes_dir, load_study
+from .study import Options, Stage, Study, default_recipes_dir, flat_options, load_study
 
 logger = logging.getLogger(__name__)
 
-Options = dict[str, str | bool]
-
 DEFAULT_OUT = Path("outputs/quickstart")
 """The world study's run folder (``out`` in ``recipes/world/study.yaml``), where the demo Space looks by default."""
-
-
-def _flat(options: Options) -> list[str]:
-    """Options as command-line style strings: what the recipe parsers take as overrides."""
-    flat: list[str] = []
-    for key, value in options.items():
-        flat += [key] if value is True else [key, str(value)]
-    return flat
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -66,7 +56,7 @@ def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, A
         from ..recipes import parse_recipe
         from ..training import configs
 
-        overrides = _flat(options)
+        overrides = flat_options(options)
         if kind == "base":
             from ..training.base import train_base
 
@@ -88,13 +78,13 @@ def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, A
 def _filter(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
     from ..filtering import load_filter_config, run_filter
 
-    return run_filter(load_filter_config(recipe, _flat(options)))
+    return run_filter(load_filter_config(recipe, flat_options(options)))
 
 
 def _eval(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
     from ..evaluation import load_eval_config, run_eval
 
-    return run_eval(load_eval_config(recipe, _flat(options)))
+    return run_eval(load_eval_config(recipe, flat_options(options)))
 
 
 def _card(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:

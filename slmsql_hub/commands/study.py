@@ -47,6 +47,14 @@ MODEL_STAGES = ("base", "sft_stage1", "sft_stage2", "grpo_attempt1", "grpo")
 Options = dict[str, str | bool]
 
 
+def flat_options(options: Options) -> list[str]:
+    """Options as command-line strings (``True``: a bare flag): what the recipe parsers take as overrides."""
+    flat: list[str] = []
+    for key, value in options.items():
+        flat += [key] if value is True else [key, str(value)]
+    return flat
+
+
 @dataclass(frozen=True)
 class HubSource:
     """A stage taken from the Hub: its repo id and revision (``None``: the default branch)."""
@@ -121,10 +129,7 @@ class Stage:
             raise UsageError(f"stage '{self.name}' is taken from the Hub; it has no command line")
         command = [part.format(out=Path(out).as_posix()) for part in self.command.split()]
         config = ["--config", (Path(recipes) / self.recipe).as_posix()] if self.recipe else []
-        flat: list[str] = []
-        for key, value in self.options(RunLayout(out), repo_id).items():
-            flat += [key] if value is True else [key, str(value)]
-        return [*command, *config, *flat]
+        return [*command, *config, *flat_options(self.options(RunLayout(out), repo_id))]
 
 
 @dataclass(frozen=True)
