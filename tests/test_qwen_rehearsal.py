@@ -257,6 +257,12 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
     for policy in results["policies"].values():
         assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
+    # The recipes run by hand fill the run layout, so the folder cards as the quickstart's does, both attempts too.
+    assert chain("grpo_spider.yaml") == 0, capsys.readouterr().err[-3000:]
+    with contextlib.chdir(chain.root):
+        assert slmsql(["card", "--run-dir", str(chain.out)]) == 0, capsys.readouterr().err[-3000:]
+    card = (chain.out / "card" / "README.md").read_text(encoding="utf-8")
+    assert "attempt #1" in card and "recipes/world" not in card
 
 
 @pytest.mark.slow
