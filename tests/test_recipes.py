@@ -170,7 +170,7 @@ def test_qwen_recipes_pin_one_base_commit_and_name_a_revision_for_every_hub_adap
     field (``null`` until its commit is known: the README says so and how to find it)."""
     pins, adapters = set(), set()
     for path in sorted(QWEN.glob("*.yaml")):
-        if path.name in ("study.yaml", "ablations.yaml"):  # the chain's table; the study reads the run's models
+        if path.name in ("study.yaml", "ablations.yaml"):  # tables: they name no recipe model of their own
             continue
         raw = _raw(path)
         assert re.fullmatch(r"[0-9a-f]{40}", str(raw.get("model_revision"))), path.name
