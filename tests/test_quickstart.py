@@ -231,3 +231,23 @@ def test_a_stage_the_study_cannot_take_from_the_hub_is_one_line_before_anything_
         main(["quickstart", "--recipes", str(QWEN), "--out", str(tmp_path / "run"), "--from-hub", "grpo"])
         == 2
     )
+
+
+@pytest.mark.parametrize(
+    ("stage", "said"),
+    [
+        ("    command: train sft\n    folder: nope\n", "folder must be one of base, sft_stage1"),
+        ("    command: filter\n    marker: nowhere\n", "a marker or option names no place of the run"),
+        (
+            "    command: filter\n    marker: filter_report\n    options: {--x: '{nowhere}'}\n",
+            "names no place",
+        ),
+        ("    command: fly\n    marker: filter_report\n", "unknown command 'fly'"),
+        ("    folder: base\n", "needs a command or a hub source"),
+    ],
+)
+def test_a_malformed_study_table_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys, stage, said):
+    (tmp_path / "study.yaml").write_text(f"name: x\nrepo_id: me/model\nstages:\n  - name: s\n{stage}")
+    assert main(["quickstart", "--recipes", str(tmp_path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and not (tmp_path / "run").exists()
