@@ -39,15 +39,30 @@ def test_world_recipe_holds_the_issues_default_grid_with_two_seeds():
     assert config.band.min_band == 200 and config.band.pool_rl_pool  # the study enlarges the pool
 
 
-def test_qwen_recipe_parses_and_validates_against_the_grpo_dataclasses():
-    config = load_ablation_config(QWEN)
+def _hub_run(root: Path) -> Path:
+    """A run folder of the Qwen study's quickstart so far: its base and SFT adapter taken from the Hub."""
+    for stage, record in (("base", {"repo_id": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "revision": "2e1f"}),
+                          ("sft/stage2", {"repo_id": "Anurich/slmsql-qwen2.5-coder-1.5b", "revision": None})):  # fmt: skip
+        (root / stage).mkdir(parents=True)
+        (root / stage / "hub.json").write_text(json.dumps(record))
+    return root
+
+
+def test_qwen_recipe_parses_and_validates_against_the_grpo_dataclasses(tmp_path):
+    config = load_ablation_config(QWEN, run_dir=str(_hub_run(tmp_path / "run")))
     assert {"frozen", "study_lr", "high_lr"} <= {v.name for v in config.variants}
-    assert config.transfer == ["bird:dev:149", "spider:dev:200"] and config.sft_path.count("/") == 1
+    assert config.transfer == ["bird:dev:149", "spider:dev:200"]
+    # The run's Hub stages, read from its hub.json files: the base at its revision, the study's adapter.
+    assert (config.base_path, config.model_revision) == ("Qwen/Qwen2.5-Coder-1.5B-Instruct", "2e1f")
+    assert (config.sft_path, config.sft_adapter_revision) == ("Anurich/slmsql-qwen2.5-coder-1.5b", None)
 
 
-def test_the_qwen_study_needs_no_base_sft_or_world_in_its_run_folder():
-    # Hub ids for the model and adapter, BIRD/Spider for transfer, the filter's band_dir: run_dir holds none of these.
-    assert load_ablation_config(QWEN).run_inputs() == []
+def test_the_qwen_study_reads_its_base_and_sft_from_the_run_and_needs_no_world(tmp_path):
+    # Hub stages recorded in the run, BIRD/Spider for transfer, the filter's band_dir: no folder of weights needed.
+    assert load_ablation_config(QWEN, run_dir=str(_hub_run(tmp_path / "run"))).run_inputs() == []
+    trained = load_ablation_config(QWEN, run_dir=str(tmp_path / "trained"))  # SFT trained here: its folders
+    assert trained.run_inputs() == ["base", "sft/stage2"]
+    assert trained.sft_path == str(tmp_path / "trained" / "sft" / "stage2")
     assert load_ablation_config(WORLD).run_inputs() == ["base", "sft/stage2", "world/world.json"]
 
 

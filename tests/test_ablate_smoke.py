@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.cli import main
-from slmsql_hub.commands.quickstart import STAGES
+from slmsql_hub.commands.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
+STAGES = load_study(REPO / "recipes" / "world").stages
 
 
 def _smoke_run(tmp_path: Path) -> Path:

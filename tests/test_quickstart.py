@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from slmsql_hub.cli import main
-from slmsql_hub.commands.quickstart import STAGES, QuickstartResult, _skip_attempt1, run_quickstart
+from slmsql_hub.commands.quickstart import QuickstartResult, _skip_attempt1, run_quickstart
+from slmsql_hub.commands.study import COMMANDS, flat_options, load_study
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.layout import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
+QWEN = REPO / "recipes" / "qwen2.5-coder-1.5b"
+WORLD = load_study(REPO / "recipes" / "world")
+STAGES = WORLD.stages
 
 
 def test_every_stage_runs_a_registered_subcommand_with_a_world_recipe():
@@ -38,7 +42,9 @@ def test_finished_stages_are_reused_and_nothing_runs(tmp_path):
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("{}")
     seen = []
-    result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", on_stage=lambda *a: seen.append(a[-1]))
+    result = run_quickstart(
+        tmp_path, recipes=REPO / "recipes" / "world", on_stage=lambda *a: seen.append(a[-1])
+    )
     assert result.reused == [s.name for s in STAGES] and not result.ran
     assert seen == ["reused"] * len(STAGES)
 
@@ -53,7 +59,7 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
     def fake(command):
         def call(run, options, recipe):
             stage = next(s for s in STAGES if s.command == command and s.name not in [c[0] for c in calls])
-            calls.append((stage.name, recipe, quickstart._flat(options)))
+            calls.append((stage.name, recipe, flat_options(options)))
             stage.marker(run).parent.mkdir(parents=True, exist_ok=True)
             stage.marker(run).write_text("{}")
             return {}
@@ -64,7 +70,7 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
     result = run_quickstart(tmp_path, recipes=recipes, attempt1="always")
     assert [name for name, _, _ in calls] == [s.name for s in STAGES] == list(result.ran)
     for (name, recipe, flat), stage in zip(calls, STAGES):
-        argv = stage.argv(tmp_path, recipes, quickstart.DEFAULT_REPO_ID)
+        argv = stage.argv(tmp_path, recipes, WORLD.repo_id)
         assert argv[len(argv) - len(flat) :] == flat, name  # the same options as the command line
         assert recipe == (recipes / stage.recipe if stage.recipe else None)
 
@@ -75,7 +81,9 @@ def test_a_failing_stage_is_one_clear_error_naming_it_and_its_cause(tmp_path):
     recipes.mkdir()
     (tmp_path / "run" / "world").mkdir(parents=True)
     (tmp_path / "run" / "world" / "world.json").write_text("{}")
-    with pytest.raises(UsageError, match=r"stage 'base' failed: .*base\.yaml.*; fix the cause and rerun") as err:
+    with pytest.raises(
+        UsageError, match=r"stage 'base' failed: .*base\.yaml.*; fix the cause and rerun"
+    ) as err:
         run_quickstart(tmp_path / "run", recipes=recipes)
     assert "\n" not in str(err.value)
 
@@ -101,8 +109,13 @@ def test_quickstart_end_to_end_with_the_default_recipes(tmp_path, capsys):
 
     report = json.loads((out / "filter" / "filter_report.json").read_text())
     assert report["counts"]["band"] > 0 and sum(report["counts"].values()) == report["pool"]
-    assert (report["excluded_sft"], report["sft_overlap"]) == (0, 0)  # rl_pool is held out from both SFT stages
-    band, attempt1 = (json.loads((out / r / "run_summary.json").read_text()) for r in ("grpo", "grpo_attempt1"))
+    assert (report["excluded_sft"], report["sft_overlap"]) == (
+        0,
+        0,
+    )  # rl_pool is held out from both SFT stages
+    band, attempt1 = (
+        json.loads((out / r / "run_summary.json").read_text()) for r in ("grpo", "grpo_attempt1")
+    )
     for summary in (band, attempt1):
         assert summary["adapter_checksum"]["changed"] and summary["guards"]["failed"] == []
         update = summary["adapter_update"]  # how far each attempt moved its adapter, above the recipe's floor
@@ -136,4 +149,105 @@ def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_pa
     assert (report["excluded_sft"], report["sft_overlap"]) == (0, 0)
     assert report["sft_record"]["complete"] and report["sft_record"]["questions"] > 0
     if report["counts"]["band"]:
-        pytest.fail(f"the smoke band is not empty any more ({report['summary']}): test the full chain here instead")
+        pytest.fail(
+            f"the smoke band is not empty any more ({report['summary']}): test the full chain here instead"
+        )
+
+
+def _fake_calls(monkeypatch, calls: list) -> None:
+    """Every stage's library call replaced by one that records its options and writes the stage's marker."""
+    import slmsql_hub.commands.quickstart as quickstart
+
+    def fake(command):
+        def call(run, options, recipe):
+            calls.append((command, recipe.name if recipe else None, dict(options)))
+            marker = {"world build": run.world_manifest, "filter": run.filter_report, "eval": run.eval_results,
+                      "card": run.card.readme, "push {out}": run.push_plan}.get(command)  # fmt: skip
+            if marker is None:  # a training stage: its --output_dir's summary
+                marker = Path(str(options["--output_dir"])) / "run_summary.json"
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text("{}")
+            return {}
+
+        return call
+
+    monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in COMMANDS})
+
+
+def test_every_command_a_study_may_name_has_a_library_call():
+    import slmsql_hub.commands.quickstart as quickstart
+
+    assert set(quickstart._CALLS) == set(COMMANDS)
+    assert load_study(REPO / "recipes" / "world").out == quickstart.DEFAULT_OUT
+
+
+def test_the_qwen_study_takes_its_base_and_sft_adapter_from_the_hub_by_id_and_revision(tmp_path, monkeypatch):
+    calls: list = []
+    _fake_calls(monkeypatch, calls)
+    study = load_study(QWEN)
+    result = run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never")
+    run = RunLayout(tmp_path / "run")
+    base, sft = study.stage("base").hub, study.stage("sft2").hub
+    assert json.loads(run.base.hub.read_text()) == {"repo_id": base.repo_id, "revision": base.revision}
+    assert json.loads(run.sft_stage2.hub.read_text()) == {"repo_id": sft.repo_id, "revision": None}
+    assert result.skipped.keys() == {"sft1", "grpo_attempt1"} and not run.sft_stage1.path.exists()
+    assert list(result.ran) == ["base", "sft2", "filter", "grpo", "eval", "card", "push_dry_run"]
+    by_recipe = {recipe: options for _, recipe, options in calls}
+    grpo = by_recipe["grpo_band.yaml"]
+    assert (grpo["--model_name_or_path"], grpo["--model_revision"]) == (base.repo_id, base.revision)
+    assert grpo["--adapter_path"] == sft.repo_id and "--adapter_revision" not in grpo  # unpinned: left out
+    assert (grpo["--dataset_paths"], grpo["--output_dir"]) == (str(run.band), str(run.grpo.path))
+    assert by_recipe["eval_bird_spider.yaml"]["--sft_adapter"] == sft.repo_id
+    assert by_recipe["eval_bird_spider.yaml"]["--grpo_adapter"] == str(run.grpo.path)
+
+    # Rerun: everything reused; asking to train the SFT adapter now is one line naming the folder.
+    assert run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never").ran == {}
+    with pytest.raises(
+        UsageError, match=r"sft/stage2/hub.json records stage 'sft2' from the Hub .* --from-hub sft2"
+    ):
+        run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never", from_hub="none")
+
+
+def test_with_from_hub_none_the_qwen_study_trains_both_sft_stages_on_the_hub_base(tmp_path, monkeypatch):
+    calls: list = []
+    _fake_calls(monkeypatch, calls)
+    result = run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never", from_hub="none")
+    run = RunLayout(tmp_path / "run")
+    assert list(result.ran)[:3] == ["base", "sft1", "sft2"] and not run.sft_stage2.hub.exists()
+    sft2 = next(options for _, recipe, options in calls if recipe == "sft_stage2_bird_spider.yaml")
+    assert sft2["--adapter_path"] == str(run.sft_stage1.path)
+    assert sft2["--model_name_or_path"] == load_study(QWEN).stage("base").hub.repo_id
+    grpo = next(options for _, recipe, options in calls if recipe == "grpo_band.yaml")
+    assert grpo["--adapter_path"] == str(run.sft_stage2.path) and "--adapter_revision" not in grpo
+
+
+def test_a_stage_the_study_cannot_take_from_the_hub_is_one_line_before_anything_runs(tmp_path):
+    with pytest.raises(
+        UsageError, match=r"--from-hub filter: the study qwen2.5-coder-1.5b takes only base, sft2"
+    ):
+        run_quickstart(tmp_path / "run", recipes=QWEN, from_hub="filter")
+    assert not (tmp_path / "run").exists()
+    assert (
+        main(["quickstart", "--recipes", str(QWEN), "--out", str(tmp_path / "run"), "--from-hub", "grpo"])
+        == 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("stage", "said"),
+    [
+        ("    command: train sft\n    folder: nope\n", "folder must be one of base, sft_stage1"),
+        ("    command: filter\n    marker: nowhere\n", "a marker or option names no place of the run"),
+        (
+            "    command: filter\n    marker: filter_report\n    options: {--x: '{nowhere}'}\n",
+            "names no place",
+        ),
+        ("    command: fly\n    marker: filter_report\n", "unknown command 'fly'"),
+        ("    folder: base\n", "needs a command or a hub source"),
+    ],
+)
+def test_a_malformed_study_table_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys, stage, said):
+    (tmp_path / "study.yaml").write_text(f"name: x\nrepo_id: me/model\nstages:\n  - name: s\n{stage}")
+    assert main(["quickstart", "--recipes", str(tmp_path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and not (tmp_path / "run").exists()

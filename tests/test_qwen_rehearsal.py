@@ -48,7 +48,7 @@ from slmsql_hub.recipes import config_to_dict
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 
-SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft_stage2"  # sft_stage2_bird_spider.yaml's output_dir
+SFT_STAGE2 = "outputs/qwen2.5-coder-1.5b/sft/stage2"  # sft_stage2_bird_spider.yaml's output_dir
 TRAIN = {"bf16": "true", "use_cpu": "true"}
 
 OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
@@ -100,6 +100,16 @@ STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     },
 }
 """Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies)."""
+
+TABLES = ("ablations.yaml", "study.yaml")
+"""The study's tables: what ``slmsql ablate`` and ``slmsql quickstart`` read, not one stage's recipe."""
+
+RUN_FOLDERS = {
+    "grpo_band.yaml": "grpo",
+    "grpo_spider.yaml": "grpo_attempt1",
+    "grpo_band_lora_lr.yaml": "grpo_band_lora_lr",
+}
+"""Where each GRPO recipe writes in the run folder: attempt #2 (``grpo/``), attempt #1, and the lr variant beside."""
 
 COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
 
@@ -170,7 +180,7 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
 
 
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
-    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name != "ablations.yaml")
+    assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name not in TABLES)
     study = yaml.safe_load((QWEN / "ablations.yaml").read_text(encoding="utf-8"))
     named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")}
     assert named == set(STUDY_OVERRIDES) - {"ablations.yaml"}  # the GRPO and eval recipes it reads are copied
@@ -194,7 +204,7 @@ def test_the_study_copies_differ_from_the_recipes_only_by_the_table(tmp_path):
 @pytest.mark.parametrize("name", ["sft_stage1_synsql.yaml", "sft_stage2_bird_spider.yaml"])
 def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.out / ("sft_stage1" if "stage1" in name else "sft_stage2")
+    out = chain.out / "sft" / ("stage1" if "stage1" in name else "stage2")
     summary = _json(out / "run_summary.json")
     assert summary["steps"] == 1 and summary["data"]["trained_on"] == 8
     assert summary["prompt"] == {"sample_rows": 3, "max_value_chars": 40}
@@ -204,7 +214,7 @@ def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
 @pytest.mark.slow
 def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
-    report = _json(chain.out / "filter_synsql" / "filter_report.json")
+    report = _json(chain.out / "filter" / "filter_report.json")
     assert report["pool"] == 8 and report["num_samples"] == 8
     assert (report["excluded_sft"], report["sft_overlap"]) == (8, 0)  # stage 1's 8 questions were left out
     assert report["counts"]["band"] > 0
@@ -217,7 +227,7 @@ def test_the_filter_finds_a_band_on_synsql_for_grpo(chain, capsys):
 @pytest.mark.parametrize("name", ["grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml"])
 def test_grpo_recipes_train_one_step_and_change_the_adapter(chain, name, capsys):
     assert chain(name) == 0, capsys.readouterr().err[-3000:]
-    out = chain.out / name[:-5]
+    out = chain.out / RUN_FOLDERS[name]
     summary = _json(out / "run_summary.json")
     assert summary["status"] == "completed" and summary["steps"] == 1
     assert summary["adapter_checksum"]["changed"] is True and summary["fresh_adapter"] is False
@@ -244,10 +254,16 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         slice_ = results["benchmarks"][key]
         assert (slice_["n"], slice_["n_scorable"], slice_["mode"]) == (n, n, mode)
         assert set(slice_["policies"]) == {"sft", "grpo"}
-    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo_band"  # the recipe's
+    assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo"  # the recipe's
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
     for policy in results["policies"].values():
         assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
+    # The recipes run by hand fill the run layout, so the folder cards as the quickstart's does, both attempts too.
+    assert chain("grpo_spider.yaml") == 0, capsys.readouterr().err[-3000:]
+    with contextlib.chdir(chain.root):
+        assert slmsql(["card", "--run-dir", str(chain.out)]) == 0, capsys.readouterr().err[-3000:]
+    card = (chain.out / "card" / "README.md").read_text(encoding="utf-8")
+    assert "attempt #1" in card and "recipes/world" not in card
 
 
 @pytest.mark.slow
@@ -259,8 +275,8 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
     out = chain.out / "ablations"  # the recipe's output_dir
     report = _json(out / "report.json")
     band = report["band"]
-    assert band["source"] == "outputs/qwen2.5-coder-1.5b/filter_synsql/band"  # the recipe's band_dir
-    assert band["band"] == _json(chain.out / "filter_synsql" / "filter_report.json")["counts"]["band"] < 200
+    assert band["source"] == "outputs/qwen2.5-coder-1.5b/filter/band"  # the recipe's band_dir
+    assert band["band"] == _json(chain.out / "filter" / "filter_report.json")["counts"]["band"] < 200
     assert f"the band holds {band['band']} questions, under the study's 200" in caplog.text  # warned, went on
     assert report["config"]["transfer"] == ["bird:dev:149", "spider:dev:200"]
     entries = {entry["name"]: entry for entry in report["variants"]}
@@ -292,3 +308,148 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
         assert slmsql(argv) == 0
     assert capsys.readouterr().out.count("finished earlier, reused") == 2
     assert (out / "runs" / "high_lr-seed0" / "result.json").stat().st_mtime_ns == finished
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The chain as one command, from the Hub to the Hub: `slmsql quickstart --recipes recipes/qwen2.5-coder-1.5b`
+# ----------------------------------------------------------------------------------------------------------
+HUB_TOKEN = "hf_test_alice"
+
+
+def _quickstart_recipes(folder: Path, hub: dict[str, tuple[str, str]]) -> Path:
+    """Copies of the Qwen recipes under ``folder`` with every override of :data:`OVERRIDES` but the ``model``
+    kind (the quickstart passes the run's base and adapters), and of ``study.yaml`` with the Hub stages of
+    ``hub`` (stage name -> repo id, revision) in place of the study's: the tiny model pushed to the local Hub."""
+    folder.mkdir(parents=True)
+    for name, groups in OVERRIDES.items():
+        data = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))
+        data.update(
+            {
+                key: yaml.safe_load(value)
+                for kind, group in groups.items()
+                if kind != "model"
+                for key, value in group.items()
+            }
+        )
+        (folder / name).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    study = yaml.safe_load((QWEN / "study.yaml").read_text(encoding="utf-8"))
+    for stage in study["stages"]:
+        if stage["name"] in hub:
+            stage["hub"] = dict(zip(("repo_id", "revision"), hub[stage["name"]], strict=True))
+    (folder / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False), encoding="utf-8")
+    return folder
+
+
+def _upload(env: dict[str, str], folder: Path, repo_id: str) -> str:
+    """Push ``folder`` to the local Hub as ``repo_id`` (a fresh interpreter, the real client); its commit sha."""
+    from _helpers import python_json
+
+    code = """
+        import json, sys
+        from huggingface_hub import HfApi
+        api = HfApi()
+        api.create_repo(sys.argv[2], exist_ok=True)
+        print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
+    """
+    return python_json(code, env, folder, str(folder), repo_id)["sha"]
+
+
+def _slmsql(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """``slmsql ARGS`` in a fresh interpreter (offline switches off, the local Hub's endpoint); its stdout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "slmsql_hub.cli", *args], env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 0, f"slmsql {' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(chain, tmp_path):
+    """The tiny base is pushed to a local Hub and named by id: ``slmsql quickstart`` trains both SFT stages on it,
+    filters, trains GRPO and evaluates into one run folder. Its SFT adapter is then pushed too and a second run
+    takes it from the Hub (the study's default), which ``slmsql card`` cards and ``slmsql push --what all``
+    publishes; from a fresh cache the GRPO repo loads with ``AutoPeftModelForCausalLM`` by its id alone."""
+    from _helpers import hub_client_env, python_json
+    from hub_server import HubServer
+
+    from slmsql_hub.ablate.config import load_ablation_config
+    from slmsql_hub.run.read import load_run
+
+    with HubServer({HUB_TOKEN: "alice"}) as server:
+        env = hub_client_env(server.endpoint, tmp_path / "home", HUB_TOKEN)
+        base_sha = _upload(env, chain.tiny, "alice/tiny-qwen")
+        flags = ["--attempt1", "never", "--repo-id", "alice/qwen-grpo"]
+
+        # 1. Everything trained here but the base, which comes from the Hub by id and revision.
+        trained = tmp_path / "runs" / "trained"
+        recipes = _quickstart_recipes(tmp_path / "recipes_trained", {"base": ("alice/tiny-qwen", base_sha)})
+        _slmsql(["quickstart", "--recipes", str(recipes), "--out", str(trained), "--from-hub", "none", *flags],
+                env, chain.root)  # fmt: skip
+        assert _json(trained / "base" / "hub.json") == {"repo_id": "alice/tiny-qwen", "revision": base_sha}
+        assert not list((trained / "base").glob("*.safetensors"))  # an id and a revision, no weights
+        assert _json(trained / "sft" / "stage2" / "run_summary.json")["revisions"]["model_commit"] == base_sha
+        grpo = _json(trained / "grpo" / "run_summary.json")
+        assert (grpo["base_model"], grpo["revisions"]["model_commit"]) == ("alice/tiny-qwen", base_sha)
+        assert grpo["adapter_path"] == str(trained / "sft" / "stage2")
+
+        # 2. The study's way: the SFT adapter from the Hub too; stage 1, which only feeds it, is skipped.
+        sft_sha = _upload(env, trained / "sft" / "stage2", "alice/tiny-qwen-sft")
+        run = tmp_path / "runs" / "hub"
+        recipes = _quickstart_recipes(
+            tmp_path / "recipes_hub",
+            {"base": ("alice/tiny-qwen", base_sha), "sft2": ("alice/tiny-qwen-sft", sft_sha)},
+        )
+        printed = _slmsql(
+            ["quickstart", "--recipes", str(recipes), "--out", str(run), *flags], env, chain.root
+        )
+        assert "sft1: skipped" in printed and not (run / "sft" / "stage1").exists()
+        assert _json(run / "sft" / "stage2" / "hub.json") == {
+            "repo_id": "alice/tiny-qwen-sft",
+            "revision": sft_sha,
+        }
+        policy = _json(run / "filter" / "filter_report.json")["policy"]
+        assert (policy["adapter"], policy["adapter_commit"]) == ("alice/tiny-qwen-sft", sft_sha)
+        sft_policy = _json(run / "eval" / "eval_results.json")["policies"]["sft"]
+        assert (sft_policy["adapter"], sft_policy["adapter_commit"]) == ("alice/tiny-qwen-sft", sft_sha)
+        read = load_run(run)  # the one reader: the Hub stages by id, the rest from the folder
+        assert {name: (ref.name, ref.revision) for name, ref in read.hub_stages.items()} == {
+            "base": ("alice/tiny-qwen", base_sha), "sft_stage2": ("alice/tiny-qwen-sft", sft_sha)
+        }  # fmt: skip
+        study = load_ablation_config(QWEN / "ablations.yaml", run_dir=str(run))
+        assert (study.base_path, study.model_revision) == ("alice/tiny-qwen", base_sha)
+        assert (study.sft_path, study.sft_adapter_revision) == ("alice/tiny-qwen-sft", sft_sha)
+
+        # 3. A rerun reuses every stage; then the card and the push, as the README says.
+        again = _slmsql(["quickstart", "--recipes", str(recipes), "--out", str(run), *flags], env, chain.root)
+        assert (
+            again.count(": reused") == 7 and again.count(": skipped") == 2
+        )  # 9 stages: sft1, grpo_attempt1 skipped
+        _slmsql(["card", "--run-dir", str(run), "--repo-id", "alice/qwen-grpo"], env, chain.root)
+        card = (run / "card" / "README.md").read_text(encoding="utf-8")
+        assert "base_model: alice/tiny-qwen" in card and "recipes/world" not in card
+        pushed = _slmsql(["push", str(run), "--repo-id", "alice/qwen-grpo", "--what", "all"], env, chain.root)
+        for what in ("model", "dataset", "metric-space", "demo-space"):
+            assert f"{what} -> " in pushed, pushed
+
+        result = python_json(  # a fresh cache: only the Hub id
+            """
+            import json, torch
+            from peft import AutoPeftModelForCausalLM
+            from transformers import AutoTokenizer
+
+            model = AutoPeftModelForCausalLM.from_pretrained("alice/qwen-grpo").eval()
+            tokenizer = AutoTokenizer.from_pretrained("alice/qwen-grpo")
+            ids = tokenizer("SELECT count(*) FROM", return_tensors="pt").input_ids
+            with torch.no_grad():
+                out = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+            print(json.dumps({"base": model.peft_config["default"].base_model_name_or_path,
+                              "new_tokens": int(out.shape[1] - ids.shape[1])}))
+            """,
+            hub_client_env(server.endpoint, tmp_path / "fresh", HUB_TOKEN),
+            tmp_path,
+        )
+        assert result == {"base": "alice/tiny-qwen", "new_tokens": 6}

@@ -168,8 +168,10 @@ def test_fixture_run_resolved_configs_still_parse_with_todays_arguments(path, no
 def test_qwen_recipes_pin_one_base_commit_and_name_a_revision_for_every_hub_adapter():
     """Every Qwen recipe loads the base at one pinned commit sha, and each Hub adapter it names has a revision
     field (``null`` until its commit is known: the README says so and how to find it)."""
-    pins = set()
+    pins, adapters = set(), set()
     for path in sorted(QWEN.glob("*.yaml")):
+        if path.name in ("study.yaml", "ablations.yaml"):  # tables: they name no recipe model of their own
+            continue
         raw = _raw(path)
         assert re.fullmatch(r"[0-9a-f]{40}", str(raw.get("model_revision"))), path.name
         pins.add(raw["model_revision"])
@@ -178,4 +180,9 @@ def test_qwen_recipes_pin_one_base_commit_and_name_a_revision_for_every_hub_adap
             if value.count("/") == 1 and not value.startswith(("outputs/", ".", "/")):
                 revision_key = "adapter_revision" if key == "adapter_path" else f"{key}_revision"
                 assert revision_key in raw, f"{path.name}: {key} {value} is a Hub id without {revision_key}"
-    assert len(pins) == 1  # the whole chain runs on the same base weights
+                adapters.add((value, raw[revision_key]))
+    study = {stage["name"]: stage for stage in _raw(QWEN / "study.yaml")["stages"]}
+    pins.add(study["base"]["hub"]["revision"])
+    assert study["base"]["hub"]["repo_id"] == _raw(QWEN / "grpo_band.yaml")["model_name_or_path"]
+    assert adapters == {(study["sft2"]["hub"]["repo_id"], study["sft2"]["hub"]["revision"])}
+    assert len(pins) == 1  # the whole chain runs on the same base weights, the quickstart's too

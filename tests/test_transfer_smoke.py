@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from slmsql_hub.cli import main
-from slmsql_hub.commands.quickstart import STAGES
+from slmsql_hub.commands.study import load_study
 from slmsql_hub.run.files import read_yaml_mapping
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD = REPO / "recipes" / "world"
+STAGES = load_study(WORLD).stages
 
 
 def _planted_run(tmp_path: Path) -> Path:

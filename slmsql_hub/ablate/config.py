@@ -299,6 +299,23 @@ def validate_variant(config: AblationConfig, variant: Variant) -> None:
         raise UsageError(f"variant {variant.name!r}: {err}") from err
 
 
+def _models_from_run(config: AblationConfig) -> None:
+    """Fill an unset base model or SFT adapter that the run took from the Hub (its ``base/`` or ``sft/stage2/``
+    ``hub.json``, read by :func:`~slmsql_hub.run.read.model_ref`) with that repo id and revision; a trained one
+    stays the run's folder (:attr:`AblationConfig.base_path`, :attr:`AblationConfig.sft_path`)."""
+    from ..run.layout import RunLayout
+    from ..run.read import model_ref
+
+    run = RunLayout(config.run_dir)
+    for stage, name, revision in ((run.base, "model_name_or_path", "model_revision"),
+                                  (run.sft_stage2, "sft_adapter", "sft_adapter_revision")):  # fmt: skip
+        ref = model_ref(stage)
+        if getattr(config, name) is None and ref.hub:
+            setattr(config, name, ref.name)
+            if getattr(config, revision) is None:
+                setattr(config, revision, ref.revision)
+
+
 def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     """Read ``ablations.yaml``, apply the command line (``run_dir``, ``output_dir``, ``seeds``, ``max_steps``,
     ``jobs`` given as not ``None``), narrow a multi-world recipe to the world of ``run_dir``, and validate every
@@ -329,6 +346,7 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
         _one_world(config, path, cli.get("output_dir") is not None)
     elif any(v.world is not None for v in variants):
         raise UsageError(f"{path}: a variant names a world but the recipe has no `worlds`")
+    _models_from_run(config)
     if not config.seeds:
         raise UsageError("no seeds: give at least one (e.g. --seeds 0)")
     if config.jobs < 1:

@@ -94,6 +94,12 @@ def _ablations_loader(kind: str) -> Callable:
     return load_ablations
 
 
+def _study_loader(kind: str) -> Callable:
+    from .study import load_recipe as load_study_recipe
+
+    return lambda path, overrides: load_study_recipe(path, overrides)[0]
+
+
 RECIPE_KINDS: dict[str, Callable[[str], Any]] = {
     "base": _training_arguments,
     "sft": _training_arguments,
@@ -102,6 +108,7 @@ RECIPE_KINDS: dict[str, Callable[[str], Any]] = {
     "eval": _eval_loader,
     "ablations": _ablations_loader,
     "transfer": _ablations_loader,
+    "study": _study_loader,
 }
 """How to read a recipe, by the first ``_``-separated word of its file name (``sft_stage1_synsql.yaml`` is an
 ``sft`` recipe): what it returns (imported only then: the training configs load TRL) is a tuple of dataclasses

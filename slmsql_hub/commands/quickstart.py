@@ -1,11 +1,14 @@
-"""``slmsql quickstart``: the main job on the embedded world, every stage of the study, end to end, in one command.
+"""``slmsql quickstart [--recipes FOLDER]``: every stage of a study, end to end, into one run folder.
 
-``slmsql quickstart`` (``make quickstart``) builds the world, pretrains the tiny base, trains the two SFT stages,
-runs the pass-rate filter, trains GRPO on the band (and attempt #1 on unfiltered data when the time budget
-allows), evaluates SFT vs GRPO with paired statistics, renders the model card and writes the exact folders a
-push would upload (a dry run). Each stage calls the same library function as its ``slmsql`` subcommand, with
-the same recipe (``recipes/world/``) and the same overrides, which point every path into one run folder laid
-out by :class:`~slmsql_hub.run.layout.RunLayout`; :meth:`Stage.argv` is the command line that does the same.
+The stages are the study's table, ``FOLDER/study.yaml`` (:mod:`~slmsql_hub.commands.study`). On the embedded
+world (``recipes/world``, the default; ``make quickstart``) it builds the world, pretrains the tiny base, trains
+the two SFT stages, runs the pass-rate filter, trains GRPO on the band (and attempt #1 on unfiltered data when the
+time budget allows), evaluates SFT vs GRPO with paired statistics, renders the model card and writes the exact
+folders a push would upload (a dry run). ``--recipes recipes/qwen2.5-coder-1.5b`` runs the GPU study the same
+way, its base model and SFT adapter taken from the Hub. Each stage calls the same library function as its
+``slmsql`` subcommand, with the study's recipe and overrides, which point every path into one run folder laid out
+by :class:`~slmsql_hub.run.layout.RunLayout`; :meth:`~slmsql_hub.commands.study.Stage.argv` is the command line
+that does the same. A stage taken from the Hub writes its folder's ``hub.json`` (repo id and revision).
 
 A stage whose output marker exists is reused, so re-running after an interruption continues where it stopped;
 ``--force`` redoes everything.
@@ -14,119 +17,26 @@ A stage whose output marker exists is reused, so re-running after an interruptio
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..resources import PACKAGE_DIR
+from ..run.files import write_atomic
 from ..run.layout import RunLayout
-from ..run.read import Run, read_run
+from ..run.read import Run, model_ref, read_run
 from . import print_result
+from .study import Options, Stage, Study, default_recipes_dir, flat_options, load_study
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("outputs/quickstart")
-DEFAULT_REPO_ID = "slmsql/world-grpo-quickstart"
-PUSH_TARGETS = "model,sft-model,dataset,metric-space,demo-space"
-
-Options = dict[str, str | bool]
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One step of the quickstart: the ``slmsql`` subcommand that does the same (``{out}``: the run folder), its
-    ``options`` (a recipe stage's overrides; ``True`` is a bare flag), its ``recipe`` file, and the ``marker``
-    file it writes last; an ``optional`` stage may be skipped for the budget."""
-
-    name: str
-    description: str
-    command: str
-    marker: Callable[[RunLayout], Path]
-    options: Callable[[RunLayout, str], Options]
-    recipe: str | None = None
-    optional: bool = False
-
-    def argv(self, out: Path, recipes: Path, repo_id: str) -> list[str]:
-        """The ``slmsql`` command line that runs this stage.
-
-        Example:
-
-        ```python
-        >>> from pathlib import Path
-        >>> STAGES[0].argv(Path("runs/q"), Path("recipes/world"), "me/model")
-        ['world', 'build', '--out', 'runs/q/world']
-
-        ```
-        """
-        command = [part.format(out=Path(out).as_posix()) for part in self.command.split()]
-        config = ["--config", (Path(recipes) / self.recipe).as_posix()] if self.recipe else []
-        return [*command, *config, *_flat(self.options(RunLayout(out), repo_id))]
-
-
-def _flat(options: Options) -> list[str]:
-    """Options as command-line style strings: what the recipe parsers take as overrides."""
-    flat: list[str] = []
-    for key, value in options.items():
-        flat += [key] if value is True else [key, str(value)]
-    return flat
-
-
-def _adapter_on_base(run: RunLayout, adapter: Path) -> Options:
-    return {"--model_name_or_path": str(run.base.path), "--adapter_path": str(adapter)}
-
-
-STAGES: tuple[Stage, ...] = (
-    Stage("world", "build the embedded world (databases, questions, splits)", "world build",
-          lambda run: run.world_manifest, lambda run, _: {"--out": str(run.world)}),
-    Stage("base", "pretrain the tiny Qwen2 base and its tokenizer", "train base",
-          lambda run: run.base.summary,
-          lambda run, _: {"--world_dir": str(run.world), "--output_dir": str(run.base.path)},
-          recipe="base.yaml"),
-    Stage("sft1", "SFT stage 1 (LoRA r32/a64) on the foundation split", "train sft",
-          lambda run: run.sft_stage1.summary,
-          lambda run, _: {"--model_name_or_path": str(run.base.path),
-                          "--dataset_paths": str(run.world_split("foundation")),
-                          "--output_dir": str(run.sft_stage1.path)},
-          recipe="sft_stage1.yaml"),
-    Stage("sft2", "SFT stage 2 continues the same adapter on the grounding split", "train sft",
-          lambda run: run.sft_stage2.summary,
-          lambda run, _: {**_adapter_on_base(run, run.sft_stage1.path),
-                          "--dataset_paths": str(run.world_split("grounding")),
-                          "--output_dir": str(run.sft_stage2.path)},
-          recipe="sft_stage2.yaml"),
-    Stage("filter", "pass-rate filter: K samples per rl_pool question from the SFT policy", "filter",
-          lambda run: run.filter_report,
-          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path), "--world_root": str(run.world),
-                          "--output_dir": str(run.filter)},
-          recipe="filter.yaml"),
-    Stage("grpo", "GRPO attempt #2 on the filtered band (continues the SFT adapter)", "train grpo",
-          lambda run: run.grpo.summary,
-          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path), "--dataset_paths": str(run.band),
-                          "--output_dir": str(run.grpo.path)},
-          recipe="grpo_band.yaml"),
-    Stage("grpo_attempt1", "GRPO attempt #1 on unfiltered, mostly mastered data (the mechanism's control)",
-          "train grpo", lambda run: run.grpo_attempt1.summary,
-          lambda run, _: {**_adapter_on_base(run, run.sft_stage2.path),
-                          "--dataset_paths": str(run.world_split("grounding")),
-                          "--output_dir": str(run.grpo_attempt1.path)},
-          recipe="grpo_attempt1.yaml", optional=True),
-    Stage("eval", "evaluate SFT vs GRPO on world dev + test (paired bootstrap CI, McNemar)", "eval",
-          lambda run: run.eval_results,
-          lambda run, _: {"--model_name_or_path": str(run.base.path), "--sft_adapter": str(run.sft_stage2.path),
-                          "--grpo_adapter": str(run.grpo.path), "--world_root": str(run.world),
-                          "--output_dir": str(run.eval)},
-          recipe="eval.yaml"),
-    Stage("card", "render the model card, plots and .eval_results", "card",
-          lambda run: run.card.readme, lambda run, repo: {"--run-dir": str(run.root), "--repo-id": repo}),
-    Stage("push_dry_run", "write the exact folders a push would upload (no network)", "push {out}",
-          lambda run: run.push_plan,
-          lambda run, repo: {"--repo-id": repo, "--what": PUSH_TARGETS, "--dry-run": True}),
-)  # fmt: skip
+"""The world study's run folder (``out`` in ``recipes/world/study.yaml``), where the demo Space looks by default."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -146,7 +56,7 @@ def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, A
         from ..recipes import parse_recipe
         from ..training import configs
 
-        overrides = _flat(options)
+        overrides = flat_options(options)
         if kind == "base":
             from ..training.base import train_base
 
@@ -168,13 +78,13 @@ def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, A
 def _filter(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
     from ..filtering import load_filter_config, run_filter
 
-    return run_filter(load_filter_config(recipe, _flat(options)))
+    return run_filter(load_filter_config(recipe, flat_options(options)))
 
 
 def _eval(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
     from ..evaluation import load_eval_config, run_eval
 
-    return run_eval(load_eval_config(recipe, _flat(options)))
+    return run_eval(load_eval_config(recipe, flat_options(options)))
 
 
 def _card(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
@@ -194,7 +104,7 @@ def _push_dry_run(run: RunLayout, options: Options, recipe: Path | None) -> dict
     return {"targets": [target["what"] for target in plan["targets"]]}
 
 
-_CALLS: dict[str, Callable[[RunLayout, Options, Path | None], dict[str, Any]]] = {
+_CALLS: dict[str, Callable[[RunLayout, Options, Path | None], dict[str, Any]]] = {  # keyed by study.COMMANDS
     "world build": _world,
     "train base": _train("base"),
     "train sft": _train("sft"),
@@ -217,22 +127,51 @@ class QuickstartResult:
     wall_s: float = 0.0
 
 
-def default_recipes_dir() -> Path:
-    """``recipes/world`` of the source checkout (the quickstart runs from a clone), else of the cwd."""
-    for candidate in (
-        PACKAGE_DIR.parent / "recipes" / "world",
-        Path.cwd() / "recipes" / "world",
-    ):
-        if (candidate / "base.yaml").is_file():
-            return candidate
-    raise UsageError(
-        "cannot find the world recipes (recipes/world/base.yaml): run from a clone of slmsql-hub or pass --recipes"
-    )
+def _take_from_hub(stage: Stage, run: RunLayout) -> dict[str, Any]:
+    """Record a stage taken from the Hub in its folder's ``hub.json`` (nothing is downloaded here: the stages
+    that load it do, by repo id and revision)."""
+    folder = stage.stage_folder(run)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    record = {"repo_id": stage.hub.repo_id, "revision": stage.hub.revision}
+    write_atomic(folder.hub, json.dumps(record, indent=2) + "\n")
+    return record
 
 
-def run_stage(stage: Stage, run: RunLayout, recipes: Path, repo_id: str) -> dict[str, Any]:
-    """Run one stage into the run folder (its subcommand's library call), check it wrote its marker and return
-    what the call returned; a UsageError names the stage that failed or wrote no marker."""
+def _check_source(stage: Stage, run: RunLayout, from_hub: bool) -> None:
+    """One line when the stage's folder already holds the other source (a trained adapter where the study now
+    takes it from the Hub, or the reverse), or another Hub repo than the study names."""
+    folder = stage.stage_folder(run)
+    if folder is None:
+        return
+    if from_hub and folder.summary.is_file():
+        raise UsageError(
+            f"{folder.path} holds a trained stage '{stage.name}' but the study now takes it from the Hub; "
+            f"remove the folder, or run with --from-hub none"
+        )
+    if folder.hub.is_file():
+        recorded = model_ref(folder)
+        if not from_hub:
+            raise UsageError(
+                f"{folder.hub} records stage '{stage.name}' from the Hub ({recorded.name}) but it is to be trained "
+                f"now; remove {folder.path}, or pass --from-hub {stage.name}"
+            )
+        if (recorded.name, recorded.revision) != (stage.hub.repo_id, stage.hub.revision):
+            raise UsageError(
+                f"{folder.hub} records {recorded.name} at {recorded.revision} but the study names "
+                f"{stage.hub.repo_id} at {stage.hub.revision}; remove {folder.path} (and the stages after it) or "
+                "use --force"
+            )
+
+
+def run_stage(
+    stage: Stage, run: RunLayout, recipes: Path, repo_id: str, *, from_hub: bool = False
+) -> dict[str, Any]:
+    """Run one stage into the run folder (its subcommand's library call, or its Hub record), check it wrote its
+    marker and return what the call returned; a UsageError names the stage that failed or wrote no marker."""
+    _check_source(stage, run, from_hub)
+    if from_hub:
+        logger.info("%s: from the Hub, %s at %s", stage.name, stage.hub.repo_id, stage.hub.revision or "main")
+        return _take_from_hub(stage, run)
     logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id)))
     recipe = Path(recipes) / stage.recipe if stage.recipe else None
     options = stage.options(run, repo_id)
@@ -247,53 +186,81 @@ def run_stage(stage: Stage, run: RunLayout, recipes: Path, repo_id: str) -> dict
     return result
 
 
+def _from_hub_names(study: Study, from_hub: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The stages taken from the Hub: every stage with only a Hub source, plus ``from_hub`` (a comma-separated
+    string, ``none``, or names; ``None``: the study's default)."""
+    if from_hub is None:
+        chosen: tuple[str, ...] = study.from_hub
+    elif isinstance(from_hub, str):
+        chosen = tuple(n.strip() for n in from_hub.split(",") if n.strip() and n.strip() != "none")
+    else:
+        chosen = tuple(from_hub)
+    study.check_from_hub(chosen)
+    return tuple(
+        s.name for s in study.stages if s.hub is not None and (s.command is None or s.name in chosen)
+    )
+
+
 def run_quickstart(
-    out: str | Path = DEFAULT_OUT,
+    out: str | Path | None = None,
     *,
     recipes: str | Path | None = None,
-    repo_id: str = DEFAULT_REPO_ID,
+    repo_id: str | None = None,
     budget_s: float = 600.0,
-    attempt1: str = "auto",
+    attempt1: str | None = None,
+    from_hub: str | Sequence[str] | None = None,
     force: bool = False,
     on_stage: Callable[[int, int, Stage, str], None] | None = None,
 ) -> QuickstartResult:
-    """Run (or resume) every stage into ``out``; ``force`` deletes it first.
+    """Run (or resume) every stage of the study in ``recipes`` (default ``recipes/world``) into ``out`` (default:
+    the study's ``out``); ``force`` deletes it first.
 
-    ``repo_id`` is what the card and the dry-run push are written for (nothing is uploaded). With
-    ``attempt1="auto"`` attempt #1 runs only when ``budget_s`` leaves room for it (estimated from the band run)
-    and for evaluation (``"always"``, ``"never"``). ``on_stage(index, total, stage, state)`` is told ``start``,
-    ``done``, ``reused`` or ``skipped``. A failed stage is a UsageError naming it; rerunning resumes from it.
+    ``repo_id`` (default: the study's) is what the card and the dry-run push are written for (nothing is
+    uploaded). ``from_hub`` names the stages taken from the Hub instead of trained (default: the study's
+    ``from_hub``; ``"none"``: train them all). With ``attempt1="auto"`` attempt #1 runs only when ``budget_s``
+    leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the
+    study's). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``. A
+    failed stage is a UsageError naming it; rerunning resumes from it.
     """
+    study = load_study(Path(recipes) if recipes is not None else default_recipes_dir())
+    attempt1 = attempt1 or study.attempt1
     if attempt1 not in ("auto", "always", "never"):
         raise UsageError(f"attempt1 must be auto, always or never; got {attempt1!r}")
-    out = Path(out)
+    hub_stages = _from_hub_names(study, from_hub)
+    repo_id = repo_id or study.repo_id
+    out = Path(out) if out is not None else study.out
     run = RunLayout(out)
-    recipes = Path(recipes) if recipes is not None else default_recipes_dir()
     if force and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     result = QuickstartResult(out=out)
     started = time.monotonic()
+    total = len(study.stages)
 
     def notify(i: int, stage: Stage, state: str) -> None:
         if on_stage is not None:
-            on_stage(i, len(STAGES), stage, state)
+            on_stage(i, total, stage, state)
 
-    for i, stage in enumerate(STAGES, start=1):
-        if stage.marker(run).is_file():
+    for i, stage in enumerate(study.stages, start=1):
+        hub = stage.name in hub_stages
+        if stage.marker(run, from_hub=hub).is_file():
+            _check_source(stage, run, hub)
             result.reused.append(stage.name)
             notify(i, stage, "reused")
             continue
-        if stage.optional:
+        reason = None
+        if stage.feeds and set(stage.feeds) <= set(hub_stages):
+            reason = f"it only feeds {', '.join(stage.feeds)}, taken from the Hub"
+        elif stage.optional:
             reason = _skip_attempt1(attempt1, result, time.monotonic() - started, budget_s)
-            if reason:
-                result.skipped[stage.name] = reason
-                logger.info("skipping %s: %s", stage.name, reason)
-                notify(i, stage, "skipped")
-                continue
+        if reason:
+            result.skipped[stage.name] = reason
+            logger.info("skipping %s: %s", stage.name, reason)
+            notify(i, stage, "skipped")
+            continue
         notify(i, stage, "start")
         t0 = time.monotonic()
-        run_stage(stage, run, recipes, repo_id)
+        run_stage(stage, run, study.folder, repo_id, from_hub=hub)
         result.ran[stage.name] = time.monotonic() - t0
         notify(i, stage, "done")
     result.wall_s = time.monotonic() - started
@@ -320,25 +287,38 @@ def _skip_attempt1(policy: str, result: QuickstartResult, elapsed: float, budget
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "quickstart",
-        help="run every stage on the embedded world: world, base, SFT 1-2, filter, GRPO, eval, card, dry-run push",
-        description="Run (or resume) the main job on the embedded world into one run folder. Finished stages "
-        "are reused; --force starts over.",
+        help="run every stage of a study into one run folder (default: the embedded world, on CPU)",
+        description="Run (or resume) a study's stages (RECIPES/study.yaml) into one run folder: on the embedded "
+        "world (default) world, base, SFT 1-2, filter, GRPO, eval, card, dry-run push; with --recipes "
+        "recipes/qwen2.5-coder-1.5b the GPU study, its base and SFT adapter from the Hub. Finished stages are "
+        "reused; --force starts over.",
     )
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the run folder (default: {DEFAULT_OUT})")
     parser.add_argument(
-        "--recipes", default=None, help="folder of the world recipes (default: recipes/world)"
+        "--out", default=None, help="the run folder (default: the study's, outputs/quickstart)"
+    )
+    parser.add_argument(
+        "--recipes",
+        default=None,
+        help="the study's recipe folder, with its study.yaml (default: recipes/world)",
     )
     parser.add_argument(
         "--repo-id",
-        default=DEFAULT_REPO_ID,
-        help="Hub id the card and dry-run push are written for",
+        default=None,
+        help="Hub id the card and dry-run push are written for (default: the study's)",
+    )
+    parser.add_argument(
+        "--from-hub",
+        default=None,
+        metavar="STAGES",
+        help="stages taken from the Hub instead of trained, comma-separated, or none (default: the study's "
+        "from_hub; the Qwen study takes sft2, the study's SFT adapter)",
     )
     parser.add_argument("--budget", type=float, default=600.0, help="time budget in seconds (default 600)")
     parser.add_argument(
         "--attempt1",
         choices=("auto", "always", "never"),
-        default="auto",
-        help="GRPO attempt #1 on unfiltered data: auto runs it when it fits the budget",
+        default=None,
+        help="GRPO attempt #1: auto runs it when it fits the budget (default: the study's)",
     )
     parser.add_argument("--force", action="store_true", help="delete the run folder and start over")
     parser.set_defaults(run=run)
@@ -358,10 +338,11 @@ def run(args: argparse.Namespace) -> int:
         repo_id=args.repo_id,
         budget_s=args.budget,
         attempt1=args.attempt1,
+        from_hub=args.from_hub,
         force=args.force,
         on_stage=progress,
     )
-    run = RunLayout(args.out)
+    run = RunLayout(result.out)
     out = run.root
     lines = [f"\nquickstart finished in {result.wall_s:.0f} s -> {out}/"]
     if result.skipped:

@@ -4,14 +4,18 @@
 
     world/            world.json, datasets/<split>/, databases/<db>/<db>.sqlite   (slmsql world build)
     base/             the tiny base model, run_summary.json, config.yaml          (slmsql train base)
+                      or hub.json: a base taken from the Hub, by repo id and revision (a study's recipes)
     sft/stage1/ sft/stage2/   adapter, run_summary.json, config.yaml, sft_questions.json   (slmsql train sft)
+                      or sft/stage2/hub.json: an SFT adapter taken from the Hub instead of trained
     filter/           filter_report.json, filter_config.json, results.jsonl, band/ (slmsql filter)
     grpo/ grpo_attempt1/      adapter, run_summary.json, config.yaml, telemetry.jsonl      (slmsql train grpo)
     eval/             eval_results.json, predictions/<benchmark>.jsonl            (slmsql eval)
     card/             the model repo's folder (slmsql card), see :class:`CardLayout`
     push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
 
-Every writer and reader names these paths through :class:`RunLayout` (a run folder) or :class:`CardLayout` (the
+``slmsql quickstart --recipes recipes/<study>`` writes every study in this layout; a stage a study takes from the
+Hub (its ``study.yaml`` says which) has its folder, holding ``hub.json`` (``{"repo_id", "revision"}``) instead of
+weights. Every writer and reader names these paths through :class:`RunLayout` (a run folder) or :class:`CardLayout` (the
 card folder, also what a Hub model repo written by ``slmsql card`` holds), and reads them through one reader:
 :func:`read_run` is tolerant (a run in progress reads as the stages it has; a malformed file is one
 :class:`UsageError`); :func:`load_run` is the same reader plus the checks of a finished run that the model card
@@ -32,6 +36,7 @@ RUN_SUMMARY = "run_summary.json"
 STAGE_CONFIG = "config.yaml"
 TELEMETRY = "telemetry.jsonl"
 SFT_QUESTIONS = "sft_questions.json"
+HUB_REF = "hub.json"  # a stage taken from the Hub: {"repo_id": ..., "revision": ...}
 WORLD_MANIFEST = "world.json"
 FILTER_REPORT = "filter_report.json"
 FILTER_STATE = "filter_config.json"
@@ -82,6 +87,11 @@ class StageFolder:
     @property
     def sft_questions(self) -> Path:
         return self.path / SFT_QUESTIONS
+
+    @property
+    def hub(self) -> Path:
+        """``hub.json``: the stage was taken from the Hub (repo id and revision), not trained here."""
+        return self.path / HUB_REF
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)

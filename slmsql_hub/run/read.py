@@ -16,6 +16,7 @@ from .files import read_json_object, read_jsonl, read_yaml_mapping
 from .layout import (
     ABLATIONS_DIR,
     ATTEMPT_FOLDERS,
+    HUB_REF,
     REPORT_JSON,
     RUN_SUMMARY,
     SHIPPED_ATTEMPT,
@@ -63,13 +64,58 @@ class Stage:
     config: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ModelRef:
+    """What a later stage loads for a base or adapter stage: ``name`` (a Hub repo id, or the stage's folder) and
+    the Hub ``revision`` (``None``: main, or a local folder); ``hub`` says which."""
+
+    name: str
+    revision: str | None = None
+    hub: bool = False
+
+    def as_record(self) -> dict[str, str | None]:
+        """``hub.json``'s contents."""
+        return {"repo_id": self.name, "revision": self.revision}
+
+
+def model_ref(stage: StageFolder) -> ModelRef:
+    """What loads ``stage``: the Hub repo its ``hub.json`` names (a stage taken from the Hub), else its folder.
+
+    Example:
+
+    ```python
+    >>> import json, tempfile
+    >>> from slmsql_hub.run.layout import RunLayout
+    >>> from slmsql_hub.run.read import model_ref
+    >>> run = RunLayout(tempfile.mkdtemp())
+    >>> model_ref(run.base).hub
+    False
+    >>> run.base.path.mkdir()
+    >>> _ = run.base.hub.write_text(json.dumps({"repo_id": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "revision": "2e1f"}))
+    >>> model_ref(run.base)
+    ModelRef(name='Qwen/Qwen2.5-Coder-1.5B-Instruct', revision='2e1f', hub=True)
+
+    ```
+    """
+    if not stage.hub.is_file():
+        return ModelRef(str(stage.path))
+    record = read_json_object(stage.hub, "rerun `slmsql quickstart`: it records a stage taken from the Hub")
+    repo_id, revision = record.get("repo_id"), record.get("revision")
+    if not isinstance(repo_id, str) or not repo_id or not isinstance(revision, (str, type(None))):
+        raise UsageError(
+            f'{stage.hub} must hold {{"repo_id": str, "revision": str or null}}; rerun the stage'
+        )
+    return ModelRef(repo_id, revision, hub=True)
+
+
 @dataclass
 class Run:
     """What a run folder (or a card folder) holds, as :func:`read_run` found it; a missing piece is ``None`` or
     absent. ``recorded_root`` is the run folder as its files name it (e.g. ``outputs/quickstart``: the parent of
     the shipped GRPO run's ``output_dir``); ``attempts`` run #1 first; ``filter_config`` is
     ``filter_config.json``'s ``config``; ``ablations`` the folder of the ablation report
-    (:func:`~slmsql_hub.run.read.find_report`: a card folder's shipped ``ablations/``, a run's study)."""
+    (:func:`~slmsql_hub.run.read.find_report`: a card folder's shipped ``ablations/``, a run's study);
+    ``hub_stages`` the base and SFT stages taken from the Hub (their ``hub.json``), by name."""
 
     root: Path
     recorded_root: PurePosixPath
@@ -82,6 +128,7 @@ class Run:
     card_text: str | None = None
     layout: Layout | None = None
     ablations: Path | None = None
+    hub_stages: dict[str, ModelRef] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.layout is None:
@@ -178,6 +225,8 @@ def read_run(folder: str | os.PathLike) -> Run:
         if layout.filter_state.is_file():
             run.filter_config = read_json_object(layout.filter_state, "rerun `slmsql filter`").get("config")
     for name, stage in layout.lineage.items():
+        if (stage.path / HUB_REF).is_file():
+            run.hub_stages[name] = model_ref(stage)
         if stage.summary.is_file():
             summary = read_json_object(stage.summary, f"rerun the stage that wrote {stage.path}")
             run.stages[name] = Stage(name, stage.path, summary, read_yaml_mapping(stage.config))
@@ -214,7 +263,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     if not isinstance(run.layout, RunLayout) or not any(a.shipped for a in run.attempts):
         raise UsageError(
             f"no GRPO run in {root}: {SHIPPED_ATTEMPT}/{RUN_SUMMARY} is missing; train it first "
-            f"(`slmsql train grpo --config recipes/world/grpo_band.yaml --output_dir {layout.grpo.path}`)"
+            f"(`slmsql quickstart --recipes RECIPES --out {root}` resumes the study's chain; RECIPES: the study's "
+            "recipe folder, e.g. recipes/world or recipes/qwen2.5-coder-1.5b)"
         )
     for attempt in run.attempts:
         if attempt.telemetry_file is None:

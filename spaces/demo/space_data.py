@@ -285,15 +285,18 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
 def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceData) -> Path | None:
     """The base once and both adapters into ``data.policies`` (all or none); returns the GRPO adapter's folder."""
     from slmsql_hub.evaluation import resolve_prompt_config
+    from slmsql_hub.run.read import model_ref
 
     problems = data.problems
-    base = settings.base_model or (str(run.base.path) if run else None)
+    # A run's base and SFT adapter are its folders, or the Hub repos their hub.json names (a study's Hub stages).
+    base_ref = model_ref(run.base) if run else None
+    base = settings.base_model or (base_ref.name if base_ref else None)
     refs = {
-        "sft": settings.sft_adapter or (str(run.sft_stage2.path) if run else None),
+        "sft": settings.sft_adapter or (model_ref(run.sft_stage2).name if run else None),
         "grpo": settings.grpo_adapter or (str(run.grpo.path) if run else None),
     }
     folders: dict[str, Path] = {}
-    if base is not None and not settings.base_model and not Path(base).is_dir():
+    if base is not None and not settings.base_model and not base_ref.hub and not Path(base).is_dir():
         problems.append(
             f"no base model at {base}: train it with `slmsql train base` or set SLMSQL_BASE_MODEL"
         )
