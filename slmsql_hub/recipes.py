@@ -28,6 +28,7 @@ DEPRECATED_FIELDS = frozenset(
 )
 """The old benchmark spellings :class:`~slmsql_hub.data.config.BenchmarkArguments` still reads (left out of saved configs when unset)."""
 
+
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:
     return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
 
@@ -112,7 +113,9 @@ def read_recipe_mapping(path: str | os.PathLike, option: str = "--config") -> di
             f"recipe {path} is empty: a recipe is a YAML mapping of field: value (see recipes/world/)"
         )
     if not isinstance(loaded, dict):
-        raise UsageError(f"recipe {path} must be a YAML mapping of field: value, not a {type(loaded).__name__}")
+        raise UsageError(
+            f"recipe {path} must be a YAML mapping of field: value, not a {type(loaded).__name__}"
+        )
     return loaded
 
 
@@ -189,8 +192,8 @@ def parse_recipe(
                 f"(known fields are those of {classes})"
             )
         argv = ["--config", str(path)]
-    flags = [arg.split("=", 1)[0][2:] for arg in overrides if arg.startswith("--")]
-    # HfArgumentParser also takes --no_FIELD for a boolean that defaults to true.
+    # HfArgumentParser takes --field and --field-name alike, and --no_FIELD for a boolean that defaults to true.
+    flags = [arg.split("=", 1)[0][2:].replace("-", "_") for arg in overrides if arg.startswith("--")]
     unknown = [f for f in flags if f not in known | {"config", "help"} and f.removeprefix("no_") not in known]
     if unknown:
         raise UsageError(

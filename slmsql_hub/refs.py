@@ -116,3 +116,45 @@ def looks_local(ref: str | Path) -> bool:
         or "\\" in text
         or Path(text.split("/")[0]).is_dir()
     )
+
+
+HUB_LICENSES = frozenset(
+    """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc
+    cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0
+    cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0
+    cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1
+    eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c
+    ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl openmdw-1.0 openrail++ osl-3.0 postgresql ofl-1.1 ncsa
+    unlicense zlib pddl lgpl-lr deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1
+    llama3.2 llama3.3 llama4 gemma unknown other""".split()
+)
+"""The license identifiers the Hub accepts in a card's ``license:`` (https://huggingface.co/docs/hub/repositories-licenses;
+``huggingface_hub`` ships no such list). ``other`` needs ``license_name`` and ``license_link`` as well."""
+
+
+def check_license(license_id: str, option: str = "--license") -> str:
+    """``license_id`` unchanged when the Hub accepts it in a card's metadata; else a UsageError naming ``option``
+    and the closest identifier.
+
+    Example:
+
+    ```python
+    >>> check_license("apache-2.0")
+    'apache-2.0'
+    >>> check_license("apache2")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: --license 'apache2' is not a Hub license id (did you mean apache-2.0?); see https://huggingface.co/docs/hub/repositories-licenses
+
+    ```
+    """
+    import difflib
+
+    if license_id in HUB_LICENSES:
+        return license_id
+    close = difflib.get_close_matches(license_id.lower(), sorted(HUB_LICENSES), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UsageError(
+        f"{option} {license_id!r} is not a Hub license id{hint}; see https://huggingface.co/docs/hub/repositories-licenses"
+    )

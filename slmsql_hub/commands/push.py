@@ -12,7 +12,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from . import print_result
+from . import print_result, repo_id
 
 # huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
 _CHATTY_LOGGERS = ("httpx2", "httpcore2")
@@ -34,7 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (e.g. outputs/quickstart)")
-    parser.add_argument("--repo-id", help="the model repository NAMESPACE/NAME; other ids derive from it")
+    parser.add_argument(
+        "--repo-id", type=repo_id(), help="the model repository NAMESPACE/NAME; other ids derive from it"
+    )
     parser.add_argument(
         "--what",
         default="model",
@@ -57,11 +59,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--commit-message", help="commit title for the model and Space repositories")
     parser.add_argument(
-        "--base-repo-id", help="where a local base model goes with --what model (default NAMESPACE/NAME-base)"
+        "--base-repo-id",
+        type=repo_id(),
+        help="where a local base model goes with --what model (default NAMESPACE/NAME-base)",
     )
-    parser.add_argument("--dataset-repo-id", help="dataset repository (default NAMESPACE/NAME-band)")
-    parser.add_argument("--metric-space-id", help="metric Space (default NAMESPACE/ex)")
-    parser.add_argument("--demo-space-id", help="demo Space (default NAMESPACE/NAME-demo)")
+    parser.add_argument(
+        "--dataset-repo-id", type=repo_id(), help="dataset repository (default NAMESPACE/NAME-band)"
+    )
+    parser.add_argument("--metric-space-id", type=repo_id(), help="metric Space (default NAMESPACE/ex)")
+    parser.add_argument("--demo-space-id", type=repo_id(), help="demo Space (default NAMESPACE/NAME-demo)")
     parser.add_argument("--demo-dir", help="the demo Space's files (default spaces/demo)")
     parser.add_argument(
         "--dry-run",
