@@ -5,7 +5,8 @@ Each subcommand lives beside the code it drives and exposes two functions:
 Bad input raises :class:`~slmsql_hub.errors.UsageError`; the dispatcher prints that one line to stderr and
 exits with code 2, never a traceback. An :class:`~slmsql_hub.errors.InfrastructureError` or ``OSError`` (the Hub
 unreachable, a folder that cannot be created, a full disk) is the machine or a service failing, not bad input:
-one line too, exit code 1, and ``-v`` shows its traceback.
+one line too, exit code 1, and ``-v`` shows its traceback. :func:`main` returns the exit code, argparse's own
+(2 for a bad option, 0 for ``--help``) included, so it can be called in-process.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exited:  # argparse's one-line error (2) or --help / --version (0)
+        return exited.code if isinstance(exited.code, int) else 0
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

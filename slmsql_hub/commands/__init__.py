@@ -99,14 +99,11 @@ def number(kind: type = int, *, low: float | None = None, high: float | None = N
     """
 
     def read(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if kind is int else 'a number'}; got {text!r}"
-            ) from None
+        value = kind(text)  # a ValueError is argparse's "invalid int value: 'x'"
         if value != value:  # nan
             raise argparse.ArgumentTypeError(f"expected a number; got {text!r}")
+        if low is not None and high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be within [{low}, {high}]; got {text}")
         if low is not None and (value <= low if above else value < low):
             raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low}; got {text}")
         if high is not None and value > high:
