@@ -20,6 +20,9 @@ from . import __version__
 from .commands import OneLineParser
 from .errors import InfrastructureError, UsageError
 
+# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; -v shows them.
+_CHATTY_LOGGERS = ("httpx2", "httpcore2")
+
 # (subcommand module, imported lazily so `slmsql --help` stays fast and imports no torch)
 _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.ex",
@@ -58,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        for name in _CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

@@ -158,3 +158,53 @@ def check_license(license_id: str, option: str = "--license") -> str:
     raise UsageError(
         f"{option} {license_id!r} is not a Hub license id{hint}; see https://huggingface.co/docs/hub/repositories-licenses"
     )
+
+
+def check_hub_repo(repo_id: str, filename: str, *, what: str, revision: str | None = None) -> None:
+    """Fetch ``filename`` (``config.json`` of a model, ``adapter_config.json`` of an adapter) of the Hub repository
+    ``repo_id`` into the cache before anything loads, so a missing repository, revision or file is one line.
+
+    Raises :class:`UsageError` (exit code 2) when the repository, the revision or the file does not exist (or is
+    private or gated without access), or the Hub is offline (``HF_HUB_OFFLINE``) and the file not cached;
+    :class:`~slmsql_hub.errors.InfrastructureError` (exit code 1) when the Hub cannot be reached or fails.
+    """
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    from .errors import InfrastructureError
+
+    at = f" at revision {revision}" if revision else ""
+    hub = constants.ENDPOINT
+    try:
+        hf_hub_download(repo_id, filename, revision=revision)
+    except GatedRepoError as err:
+        raise UsageError(f"{what} {repo_id!r} is gated: accept its terms on {hub} and log in (HF_TOKEN)") from err
+    except RepositoryNotFoundError as err:
+        raise UsageError(
+            f"{what} {repo_id!r} not found on {hub}: check the id (or log in with HF_TOKEN / `hf auth login` if it "
+            "is private), or pass a local folder"
+        ) from err
+    except RevisionNotFoundError as err:
+        raise UsageError(f"{what} {repo_id!r} has no revision {revision!r} on {hub}") from err
+    except RemoteEntryNotFoundError as err:
+        raise UsageError(f"{what} {repo_id!r}{at} has no {filename}: is it the right repository?") from err
+    except LocalEntryNotFoundError as err:
+        if constants.HF_HUB_OFFLINE:
+            raise UsageError(
+                f"{what} {repo_id!r}{at} is not in the local cache and HF_HUB_OFFLINE is set: download it first, "
+                "or pass a local folder"
+            ) from err
+        raise InfrastructureError(
+            f"could not reach {hub} to fetch {what} {repo_id!r}{at}: check the network and HF_ENDPOINT, or set "
+            "HF_HUB_OFFLINE=1 when it is in the local cache"
+        ) from err
+    except HfHubHTTPError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InfrastructureError(f"{hub} failed while fetching {what} {repo_id!r}{at}: {first}") from err

@@ -9,13 +9,9 @@ comma-separated, or ``all``); the dataset and Space ids default to names derived
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from . import print_result, repo_id
-
-# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
-_CHATTY_LOGGERS = ("httpx2", "httpcore2")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -92,9 +88,6 @@ def run(args: argparse.Namespace) -> int:
     from ..hub import plan_push, push, write_dry_run
     from ..run.layout import RunLayout
 
-    if not getattr(args, "verbose", False):
-        for name in _CHATTY_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
     targets = plan_push(
         args.run_dir,
         args.repo_id,
