@@ -111,6 +111,7 @@ def number(kind: type = int, *, low: float | None = None, high: float | None = N
         return value
 
     read.__name__ = kind.__name__
+    read.bounds = (low, high, above)  # for tests that walk the parsers
     return read
 
 
@@ -139,3 +140,23 @@ def hub_license(text: str) -> str:
         return check_license(text, "license")
     except UsageError as err:
         raise argparse.ArgumentTypeError(str(err).removeprefix("license ")) from None
+
+
+def existing_folder(text: str) -> str:
+    """An ``argparse`` ``type`` for a folder that must exist (``--recipes``, ``--db-root``)."""
+    from pathlib import Path
+
+    if not Path(text).expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {text}")
+    return text
+
+
+def folder_to_write(text: str) -> str:
+    """An ``argparse`` ``type`` for a folder a command writes (``--out``, ``--cache-dir``): created when missing,
+    refused when a file is there."""
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; choose a folder")
+    return text

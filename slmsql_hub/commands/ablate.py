@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import number, print_result
+from . import folder_to_write, number, print_result
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -33,7 +33,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--max-steps", type=number(int, low=1), help="GRPO steps per run (default: the recipe's)"
     )
     parser.add_argument(
-        "--output-dir", metavar="DIR", help="where runs and the report go (default: the recipe's)"
+        "--output-dir",
+        type=folder_to_write,
+        metavar="DIR",
+        help="where runs and the report go (default: the recipe's)",
     )
     parser.add_argument(
         "--jobs",

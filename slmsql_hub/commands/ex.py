@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from ..errors import UsageError
-from . import number
+from . import existing_folder, number
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--db-root",
+        type=existing_folder,
         metavar="DIR",
         help="folder with one <db_id>/<db_id>.sqlite per database (relative JSONL db_path also resolve here)",
     )
@@ -120,8 +121,6 @@ def _checked_out(args: argparse.Namespace) -> Path | None:
     out = Path(args.out) if args.out else None
     if out is not None and out.is_dir():
         raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
-    if args.db_root is not None and not Path(args.db_root).is_dir():
-        raise UsageError(f"--db-root {args.db_root} is not a folder")
     return out
 
 

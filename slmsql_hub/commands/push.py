@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import print_result, repo_id
+from . import folder_to_write, print_result, repo_id
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -70,7 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="write the exact folders that would be uploaded and print them; no network, no token needed",
     )
-    parser.add_argument("--dry-run-dir", help="where --dry-run writes (default RUN_DIR/push_dry_run)")
+    parser.add_argument(
+        "--dry-run-dir", type=folder_to_write, help="where --dry-run writes (default RUN_DIR/push_dry_run)"
+    )
     parser.set_defaults(run=run)
     return parser
 

@@ -26,7 +26,7 @@ from ..errors import UsageError
 from ..resources import PACKAGE_DIR
 from ..run.layout import RunLayout
 from ..run.read import Run, read_run
-from . import print_result
+from . import existing_folder, folder_to_write, number, print_result, repo_id
 
 logger = logging.getLogger(__name__)
 
@@ -324,16 +324,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Run (or resume) the main job on the embedded world into one run folder. Finished stages "
         "are reused; --force starts over.",
     )
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the run folder (default: {DEFAULT_OUT})")
     parser.add_argument(
-        "--recipes", default=None, help="folder of the world recipes (default: recipes/world)"
+        "--out",
+        default=str(DEFAULT_OUT),
+        type=folder_to_write,
+        help=f"the run folder (default: {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--recipes",
+        default=None,
+        type=existing_folder,
+        help="folder of the world recipes (default: recipes/world)",
     )
     parser.add_argument(
         "--repo-id",
         default=DEFAULT_REPO_ID,
+        type=repo_id(),
         help="Hub id the card and dry-run push are written for",
     )
-    parser.add_argument("--budget", type=float, default=600.0, help="time budget in seconds (default 600)")
+    parser.add_argument(
+        "--budget",
+        type=number(float, low=0, above=True),
+        default=600.0,
+        help="time budget in seconds (default 600)",
+    )
     parser.add_argument(
         "--attempt1",
         choices=("auto", "always", "never"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
-from . import number, print_result
+from . import folder_to_write, number, print_result
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "world.json. Deterministic in --seed; an existing complete world with the same seed is reused."
         ),
     )
-    build.add_argument("--out", required=True, metavar="DIR", help="the world folder")
+    build.add_argument("--out", required=True, type=folder_to_write, metavar="DIR", help="the world folder")
     build.add_argument("--seed", type=number(int, low=0), default=0, help="world seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="rebuild even if a world is already there")
     from ..world.build import SPLITS, WorldSizes  # light: no torch, no datasets at import
