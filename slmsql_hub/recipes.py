@@ -197,7 +197,7 @@ def parse_recipe(
     unknown = [f for f in flags if f not in known | {"config", "help"} and f.removeprefix("no_") not in known]
     if unknown:
         raise UsageError(
-            f"unknown option(s) {_unknown_keys([f'--{u}' for u in unknown], {f'--{k}' for k in known})}; "
+            f"unknown argument(s) {_unknown_keys([f'--{u}' for u in unknown], {f'--{k}' for k in known})}; "
             f"overrides are --field value with fields of {classes}"
         )
     parser = _build_parser(dataclass_types)

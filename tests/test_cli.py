@@ -41,7 +41,7 @@ def test_recipe_commands_reject_an_unknown_field_in_the_same_one_line(command, c
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [err.strip()]
-    assert err.startswith(f"slmsql {command[0]}: error: unknown option(s) --no_such_field; overrides are")
+    assert err.startswith(f"slmsql {command[0]}: error: unknown argument(s) --no_such_field; overrides are")
     assert config_name in err
 
 

@@ -147,7 +147,7 @@ def existing_folder(text: str) -> str:
     from pathlib import Path
 
     if not Path(text).expanduser().is_dir():
-        raise argparse.ArgumentTypeError(f"no folder {text}")
+        raise argparse.ArgumentTypeError(f"{text} is not a folder")
     return text
 
 
