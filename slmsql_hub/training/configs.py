@@ -625,10 +625,6 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
             raise UsageError(f"learning_rate must be >= 0 (0 is the ablations' frozen control); got {self.learning_rate}")
         if self.max_completion_length is not None and self.max_completion_length < 8:
             raise UsageError(f"max_completion_length must be >= 8 tokens; got {self.max_completion_length}")
-        if self.num_generations is not None and self.num_generations < 2:
-            raise UsageError(
-                f"num_generations must be >= 2 (GRPO compares samples of one prompt); got {self.num_generations}"
-            )
         if self.num_iterations < 1:
             raise UsageError(f"num_iterations must be >= 1; got {self.num_iterations}")
         _check_training_numbers(self)
