@@ -185,7 +185,9 @@ def check_hub_repo(repo_id: str, filename: str, *, what: str, revision: str | No
     try:
         hf_hub_download(repo_id, filename, revision=revision)
     except GatedRepoError as err:
-        raise UsageError(f"{what} {repo_id!r} is gated: accept its terms on {hub} and log in (HF_TOKEN)") from err
+        raise UsageError(
+            f"{what} {repo_id!r} is gated: accept its terms on {hub} and log in (HF_TOKEN)"
+        ) from err
     except RepositoryNotFoundError as err:
         raise UsageError(
             f"{what} {repo_id!r} not found on {hub}: check the id (or log in with HF_TOKEN / `hf auth login` if it "

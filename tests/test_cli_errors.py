@@ -80,7 +80,9 @@ def test_an_out_of_range_training_number_is_one_line_before_data_or_model(
 def test_a_negative_batch_size_in_the_recipe_file_is_refused_too(tmp_path, capsys):
     recipe = tmp_path / "sft.yaml"
     text = (WORLD / "sft_stage1.yaml").read_text(encoding="utf-8")
-    recipe.write_text(re.sub(r"(?m)^per_device_train_batch_size: .*$", "per_device_train_batch_size: -3", text))
+    recipe.write_text(
+        re.sub(r"(?m)^per_device_train_batch_size: .*$", "per_device_train_batch_size: -3", text)
+    )
     assert "per_device_train_batch_size: -3" in recipe.read_text()
     assert cli.main(["train", "sft", "--config", str(recipe)]) == 2
     assert "per_device_train_batch_size must be >= 1; got -3" in _one_line(capsys)
@@ -129,7 +131,9 @@ def test_a_recipe_names_other_recipes_relative_to_its_own_folder(tmp_path, monke
     assert Path(config.grpo_recipe) == WORLD / "grpo_band.yaml"
     assert Path(config.eval_recipe) == WORLD / "eval.yaml"
     assert Path(config.band.filter_recipe) == WORLD / "filter.yaml"
-    assert config.run_dir == "outputs/quickstart"  # data and output paths stay relative to the working directory
+    assert (
+        config.run_dir == "outputs/quickstart"
+    )  # data and output paths stay relative to the working directory
 
 
 @pytest.mark.parametrize(
@@ -183,7 +187,9 @@ def test_an_unknown_recipe_key_names_the_closest(where, tmp_path, capsys):
 
 def test_an_unknown_ablation_key_names_the_closest(tmp_path, capsys):
     recipe = tmp_path / "ablations.yaml"
-    recipe.write_text((WORLD / "ablations.yaml").read_text(encoding="utf-8") + "sedes: [0]\n", encoding="utf-8")
+    recipe.write_text(
+        (WORLD / "ablations.yaml").read_text(encoding="utf-8") + "sedes: [0]\n", encoding="utf-8"
+    )
     assert cli.main(["ablate", "--config", str(recipe)]) == 2
     assert "sedes (did you mean seeds?)" in _one_line(capsys)
 
@@ -245,7 +251,12 @@ HUB_COMMANDS = {
 
 def _run_cli(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "slmsql_hub", *argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "slmsql_hub", *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -285,7 +296,9 @@ def _leaf_parsers(parser: argparse.ArgumentParser | None = None) -> list[tuple[s
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subparsers:
         return [(parser.prog, parser)]
-    return [leaf for action in subparsers for child in action.choices.values() for leaf in _leaf_parsers(child)]
+    return [
+        leaf for action in subparsers for child in action.choices.values() for leaf in _leaf_parsers(child)
+    ]
 
 
 REQUIRED = {
@@ -400,4 +413,3 @@ def test_every_typed_recipe_field_refuses_a_bad_value_in_one_line(command, tmp_p
         assert option in err or option.replace("_", "-") in err, (argv, err)
     assert time.monotonic() - started < 10 + 0.2 * len(fields)  # nothing was loaded
     assert not (tmp_path / "out").exists()
-

@@ -80,7 +80,9 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
 def _recipe(tmp_path: Path, text: str) -> Path:
     base = RECIPE.read_text(encoding="utf-8").split("worlds:")[0]
     # the copy lives elsewhere: its references to other recipes point back at the originals
-    base = re.sub(r"(?m)^(\s*\w+_recipe: )(\S+)", lambda m: m.group(1) + str(RECIPE.parent / m.group(2)), base)
+    base = re.sub(
+        r"(?m)^(\s*\w+_recipe: )(\S+)", lambda m: m.group(1) + str(RECIPE.parent / m.group(2)), base
+    )
     path = tmp_path / "transfer.yaml"
     path.write_text(base + text, encoding="utf-8")
     return path

@@ -48,7 +48,9 @@ def run_study(
     selected = config.selected(variants)
     run = Path(config.run_dir)
     if not run.is_dir():
-        raise UsageError(f"run folder {run} not found: pass --run-dir of a finished run (`slmsql quickstart` makes one)")
+        raise UsageError(
+            f"run folder {run} not found: pass --run-dir of a finished run (`slmsql quickstart` makes one)"
+        )
     for needed in config.run_inputs():
         if not (run / needed).exists():
             raise UsageError(

@@ -49,6 +49,7 @@ def check_hub_refs(
     """The base model and adapters that are not local folders must be Hub repositories: fetch their configs into
     the cache (:func:`slmsql_hub.refs.check_hub_repo`), so a missing one is one line before anything loads, not a
     traceback from transformers or PEFT."""
+
     def on_hub(ref: str | Path) -> bool:  # a missing local folder is _check_model_ref's to report
         return not looks_local(ref) and not Path(ref).expanduser().exists()
 

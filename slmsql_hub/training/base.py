@@ -466,7 +466,7 @@ def _training_counts(training_args: BaseTrainingConfig, trainer: Any, result: An
     }
 
 
-if __name__ == "__main__":  # pragma: no cover - the command is `slmsql train base` (the CLI is above this layer)
+if __name__ == "__main__":  # pragma: no cover - `slmsql train base` runs it (the CLI is above this layer)
     from ..errors import exit_not_a_command
 
     exit_not_a_command("slmsql_hub.training.base", "base")

@@ -37,7 +37,9 @@ def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, ada
         if not (adapter / "adapter_config.json").is_file():
             raise UsageError(f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}")
     elif adapter_path:
-        check_hub_repo(adapter_path, "adapter_config.json", what="adapter", revision=model_args.adapter_revision)
+        check_hub_repo(
+            adapter_path, "adapter_config.json", what="adapter", revision=model_args.adapter_revision
+        )
 
 
 def load_model_and_tokenizer(model_args: ModelArguments, adapter_path: str | None) -> tuple[Any, Any, Any]:

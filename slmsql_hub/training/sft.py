@@ -212,7 +212,7 @@ def _summary(
     }
 
 
-if __name__ == "__main__":  # pragma: no cover - the command is `slmsql train sft` (the CLI is above this layer)
+if __name__ == "__main__":  # pragma: no cover - `slmsql train sft` runs it (the CLI is above this layer)
     from ..errors import exit_not_a_command
 
     exit_not_a_command("slmsql_hub.training.sft", "sft")
