@@ -232,6 +232,30 @@ def test_python_dash_m_slmsql_hub_is_the_command(tmp_path):
     assert done.returncode == 2 and "argument --dev: must be >= 0" in done.stderr
 
 
+@pytest.mark.slow
+def test_accelerate_launch_runs_sft_on_two_processes_and_prints_one_headline(tmp_path):
+    import socket
+
+    assert cli.main(["world", "build", "--out", str(tmp_path / "w"), "--foundation", "64", "--grounding", "16",
+                     "--rl-pool", "16", "--dev", "8", "--test", "8"]) == 0  # fmt: skip
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", str(port),
+        "--config_file", str(REPO / "recipes" / "accelerate_configs" / "cpu_2proc.yaml"),
+        "-m", "slmsql_hub", "train", "sft", "--config", str(WORLD / "sft_stage1_smoke.yaml"),
+        "--model_name_or_path", str(FIXTURE_RUN / "base"), "--max_steps", "2",
+        "--dataset_paths", str(tmp_path / "w" / "datasets" / "foundation"), "--output_dir", str(tmp_path / "sft"),
+    ]  # fmt: skip
+    env = clean_env(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    headlines = [line for line in done.stdout.splitlines() if line.startswith('{"kind"')]
+    assert len(headlines) == 1 and '"steps": 2' in headlines[0]  # cpu_2proc.yaml: two processes, one headline
+    assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
+
+
 # -- the Hub ------------------------------------------------------------------------------------------------------
 
 HUB_COMMANDS = {
