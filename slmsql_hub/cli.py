@@ -5,7 +5,8 @@ Each subcommand lives beside the code it drives and exposes two functions:
 Bad input raises :class:`~slmsql_hub.errors.UsageError`; the dispatcher prints that one line to stderr and
 exits with code 2, never a traceback. An :class:`~slmsql_hub.errors.InfrastructureError` or ``OSError`` (the Hub
 unreachable, a folder that cannot be created, a full disk) is the machine or a service failing, not bad input:
-one line too, exit code 1, and ``-v`` shows its traceback.
+one line too, exit code 1, and ``-v`` shows its traceback. :func:`main` returns the exit code, argparse's own
+(2 for a bad option, 0 for ``--help``) included, so it can be called in-process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import sys
 from . import __version__
 from .commands import OneLineParser
 from .errors import InfrastructureError, UsageError
+
+# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; -v shows them.
+_CHATTY_LOGGERS = ("httpx2", "httpcore2")
 
 # (subcommand module, imported lazily so `slmsql --help` stays fast and imports no torch)
 _COMMANDS: tuple[str, ...] = (
@@ -49,11 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exited:  # argparse's one-line error (2) or --help / --version (0)
+        return exited.code if isinstance(exited.code, int) else 0
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        for name in _CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

@@ -11,17 +11,15 @@ Nothing here reads datasets or models: a recipe for a model this machine cannot 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from .errors import UsageError
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +28,112 @@ DEPRECATED_FIELDS = frozenset(
 )
 """The old benchmark spellings :class:`~slmsql_hub.data.config.BenchmarkArguments` still reads (left out of saved configs when unset)."""
 
+
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:
     return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
+
+
+def did_you_mean(name: str, known: Sequence[str] | set[str]) -> str:
+    """`` (did you mean X?)`` for the closest of ``known`` to a misspelt ``name``; ``""`` when none is close.
+
+    Example:
+
+    ```python
+    >>> did_you_mean("learnig_rate", {"learning_rate", "lora_r"})
+    ' (did you mean learning_rate?)'
+    >>> did_you_mean("zzz", {"learning_rate"})
+    ''
+
+    ```
+    """
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unknown_keys(keys: Sequence[str], known: set[str]) -> str:
+    """``a (did you mean b?), c`` for the unknown ``keys``."""
+    return ", ".join(f"{key}{did_you_mean(key, known)}" for key in keys)
+
+
+def yaml_error_line(path: str | os.PathLike, err: Exception) -> str:
+    """A YAML parse error as one ``file:line:col: message`` line (1-based, as editors count).
+
+    Example:
+
+    ```python
+    >>> import yaml
+    >>> try:
+    ...     yaml.safe_load("a: [1, 2\\nb: 3\\n")
+    ... except yaml.YAMLError as err:
+    ...     print(yaml_error_line("r.yaml", err))
+    r.yaml:2:2: expected ',' or ']', but got ':' (while parsing a flow sequence at 1:4)
+
+    ```
+    """
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at {context_mark.line + 1}:{context_mark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    return f"{where}: {problem}"
+
+
+def read_recipe_mapping(path: str | os.PathLike, option: str = "--config") -> dict[str, Any]:
+    """The mapping of a recipe file; a missing, empty, malformed or non-mapping file is one :class:`UsageError`.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> recipe = pathlib.Path(tempfile.mkdtemp()) / "sft.yaml"
+    >>> _ = recipe.write_text("")
+    >>> read_recipe_mapping(recipe)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: recipe ... is empty: a recipe is a YAML mapping of field: value (see recipes/world/)
+
+    ```
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"recipe not found: {path}; pass an existing YAML file to {option}")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise UsageError(yaml_error_line(path, err)) from err
+    except UnicodeDecodeError as err:
+        raise UsageError(f"recipe {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+    if loaded is None:
+        raise UsageError(
+            f"recipe {path} is empty: a recipe is a YAML mapping of field: value (see recipes/world/)"
+        )
+    if not isinstance(loaded, dict):
+        raise UsageError(
+            f"recipe {path} must be a YAML mapping of field: value, not a {type(loaded).__name__}"
+        )
+    return loaded
+
+
+def recipe_reference(recipe: str | os.PathLike, reference: str | os.PathLike) -> Path:
+    """Where a recipe's reference to another recipe points: relative to the folder of the recipe that names it
+    (data and output paths stay relative to the working directory).
+
+    Example:
+
+    ```python
+    >>> recipe_reference("recipes/world/ablations.yaml", "grpo_band.yaml").as_posix()
+    'recipes/world/grpo_band.yaml'
+    >>> recipe_reference("recipes/world/ablations.yaml", "/abs/eval.yaml").as_posix()
+    '/abs/eval.yaml'
+
+    ```
+    """
+    return Path(recipe).parent / Path(reference).expanduser()
 
 
 def _build_parser(dataclass_types: Sequence[type]):
@@ -56,7 +158,8 @@ def parse_recipe(
     """Fill ``dataclass_types`` from a flat YAML recipe, then from ``--key value`` overrides (which win).
 
     Returns one validated instance per dataclass, in the order given. Raises :class:`UsageError` when the recipe
-    is missing or not a mapping, a key is unknown (recipe or overrides), or a value fails validation.
+    is missing, empty, malformed or not a mapping, a key is unknown (recipe or overrides; the closest field is
+    suggested), or a value fails validation. Nothing is loaded: every check runs before data or a model.
 
     Example:
 
@@ -77,38 +180,41 @@ def parse_recipe(
 
     ```
     """
-    import yaml
-
+    known = _field_names(dataclass_types)
+    classes = ", ".join(c.__name__ for c in dataclass_types)
     argv: list[str] = []
     if config is not None:
         path = Path(config)
-        if not path.is_file():
-            raise UsageError(f"recipe not found: {path}; pass an existing YAML file to --config")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise UsageError(f"recipe {path} is not valid YAML: {err}") from err
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise UsageError(f"recipe {path} must be a YAML mapping of field: value")
-        unknown = sorted(set(loaded) - (_field_names(dataclass_types) | {"env"}))
+        unknown = sorted(set(read_recipe_mapping(path)) - (known | {"env"}))
         if unknown:
             raise UsageError(
-                f"unknown key(s) in {path}: {', '.join(unknown)}; remove them or check the spelling "
-                f"(known fields are those of {', '.join(c.__name__ for c in dataclass_types)})"
+                f"unknown key(s) in {path}: {_unknown_keys(unknown, known)}; remove them or check the spelling "
+                f"(known fields are those of {classes})"
             )
         argv = ["--config", str(path)]
+    # HfArgumentParser takes --field and --field-name alike, and --no_FIELD for a boolean that defaults to true.
+    flags = [arg.split("=", 1)[0][2:].replace("-", "_") for arg in overrides if arg.startswith("--")]
+    unknown = [f for f in flags if f not in known | {"config", "help"} and f.removeprefix("no_") not in known]
+    if unknown:
+        raise UsageError(
+            f"unknown argument(s) {_unknown_keys([f'--{u}' for u in unknown], {f'--{k}' for k in known})}; "
+            f"overrides are --field value with fields of {classes}"
+        )
     parser = _build_parser(dataclass_types)
-    # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0.
-    parsed = parser.parse_args_and_config(
-        [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
-    )
+    # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0. The dataclasses'
+    # own checks (TRL's and transformers' included) raise ValueError: bad input as well, one line.
+    try:
+        parsed = parser.parse_args_and_config(
+            [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
+        )
+    except ValueError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"invalid value in {config or 'the overrides'}: {first}") from err
     *instances, config_rest, cli_rest = parsed
     if config_rest or cli_rest:
         raise UsageError(
             f"unknown argument(s) {' '.join(config_rest + cli_rest)}; overrides are --field value with fields of "
-            f"{', '.join(c.__name__ for c in dataclass_types)}"
+            f"{classes}"
         )
     return tuple(instances)
 

@@ -117,3 +117,97 @@ def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
     return f"{endpoint}/{prefix}{repo_id}"
+
+
+HUB_LICENSES = frozenset(
+    """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+    bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc
+    cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0
+    cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0
+    cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1
+    eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c
+    ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl openmdw-1.0 openrail++ osl-3.0 postgresql ofl-1.1 ncsa
+    unlicense zlib pddl lgpl-lr deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1
+    llama3.2 llama3.3 llama4 gemma unknown other""".split()
+)
+"""The license identifiers the Hub accepts in a card's ``license:`` (https://huggingface.co/docs/hub/repositories-licenses;
+``huggingface_hub`` ships no such list). ``other`` needs ``license_name`` and ``license_link`` as well."""
+
+
+def check_license(license_id: str, option: str = "--license") -> str:
+    """``license_id`` unchanged when the Hub accepts it in a card's metadata; else a UsageError naming ``option``
+    and the closest identifier.
+
+    Example:
+
+    ```python
+    >>> check_license("apache-2.0")
+    'apache-2.0'
+    >>> check_license("apache2")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: --license 'apache2' is not a Hub license id (did you mean apache-2.0?); see https://huggingface.co/docs/hub/repositories-licenses
+
+    ```
+    """
+    import difflib
+
+    if license_id in HUB_LICENSES:
+        return license_id
+    close = difflib.get_close_matches(license_id.lower(), sorted(HUB_LICENSES), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UsageError(
+        f"{option} {license_id!r} is not a Hub license id{hint}; see https://huggingface.co/docs/hub/repositories-licenses"
+    )
+
+
+def check_hub_repo(repo_id: str, filename: str, *, what: str, revision: str | None = None) -> None:
+    """Fetch ``filename`` (``config.json`` of a model, ``adapter_config.json`` of an adapter) of the Hub repository
+    ``repo_id`` into the cache before anything loads, so a missing repository, revision or file is one line.
+
+    Raises :class:`UsageError` (exit code 2) when the repository, the revision or the file does not exist (or is
+    private or gated without access), or the Hub is offline (``HF_HUB_OFFLINE``) and the file not cached;
+    :class:`~slmsql_hub.errors.InfrastructureError` (exit code 1) when the Hub cannot be reached or fails.
+    """
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    from .errors import InfrastructureError
+
+    at = f" at revision {revision}" if revision else ""
+    hub = constants.ENDPOINT
+    try:
+        hf_hub_download(repo_id, filename, revision=revision)
+    except GatedRepoError as err:
+        raise UsageError(
+            f"{what} {repo_id!r} is gated: accept its terms on {hub} and log in (HF_TOKEN)"
+        ) from err
+    except RepositoryNotFoundError as err:
+        raise UsageError(
+            f"{what} {repo_id!r} not found on {hub}: check the id (or log in with HF_TOKEN / `hf auth login` if it "
+            "is private), or pass a local folder"
+        ) from err
+    except RevisionNotFoundError as err:
+        raise UsageError(f"{what} {repo_id!r} has no revision {revision!r} on {hub}") from err
+    except RemoteEntryNotFoundError as err:
+        raise UsageError(f"{what} {repo_id!r}{at} has no {filename}: is it the right repository?") from err
+    except LocalEntryNotFoundError as err:
+        if constants.HF_HUB_OFFLINE:
+            raise UsageError(
+                f"{what} {repo_id!r}{at} is not in the local cache and HF_HUB_OFFLINE is set: download it first, "
+                "or pass a local folder"
+            ) from err
+        raise InfrastructureError(
+            f"could not reach {hub} to fetch {what} {repo_id!r}{at}: check the network and HF_ENDPOINT, or set "
+            "HF_HUB_OFFLINE=1 when it is in the local cache"
+        ) from err
+    except HfHubHTTPError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InfrastructureError(f"{hub} failed while fetching {what} {repo_id!r}{at}: {first}") from err

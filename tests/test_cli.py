@@ -18,9 +18,7 @@ from slmsql_hub import cli
     ],
 )
 def test_argparse_errors_are_one_line_naming_the_help_and_exit_2(argv, prog, message, capsys):
-    with pytest.raises(SystemExit) as exited:
-        cli.main(argv)
-    assert exited.value.code == 2
+    assert cli.main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [captured.err.strip()]  # one line: no usage block before it
@@ -29,9 +27,7 @@ def test_argparse_errors_are_one_line_naming_the_help_and_exit_2(argv, prog, mes
 
 
 def test_help_still_prints_the_usage_and_exits_0(capsys):
-    with pytest.raises(SystemExit) as exited:
-        cli.main(["ex", "--help"])
-    assert exited.value.code == 0
+    assert cli.main(["ex", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: slmsql ex")
 
 
@@ -45,15 +41,13 @@ def test_recipe_commands_reject_an_unknown_field_in_the_same_one_line(command, c
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [err.strip()]
-    assert err.startswith(f"slmsql {command[0]}: error: unknown argument(s) --no_such_field 3; overrides are")
+    assert err.startswith(f"slmsql {command[0]}: error: unknown argument(s) --no_such_field; overrides are")
     assert config_name in err
 
 
 @pytest.mark.parametrize(("command", "field"), [("filter", "--num_samples"), ("eval", "--sft_adapter")])
 def test_filter_and_eval_help_lists_the_recipe_fields(command, field, capsys):
-    with pytest.raises(SystemExit) as exited:
-        cli.main([command, "--help"])
-    assert exited.value.code == 0
+    assert cli.main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "recipe fields" in out and f"\n  {field}\n" in out
 

@@ -186,8 +186,8 @@ def test_length_mismatch_exits_2_with_both_counts(tmp_path, db_root, capsys):
     ("extra", "fragment"),
     [
         (["--keep-distinct"], "--keep-distinct only applies to --mode spider"),
-        (["--timeout", "0"], "--timeout must be a positive"),
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--timeout", "0"], "argument --timeout: must be > 0"),
+        (["--workers", "0"], "argument --workers: must be >= 1"),
     ],
 )
 def test_bad_options_exit_2(tmp_path, db_root, capsys, extra, fragment):

@@ -66,7 +66,7 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
     target = make.split("\ntransfer:")[1].split("\n\n")[0]
     lines = [shlex.split(line.strip().replace("$(VENV)/bin/", "")) for line in target.splitlines()[1:]]
     built = {line[line.index("--out") + 1]: line[line.index("--out") + 2 :] for line in lines if line[:3] == ["slmsql", "world", "build"]}  # fmt: skip
-    ablated = [line[line.index("--run_dir") + 1] for line in lines if line[:2] == ["slmsql", "ablate"]]
+    ablated = [line[line.index("--run-dir") + 1] for line in lines if line[:2] == ["slmsql", "ablate"]]
     config = load_ablation_config(RECIPE, run_dir=_worlds()["plant70"]["run_dir"])
     for name, arm in config.worlds.items():
         assert arm.run_dir in ablated, name
@@ -79,6 +79,10 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
 
 def _recipe(tmp_path: Path, text: str) -> Path:
     base = RECIPE.read_text(encoding="utf-8").split("worlds:")[0]
+    # the copy lives elsewhere: its references to other recipes point back at the originals
+    base = re.sub(
+        r"(?m)^(\s*\w+_recipe: )(\S+)", lambda m: m.group(1) + str(RECIPE.parent / m.group(2)), base
+    )
     path = tmp_path / "transfer.yaml"
     path.write_text(base + text, encoding="utf-8")
     return path

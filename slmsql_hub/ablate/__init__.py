@@ -47,6 +47,10 @@ def run_study(
     config = load_ablation_config(config_path, **cli)
     selected = config.selected(variants)
     run = Path(config.run_dir)
+    if not run.is_dir():
+        raise UsageError(
+            f"run folder {run} not found: pass --run-dir of a finished run (`slmsql quickstart` makes one)"
+        )
     for needed in config.run_inputs():
         if not (run / needed).exists():
             raise UsageError(
@@ -59,5 +63,5 @@ def run_study(
             config.output_dir, [v.name for v in config.variants], dataclasses.asdict(config)
         )
     except FileNotFoundError as err:
-        raise UsageError(f"{err}; run the grid first (without --report_only)") from err
+        raise UsageError(f"{err}; run the grid first (without --report-only)") from err
     return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}

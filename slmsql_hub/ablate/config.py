@@ -6,7 +6,7 @@ uses), so a typo fails in one line before any training starts.
 
 A recipe may name several **worlds** (``recipes/world/transfer.yaml``): each a run folder of its own (its world,
 base and SFT adapter), its output folder and its evaluation slices; every variant then names its ``world``. One
-study runs one world at a time: ``--run_dir`` picks the world whose ``run_dir`` it is (default: the recipe's
+study runs one world at a time: ``--run-dir`` picks the world whose ``run_dir`` it is (default: the recipe's
 ``run_dir``), and the loaded config holds that world's variants, output folder and slices only.
 """
 
@@ -63,7 +63,7 @@ class Variant:
 class WorldArm:
     """One world of a multi-world study: the finished run folder whose world, base and SFT adapter it starts
     from, where its runs and report go, its evaluation slices (``None``: the recipe's ``transfer``) and how its
-    world was built (``plant``: ``{name, rate}`` as ``slmsql world build --plant NAME --plant_rate RATE``;
+    world was built (``plant``: ``{name, rate}`` as ``slmsql world build --plant NAME --plant-rate RATE``;
     ``None``: the natural world)."""
 
     run_dir: str
@@ -80,7 +80,7 @@ class WorldArm:
         ```python
         >>> from slmsql_hub.ablate.config import WorldArm
         >>> WorldArm("r", "o", plant={"name": "comparison_inclusive", "rate": 0.7}).world_build_args()
-        ['--plant', 'comparison_inclusive', '--plant_rate', '0.7']
+        ['--plant', 'comparison_inclusive', '--plant-rate', '0.7']
         >>> WorldArm("r", "o").world_build_args()
         []
 
@@ -88,7 +88,7 @@ class WorldArm:
         """
         if not self.plant:
             return []
-        return ["--plant", str(self.plant["name"]), "--plant_rate", str(self.plant["rate"])]
+        return ["--plant", str(self.plant["name"]), "--plant-rate", str(self.plant["rate"])]
 
 
 @dataclass
@@ -100,7 +100,7 @@ class BandSettings:
     ``rl_pool`` questions under ``<output_dir>/pool`` and filters ``pool_limit`` of them (seeded) there.
     """
 
-    filter_recipe: str = "recipes/world/filter.yaml"
+    filter_recipe: str = "filter.yaml"
     band_dir: str | None = None
     band_revision: str | None = None
     pool_rl_pool: int | None = None
@@ -201,12 +201,13 @@ class AblationConfig:
 
 
 def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    from ..recipes import did_you_mean
+
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise UsageError(
-            f"unknown key(s) in {where}: {', '.join(unknown)}; known: {', '.join(sorted(names))}"
-        )
+        named = ", ".join(f"{key}{did_you_mean(key, names)}" for key in unknown)
+        raise UsageError(f"unknown key(s) in {where}: {named}; known: {', '.join(sorted(names))}")
     return data
 
 
@@ -270,7 +271,7 @@ def _one_world(config: AblationConfig, path: Path, output_given: bool) -> None:
     chosen = [name for name, arm in config.worlds.items() if Path(arm.run_dir) == Path(config.run_dir)]
     if not chosen:
         choices = ", ".join(f"{name}: {arm.run_dir}" for name, arm in config.worlds.items())
-        raise UsageError(f"{path} runs one world at a time: pass --run_dir of one of its worlds ({choices})")
+        raise UsageError(f"{path} runs one world at a time: pass --run-dir of one of its worlds ({choices})")
     config.world = chosen[0]
     arm = config.worlds[config.world]
     config.variants = [v for v in config.variants if v.world == config.world]
@@ -324,20 +325,20 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     Raises:
         UsageError: a missing or malformed recipe, an unknown key or variant field, or a bad value.
     """
-    from ..run.files import read_yaml_mapping
+    from ..recipes import read_recipe_mapping, recipe_reference
 
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"ablation recipe not found: {path}")
-    data = _known(AblationConfig, dict(read_yaml_mapping(path)), str(path))
+    data = _known(AblationConfig, read_recipe_mapping(path), str(path))
     band = BandSettings(**_known(BandSettings, data.pop("band", None) or {}, f"{path} band"))
     variants = _variants(data.pop("variants", None), path)
     worlds = _worlds(data.pop("worlds", None), path)
     if data.pop("world", None) is not None:
-        raise UsageError(f"{path}: `world` is chosen with --run_dir, not set in the recipe")
+        raise UsageError(f"{path}: `world` is chosen with --run-dir, not set in the recipe")
     for key in ("grpo_recipe", "eval_recipe"):
         if not isinstance(data.get(key), str):
             raise UsageError(f"{path}: `{key}` (the path of a recipe) is required")
+        data[key] = str(recipe_reference(path, data[key]))
+    band.filter_recipe = str(recipe_reference(path, band.filter_recipe))
     config = AblationConfig(variants=variants, band=band, worlds=worlds, **data)
     for key, value in cli.items():
         if value is not None:

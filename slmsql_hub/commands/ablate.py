@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import print_result
+from . import folder_to_write, number, print_result
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -15,23 +15,36 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=(
             "For each variant and seed, train GRPO from the run's SFT adapter on band_train, then evaluate it on "
             "band_train, band_heldout, world dev and world test paired against SFT. Finished (variant, seed) "
-            "folders are reused; the report merges every finished folder under --output_dir. "
+            "folders are reused; the report merges every finished folder under --output-dir. "
             "Example: slmsql ablate --config recipes/world/ablations.yaml --variants frozen high_lr --seeds 0"
         ),
     )
     parser.add_argument(
         "--config", required=True, help="the study's recipe (e.g. recipes/world/ablations.yaml)"
     )
-    parser.add_argument("--run_dir", help="the finished run folder to start from (default: the recipe's)")
-    parser.add_argument("--variants", nargs="+", metavar="NAME", help="run only these variants")
-    parser.add_argument("--seeds", nargs="+", type=int, metavar="N", help="run only these seeds")
-    parser.add_argument("--max_steps", type=int, help="GRPO steps per run (default: the recipe's)")
-    parser.add_argument("--output_dir", help="where runs and the report go (default: the recipe's)")
     parser.add_argument(
-        "--jobs", type=int, help="runs at a time, each in its own process (default: the recipe's)"
+        "--run-dir", metavar="DIR", help="the finished run folder to start from (default: the recipe's)"
+    )
+    parser.add_argument("--variants", nargs="+", metavar="NAME", help="run only these variants")
+    parser.add_argument(
+        "--seeds", nargs="+", type=number(int, low=0), metavar="N", help="run only these seeds"
     )
     parser.add_argument(
-        "--report_only", action="store_true", help="only merge the finished folders into the report"
+        "--max-steps", type=number(int, low=1), help="GRPO steps per run (default: the recipe's)"
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=folder_to_write,
+        metavar="DIR",
+        help="where runs and the report go (default: the recipe's)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=number(int, low=1),
+        help="runs at a time, each in its own process (default: the recipe's)",
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="only merge the finished folders into the report"
     )
     parser.set_defaults(run=run)
     return parser

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import print_result
+from . import hub_license, print_result, repo_id
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,21 +36,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--repo-id",
+        type=repo_id(),
         metavar="NAMESPACE/NAME",
         help="the model repo the card will live in: source links of .eval_results and the usage snippet",
     )
     parser.add_argument(
         "--base-model-id",
+        type=repo_id(namespace=False),
         metavar="ID",
         help="the base model's Hub id when the run used a local copy (metadata base_model); without it a local "
         "base model ships in the folder's base/",
     )
-    parser.add_argument("--license", help="license id for the metadata (default: the project's license)")
+    parser.add_argument(
+        "--license", type=hub_license, help="license id for the metadata (default: the project's license)"
+    )
     parser.add_argument("--model-name", help="the model-index name (default: the repo's name)")
     parser.add_argument(
         "--dataset",
         action="append",
         default=[],
+        type=repo_id(namespace=False),
         metavar="ID",
         help="a published training dataset for the metadata's datasets, e.g. the band's dataset repo once "
         "pushed (NAMESPACE/NAME-band; repeatable); evaluation sets never go there",

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 from ..errors import UsageError
+from . import existing_folder, number
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--db-root",
+        type=existing_folder,
         metavar="DIR",
         help="folder with one <db_id>/<db_id>.sqlite per database (relative JSONL db_path also resolve here)",
     )
@@ -60,9 +62,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--keep-distinct", action="store_true", help="spider mode: keep DISTINCT instead of removing it"
     )
     parser.add_argument(
-        "--timeout", type=float, default=30.0, metavar="S", help="time limit per query, CPU seconds (more: wrong)"
+        "--timeout",
+        type=number(float, low=0, above=True),
+        default=30.0,
+        metavar="S",
+        help="time limit per query, CPU seconds (more: wrong)",
     )
-    parser.add_argument("--workers", type=int, default=None, metavar="N", help="sandbox worker processes")
+    parser.add_argument(
+        "--workers", type=number(int, low=1), default=None, metavar="N", help="sandbox worker processes"
+    )
     parser.add_argument("--out", metavar="FILE", help="write one JSON line per question here")
     parser.set_defaults(run=run)
     return parser
@@ -110,15 +118,9 @@ def _checked_out(args: argparse.Namespace) -> Path | None:
     """The ``--out`` file, after refusing (``UsageError``) options that cannot work together."""
     if args.keep_distinct and args.mode != "spider":
         raise UsageError("--keep-distinct only applies to --mode spider")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     out = Path(args.out) if args.out else None
     if out is not None and out.is_dir():
         raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
-    if args.db_root is not None and not Path(args.db_root).is_dir():
-        raise UsageError(f"--db-root {args.db_root} is not a folder")
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import print_result
+from . import folder_to_write, print_result
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--cache-dir",
+        type=folder_to_write,
         metavar="DIR",
         default=None,
         help="modules cache to install into (default: $HF_MODULES_CACHE, else $HF_HOME/modules)",

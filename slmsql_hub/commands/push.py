@@ -9,13 +9,9 @@ comma-separated, or ``all``); the dataset and Space ids default to names derived
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
-from . import print_result
-
-# huggingface_hub 2.x's HTTP library (httpx2, on httpcore2) logs every request at INFO; the push prints its own summary.
-_CHATTY_LOGGERS = ("httpx2", "httpcore2")
+from . import folder_to_write, print_result, repo_id
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -38,7 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run folder (e.g. outputs/quickstart)")
-    parser.add_argument("--repo-id", help="the model repository NAMESPACE/NAME; other ids derive from it")
+    parser.add_argument(
+        "--repo-id", type=repo_id(), help="the model repository NAMESPACE/NAME; other ids derive from it"
+    )
     parser.add_argument(
         "--what",
         default="model",
@@ -62,12 +60,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--commit-message", help="commit title for the model and Space repositories")
     parser.add_argument(
-        "--base-repo-id", help="where a local base model goes with --what model (default NAMESPACE/NAME-base)"
+        "--base-repo-id",
+        type=repo_id(),
+        help="where a local base model goes with --what model (default NAMESPACE/NAME-base)",
     )
-    parser.add_argument("--sft-repo-id", help="the SFT adapter's repository (default NAMESPACE/NAME-sft)")
-    parser.add_argument("--dataset-repo-id", help="dataset repository (default NAMESPACE/NAME-band)")
-    parser.add_argument("--metric-space-id", help="metric Space (default NAMESPACE/ex)")
-    parser.add_argument("--demo-space-id", help="demo Space (default NAMESPACE/NAME-demo)")
+    parser.add_argument(
+        "--sft-repo-id", type=repo_id(), help="the SFT adapter's repository (default NAMESPACE/NAME-sft)"
+    )
+    parser.add_argument(
+        "--dataset-repo-id", type=repo_id(), help="dataset repository (default NAMESPACE/NAME-band)"
+    )
+    parser.add_argument("--metric-space-id", type=repo_id(), help="metric Space (default NAMESPACE/ex)")
+    parser.add_argument("--demo-space-id", type=repo_id(), help="demo Space (default NAMESPACE/NAME-demo)")
     parser.add_argument("--demo-dir", help="the demo Space's files (default spaces/demo)")
     parser.add_argument(
         "--wheel",
@@ -80,7 +84,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="write the exact folders that would be uploaded and print them; no network, no token needed",
     )
-    parser.add_argument("--dry-run-dir", help="where --dry-run writes (default RUN_DIR/push_dry_run)")
+    parser.add_argument(
+        "--dry-run-dir", type=folder_to_write, help="where --dry-run writes (default RUN_DIR/push_dry_run)"
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -98,9 +104,6 @@ def run(args: argparse.Namespace) -> int:
     from ..hub import plan_push, push, write_dry_run
     from ..run.layout import RunLayout
 
-    if not getattr(args, "verbose", False):
-        for name in _CHATTY_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
     targets = plan_push(
         args.run_dir,
         args.repo_id,

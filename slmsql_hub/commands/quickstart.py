@@ -30,7 +30,7 @@ from ..errors import UsageError
 from ..run.files import write_atomic
 from ..run.layout import RunLayout
 from ..run.read import Run, model_ref, read_run
-from . import print_result
+from . import existing_folder, folder_to_write, number, print_result, repo_id
 from .study import Options, Stage, Study, default_recipes_dir, flat_options, load_study
 
 logger = logging.getLogger(__name__)
@@ -294,16 +294,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "reused; --force starts over.",
     )
     parser.add_argument(
-        "--out", default=None, help="the run folder (default: the study's, outputs/quickstart)"
+        "--out",
+        default=None,
+        type=folder_to_write,
+        help="the run folder (default: the study's, outputs/quickstart)",
     )
     parser.add_argument(
         "--recipes",
         default=None,
+        type=existing_folder,
         help="the study's recipe folder, with its study.yaml (default: recipes/world)",
     )
     parser.add_argument(
         "--repo-id",
         default=None,
+        type=repo_id(),
         help="Hub id the card and dry-run push are written for (default: the study's)",
     )
     parser.add_argument(
@@ -313,7 +318,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="stages taken from the Hub instead of trained, comma-separated, or none (default: the study's "
         "from_hub; the Qwen study takes sft2, the study's SFT adapter)",
     )
-    parser.add_argument("--budget", type=float, default=600.0, help="time budget in seconds (default 600)")
+    parser.add_argument(
+        "--budget",
+        type=number(float, low=0, above=True),
+        default=600.0,
+        help="time budget in seconds (default 600)",
+    )
     parser.add_argument(
         "--attempt1",
         choices=("auto", "always", "never"),

@@ -52,11 +52,15 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "base":
         from ..training.base import train_base
 
-        summary = train_base(*parse_recipe(BASE_ARGUMENTS, args.config, args.overrides))
+        configs = parse_recipe(BASE_ARGUMENTS, args.config, args.overrides)
+        summary = train_base(*configs)
     else:
         from ..training.sft import train_sft
 
-        summary = train_sft(*parse_recipe(SFT_ARGUMENTS, args.config, args.overrides))
+        configs = parse_recipe(SFT_ARGUMENTS, args.config, args.overrides)
+        summary = train_sft(*configs)
+    if configs[-1].process_index != 0:  # under `accelerate launch`, the main process prints the headline
+        return 0
     headline = {
         k: summary.get(k) for k in ("kind", "stage", "output_dir", "steps", "final_loss", "wall_seconds")
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
-from . import print_result
+from . import folder_to_write, number, print_result
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -24,8 +24,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "world.json. Deterministic in --seed; an existing complete world with the same seed is reused."
         ),
     )
-    build.add_argument("--out", required=True, metavar="DIR", help="the world folder")
-    build.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    build.add_argument("--out", required=True, type=folder_to_write, metavar="DIR", help="the world folder")
+    build.add_argument("--seed", type=number(int, low=0), default=0, help="world seed (default 0)")
     build.add_argument("--overwrite", action="store_true", help="rebuild even if a world is already there")
     from ..world.build import SPLITS, WorldSizes  # light: no torch, no datasets at import
 
@@ -34,7 +34,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         default = getattr(defaults, split)
         build.add_argument(
             f"--{split.replace('_', '-')}",
-            type=int,
+            type=number(int, low=0),
             default=default,
             metavar="N",
             help=f"questions in {split} (default {default})",
@@ -50,17 +50,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--plant-rate",
-        "--plant_rate",
-        dest="plant_rate",
-        type=float,
+        type=number(float, low=0, high=1),
         metavar="F",
         help=f"share of the affected SFT questions given the wrong gold (default {planted.rate})",
     )
     build.add_argument(
         "--plant-probe",
-        "--plant_probe",
-        dest="plant_probe",
-        type=int,
+        type=number(int, low=1),
         metavar="N",
         help=f"questions per probe split (default {planted.probe})",
     )

@@ -146,6 +146,15 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 
     started = time.perf_counter()
     created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if policy is None:  # a Hub model or adapter that is not there: one line before any slice loads
+        from ..generation.loading import check_hub_refs
+
+        check_hub_refs(
+            config.model_name_or_path,
+            config.adapters(),
+            revision=config.model_revision,
+            adapter_revisions=config.adapter_revisions(),
+        )
     slices = [load_slice(spec, config) for spec in config.benchmark_specs()]
     adapters = config.adapters()
     prompt_configs = {

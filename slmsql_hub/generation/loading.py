@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..refs import DTYPES, looks_local
+from ..refs import DTYPES, check_hub_repo, looks_local
 from ..sql.recipe_limits import SQLLimitsArguments
 from .config import Backend, _require_vllm
 from .vllm_backend import VLLMPolicy, _load_vllm_policy
@@ -37,6 +37,28 @@ def _check_adapter_ref(ref: str | Path, name: str) -> None:
             f"adapter {name!r} at {str(ref)!r} has no adapter_config.json; pass the folder a PEFT adapter was "
             "saved to (model.save_pretrained), e.g. outputs/<run>/sft/stage2"
         )
+
+
+def check_hub_refs(
+    base_model: str | Path,
+    adapters: dict[str, str | Path],
+    *,
+    revision: str | None = None,
+    adapter_revisions: dict[str, str | None] | None = None,
+) -> None:
+    """The base model and adapters that are not local folders must be Hub repositories: fetch their configs into
+    the cache (:func:`slmsql_hub.refs.check_hub_repo`), so a missing one is one line before anything loads, not a
+    traceback from transformers or PEFT."""
+
+    def on_hub(ref: str | Path) -> bool:  # a missing local folder is _check_model_ref's to report
+        return not looks_local(ref) and not Path(ref).expanduser().exists()
+
+    pins = adapter_revisions or {}
+    if on_hub(base_model):
+        check_hub_repo(str(base_model), "config.json", what="base model", revision=revision)
+    for name, ref in adapters.items():
+        if on_hub(ref):
+            check_hub_repo(str(ref), "adapter_config.json", what=f"{name} adapter", revision=pins.get(name))
 
 
 def _collect_adapters(
@@ -117,6 +139,7 @@ def load_policy(
     unknown = sorted(set(pins) - set(named))
     if unknown:
         raise UsageError(f"adapter_revisions names adapter(s) {', '.join(unknown)} that are not loaded")
+    check_hub_refs(base_model, named, revision=revision, adapter_revisions=pins)
     if backend == "vllm":
         _require_vllm()
         if pins:  # vLLM reads LoRA adapters from folders: fetch the pinned ones first

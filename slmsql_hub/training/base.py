@@ -464,3 +464,9 @@ def _training_counts(training_args: BaseTrainingConfig, trainer: Any, result: An
         "final_loss": final_loss(trainer.state.log_history),
         "mean_train_loss": float(result.training_loss),
     }
+
+
+if __name__ == "__main__":  # pragma: no cover - `slmsql train base` runs it (the CLI is above this layer)
+    from ..errors import exit_not_a_command
+
+    exit_not_a_command("slmsql_hub.training.base", "base")

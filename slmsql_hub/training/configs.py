@@ -60,6 +60,52 @@ def _check_reporters(report_to: str | list[str] | None) -> None:
             )
 
 
+_TRAINING_AT_LEAST: dict[str, float] = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "learning_rate": 0,
+    "weight_decay": 0,
+    "max_grad_norm": 0,
+    "num_train_epochs": 0,
+    "warmup_steps": 0,
+    "adam_epsilon": 0,
+    "dataloader_num_workers": 0,
+    "seed": 0,
+    "logging_steps": 0,
+    "save_steps": 0,
+}
+"""The ``TrainingArguments`` numbers every training recipe checks up front (``transformers`` finds a negative
+batch size only when the data loader is built, after the model and the data loaded)."""
+
+
+def _check_training_numbers(config: TrainingArguments) -> None:
+    """One :class:`UsageError` line for the first number of ``config`` out of range, before anything loads.
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> _check_training_numbers(SimpleNamespace(per_device_train_batch_size=-3))
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: per_device_train_batch_size must be >= 1; got -3
+
+    ```
+    """
+    for name, low in _TRAINING_AT_LEAST.items():
+        value = getattr(config, name, None)
+        if isinstance(value, (int, float)) and not value >= low:  # `not >=` also refuses nan
+            raise UsageError(f"{name} must be >= {low}; got {value}")
+    max_steps = getattr(config, "max_steps", -1)
+    if max_steps is not None and max_steps != -1 and max_steps < 1:
+        raise UsageError(f"max_steps must be >= 1, or -1 to train num_train_epochs; got {max_steps}")
+    for name in ("adam_beta1", "adam_beta2"):
+        value = getattr(config, name, None)
+        if value is not None and not 0 <= value < 1:
+            raise UsageError(f"{name} must be in [0, 1); got {value}")
+
+
 def _check_threads(num_threads: int | None) -> None:
     if num_threads is not None and num_threads < 1:
         raise UsageError(f"num_threads must be >= 1, or null to keep torch's default; got {num_threads}")
@@ -274,6 +320,7 @@ class SFTTrainingConfig(_CheckpointingAlias, SFTConfig):
             )
         if self.max_length is not None and self.max_length < 16:
             raise UsageError(f"max_length must be >= 16 tokens, or null; got {self.max_length}")
+        _check_training_numbers(self)
         _check_reporters(self.report_to)
         _resolve_precision(self)
         super().__post_init__()
@@ -463,6 +510,7 @@ class BaseTrainingConfig(TrainingArguments):
             raise UsageError(
                 f"max_length is the pretraining block length and must be >= 16 tokens; got {self.max_length}"
             )
+        _check_training_numbers(self)
         _check_reporters(self.report_to)
         _resolve_precision(self)
         super().__post_init__()
@@ -597,6 +645,9 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
             raise UsageError(f"learning_rate must be >= 0 (0 is the ablations' frozen control); got {self.learning_rate}")
         if self.max_completion_length is not None and self.max_completion_length < 8:
             raise UsageError(f"max_completion_length must be >= 8 tokens; got {self.max_completion_length}")
+        if self.num_iterations < 1:
+            raise UsageError(f"num_iterations must be >= 1; got {self.num_iterations}")
+        _check_training_numbers(self)
         import importlib.util
 
         if self.use_vllm and importlib.util.find_spec("vllm") is None:

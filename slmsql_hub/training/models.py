@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..refs import looks_local
+from ..refs import check_hub_repo, looks_local
 from .configs import ModelArguments
 
 logger = logging.getLogger(__name__)
 
 
 def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, adapter_hint: str) -> None:
-    """Fail early, with the fix, when a local base model or adapter folder named by the recipe is missing.
+    """Fail early, with the fix, when the base model or adapter named by the recipe is missing: a local folder, or
+    a Hub repository (its config fetched into the cache; see :func:`slmsql_hub.refs.check_hub_repo`).
 
     ``adapter_hint`` is the fix for a missing adapter (e.g. which command writes it).
     """
@@ -29,10 +30,16 @@ def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, ada
             f"base model folder not found: {Path(name).expanduser()}; train it with `slmsql train base --config "
             "recipes/world/base.yaml` or fix model_name_or_path"
         )
+    if not looks_local(name):
+        check_hub_repo(name, "config.json", what="base model", revision=model_args.model_revision)
     if adapter_path and looks_local(adapter_path):
         adapter = Path(adapter_path).expanduser()
         if not (adapter / "adapter_config.json").is_file():
             raise UsageError(f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}")
+    elif adapter_path:
+        check_hub_repo(
+            adapter_path, "adapter_config.json", what="adapter", revision=model_args.adapter_revision
+        )
 
 
 def load_model_and_tokenizer(model_args: ModelArguments, adapter_path: str | None) -> tuple[Any, Any, Any]:

@@ -219,3 +219,9 @@ def _summary(
         "threads": threads,
         "environment": environment(),
     }
+
+
+if __name__ == "__main__":  # pragma: no cover - `slmsql train sft` runs it (the CLI is above this layer)
+    from ..errors import exit_not_a_command
+
+    exit_not_a_command("slmsql_hub.training.sft", "sft")

@@ -1,7 +1,7 @@
 """A planted skill: one systematic, rule-like error in the world's SFT splits, and the probes that measure it.
 
 The natural world maps every comparison phrase onto one operator ("more than" -> ``>``, "at least" -> ``>=``).
-A planted world (``slmsql world build --plant comparison_inclusive --plant_rate F``) keeps that mapping in
+A planted world (``slmsql world build --plant comparison_inclusive --plant-rate F``) keeps that mapping in
 ``rl_pool``, ``dev`` and ``test``, but in the SFT splits (``foundation``, ``grounding``, and so the base
 model's corpus drawn from them) a seeded share ``F`` of the *affected* questions ("at least" / "at most")
 has its gold written with the strict operator (``>`` / ``<``): the SFT policy learns the wrong rule at
