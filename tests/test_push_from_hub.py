@@ -48,7 +48,9 @@ def carded_run(tmp_path_factory) -> Path:
 
     run = tmp_path_factory.mktemp("carded") / "run"
     shutil.copytree(FIXTURE_RUN, run)
-    results = run / "eval" / "eval_results.json"  # as if the world's splits were published: model-index entries
+    results = (
+        run / "eval" / "eval_results.json"
+    )  # as if the world's splits were published: model-index entries
     results.write_text(results.read_text().replace('"dataset_id": null', '"dataset_id": "pub/world"'))
     build_card(run, options=CardOptions(repo_id=CARD_ID))
     return run
@@ -257,3 +259,23 @@ def test_the_metric_spaces_requirements_install_this_version_and_evaluate_load_c
     assert Path(result["package"]).is_relative_to(tmp_path / "venv")  # the wheel's copy, not this clone
     assert not Path(result["package"]).is_relative_to(REPO)
     assert os.path.basename(os.path.dirname(result["package"])) == "slmsql_hub"
+
+
+def test_a_run_whose_sft_adapter_came_from_the_hub_pushes_no_sft_repo_and_its_space_loads_the_hub_one(
+    carded_run, tmp_path
+):
+    run = tmp_path / "run"
+    shutil.copytree(carded_run, run)
+    stage2 = run / "sft" / "stage2"
+    shutil.rmtree(stage2)
+    stage2.mkdir()
+    (stage2 / "hub.json").write_text(json.dumps({"repo_id": "study/sft-adapter", "revision": "abc123"}))
+    targets = hub.plan_push(run, "alice/mymodel", "sft-model,demo-space")
+    assert [t.what for t in targets] == ["demo-space"]  # nothing to push for an adapter already on the Hub
+    files = dict(targets[0].files)
+    config = json.loads(files["space_config.json"])
+    assert config["sft_adapter"] == {"repo_id": "study/sft-adapter", "revision": "abc123"}
+    assert (
+        "study/sft-adapter" in files["README.md"].decode()
+        and "alice/mymodel-sft" not in files["README.md"].decode()
+    )

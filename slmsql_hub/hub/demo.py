@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.layout import CARD_README, WORLD_MANIFEST, RunLayout
+from ..run.read import model_ref
 from .plan import DATASET, MODEL, SFT_MODEL, folder_files
 
 SPACE_CONFIG = "space_config.json"
@@ -75,7 +76,10 @@ def demo_files(
     metadata names the run's base, SFT and GRPO repositories and, when the run has a band, its dataset."""
     world, databases = _world_files(run_dir)
     config = space_config(ids, base, revision, databases)
-    card.data.models = [base.repo_id, ids[SFT_MODEL], ids[MODEL]]
+    sft = model_ref(RunLayout(run_dir).sft_stage2)
+    if sft.hub:  # a study that took its SFT adapter from the Hub: the Space loads that one
+        config["sft_adapter"] = {"repo_id": sft.name, "revision": sft.revision or "main"}
+    card.data.models = [base.repo_id, config["sft_adapter"]["repo_id"], ids[MODEL]]
     band = RunLayout(run_dir).band
     card.data.datasets = [ids[DATASET]] if DATASET in ids and band.is_dir() else None
     files: dict[str, Path | bytes] = dict(world)

@@ -22,7 +22,7 @@ from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
 from ..run.files import read_json_object
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
-from ..run.read import read_run
+from ..run.read import model_ref, read_run
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
 from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements
 
@@ -439,6 +439,10 @@ def plan_push(
         if name == MODEL:
             plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
         elif name == SFT_MODEL:
+            sft = model_ref(RunLayout(run_dir).sft_stage2)
+            if sft.hub:  # the study's SFT adapter came from the Hub: the Space and card name it there
+                logger.info("sft-model: the run's SFT adapter is %s on the Hub already; not pushed", sft.name)
+                continue
             plan.append(_sft_target(run_dir, ids[name], ids[BASE_MODEL], ids[MODEL], revision))
         elif name == DATASET:
             plan.append(_dataset_target(run_dir, ids[name], ids.get(MODEL) or derived.get(MODEL)))
