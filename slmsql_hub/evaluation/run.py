@@ -133,7 +133,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 
     ```python
     >>> from slmsql_hub.evaluation import EvalConfig, run_eval
-    >>> run_eval(EvalConfig(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_dir="o",
+    >>> run_eval(EvalConfig(model_name_or_path="./m", sft_adapter="./a", grpo_adapter="./b", output_dir="o",
     ...                     world_root="/nowhere"))
     Traceback (most recent call last):
     ...

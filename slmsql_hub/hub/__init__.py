@@ -3,9 +3,9 @@
 band, :mod:`~slmsql_hub.hub.base_model` the world's base model. Publishing renders cards; the card never imports
 publishing. ``slmsql_hub.hub`` is the one import for publishing."""
 
-from .publish import (
-    BAND_SHARD,
-    BAND_SPLIT,
+from ..refs import check_repo_id, repo_url
+from .band import BAND_SHARD, BAND_SPLIT, dataset_card, load_band, portable_db_path
+from .plan import (
     BASE_MODEL,
     DATASET,
     DEMO_SPACE,
@@ -14,22 +14,14 @@ from .publish import (
     MODEL,
     SFT_MODEL,
     TARGETS,
-    PushResult,
     PushTarget,
-    check_repo_id,
-    dataset_card,
     default_repo_ids,
     folder_files,
-    load_band,
     parse_what,
     plan_push,
-    portable_db_path,
-    push,
-    push_training_card,
-    repo_url,
-    training_card,
     write_dry_run,
 )
+from .publish import PushResult, push, push_training_card, training_card
 
 __all__ = [
     "BAND_SHARD",

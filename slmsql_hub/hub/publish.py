@@ -68,63 +68,30 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import InfrastructureError, UsageError
-from ..refs import check_repo_id, looks_like_hub_id, repo_url
+from ..refs import check_repo_id, looks_like_hub_id
 from ..render import templates
 from ..render.fmt import number
 from ..run.files import read_json_object
 from ..run.layout import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder
 from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
-from .band import BAND_SHARD, BAND_SPLIT, dataset_card, load_band, portable_db_path
+from .band import BAND_SPLIT, load_band
 from .plan import (
     BASE_MODEL,
     DATASET,
     DEMO_SPACE,
     IGNORE_PATTERNS,
-    METRIC_FILES,
     METRIC_SPACE,
     MODEL,
     SFT_MODEL,
     STALE_MODEL_FILES,
-    TARGETS,
     PushTarget,
-    default_repo_ids,
     folder_files,
-    parse_what,
-    plan_push,
     stage_files,
-    write_dry_run,
 )
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-__all__ = [  # the plan and the band's helpers, re-exported: `slmsql_hub.hub` is the publishing API
-    "BAND_SHARD",
-    "BAND_SPLIT",
-    "BASE_MODEL",
-    "DATASET",
-    "DEMO_SPACE",
-    "METRIC_FILES",
-    "METRIC_SPACE",
-    "MODEL",
-    "SFT_MODEL",
-    "TARGETS",
-    "PushResult",
-    "PushTarget",
-    "check_repo_id",
-    "dataset_card",
-    "default_repo_ids",
-    "folder_files",
-    "load_band",
-    "parse_what",
-    "plan_push",
-    "portable_db_path",
-    "push",
-    "push_training_card",
-    "repo_url",
-    "training_card",
-    "write_dry_run",
-]
 
 logger = logging.getLogger(__name__)
 

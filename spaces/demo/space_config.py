@@ -6,12 +6,12 @@ variables and the command line, which override it. Without the file (a local run
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from slmsql_hub.errors import UsageError
+from slmsql_hub.run.files import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +59,7 @@ def config_settings(folder: str | Path | None = None) -> dict[str, Any]:
     path = root / CONFIG_FILE
     if not path.is_file():
         return {}
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{path} is not valid JSON ({err}); push the Space again") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path} must hold a JSON object; push the Space again")
+    config = read_json_object(path, "push the Space again")
     values: dict[str, Any] = {}
     for name in _MODELS:
         if config.get(name):
