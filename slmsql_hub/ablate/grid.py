@@ -9,6 +9,21 @@ Output folder::
     runs/<variant>-seed<k>/answers/        its answers per slice
     runs/<variant>-seed<k>/result.json     the entry report.json merges (its presence = finished)
     report.json  report.md  plots/
+    shards/<k>-of-<n>/    with ``--shard K/N``: one share's own output folder, laid out as above
+
+**Several GPUs.** With ``jobs > 1`` each spawned worker takes one of the visible GPUs (``CUDA_VISIBLE_DEVICES``,
+else ``torch.cuda.device_count()``), round-robin by the worker's start order, and sees only it; on a machine
+without CUDA nothing is set. Each entry records the device its run used (``device``).
+
+**Shards** (``--shard K/N``, K from 0, so a Slurm array's ``$SLURM_ARRAY_TASK_ID`` is K): the (variant, seed)
+pairs of the selected grid, in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
+K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and prepares the band and the SFT
+answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
+the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
+pass over the slices) is deterministic and small next to the GRPO runs, so every shard repeats it and the array
+is N copies of one command line with no shared writes. The merge (:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the
+shards did prepare the same band and the same SFT answers (a mismatch means a nondeterministic preparation: it
+stops in one line) before the report reads every shard's runs.
 """
 
 from __future__ import annotations
@@ -38,6 +53,88 @@ TREND_METRICS = (
     "completions/mean_length",
 )
 """Telemetry metrics whose trend (mean of the first vs the last quarter of steps) each entry records."""
+
+
+SHARDS_DIR = "shards"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` as ``(K, N)`` with ``0 <= K < N``; one line on anything else.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import parse_shard
+    >>> parse_shard("1/4")
+    (1, 4)
+    >>> parse_shard("4/4")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: --shard 4/4: K must be in 0..3 (K counts from 0, as a Slurm array index)
+
+    ```
+    """
+    from ..errors import UsageError
+
+    k, slash, n = str(text).partition("/")
+    if not slash or not k.strip().isdigit() or not n.strip().isdigit():
+        raise UsageError(f"--shard {text}: expected K/N with whole numbers, e.g. 0/4 (the first of 4 shards)")
+    k_, n_ = int(k), int(n)
+    if n_ < 1:
+        raise UsageError(f"--shard {text}: N must be at least 1")
+    if k_ >= n_:
+        raise UsageError(f"--shard {text}: K must be in 0..{n_ - 1} (K counts from 0, as a Slurm array index)")
+    return k_, n_
+
+
+def shard_grid(pairs: list, shard: tuple[int, int] | None) -> list:
+    """The share of ``pairs`` (the grid in recipe order) that shard ``(K, N)`` runs: every item whose index
+    modulo N is K; all of them for ``None``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import shard_grid
+    >>> pairs = [(v, s) for v in "abc" for s in (0, 1)]
+    >>> shard_grid(pairs, (0, 2)), shard_grid(pairs, (1, 2))
+    ([('a', 0), ('b', 0), ('c', 0)], [('a', 1), ('b', 1), ('c', 1)])
+
+    ```
+    """
+    if shard is None:
+        return list(pairs)
+    k, n = shard
+    return [pair for i, pair in enumerate(pairs) if i % n == k]
+
+
+def shard_folder(output_dir: str | Path, shard: tuple[int, int]) -> Path:
+    """``<output_dir>/shards/<K>-of-<N>``: where shard ``(K, N)`` writes."""
+    return Path(output_dir) / SHARDS_DIR / f"{shard[0]}-of-{shard[1]}"
+
+
+def visible_devices() -> list[str]:
+    """The CUDA devices this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (else ``0..count-1``);
+    ``[]`` without CUDA."""
+    import os
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def device_record() -> dict[str, Any]:
+    """Which device this process's runs use: ``{"cuda_visible_devices", "device", "name"}``."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": "cpu", "name": "cpu"}
+    return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": "cuda:0",
+            "name": torch.cuda.get_device_name(0)}  # fmt: skip
 
 
 def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:
@@ -172,6 +269,7 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
         variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
+    entry["device"] = device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
@@ -181,7 +279,12 @@ _WORKER: dict[str, Any] = {}
 """A ``jobs > 1`` worker's config and evaluation, set once per process by :func:`_start_worker`."""
 
 
-def _start_worker(config: AblationConfig, band: BandSplit) -> None:
+def _start_worker(config: AblationConfig, band: BandSplit, devices: Any = None) -> None:
+    """Take this worker's GPU from the ``devices`` queue (before anything touches CUDA), then the evaluation."""
+    if devices is not None:
+        import os
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices.get()
     _WORKER.update(config=config, evaluation=_evaluation(config, band))
 
 
@@ -193,18 +296,20 @@ def run_grid(
     config: AblationConfig,
     variants: list[Variant],
     on_progress: Callable[[str], None] = logger.info,
+    shard: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train and evaluate every (variant, seed) not finished yet, ``config.jobs`` at a time; return every entry
-    of this grid in (variant, seed) order.
+    """Train and evaluate every (variant, seed) of this grid (``shard``'s share of it) not finished yet,
+    ``config.jobs`` at a time; return every entry of it in (variant, seed) order.
 
     A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start. With
-    ``jobs > 1`` each run goes to a spawned worker process; a run's numbers do not depend on where it ran.
+    ``jobs > 1`` each run goes to a spawned worker process, each worker on its own GPU where there are some; a
+    run's numbers do not depend on where it ran.
     """
     out = Path(config.output_dir)
     started = time.perf_counter()
     band, _ = prepare_band(config)
     evaluation = _evaluation(config, band)
-    grid = [(v, s) for v in variants for s in config.seeds]
+    grid = shard_grid([(v, s) for v in variants for s in config.seeds], shard)
     entries: dict[tuple[str, int], dict] = {}
     todo = []
     for k, (variant, seed) in enumerate(grid, start=1):
@@ -233,11 +338,16 @@ def run_grid(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(
-            config.jobs, multiprocessing.get_context("spawn"), _start_worker, (config, band)
-        ) as pool:
+        context = multiprocessing.get_context("spawn")
+        gpus, devices = visible_devices(), None
+        if gpus:  # worker i (in start order) takes gpus[i % len(gpus)]
+            devices = context.Queue()
+            for i in range(config.jobs):
+                devices.put(gpus[i % len(gpus)])
+        with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices)) as pool:
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
-            on_progress(f"{len(todo)} runs, {config.jobs} at a time")
+            placed = f" on GPUs {', '.join(gpus)} round-robin" if gpus else ""
+            on_progress(f"{len(todo)} runs, {config.jobs} at a time{placed}")
             for future in as_completed(futures):
                 k, variant, seed = futures[future]
                 entries[variant.name, seed] = future.result()

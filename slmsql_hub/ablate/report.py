@@ -131,30 +131,90 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
     }
 
 
-def collect(out: Path) -> list[dict]:
-    """Every finished entry under ``out/runs`` (sorted by variant order of appearance, then seed)."""
-    entries = []
-    for path in sorted((out / "runs").glob(f"*/{RESULT_FILE}")):
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        entry["folder"] = str(path.parent)
-        entries.append(entry)
-    return entries
+def collect(roots: list[Path]) -> list[dict]:
+    """Every finished entry under each ``root/runs`` (sorted by run folder name, then root); one line when two
+    roots hold the same (variant, seed)."""
+    from ..errors import UsageError
+
+    entries: dict[tuple[str, int], dict] = {}
+    for root in roots:
+        for path in sorted((root / "runs").glob(f"*/{RESULT_FILE}")):
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry["folder"] = str(path.parent)
+            key = (entry["name"], entry["seed"])
+            if key in entries:
+                raise UsageError(
+                    f"{key[0]} seed {key[1]} is finished in both {entries[key]['folder']} and {path.parent}; "
+                    "merge shards of one grid (each run in one shard)"
+                )
+            entries[key] = entry
+    return list(entries.values())
+
+
+def _band_identity(folder: Path) -> dict:
+    """band.json without ``pool`` (whose paths name the folder it was prepared in)."""
+    band = json.loads((folder / "band" / "band.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in band.items() if k != "pool"}
+
+
+def merge_shards(
+    shards: list[str | Path], out: str | Path, order: list[str] | None = None, config: dict | None = None
+) -> dict[str, Any]:
+    """The one report of a sharded grid (``slmsql ablate --merge``): check that every shard folder prepared the
+    same band (its split's ids) and the same SFT answers, copy that band and those answers into ``out``, and
+    write the report of every shard's finished runs there (as :func:`write_report`).
+
+    Raises:
+        UsageError: a folder that is no prepared shard, shards that disagree, a run finished in two shards.
+    """
+    import shutil
+
+    from ..errors import UsageError
+
+    folders = [Path(s) for s in dict.fromkeys(str(Path(s).resolve()) for s in shards)]
+    for folder in folders:
+        if not (folder / "band" / "band.json").is_file() or not (folder / "sft").is_dir():
+            raise UsageError(f"{folder} is not a prepared shard folder (no band/band.json or sft/)")
+    first = folders[0]
+    band = _band_identity(first)
+    answers = {p.name: p.read_bytes() for p in sorted((first / "sft").glob("*.jsonl"))}
+    for folder in folders[1:]:
+        if _band_identity(folder) != band:
+            raise UsageError(f"{folder} and {first} prepared different bands; shards must share one band")
+        theirs = {p.name: p.read_bytes() for p in sorted((folder / "sft").glob("*.jsonl"))}
+        differ = sorted(name for name in set(answers) | set(theirs) if answers.get(name) != theirs.get(name))
+        if differ:
+            raise UsageError(
+                f"{folder} and {first} hold different SFT answers ({', '.join(differ)}); shards must share them"
+            )
+    out = Path(out)
+    if out.resolve() != first.resolve():
+        for part in ("band", "sft"):
+            if (out / part).exists():
+                shutil.rmtree(out / part)
+            shutil.copytree(first / part, out / part, ignore=shutil.ignore_patterns("band_train"))
+    return write_report(out, order, config, roots=folders)
 
 
 def write_report(
-    out: str | Path, order: list[str] | None = None, config: dict | None = None
+    out: str | Path,
+    order: list[str] | None = None,
+    config: dict | None = None,
+    roots: list[Path] | None = None,
 ) -> dict[str, Any]:
     """Merge the finished folders into ``report.json``, ``report.md`` and ``plots/``; return the report.
 
-    ``order`` lists variant names in the recipe's order (others follow, by name).
+    ``order`` lists variant names in the recipe's order (others follow, by name); ``roots`` are the folders
+    whose ``runs/`` hold the entries (default: ``out`` itself; :func:`merge_shards` gives the shards').
     """
     from ..render.plots import plot_curves, plot_forest
     from ..training.telemetry import read_telemetry
 
     out = Path(out)
-    entries = collect(out)
+    roots = roots or [out]
+    entries = collect(roots)
     if not entries:
-        raise FileNotFoundError(f"no finished (variant, seed) under {out / 'runs'}")
+        raise FileNotFoundError(f"no finished (variant, seed) under {', '.join(str(r / 'runs') for r in roots)}")
     rank = {name: i for i, name in enumerate(order or [])}
     entries.sort(key=lambda e: (rank.get(e["name"], len(rank)), e["name"], e["seed"]))
     add_holm(entries)

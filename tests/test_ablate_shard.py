@@ -1,0 +1,77 @@
+"""`slmsql ablate --shard K/N` and `--merge`: a grid split over shards (a Slurm array's jobs) gives the same
+report as one run of it; bad shard values stop in one line before anything loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slmsql_hub.ablate.grid import shard_grid
+from slmsql_hub.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = str(REPO / "recipes" / "world" / "ablations.yaml")
+
+
+@pytest.mark.parametrize("value", ["2/2", "-1/2", "0/0", "1", "a/b", "1/2/3", "0.5/2"])
+def test_bad_shard_values_stop_in_one_line_with_exit_2(value, capsys, tmp_path):
+    code = main(["ablate", "--config", RECIPE, f"--shard={value}", "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "--shard" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_shards_split_the_grid_into_disjoint_shares_that_cover_it():
+    pairs = [(v, s) for v in ("frozen", "high_lr", "kl", "unfiltered") for s in (0, 1)]
+    for n in (1, 2, 3, 8, 11):
+        shares = [shard_grid(pairs, (k, n)) for k in range(n)]
+        assert sorted(p for share in shares for p in share) == sorted(pairs)
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_merge_refuses_a_folder_that_is_no_shard(tmp_path, capsys):
+    assert main(["ablate", "--config", RECIPE, "--merge", str(tmp_path), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "not a prepared shard folder" in capsys.readouterr().err
+
+
+def _comparable(report: dict) -> dict:
+    """report.json without what differs by where and when it ran: the time, the config's folders and jobs."""
+    report = {k: v for k, v in report.items() if k not in ("created_at", "config")}
+    report["variants"] = [{k: v for k, v in e.items() if k != "time"} for e in report["variants"]]
+    return report
+
+
+@pytest.mark.slow
+def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
+    from tests.test_ablate_smoke import _smoke_recipe, _smoke_run
+
+    recipe = str(_smoke_recipe(tmp_path, _smoke_run(tmp_path)))
+    argv = ["ablate", "--config", recipe, "--variants", "frozen", "high_lr"]
+    assert main([*argv, "--output_dir", str(tmp_path / "one")]) == 0
+    one = json.loads((tmp_path / "one" / "report.json").read_text())
+
+    sharded = tmp_path / "sharded"
+    for k in (0, 1):
+        assert main([*argv, "--output_dir", str(sharded), "--shard", f"{k}/2"]) == 0
+        assert "variant 1/1" in capsys.readouterr().out  # one (variant, seed) each
+    shards = sorted(str(p) for p in (sharded / "shards").iterdir())
+    assert [Path(p).name for p in shards] == ["0-of-2", "1-of-2"]
+    assert main([*argv, "--output_dir", str(sharded), "--merge", *shards]) == 0
+    merged = json.loads((sharded / "report.json").read_text())
+    assert [(e["name"], e["seed"]) for e in merged["variants"]] == [("frozen", 0), ("high_lr", 0)]
+    assert _comparable(merged) == _comparable(one)
+    assert all(e["device"]["device"] == "cpu" for e in merged["variants"])
+
+    # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
+    from slmsql_hub.data.sft_record import read_sft_record
+
+    grpo = read_sft_record(sharded / "shards" / "1-of-2" / "runs" / "high_lr-seed0" / "grpo")
+    sft = read_sft_record(tmp_path / "run" / "sft" / "stage2")
+    assert grpo is not None and grpo.keys == sft.keys and grpo.complete == sft.complete and len(sft.keys) > 0
+
+    # Folders that both finished one (variant, seed) are refused: each run belongs to one shard.
+    assert main([*argv, "--output_dir", str(tmp_path / "twice"), "--merge", shards[0], str(tmp_path / "one")]) == 2
+    assert "frozen seed 0 is finished in both" in capsys.readouterr().err
