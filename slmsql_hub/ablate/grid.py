@@ -21,9 +21,11 @@ K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and 
 answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
 the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
 pass over the slices) is deterministic and small next to the GRPO runs, so every shard repeats it and the array
-is N copies of one command line with no shared writes. The merge (:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the
-shards did prepare the same band and the same SFT answers (a mismatch means a nondeterministic preparation: it
-stops in one line) before the report reads every shard's runs.
+is N copies of one command line with no shared writes. (A recipe with ``pool_rl_pool`` also filters its pool in
+every shard: seeded, so the same band, at N times the filter's cost.) The merge
+(:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the shards did prepare the same band and the
+same SFT answers (a mismatch means a nondeterministic preparation: it stops in one line) before the report
+reads every shard's runs.
 """
 
 from __future__ import annotations
@@ -83,7 +85,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     if n_ < 1:
         raise UsageError(f"--shard {text}: N must be at least 1")
     if k_ >= n_:
-        raise UsageError(f"--shard {text}: K must be in 0..{n_ - 1} (K counts from 0, as a Slurm array index)")
+        raise UsageError(
+            f"--shard {text}: K must be in 0..{n_ - 1} (K counts from 0, as a Slurm array index)"
+        )
     return k_, n_
 
 
@@ -131,10 +135,10 @@ def device_record() -> dict[str, Any]:
 
     import torch
 
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if not torch.cuda.is_available():
-        return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": "cpu", "name": "cpu"}
-    return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": "cuda:0",
-            "name": torch.cuda.get_device_name(0)}  # fmt: skip
+        return {"cuda_visible_devices": visible, "device": "cpu", "name": "cpu"}
+    return {"cuda_visible_devices": visible, "device": "cuda:0", "name": torch.cuda.get_device_name(0)}
 
 
 def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:

@@ -214,7 +214,8 @@ def write_report(
     roots = roots or [out]
     entries = collect(roots)
     if not entries:
-        raise FileNotFoundError(f"no finished (variant, seed) under {', '.join(str(r / 'runs') for r in roots)}")
+        where = ", ".join(str(root / "runs") for root in roots)
+        raise FileNotFoundError(f"no finished (variant, seed) under {where}")
     rank = {name: i for i, name in enumerate(order or [])}
     entries.sort(key=lambda e: (rank.get(e["name"], len(rank)), e["name"], e["seed"]))
     add_holm(entries)
