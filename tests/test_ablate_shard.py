@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.grid import shard_grid
+from slmsql_hub.ablate.grid import shard_grid, visible_devices
 from slmsql_hub.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +30,12 @@ def test_shards_split_the_grid_into_disjoint_shares_that_cover_it():
         shares = [shard_grid(pairs, (k, n)) for k in range(n)]
         assert sorted(p for share in shares for p in share) == sorted(pairs)
         assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+@pytest.mark.parametrize(("listed", "expected"), [("2,3", ["2", "3"]), ("", []), ("-1", []), ("0", ["0"])])
+def test_the_visible_gpus_are_those_cuda_visible_devices_lists(monkeypatch, listed, expected):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert visible_devices() == expected
 
 
 def test_merge_refuses_a_folder_that_is_no_shard(tmp_path, capsys):

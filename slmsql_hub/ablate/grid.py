@@ -129,6 +129,21 @@ def visible_devices() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
+def worker_devices(gpus: list[str], jobs: int) -> list[str]:
+    """The GPU each of ``jobs`` workers takes, round-robin over ``gpus`` (``[]`` without GPUs).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import worker_devices
+    >>> worker_devices(["2", "3"], 3), worker_devices([], 2)
+    (['2', '3', '2'], [])
+
+    ```
+    """
+    return [gpus[i % len(gpus)] for i in range(jobs)] if gpus else []
+
+
 def device_record() -> dict[str, Any]:
     """Which device this process's runs use: ``{"cuda_visible_devices", "device", "name"}``."""
     import os
@@ -344,10 +359,10 @@ def run_grid(
 
         context = multiprocessing.get_context("spawn")
         gpus, devices = visible_devices(), None
-        if gpus:  # worker i (in start order) takes gpus[i % len(gpus)]
+        if gpus:  # each worker takes the next one as it starts
             devices = context.Queue()
-            for i in range(config.jobs):
-                devices.put(gpus[i % len(gpus)])
+            for gpu in worker_devices(gpus, config.jobs):
+                devices.put(gpu)
         with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices)) as pool:
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
             placed = f" on GPUs {', '.join(gpus)} round-robin" if gpus else ""
