@@ -46,6 +46,26 @@ def test_merge_refuses_a_folder_that_is_no_shard(tmp_path, capsys):
     assert "not a prepared shard folder" in capsys.readouterr().err
 
 
+def test_churn_splits_the_discordant_pairs_by_the_sft_pass_rate_bucket():
+    import random
+
+    from slmsql_hub.ablate.report import churn_by_bucket, pass_rate_bucket
+    from slmsql_hub.evaluation.stats import paired_comparison
+
+    rng = random.Random(0)
+    rates = [rng.choice([None, 0.0, 1.0]) if rng.random() < 0.2 else rng.random() for _ in range(300)]
+    sft = [rng.random() < (0.5 if r is None else r) for r in rates]
+    grpo = [rng.random() < 0.6 for _ in rates]
+    rows = churn_by_bucket(sft, grpo, rates)
+    discordant = paired_comparison(sft, grpo, seed=0).discordant
+    assert sum(r["fixed"] for r in rows) == discordant["b_only"] > 0
+    assert sum(r["broken"] for r in rows) == discordant["a_only"] > 0
+    for row in rows:  # each bucket counts its own questions
+        mine = [i for i, r in enumerate(rates) if pass_rate_bucket(r) == row["bucket"]]
+        assert row["n"] == len(mine)
+        assert row["fixed"] == sum(grpo[i] and not sft[i] for i in mine)
+
+
 def _comparable(report: dict) -> dict:
     """report.json without what differs by when and where it ran: the clock (``time``, ``created_at``, TRL's
     ``step_time``) and the config (its output folder)."""
@@ -79,6 +99,13 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
     assert [(e["name"], e["seed"]) for e in merged["variants"]] == [("frozen", 0), ("high_lr", 0)]
     assert _comparable(merged) == _comparable(one)
     assert all(e["device"]["device"] == "cpu" for e in merged["variants"])
+    for pooled in merged["pooled"]:  # churn: fixed and broken add up to the discordant pairs of each slice
+        for name, rows in pooled["churn"].items():
+            counts = pooled["slices"][name]["discordant"]
+            assert sum(r["fixed"] for r in rows) == counts["b_only"]
+            assert sum(r["broken"] for r in rows) == counts["a_only"]
+            assert sum(r["n"] for r in rows) == pooled["slices"][name]["n"]
+    assert "fixed / broken (questions)" in (sharded / "report.md").read_text()
 
     # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
     from slmsql_hub.data.sft_record import read_sft_record

@@ -47,6 +47,8 @@ from .timing import GenerateTimer, split_training_time
 logger = logging.getLogger(__name__)
 
 RESULT_FILE = "result.json"
+PASS_RATES = "sft_pass_rates"
+"""band.json's ``{question_id: pass rate}``: the filter's SFT pass rate of each band question that has one."""
 TREND_METRICS = (
     "sql/correct_rate",
     "reward",
@@ -185,7 +187,10 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
                 "filter_sampled": report["time"]["questions_sampled"], "band_dir": str(band_dir)}  # fmt: skip
     band = load_band(band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
     (out / "band").mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "pool": pool}, indent=2) + "\n")
+    rates = {row["question_id"]: row["pass_rate"] for row in band.train + band.heldout
+             if isinstance(row.get("pass_rate"), (int, float))}  # fmt: skip
+    record = {**band.record(), PASS_RATES: rates, "pool": pool}
+    write_atomic(out / "band" / "band.json", json.dumps(record, indent=2) + "\n")
     train_dir = out / "band" / "band_train"
     if train_dir.exists():  # rewritten each time: it must match band.json
         shutil.rmtree(train_dir)

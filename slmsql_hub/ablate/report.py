@@ -4,6 +4,11 @@ Holm's correction runs per slice across the variants (per-seed entries form one 
 another). Seeds pool as extra pairs: each seed's answers against the same SFT answers, concatenated; a
 question then counts once per seed, so a pooled CI is narrower than the questions alone warrant. The finding
 paragraph is filled from computed claims only (:func:`claims`), so every word of it follows from the table.
+
+Churn (:func:`churn_by_bucket`) splits each pooled slice's discordant pairs into answers GRPO fixed and broke, by
+the question's SFT pass rate in the filter's K samples (band.json's ``sft_pass_rates``; ``unknown`` off the band):
+a gain that only fixes questions SFT already half-solved is sharpening, not new skill. A sharded grid's report
+is :func:`merge_shards` of its shards' folders.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from ..evaluation.stats import ALPHA, holm
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
 from .evaluate import GROUPS, SLICES, comparison_entry, in_group
-from .grid import RESULT_FILE
+from .grid import PASS_RATES, RESULT_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +71,69 @@ def _pooled_slice(
     return comparison_entry(a, b)
 
 
-def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None]) -> list[dict]:
-    """One entry per variant: the seeds' pairs pooled per slice, mean ``relative_norm``."""
+BUCKETS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1", "unknown")
+"""The SFT pass-rate buckets of the churn table, in order; ``unknown``: a question the filter did not sample."""
+
+
+def pass_rate_bucket(rate: float | None) -> str:
+    """The :data:`BUCKETS` entry of an SFT pass rate (the filter's, over its K samples).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.report import pass_rate_bucket
+    >>> [pass_rate_bucket(r) for r in (0.0, 0.125, 0.5, 0.875, 1.0, None)]
+    ['0', '(0, 0.25)', '[0.5, 0.75)', '[0.75, 1)', '1', 'unknown']
+
+    ```
+    """
+    if rate is None:
+        return "unknown"
+    if rate <= 0 or rate >= 1:
+        return "0" if rate <= 0 else "1"
+    return BUCKETS[1 + min(3, int(rate * 4))]
+
+
+def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]) -> list[dict]:
+    """Paired answers split by the question's SFT pass-rate bucket: per bucket present, ``n``, ``fixed`` (SFT
+    wrong, GRPO right) and ``broken`` (SFT right, GRPO wrong), in :data:`BUCKETS` order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.report import churn_by_bucket
+    >>> churn_by_bucket([False, True, True, False], [True, False, True, False], [0.1, 0.1, 0.9, None])
+    [{'bucket': '(0, 0.25)', 'n': 2, 'fixed': 1, 'broken': 1}, {'bucket': '[0.75, 1)', 'n': 1, 'fixed': 0, 'broken': 0}, {'bucket': 'unknown', 'n': 1, 'fixed': 0, 'broken': 0}]
+
+    ```
+    """
+    counts: dict[str, dict] = {}
+    for a, b, rate in zip(sft, grpo, rates):
+        bucket = pass_rate_bucket(rate)
+        entry = counts.setdefault(bucket, {"bucket": bucket, "n": 0, "fixed": 0, "broken": 0})
+        entry["n"] += 1
+        entry["fixed"] += int(b and not a)
+        entry["broken"] += int(a and not b)
+    return [counts[b] for b in BUCKETS if b in counts]
+
+
+def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> list[dict]:
+    sft = read_jsonl(out / "sft" / f"{name}.jsonl")
+    a, b, r = [], [], []
+    for run in runs:
+        answers = read_jsonl(Path(run["folder"]) / "answers" / f"{name}.jsonl")
+        for x, y in zip(sft, answers):
+            a.append(x["correct"])
+            b.append(y["correct"])
+            r.append(rates.get(x["question_id"]))
+    return churn_by_bucket(a, b, r)
+
+
+def pool_variants(
+    out: Path, entries: list[dict], held_out: dict[str, str | None], rates: dict[str, float] | None = None
+) -> list[dict]:
+    """One entry per variant: the seeds' pairs pooled per slice, mean ``relative_norm``, and ``churn`` (per
+    slice, :func:`churn_by_bucket` of the pooled pairs by the filter's SFT pass rate ``rates``)."""
     pooled = []
     for name in dict.fromkeys(e["name"] for e in entries):
         runs = [e for e in entries if e["name"] == name]
@@ -85,8 +151,9 @@ def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None
             for r in runs
             if r["adapter_update"]["relative_norm"] is not None
         ]
+        churn = {s: _churn(out, runs, s, rates or {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
-                       "seeds": [r["seed"] for r in runs], "slices": slices,
+                       "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
     add_holm(pooled)
     return pooled
@@ -221,7 +288,7 @@ def write_report(
     add_holm(entries)
     band = json.loads((out / "band" / "band.json").read_text(encoding="utf-8"))
     held_out = {k: v for e in entries for k, v in (e.get("held_out_dbs") or {}).items()}
-    pooled = pool_variants(out, entries, held_out)
+    pooled = pool_variants(out, entries, held_out, band.get(PASS_RATES))
     facts = claims(pooled)
     names = slice_names(entries)
     plot_forest(pooled, names, out / FOREST_PLOT)
@@ -230,7 +297,7 @@ def write_report(
     report = {
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config": config,
-        "band": {k: v for k, v in band.items() if not k.endswith("_ids")},
+        "band": {k: v for k, v in band.items() if not k.endswith("_ids") and k != PASS_RATES},
         "variants": [{k: v for k, v in e.items() if k != "folder"} for e in entries],
         "pooled": pooled,
         "controls": {"negative": facts["negative_control"], "positive": facts["positive_control"]},
@@ -257,6 +324,8 @@ def load_template(name: str) -> Any:
 def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     """``report.md`` from :data:`TEMPLATE`: the table, the plots, ``relative_norm``, the finding."""
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
+    found = {c["bucket"] for p in report["pooled"] for rows in p.get("churn", {}).values() for c in rows}
     return load_template(TEMPLATE).render(
-        report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA
-    )
+        report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA,
+        buckets=[b for b in BUCKETS if b in found],
+    )  # fmt: skip
