@@ -10,9 +10,12 @@ import pytest
 
 from slmsql_hub.ablate.grid import shard_grid, visible_devices
 from slmsql_hub.cli import main
+from slmsql_hub.errors import UsageError
+from tests import test_ablate
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "world" / "ablations.yaml")
+finished_grid = test_ablate.finished_grid  # a fabricated finished grid (no training)
 
 
 @pytest.mark.parametrize("value", ["2/2", "-1/2", "0/0", "1", "a/b", "1/2/3", "0.5/2"])
@@ -120,3 +123,45 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
         == 2
     )
     assert "frozen seed 0 is finished in both" in capsys.readouterr().err
+
+
+def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_grid):
+    from slmsql_hub.ablate.report import write_report
+
+    band = json.loads((finished_grid / "band" / "band.json").read_text())
+    band["sft_pass_rates"] = {f"q{i}": (i % 8) / 8 for i in range(100)}
+    (finished_grid / "band" / "band.json").write_text(json.dumps(band))
+    report = write_report(finished_grid, ["frozen", "high_lr"])
+    assert "sft_pass_rates" not in report["band"]
+    churn = {p["name"]: p["churn"] for p in report["pooled"]}
+    # high_lr turned SFT's first 20 (seed 0) and 15 (seed 1) wrong answers right: q0, q2, q4, ...
+    buckets = {row["bucket"]: row for row in churn["high_lr"]["band_train"]}
+    assert sum(row["fixed"] for row in buckets.values()) == 35
+    assert sum(row["broken"] for row in buckets.values()) == 0
+    assert buckets["0"]["fixed"] == 9  # q0 q8 q16 q24 q32, then q0 q8 q16 q24
+    assert buckets["0"]["n"] == 2 * 13  # q0, q8, ..., q96 in each seed
+    assert [row["bucket"] for row in churn["high_lr"]["world_dev"]] == ["unknown"]
+    assert all(row["fixed"] == row["broken"] == 0 for rows in churn["frozen"].values() for row in rows)
+    assert "| `high_lr` | band_train | 9 / 0 (26) |" in (finished_grid / "report.md").read_text()
+
+
+def test_shard_folders_merge_into_the_report_of_one_folder(finished_grid, tmp_path):
+    import shutil
+
+    from slmsql_hub.ablate.report import merge_shards, write_report
+
+    one = write_report(finished_grid, ["frozen", "high_lr"])
+    shards = [tmp_path / "shards" / f"{k}-of-2" for k in (0, 1)]
+    for k, shard in enumerate(shards):
+        for part in ("band", "sft"):
+            shutil.copytree(finished_grid / part, shard / part)
+        for run in ("frozen-seed0", "high_lr-seed1") if k == 0 else ("high_lr-seed0",):
+            shutil.copytree(finished_grid / "runs" / run, shard / "runs" / run)
+    merged = merge_shards(shards, tmp_path / "merged", ["frozen", "high_lr"])
+    assert _comparable(merged) == _comparable(one)
+
+    # Shards whose SFT answers differ were not prepared alike: refused in one line.
+    answers = shards[1] / "sft" / "world_dev.jsonl"
+    answers.write_text(answers.read_text().replace('"correct": 1', '"correct": 0', 1))
+    with pytest.raises(UsageError, match="hold different SFT answers"):
+        merge_shards(shards, tmp_path / "again", ["frozen", "high_lr"])

@@ -71,6 +71,8 @@ def _pooled_slice(
     return comparison_entry(a, b)
 
 
+BAND_SLICES = ("band_train", "band_heldout")
+"""The slices whose questions the filter sampled (band.json's pass rates are theirs)."""
 BUCKETS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1", "unknown")
 """The SFT pass-rate buckets of the churn table, in order; ``unknown``: a question the filter did not sample."""
 
@@ -151,7 +153,7 @@ def pool_variants(
             for r in runs
             if r["adapter_update"]["relative_norm"] is not None
         ]
-        churn = {s: _churn(out, runs, s, rates or {}) for s in slice_names(runs)}
+        churn = {s: _churn(out, runs, s, (rates or {}) if s in BAND_SLICES else {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
