@@ -153,7 +153,8 @@ def pool_variants(
             for r in runs
             if r["adapter_update"]["relative_norm"] is not None
         ]
-        churn = {s: _churn(out, runs, s, (rates or {}) if s in BAND_SLICES else {}) for s in slice_names(runs)}
+        band_rates = rates or {}
+        churn = {s: _churn(out, runs, s, band_rates if s in BAND_SLICES else {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
