@@ -86,7 +86,9 @@ def _comparable(report: dict) -> dict:
 def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
     from tests.test_ablate_smoke import _smoke_recipe, _smoke_run
 
-    recipe = str(_smoke_recipe(tmp_path, _smoke_run(tmp_path)))
+    recipe = _smoke_recipe(tmp_path, _smoke_run(tmp_path))
+    recipe.write_text(recipe.read_text() + "passk_samples: 2\n")  # sampled pass@k, 2 samples per question
+    recipe = str(recipe)
     argv = ["ablate", "--config", recipe, "--variants", "frozen", "high_lr"]
     assert main([*argv, "--output_dir", str(tmp_path / "one")]) == 0
     one = json.loads((tmp_path / "one" / "report.json").read_text())
@@ -109,6 +111,16 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
             assert sum(r["broken"] for r in rows) == counts["a_only"]
             assert sum(r["n"] for r in rows) == pooled["slices"][name]["n"]
     assert "fixed / broken (questions)" in (sharded / "report.md").read_text()
+    # Sampled pass@k: keyed samples, so frozen draws exactly SFT's; both shards sampled SFT alike (merged above).
+    # (The smoke model answers no band question right, so here these are counts of 0: the shape is checked.)
+    frozen, high_lr = merged["variants"]
+    assert set(frozen["passk"]) == {"band_train", "band_heldout"}
+    for points in frozen["passk"].values():
+        assert [p["k"] for p in points] == [1, 2] and all(
+            p["delta"] == 0 and p["a"] == p["b"] for p in points
+        )
+    assert set(high_lr["passk"]) == {"band_train", "band_heldout"}
+    assert "Sampled pass@k on the band" in (sharded / "report.md").read_text()
 
     # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
     from slmsql_hub.data.sft_record import read_sft_record

@@ -7,6 +7,7 @@ Output folder::
     sft/<slice>.jsonl     the SFT adapter's answers, computed once
     runs/<variant>-seed<k>/grpo/           the adapter, telemetry.jsonl, run_summary.json
     runs/<variant>-seed<k>/answers/        its answers per slice
+    sft/passk/, runs/<variant>-seed<k>/passk/   sampled counts per band slice (``passk_samples`` > 0)
     runs/<variant>-seed<k>/result.json     the entry report.json merges (its presence = finished)
     report.json  report.md  plots/
     shards/<k>-of-<n>/    with ``--shard K/N``: one share's own output folder, laid out as above
@@ -42,6 +43,7 @@ from ..run.files import write_atomic
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
+from .sampled import BAND_SLICES, PASSK_DIR, passk_entry, sample_counts, sampler_settings
 from .timing import GenerateTimer, split_training_time
 
 logger = logging.getLogger(__name__)
@@ -269,18 +271,27 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
     }
 
 
-def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict]:
-    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``)."""
+def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict, tuple | None]:
+    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``), and with
+    ``passk_samples`` the sampler and SFT's sampled counts on the band slices (``sft/passk/``)."""
     out = Path(config.output_dir)
     settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
     sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
-    return settings, slices, sft
+    sampled = None
+    if config.passk_samples:
+        sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
+        rows = {name: slices[name]["rows"] for name in BAND_SLICES}
+        counts = sample_counts(
+            sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision
+        )
+        sampled = (sampler, rows, counts)
+    return settings, slices, sft, sampled
 
 
 def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tuple) -> dict[str, Any]:
     """Train and evaluate one (variant, seed) from the start; write its :data:`RESULT_FILE` and return it."""
-    settings, slices, sft = evaluation
+    settings, slices, sft, sampled = evaluation
     out = Path(config.output_dir)
     folder = run_folder(out, variant.name, seed)
     t0 = time.perf_counter()
@@ -293,6 +304,10 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
         variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
+    if sampled is not None:
+        sampler, rows, sft_counts = sampled
+        counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
+        entry["passk"] = passk_entry(sft_counts, counts, settings.bootstrap_seed)
     entry["device"] = device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
