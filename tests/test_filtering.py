@@ -481,6 +481,19 @@ def test_a_grpo_adapter_carrying_its_sft_record_draws_the_same_pool_as_its_sft_p
     assert reports["grpo"]["sft_overlap"] == 0
 
 
+def test_the_studys_sampled_pass_at_k_counts_are_the_filters_own_samples(policy, spider_root, tmp_path):
+    from slmsql_hub.ablate.sampled import sample_counts
+
+    config = make_config(spider_root, tmp_path / "filter", limit=6)
+    run_filter(config, policy=policy, progress=False)
+    filtered = list(rows_of(tmp_path / "filter").values())
+    rows = [{k: v for k, v in row.items() if not k.startswith(("n_", "sample", "pass_rate", "gold_error"))}
+            for row in filtered]  # fmt: skip
+    counts = sample_counts(config, "unused", {"band_train": rows}, tmp_path / "passk", policy=policy)
+    assert [(c["n"], c["c"]) for c in counts["band_train"]] == [(r["n_scorable"], r["n_correct"]) for r in filtered]
+    assert 0 < sum(c["c"] for c in counts["band_train"]) < sum(c["n"] for c in counts["band_train"])
+
+
 @pytest.mark.parametrize("record", ["none", "incomplete"])
 def test_an_adapter_without_a_full_record_is_warned_about_and_its_overlap_is_unknown(
     policy, spider_root, tmp_path, caplog, record

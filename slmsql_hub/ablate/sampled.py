@@ -46,10 +46,11 @@ def sample_counts(
     slices: dict[str, list[dict]],
     out_dir: Path,
     revision: str | None = None,
+    policy: tuple[Any, Any] | None = None,
 ) -> dict[str, list[dict]]:
     """Per slice, per question in row order: ``{"question_id", "n", "c"}`` over ``settings.num_samples`` keyed
     samples of ``adapter``; reused from ``out_dir/<slice>.jsonl`` when every slice is there for the same
-    questions."""
+    questions. ``policy``: an already loaded ``(model, tokenizer)`` (``None``: load the base with ``adapter``)."""
     import dataclasses
 
     from ..data.prompts import build_prompts
@@ -66,8 +67,10 @@ def sample_counts(
             return cached
     settings = dataclasses.replace(settings, adapter_path=str(adapter), adapter_revision=revision)
     set_num_threads(settings.num_threads)
-    loaded = settings.load_policy(settings.adapter_path, adapter_revisions={"default": revision})
-    model, tokenizer = (loaded, loaded.llm.get_tokenizer()) if settings.backend == "vllm" else loaded
+    if policy is None:
+        loaded = settings.load_policy(settings.adapter_path, adapter_revisions={"default": revision})
+        policy = (loaded, loaded.llm.get_tokenizer()) if settings.backend == "vllm" else loaded
+    model, tokenizer = policy
     prompt_config, _ = settings.resolve_prompt_config(settings.adapter_path)
     gen_config = settings.generation_config()
     counts: dict[str, list[dict]] = {}
