@@ -120,7 +120,7 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
             p["delta"] == 0 and p["a"] == p["b"] for p in points
         )
     assert set(high_lr["passk"]) == {"band_train", "band_heldout"}
-    assert "Sampled pass@k on the band" in (sharded / "report.md").read_text()
+    assert "Sampled pass@k on the band and probe slices" in (sharded / "report.md").read_text()
 
     # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
     from slmsql_hub.data.sft_record import read_sft_record

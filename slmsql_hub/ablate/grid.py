@@ -7,7 +7,7 @@ Output folder::
     sft/<slice>.jsonl     the SFT adapter's answers, computed once
     runs/<variant>-seed<k>/grpo/           the adapter, telemetry.jsonl, run_summary.json
     runs/<variant>-seed<k>/answers/        its answers per slice
-    sft/passk/, runs/<variant>-seed<k>/passk/   sampled counts per band slice (``passk_samples`` > 0)
+    sft/passk/, runs/<variant>-seed<k>/passk/   sampled counts per band and probe slice (``passk_samples`` > 0)
     runs/<variant>-seed<k>/result.json     the entry report.json merges (its presence = finished)
     report.json  report.md  plots/
     shards/<k>-of-<n>/    with ``--shard K/N``: one share's own output folder, laid out as above
@@ -43,7 +43,7 @@ from ..run.files import write_atomic
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
-from .sampled import BAND_SLICES, PASSK_DIR, passk_entry, sample_counts, sampler_settings
+from .sampled import PASSK_DIR, passk_entry, sample_counts, sampled_slices, sampler_settings
 from .timing import GenerateTimer, split_training_time
 
 logger = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dic
     sampled = None
     if config.passk_samples:
         sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
-        rows = {name: slices[name]["rows"] for name in BAND_SLICES}
+        rows = {name: slices[name]["rows"] for name in sampled_slices(list(slices))}
         counts = sample_counts(
             sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision
         )

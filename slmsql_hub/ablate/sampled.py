@@ -1,4 +1,5 @@
-"""Sampled pass@k on the band slices: n samples per question with the filter's sampler, SFT and each GRPO run.
+"""Sampled pass@k on the band slices and the probes: n samples per question with the filter's sampler, SFT and
+each GRPO run.
 
 Greedy EX says whether the single most likely answer is right; pass@k says whether a right answer is among the
 policy's samples at all (support). GRPO that sharpens raises pass@1 and may lower pass@k at large k. With
@@ -22,6 +23,22 @@ logger = logging.getLogger(__name__)
 
 PASSK_DIR = "passk"
 BAND_SLICES = ("band_train", "band_heldout")
+
+
+def sampled_slices(names: list[str]) -> list[str]:
+    """The slices sampled for pass@k: the band halves and the planted world's probes (dev and test keep greedy
+    EX only, to hold the time); every one is judged as the filter judges (its ``compare_mode``).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.sampled import sampled_slices
+    >>> sampled_slices(["band_train", "band_heldout", "world_dev", "world_test", "world_probe_same"])
+    ['band_train', 'band_heldout', 'world_probe_same']
+
+    ```
+    """
+    return [name for name in names if name in BAND_SLICES or "probe" in name]
 
 
 def sampler_settings(config: Any, output_dir: Path) -> Any:
