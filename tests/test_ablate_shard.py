@@ -120,6 +120,7 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
             p["delta"] == 0 and p["a"] == p["b"] for p in points
         )
     assert set(high_lr["passk"]) == {"band_train", "band_heldout"}
+    assert all(set(p["passk"]) == {"band_train", "band_heldout"} for p in merged["pooled"])
     assert "Sampled pass@k on the band and probe slices" in (sharded / "report.md").read_text()
 
     # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
@@ -143,8 +144,24 @@ def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_g
     band = json.loads((finished_grid / "band" / "band.json").read_text())
     band["sft_pass_rates"] = {f"q{i}": (i % 8) / 8 for i in range(100)}
     (finished_grid / "band" / "band.json").write_text(json.dumps(band))
-    report = write_report(finished_grid, ["frozen", "high_lr"])
+    from slmsql_hub.ablate.sampled import passk_entry
+
+    for result in (finished_grid / "runs").glob(
+        "*/result.json"
+    ):  # as a grid with passk_samples: 4 leaves them
+        entry = json.loads(result.read_text())
+        sft = {"band_train": [{"question_id": f"q{i}", "n": 4, "c": i % 5} for i in range(100)]}
+        grpo = {
+            "band_train": [
+                {**c, "c": min(4, c["c"] + (entry["name"] == "high_lr"))} for c in sft["band_train"]
+            ]
+        }
+        result.write_text(json.dumps({**entry, "passk": passk_entry(sft, grpo)}))
+    report = write_report(finished_grid, ["frozen", "high_lr"], {"passk_samples": 4})
     assert "sft_pass_rates" not in report["band"]
+    assert report["plots"]["passk"] == "plots/passk.png" and (finished_grid / "plots" / "passk.png").is_file()
+    text = (finished_grid / "report.md").read_text()
+    assert "| `frozen` | 0 | band_train | 50.0 → 50.0 |" in text and "![pass@k per run and slice]" in text
     churn = {p["name"]: p["churn"] for p in report["pooled"]}
     # high_lr turned SFT's first 20 (seed 0) and 15 (seed 1) wrong answers right: q0, q2, q4, ...
     buckets = {row["bucket"]: row for row in churn["high_lr"]["band_train"]}
@@ -177,3 +194,27 @@ def test_shard_folders_merge_into_the_report_of_one_folder(finished_grid, tmp_pa
     answers.write_text(answers.read_text().replace('"correct": 1', '"correct": 0', 1))
     with pytest.raises(UsageError, match="hold different SFT answers"):
         merge_shards(shards, tmp_path / "again", ["frozen", "high_lr"])
+
+
+def test_pooled_pass_at_k_reads_the_counts_and_a_frozen_run_sampling_otherwise_fails_the_control(
+    finished_grid,
+):
+    from slmsql_hub.ablate.report import write_report
+
+    def counts(folder: Path, bump: int) -> None:
+        (folder / "passk").mkdir(parents=True, exist_ok=True)
+        rows = [{"question_id": f"q{i}", "n": 4, "c": min(4, i % 5 + bump)} for i in range(100)]
+        (folder / "passk" / "band_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    counts(finished_grid / "sft", 0)
+    for run, bump in (("frozen-seed0", 0), ("high_lr-seed0", 1), ("high_lr-seed1", 0)):
+        counts(finished_grid / "runs" / run, bump)
+    report = write_report(finished_grid, ["frozen", "high_lr"])
+    pooled = {p["name"]: p for p in report["pooled"]}
+    first = pooled["high_lr"]["passk"]["band_train"][0]  # seeds pooled: (0.5 + 0.7) / 2 over 200 pairs
+    assert (first["k"], first["a"], round(first["b"], 6)) == (1, 0.5, 0.6)
+    assert all(p["delta"] == 0 for p in pooled["frozen"]["passk"]["band_train"])
+    assert report["controls"]["negative"] is True
+
+    counts(finished_grid / "runs" / "frozen-seed0", 1)  # frozen sampled otherwise than SFT: a pipeline fault
+    assert write_report(finished_grid, ["frozen", "high_lr"])["controls"]["negative"] is False

@@ -24,11 +24,13 @@ from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
 from .evaluate import GROUPS, SLICES, comparison_entry, in_group
 from .grid import PASS_RATES, RESULT_FILE
+from .sampled import PASSK_DIR, passk_entry
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "ablation_report.md"
 CURVES_PLOT = "plots/sql_correct_rate.png"
+PASSK_PLOT = "plots/passk.png"
 
 
 def slice_names(entries: list[dict]) -> list[str]:
@@ -131,6 +133,20 @@ def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> l
     return churn_by_bucket(a, b, r)
 
 
+def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
+    """Paired pass@k of the seeds' sampled counts pooled as extra pairs (as the slices pool), per sampled slice."""
+    sft_dir = out / "sft" / PASSK_DIR
+    a: dict[str, list[dict]] = {}
+    b: dict[str, list[dict]] = {}
+    for path in sorted(sft_dir.glob("*.jsonl")) if sft_dir.is_dir() else []:
+        for run in runs:
+            theirs = Path(run["folder"]) / PASSK_DIR / path.name
+            if theirs.is_file():
+                a.setdefault(path.stem, []).extend(read_jsonl(path))
+                b.setdefault(path.stem, []).extend(read_jsonl(theirs))
+    return passk_entry(a, b)
+
+
 def pool_variants(
     out: Path, entries: list[dict], held_out: dict[str, str | None], rates: dict[str, float] | None = None
 ) -> list[dict]:
@@ -158,6 +174,9 @@ def pool_variants(
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
+        passk = _pooled_passk(out, runs)
+        if passk:
+            pooled[-1]["passk"] = passk
     add_holm(pooled)
     return pooled
 
@@ -195,6 +214,7 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
                 for s in frozen["slices"].values()
             )
             and frozen["adapter_update"]["relative_norm"] == 0
+            and all(p["delta"] == 0 for points in frozen.get("passk", {}).values() for p in points)
         ),  # fmt: skip
         "positive_control": bool(learnt),
         "n_variants": len(pooled),
@@ -277,7 +297,7 @@ def write_report(
     ``order`` lists variant names in the recipe's order (others follow, by name); ``roots`` are the folders
     whose ``runs/`` hold the entries (default: ``out`` itself; :func:`merge_shards` gives the shards').
     """
-    from ..render.plots import plot_curves, plot_forest
+    from ..render.plots import plot_curves, plot_forest, plot_passk
     from ..training.telemetry import read_telemetry
 
     out = Path(out)
@@ -297,6 +317,13 @@ def write_report(
     plot_forest(pooled, names, out / FOREST_PLOT)
     plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / "telemetry.jsonl")
                  for e in entries}, "sql/correct_rate", out / CURVES_PLOT)  # fmt: skip
+    plots = {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT}
+    curves: dict[str, dict] = {}
+    for e in entries:
+        for name, points in (e.get("passk") or {}).items():
+            curves.setdefault(name, {})[f"{e['name']} s{e['seed']}"] = points
+    if curves:
+        plots["passk"] = str(plot_passk(curves, out / PASSK_PLOT).relative_to(out))
     report = {
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config": config,
@@ -304,7 +331,7 @@ def write_report(
         "variants": [{k: v for k, v in e.items() if k != "folder"} for e in entries],
         "pooled": pooled,
         "controls": {"negative": facts["negative_control"], "positive": facts["positive_control"]},
-        "plots": {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT},
+        "plots": plots,
     }
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
