@@ -460,6 +460,40 @@ def test_filter_leaves_the_adapters_sft_questions_out_before_drawing_its_pool(po
     assert (on_disk["excluded_sft"], on_disk["sft_overlap"]) == (8, 0)
 
 
+def test_a_grpo_adapter_carrying_its_sft_record_draws_the_same_pool_as_its_sft_parent(
+    policy, spider_root, tmp_path
+):
+    from slmsql_hub.data.benchmarks import load_benchmark
+    from slmsql_hub.data.sft_record import carry_sft_record, row_keys
+
+    sft = sft_adapter(tmp_path / "sft", row_keys(load_benchmark("spider", spider_root, "dev", limit=8, seed=0)))
+    grpo = tmp_path / "grpo"  # as `slmsql train grpo` leaves it: the copy, named in its run_summary.json
+    record = carry_sft_record(sft, grpo)
+    summary = {"kind": "grpo", "sft_questions": {**record.summary(), "file": record.path.name}}
+    (grpo / "run_summary.json").write_text(json.dumps(summary))
+    pools, reports = {}, {}
+    for name, adapter in (("sft", sft), ("grpo", grpo), ("none", None)):
+        config = make_config(spider_root, tmp_path / name / "out", adapter_path=adapter and str(adapter), limit=3)
+        reports[name] = run_filter(config, policy=policy, progress=False)
+        pools[name] = rows_of(tmp_path / name / "out")
+    assert set(pools["grpo"]) == set(pools["sft"]) != set(pools["none"])  # without the record: another draw
+    assert reports["grpo"]["excluded_sft"] == reports["sft"]["excluded_sft"] == 8
+    assert reports["grpo"]["sft_overlap"] == 0
+
+
+def test_the_studys_sampled_pass_at_k_counts_are_the_filters_own_samples(policy, spider_root, tmp_path):
+    from slmsql_hub.ablate.sampled import sample_counts
+
+    config = make_config(spider_root, tmp_path / "filter", limit=6)
+    run_filter(config, policy=policy, progress=False)
+    filtered = list(rows_of(tmp_path / "filter").values())
+    rows = [{k: v for k, v in row.items() if not k.startswith(("n_", "sample", "pass_rate", "gold_error"))}
+            for row in filtered]  # fmt: skip
+    counts = sample_counts(config, "unused", {"band_train": rows}, tmp_path / "passk", policy=policy)
+    assert [(c["n"], c["c"]) for c in counts["band_train"]] == [(r["n_scorable"], r["n_correct"]) for r in filtered]
+    assert 0 < sum(c["c"] for c in counts["band_train"]) < sum(c["n"] for c in counts["band_train"])
+
+
 @pytest.mark.parametrize("record", ["none", "incomplete"])
 def test_an_adapter_without_a_full_record_is_warned_about_and_its_overlap_is_unknown(
     policy, spider_root, tmp_path, caplog, record

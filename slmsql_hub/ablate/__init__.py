@@ -10,7 +10,8 @@ variant must raise ``band_train`` EX significantly, or a null about transfer mea
 
 Modules: :mod:`.config` (the recipe, validated before any training), :mod:`.band` (the pool, its filter and the
 split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation / reward / the rest),
-:mod:`.grid` (the resumable loop), :mod:`.report` (report.json, report.md, plots).
+:mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.report` (report.json, report.md, plots, the merge
+of shards).
 """
 
 from __future__ import annotations
@@ -25,26 +26,40 @@ def run_study(
     *,
     variants: list[str] | None = None,
     report_only: bool = False,
+    shard: str | None = None,
+    merge: list[str] | None = None,
     on_progress: Callable[[str], None] | None = None,
     **cli: Any,
 ) -> dict[str, Any]:
     """Validate, run the selected grid (unless ``report_only``), and write the merged report.
 
     ``cli`` holds the command line's ``run_dir``, ``output_dir``, ``seeds``, ``max_steps``, ``jobs`` (``None``: the
-    recipe's). Returns ``report.json``'s content plus ``path`` (the ``report.md`` written).
+    recipe's). ``shard`` (``"K/N"``) runs that share of the grid in ``<output_dir>/shards/<K>-of-<N>`` and reports
+    it there; ``merge`` (shard folders) runs nothing and writes the one report of those folders in ``output_dir``
+    (see :mod:`.grid`). Returns ``report.json``'s content plus ``path`` (the ``report.md`` written).
 
     Raises:
-        UsageError: a bad recipe, an unknown variant or override, a missing run folder.
+        UsageError: a bad recipe, an unknown variant or override, a missing run folder, a bad ``shard``, shard
+            folders that do not belong together.
     """
     import dataclasses
 
     from ..errors import UsageError
     from ..run.layout import REPORT_MD
     from .config import load_ablation_config
-    from .grid import run_grid
-    from .report import write_report
+    from .grid import parse_shard, run_grid, shard_folder
+    from .report import merge_shards, write_report
 
+    share = parse_shard(shard) if shard is not None else None
+    if share is not None and (merge or report_only):
+        raise UsageError("--shard runs a share of the grid; it does not go with --merge or --report_only")
     config = load_ablation_config(config_path, **cli)
+    order = [v.name for v in config.variants]
+    if merge:
+        report = merge_shards(merge, config.output_dir, order, dataclasses.asdict(config))
+        return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}
+    if share is not None:
+        config.output_dir = str(shard_folder(config.output_dir, share))
     selected = config.selected(variants)
     run = Path(config.run_dir)
     if not run.is_dir():
@@ -57,11 +72,9 @@ def run_study(
                 f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
             )
     if not report_only:
-        run_grid(config, selected, **({"on_progress": on_progress} if on_progress else {}))
+        run_grid(config, selected, shard=share, **({"on_progress": on_progress} if on_progress else {}))
     try:
-        report = write_report(
-            config.output_dir, [v.name for v in config.variants], dataclasses.asdict(config)
-        )
+        report = write_report(config.output_dir, order, dataclasses.asdict(config))
     except FileNotFoundError as err:
         raise UsageError(f"{err}; run the grid first (without --report-only)") from err
     return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}

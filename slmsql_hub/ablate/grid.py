@@ -7,8 +7,26 @@ Output folder::
     sft/<slice>.jsonl     the SFT adapter's answers, computed once
     runs/<variant>-seed<k>/grpo/           the adapter, telemetry.jsonl, run_summary.json
     runs/<variant>-seed<k>/answers/        its answers per slice
+    sft/passk/, runs/<variant>-seed<k>/passk/   sampled counts per band and probe slice (``passk_samples`` > 0)
     runs/<variant>-seed<k>/result.json     the entry report.json merges (its presence = finished)
     report.json  report.md  plots/
+    shards/<k>-of-<n>/    with ``--shard K/N``: one share's own output folder, laid out as above
+
+**Several GPUs.** With ``jobs > 1`` each spawned worker takes one of the visible GPUs (``CUDA_VISIBLE_DEVICES``,
+else ``torch.cuda.device_count()``), round-robin by the worker's start order, and sees only it; on a machine
+without CUDA nothing is set. Each entry records the device its run used (``device``).
+
+**Shards** (``--shard K/N``, K from 0, so a Slurm array's ``$SLURM_ARRAY_TASK_ID`` is K): the (variant, seed)
+pairs of the selected grid, in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
+K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and prepares the band and the SFT
+answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
+the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
+pass over the slices) is deterministic and small next to the GRPO runs, so every shard repeats it and the array
+is N copies of one command line with no shared writes. (A recipe with ``pool_rl_pool`` also filters its pool in
+every shard: seeded, so the same band, at N times the filter's cost.) The merge
+(:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the shards did prepare the same band and the
+same SFT answers (a mismatch means a nondeterministic preparation: it stops in one line) before the report
+reads every shard's runs.
 """
 
 from __future__ import annotations
@@ -26,11 +44,14 @@ from ..run.layout import TELEMETRY
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
+from .sampled import PASSK_DIR, passk_entry, sample_counts, sampled_slices, sampler_settings
 from .timing import GenerateTimer, split_training_time
 
 logger = logging.getLogger(__name__)
 
 RESULT_FILE = "result.json"
+PASS_RATES = "sft_pass_rates"
+"""band.json's ``{question_id: pass rate}``: the filter's SFT pass rate of each band question that has one."""
 TREND_METRICS = (
     "sql/correct_rate",
     "reward",
@@ -39,6 +60,105 @@ TREND_METRICS = (
     "completions/mean_length",
 )
 """Telemetry metrics whose trend (mean of the first vs the last quarter of steps) each entry records."""
+
+
+SHARDS_DIR = "shards"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` as ``(K, N)`` with ``0 <= K < N``; one line on anything else.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import parse_shard
+    >>> parse_shard("1/4")
+    (1, 4)
+    >>> parse_shard("4/4")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: --shard 4/4: K must be in 0..3 (K counts from 0, as a Slurm array index)
+
+    ```
+    """
+    from ..errors import UsageError
+
+    k, slash, n = str(text).partition("/")
+    if not slash or not k.strip().isdigit() or not n.strip().isdigit():
+        raise UsageError(f"--shard {text}: expected K/N with whole numbers, e.g. 0/4 (the first of 4 shards)")
+    k_, n_ = int(k), int(n)
+    if n_ < 1:
+        raise UsageError(f"--shard {text}: N must be at least 1")
+    if k_ >= n_:
+        raise UsageError(
+            f"--shard {text}: K must be in 0..{n_ - 1} (K counts from 0, as a Slurm array index)"
+        )
+    return k_, n_
+
+
+def shard_grid(pairs: list, shard: tuple[int, int] | None) -> list:
+    """The share of ``pairs`` (the grid in recipe order) that shard ``(K, N)`` runs: every item whose index
+    modulo N is K; all of them for ``None``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import shard_grid
+    >>> pairs = [(v, s) for v in "abc" for s in (0, 1)]
+    >>> shard_grid(pairs, (0, 2)), shard_grid(pairs, (1, 2))
+    ([('a', 0), ('b', 0), ('c', 0)], [('a', 1), ('b', 1), ('c', 1)])
+
+    ```
+    """
+    if shard is None:
+        return list(pairs)
+    k, n = shard
+    return [pair for i, pair in enumerate(pairs) if i % n == k]
+
+
+def shard_folder(output_dir: str | Path, shard: tuple[int, int]) -> Path:
+    """``<output_dir>/shards/<K>-of-<N>``: where shard ``(K, N)`` writes."""
+    return Path(output_dir) / SHARDS_DIR / f"{shard[0]}-of-{shard[1]}"
+
+
+def visible_devices() -> list[str]:
+    """The CUDA devices this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (else ``0..count-1``);
+    ``[]`` without CUDA."""
+    import os
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def worker_devices(gpus: list[str], jobs: int) -> list[str]:
+    """The GPU each of ``jobs`` workers takes, round-robin over ``gpus`` (``[]`` without GPUs).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.grid import worker_devices
+    >>> worker_devices(["2", "3"], 3), worker_devices([], 2)
+    (['2', '3', '2'], [])
+
+    ```
+    """
+    return [gpus[i % len(gpus)] for i in range(jobs)] if gpus else []
+
+
+def device_record() -> dict[str, Any]:
+    """Which device this process's runs use: ``{"cuda_visible_devices", "device", "name"}``."""
+    import os
+
+    import torch
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not torch.cuda.is_available():
+        return {"cuda_visible_devices": visible, "device": "cpu", "name": "cpu"}
+    return {"cuda_visible_devices": visible, "device": "cuda:0", "name": torch.cuda.get_device_name(0)}
 
 
 def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:
@@ -72,7 +192,10 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
     rows = read_band(band_dir, settings.band_revision if settings.pool_rl_pool is None else None)
     band = load_band(rows, band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
     (out / "band").mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "band" / "band.json", json.dumps({**band.record(), "pool": pool}, indent=2) + "\n")
+    rates = {row["question_id"]: row["pass_rate"] for row in band.train + band.heldout
+             if isinstance(row.get("pass_rate"), (int, float))}  # fmt: skip
+    record = {**band.record(), PASS_RATES: rates, "pool": pool}
+    write_atomic(out / "band" / "band.json", json.dumps(record, indent=2) + "\n")
     train_dir = out / "band" / "band_train"
     if train_dir.exists():  # rewritten each time: it must match band.json
         shutil.rmtree(train_dir)
@@ -151,18 +274,27 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
     }
 
 
-def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict]:
-    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``)."""
+def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict, tuple | None]:
+    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``), and with
+    ``passk_samples`` the sampler and SFT's sampled counts on the band slices (``sft/passk/``)."""
     out = Path(config.output_dir)
     settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
     sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
-    return settings, slices, sft
+    sampled = None
+    if config.passk_samples:
+        sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
+        rows = {name: slices[name]["rows"] for name in sampled_slices(list(slices))}
+        counts = sample_counts(
+            sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision
+        )
+        sampled = (sampler, rows, counts)
+    return settings, slices, sft, sampled
 
 
 def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tuple) -> dict[str, Any]:
     """Train and evaluate one (variant, seed) from the start; write its :data:`RESULT_FILE` and return it."""
-    settings, slices, sft = evaluation
+    settings, slices, sft, sampled = evaluation
     out = Path(config.output_dir)
     folder = run_folder(out, variant.name, seed)
     t0 = time.perf_counter()
@@ -175,6 +307,11 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
         variant, seed, trained, compare_slices(sft, answers, slices, settings), time.perf_counter() - t1
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
+    if sampled is not None:
+        sampler, rows, sft_counts = sampled
+        counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
+        entry["passk"] = passk_entry(sft_counts, counts, settings.bootstrap_seed)
+    entry["device"] = device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
@@ -184,7 +321,12 @@ _WORKER: dict[str, Any] = {}
 """A ``jobs > 1`` worker's config and evaluation, set once per process by :func:`_start_worker`."""
 
 
-def _start_worker(config: AblationConfig, band: BandSplit) -> None:
+def _start_worker(config: AblationConfig, band: BandSplit, devices: Any = None) -> None:
+    """Take this worker's GPU from the ``devices`` queue (before anything touches CUDA), then the evaluation."""
+    if devices is not None:
+        import os
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices.get()
     _WORKER.update(config=config, evaluation=_evaluation(config, band))
 
 
@@ -196,18 +338,20 @@ def run_grid(
     config: AblationConfig,
     variants: list[Variant],
     on_progress: Callable[[str], None] = logger.info,
+    shard: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train and evaluate every (variant, seed) not finished yet, ``config.jobs`` at a time; return every entry
-    of this grid in (variant, seed) order.
+    """Train and evaluate every (variant, seed) of this grid (``shard``'s share of it) not finished yet,
+    ``config.jobs`` at a time; return every entry of it in (variant, seed) order.
 
     A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start. With
-    ``jobs > 1`` each run goes to a spawned worker process; a run's numbers do not depend on where it ran.
+    ``jobs > 1`` each run goes to a spawned worker process, each worker on its own GPU where there are some; a
+    run's numbers do not depend on where it ran.
     """
     out = Path(config.output_dir)
     started = time.perf_counter()
     band, _ = prepare_band(config)
     evaluation = _evaluation(config, band)
-    grid = [(v, s) for v in variants for s in config.seeds]
+    grid = shard_grid([(v, s) for v in variants for s in config.seeds], shard)
     entries: dict[tuple[str, int], dict] = {}
     todo = []
     for k, (variant, seed) in enumerate(grid, start=1):
@@ -236,11 +380,16 @@ def run_grid(
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(
-            config.jobs, multiprocessing.get_context("spawn"), _start_worker, (config, band)
-        ) as pool:
+        context = multiprocessing.get_context("spawn")
+        gpus, devices = visible_devices(), None
+        if gpus:  # each worker takes the next one as it starts
+            devices = context.Queue()
+            for gpu in worker_devices(gpus, config.jobs):
+                devices.put(gpu)
+        with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices)) as pool:
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
-            on_progress(f"{len(todo)} runs, {config.jobs} at a time")
+            placed = f" on GPUs {', '.join(gpus)} round-robin" if gpus else ""
+            on_progress(f"{len(todo)} runs, {config.jobs} at a time{placed}")
             for future in as_completed(futures):
                 k, variant, seed = futures[future]
                 entries[variant.name, seed] = future.result()

@@ -4,6 +4,11 @@ Holm's correction runs per slice across the variants (per-seed entries form one 
 another). Seeds pool as extra pairs: each seed's answers against the same SFT answers, concatenated; a
 question then counts once per seed, so a pooled CI is narrower than the questions alone warrant. The finding
 paragraph is filled from computed claims only (:func:`~slmsql_hub.evaluation.findings.claims`), so every word of it follows from the table.
+
+Churn (:func:`churn_by_bucket`) splits each pooled slice's discordant pairs into answers GRPO fixed and broke, by
+the question's SFT pass rate in the filter's K samples (band.json's ``sft_pass_rates``; ``unknown`` off the band):
+a gain that only fixes questions SFT already half-solved is sharpening, not new skill. A sharded grid's report
+is :func:`merge_shards` of its shards' folders.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
 from .evaluate import comparison_entry, in_group
-from .grid import RESULT_FILE
+from .grid import PASS_RATES, RESULT_FILE
+from .sampled import PASSK_DIR, passk_entry
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "ablation_report.md"
 CURVES_PLOT = "plots/sql_correct_rate.png"
+PASSK_PLOT = "plots/passk.png"
 
 
 def _slice_keys(entry: dict) -> list[tuple[str, str | None]]:
@@ -62,8 +69,85 @@ def _pooled_slice(
     return comparison_entry(a, b)
 
 
-def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None]) -> list[dict]:
-    """One entry per variant: the seeds' pairs pooled per slice, mean ``relative_norm``."""
+BAND_SLICES = ("band_train", "band_heldout")
+"""The slices whose questions the filter sampled (band.json's pass rates are theirs)."""
+BUCKETS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1", "unknown")
+"""The SFT pass-rate buckets of the churn table, in order; ``unknown``: a question the filter did not sample."""
+
+
+def pass_rate_bucket(rate: float | None) -> str:
+    """The :data:`BUCKETS` entry of an SFT pass rate (the filter's, over its K samples).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.report import pass_rate_bucket
+    >>> [pass_rate_bucket(r) for r in (0.0, 0.125, 0.5, 0.875, 1.0, None)]
+    ['0', '(0, 0.25)', '[0.5, 0.75)', '[0.75, 1)', '1', 'unknown']
+
+    ```
+    """
+    if rate is None:
+        return "unknown"
+    if rate <= 0 or rate >= 1:
+        return "0" if rate <= 0 else "1"
+    return BUCKETS[1 + min(3, int(rate * 4))]
+
+
+def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]) -> list[dict]:
+    """Paired answers split by the question's SFT pass-rate bucket: per bucket present, ``n``, ``fixed`` (SFT
+    wrong, GRPO right) and ``broken`` (SFT right, GRPO wrong), in :data:`BUCKETS` order.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.report import churn_by_bucket
+    >>> churn_by_bucket([False, True, True, False], [True, False, True, False], [0.1, 0.1, 0.9, None])
+    [{'bucket': '(0, 0.25)', 'n': 2, 'fixed': 1, 'broken': 1}, {'bucket': '[0.75, 1)', 'n': 1, 'fixed': 0, 'broken': 0}, {'bucket': 'unknown', 'n': 1, 'fixed': 0, 'broken': 0}]
+
+    ```
+    """
+    counts: dict[str, dict] = {}
+    for a, b, rate in zip(sft, grpo, rates):
+        bucket = pass_rate_bucket(rate)
+        entry = counts.setdefault(bucket, {"bucket": bucket, "n": 0, "fixed": 0, "broken": 0})
+        entry["n"] += 1
+        entry["fixed"] += int(b and not a)
+        entry["broken"] += int(a and not b)
+    return [counts[b] for b in BUCKETS if b in counts]
+
+
+def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> list[dict]:
+    sft = read_jsonl(out / "sft" / f"{name}.jsonl")
+    a, b, r = [], [], []
+    for run in runs:
+        answers = read_jsonl(Path(run["folder"]) / "answers" / f"{name}.jsonl")
+        for x, y in zip(sft, answers):
+            a.append(x["correct"])
+            b.append(y["correct"])
+            r.append(rates.get(x["question_id"]))
+    return churn_by_bucket(a, b, r)
+
+
+def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
+    """Paired pass@k of the seeds' sampled counts pooled as extra pairs (as the slices pool), per sampled slice."""
+    sft_dir = out / "sft" / PASSK_DIR
+    a: dict[str, list[dict]] = {}
+    b: dict[str, list[dict]] = {}
+    for path in sorted(sft_dir.glob("*.jsonl")) if sft_dir.is_dir() else []:
+        for run in runs:
+            theirs = Path(run["folder"]) / PASSK_DIR / path.name
+            if theirs.is_file():
+                a.setdefault(path.stem, []).extend(read_jsonl(path))
+                b.setdefault(path.stem, []).extend(read_jsonl(theirs))
+    return passk_entry(a, b)
+
+
+def pool_variants(
+    out: Path, entries: list[dict], held_out: dict[str, str | None], rates: dict[str, float] | None = None
+) -> list[dict]:
+    """One entry per variant: the seeds' pairs pooled per slice, mean ``relative_norm``, and ``churn`` (per
+    slice, :func:`churn_by_bucket` of the pooled pairs by the filter's SFT pass rate ``rates``)."""
     pooled = []
     for name in dict.fromkeys(e["name"] for e in entries):
         runs = [e for e in entries if e["name"] == name]
@@ -81,56 +165,129 @@ def pool_variants(out: Path, entries: list[dict], held_out: dict[str, str | None
             for r in runs
             if r["adapter_update"]["relative_norm"] is not None
         ]
+        band_rates = rates or {}
+        churn = {s: _churn(out, runs, s, band_rates if s in BAND_SLICES else {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
-                       "seeds": [r["seed"] for r in runs], "slices": slices,
+                       "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
+        passk = _pooled_passk(out, runs)
+        if passk:
+            pooled[-1]["passk"] = passk
     add_holm(pooled)
     return pooled
 
 
-def collect(out: Path) -> list[dict]:
-    """Every finished entry under ``out/runs`` (sorted by variant order of appearance, then seed)."""
-    entries = []
-    for path in sorted((out / "runs").glob(f"*/{RESULT_FILE}")):
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        entry["folder"] = str(path.parent)
-        entries.append(entry)
-    return entries
+def collect(roots: list[Path]) -> list[dict]:
+    """Every finished entry under each ``root/runs`` (sorted by run folder name, then root); one line when two
+    roots hold the same (variant, seed)."""
+    from ..errors import UsageError
+
+    entries: dict[tuple[str, int], dict] = {}
+    for root in roots:
+        for path in sorted((root / "runs").glob(f"*/{RESULT_FILE}")):
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry["folder"] = str(path.parent)
+            key = (entry["name"], entry["seed"])
+            if key in entries:
+                raise UsageError(
+                    f"{key[0]} seed {key[1]} is finished in both {entries[key]['folder']} and {path.parent}; "
+                    "merge shards of one grid (each run in one shard)"
+                )
+            entries[key] = entry
+    return list(entries.values())
+
+
+def _band_identity(folder: Path) -> dict:
+    """band.json without ``pool`` (whose paths name the folder it was prepared in)."""
+    band = json.loads((folder / "band" / "band.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in band.items() if k != "pool"}
+
+
+def merge_shards(
+    shards: list[str | Path], out: str | Path, order: list[str] | None = None, config: dict | None = None
+) -> dict[str, Any]:
+    """The one report of a sharded grid (``slmsql ablate --merge``): check that every shard folder prepared the
+    same band (its split's ids) and the same SFT answers, copy that band and those answers into ``out``, and
+    write the report of every shard's finished runs there (as :func:`write_report`).
+
+    Raises:
+        UsageError: a folder that is no prepared shard, shards that disagree, a run finished in two shards.
+    """
+    import shutil
+
+    from ..errors import UsageError
+
+    folders = [Path(s) for s in dict.fromkeys(str(Path(s).resolve()) for s in shards)]
+    for folder in folders:
+        if not (folder / "band" / "band.json").is_file() or not (folder / "sft").is_dir():
+            raise UsageError(f"{folder} is not a prepared shard folder (no band/band.json or sft/)")
+    first = folders[0]
+    band = _band_identity(first)
+    answers = {p.name: p.read_bytes() for p in sorted((first / "sft").glob("*.jsonl"))}
+    for folder in folders[1:]:
+        if _band_identity(folder) != band:
+            raise UsageError(f"{folder} and {first} prepared different bands; shards must share one band")
+        theirs = {p.name: p.read_bytes() for p in sorted((folder / "sft").glob("*.jsonl"))}
+        differ = sorted(name for name in set(answers) | set(theirs) if answers.get(name) != theirs.get(name))
+        if differ:
+            raise UsageError(
+                f"{folder} and {first} hold different SFT answers ({', '.join(differ)}); shards must share them"
+            )
+    out = Path(out)
+    if out.resolve() != first.resolve():
+        for part in ("band", "sft"):
+            if (out / part).exists():
+                shutil.rmtree(out / part)
+            shutil.copytree(first / part, out / part, ignore=shutil.ignore_patterns("band_train"))
+    return write_report(out, order, config, roots=folders)
 
 
 def write_report(
-    out: str | Path, order: list[str] | None = None, config: dict | None = None
+    out: str | Path,
+    order: list[str] | None = None,
+    config: dict | None = None,
+    roots: list[Path] | None = None,
 ) -> dict[str, Any]:
     """Merge the finished folders into ``report.json``, ``report.md`` and ``plots/``; return the report.
 
-    ``order`` lists variant names in the recipe's order (others follow, by name).
+    ``order`` lists variant names in the recipe's order (others follow, by name); ``roots`` are the folders
+    whose ``runs/`` hold the entries (default: ``out`` itself; :func:`merge_shards` gives the shards').
     """
-    from ..render.plots import plot_curves, plot_forest
+    from ..render.plots import plot_curves, plot_forest, plot_passk
     from ..training.telemetry import read_telemetry
 
     out = Path(out)
-    entries = collect(out)
+    roots = roots or [out]
+    entries = collect(roots)
     if not entries:
-        raise FileNotFoundError(f"no finished (variant, seed) under {out / 'runs'}")
+        where = ", ".join(str(root / "runs") for root in roots)
+        raise FileNotFoundError(f"no finished (variant, seed) under {where}")
     rank = {name: i for i, name in enumerate(order or [])}
     entries.sort(key=lambda e: (rank.get(e["name"], len(rank)), e["name"], e["seed"]))
     add_holm(entries)
     band = json.loads((out / "band" / "band.json").read_text(encoding="utf-8"))
     held_out = {k: v for e in entries for k, v in (e.get("held_out_dbs") or {}).items()}
-    pooled = pool_variants(out, entries, held_out)
+    pooled = pool_variants(out, entries, held_out, band.get(PASS_RATES))
     facts = claims(pooled)
     names = slice_names(entries)
     plot_forest(pooled, names, out / FOREST_PLOT)
     plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / TELEMETRY)
                  for e in entries}, "sql/correct_rate", out / CURVES_PLOT)  # fmt: skip
+    plots = {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT}
+    curves: dict[str, dict] = {}
+    for e in entries:
+        for name, points in (e.get("passk") or {}).items():
+            curves.setdefault(name, {})[f"{e['name']} s{e['seed']}"] = points
+    if curves:
+        plots["passk"] = str(plot_passk(curves, out / PASSK_PLOT).relative_to(out))
     report = {
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config": config,
-        "band": {k: v for k, v in band.items() if not k.endswith("_ids")},
+        "band": {k: v for k, v in band.items() if not k.endswith("_ids") and k != PASS_RATES},
         "variants": [{k: v for k, v in e.items() if k != "folder"} for e in entries],
         "pooled": pooled,
         "controls": {"negative": facts["negative_control"], "positive": facts["positive_control"]},
-        "plots": {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT},
+        "plots": plots,
     }
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
@@ -140,6 +297,8 @@ def write_report(
 def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     """``report.md`` from :data:`TEMPLATE`: the table, the plots, ``relative_norm``, the finding."""
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
+    found = {c["bucket"] for p in report["pooled"] for rows in p.get("churn", {}).values() for c in rows}
     return load_template(TEMPLATE).render(
-        report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA
-    )
+        report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA,
+        buckets=[b for b in BUCKETS if b in found],
+    )  # fmt: skip

@@ -46,6 +46,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--report-only", action="store_true", help="only merge the finished folders into the report"
     )
+    parser.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run share K (from 0, as a Slurm array index) of N of the (variant, seed) grid, in "
+        "<output_dir>/shards/K-of-N; every shard prepares the band and the SFT answers itself",
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="run nothing: check that these shard folders share one band and SFT answers, and write the one "
+        "report of their runs in --output_dir",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -58,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         args.config,
         variants=args.variants,
         report_only=args.report_only,
+        shard=args.shard,
+        merge=args.merge,
         run_dir=args.run_dir,
         output_dir=args.output_dir,
         seeds=args.seeds,

@@ -229,18 +229,61 @@ def write_sft_record(
     if databases is not None:
         entry["databases"] = sorted(set(databases))
     record.stages.append(entry)
+    _write(record, out)
+    return record
+
+
+def _write(record: SFTRecord, out: Path, **extra: str) -> None:
     payload = {
         "format": FORMAT,
         "key": KEY_RULE,
         "complete": record.complete,
         "stages": record.stages,
         "unrecorded": record.unrecorded,
+        **extra,
         "count": len(record.keys),
         "keys": sorted(record.keys),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORD_FILE).write_text(json.dumps(payload) + "\n", encoding="utf-8")
-    return record
+
+
+def carry_sft_record(parent: str | os.PathLike | None, output_dir: str | os.PathLike) -> SFTRecord | None:
+    """Copy the record of the adapter ``parent`` (a GRPO run's SFT start) into ``output_dir`` with
+    ``carried_from`` naming the parent, and return it; ``None`` (nothing written) when the parent has none.
+
+    The copy is the SFT lineage's questions only, not the prompts GRPO trained on: filtering or sampling with
+    the GRPO adapter then leaves out exactly the questions its SFT parent's would, so both draw the same pool
+    and their answers pair question by question.
+
+    Example:
+
+    ```python
+    >>> import json, pathlib, tempfile
+    >>> from slmsql_hub.data.sft_record import carry_sft_record, read_sft_record, write_sft_record
+    >>> sft, grpo = pathlib.Path(tempfile.mkdtemp()), pathlib.Path(tempfile.mkdtemp())
+    >>> _ = write_sft_record(sft, ["a1", "b2"], stage=1)
+    >>> _ = (sft / "run_summary.json").write_text(json.dumps({"sft_questions": {"file": "sft_questions.json"}}))
+    >>> sorted(carry_sft_record(sft, grpo).keys)
+    ['a1', 'b2']
+    >>> carry_sft_record(grpo, tempfile.mkdtemp()) is None  # no run_summary.json names grpo's copy yet
+    True
+
+    ```
+    """
+    record = read_sft_record(parent)
+    if record is None:
+        return None
+    out = Path(output_dir)
+    carried = SFTRecord(
+        keys=record.keys,
+        complete=record.complete,
+        stages=list(record.stages),
+        unrecorded=list(record.unrecorded),
+        path=out / RECORD_FILE,
+    )
+    _write(carried, out, carried_from=str(parent))
+    return carried
 
 
 def report_fields(record: SFTRecord | None, adapter: str | None, pool: Sequence[dict], excluded: int) -> dict:

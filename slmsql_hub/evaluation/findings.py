@@ -55,6 +55,7 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
                 for s in frozen["slices"].values()
             )
             and frozen["adapter_update"]["relative_norm"] == 0
+            and all(p["delta"] == 0 for points in frozen.get("passk", {}).values() for p in points)
         ),  # fmt: skip
         "positive_control": bool(learnt),
         "n_variants": len(pooled),

@@ -44,7 +44,7 @@ from .config import (
 )
 from .report import ALL_FAIL, ALL_PASS, BAND, CLASS_RULES, CLASSES, UNSCORABLE, classify, summary_line
 from .resume import read_results
-from .run import run_filter
+from .run import run_filter, score_batch
 from .sampling import KeyedSampler, generate_keyed_samples, sample_seed
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "load_filter_config",
     "read_results",
     "run_filter",
+    "score_batch",
     "sample_seed",
     "summary_line",
 ]

@@ -90,10 +90,11 @@ def _warn_if_too_long(model: Any, lengths: dict[str, int], max_new_tokens: int) 
         )
 
 
-def _score_batch(
+def score_batch(
     batch: list[dict], prompts: list[Any], model: Any, tokenizer: Any, judge: Any, gen_config: Any
 ) -> list[dict]:
-    """Sample K completions for each question of the batch, judge them, and build the result rows."""
+    """Sample K completions for each question of the batch (the filter's keyed sampler: a question's samples do
+    not depend on its batch), judge them, and build the result rows (``n_scorable``, ``n_correct``, ...)."""
     from ..sql import Verdict
 
     groups = generate_keyed_samples(
@@ -221,7 +222,7 @@ def _sample_and_judge(
             ) as bar,
         ):
             for batch in batches:
-                rows = _score_batch(
+                rows = score_batch(
                     batch, [prompts[r["question_id"]] for r in batch], model, tokenizer, judge, gen_config
                 )
                 _append_rows(handle, rows)

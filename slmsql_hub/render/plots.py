@@ -348,3 +348,52 @@ def plot_curves(
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(figure, path)
+
+
+def plot_passk(
+    curves: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], path: str | os.PathLike
+) -> Path:
+    """pass@k against k, one panel per slice: each run's GRPO curve (``b``) and SFT's (``a``, dashed, from the
+    first run: every run pairs against the same SFT samples); save as PNG.
+
+    ``curves``: ``{slice: {run label: [{"k", "a", "b"}, ...]}}``, as the ablation entries' ``passk`` hold them.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.render.plots import plot_passk
+    >>> points = [{"k": 1, "a": 0.5, "b": 0.7}, {"k": 2, "a": 0.75, "b": 0.8}]
+    >>> plot_passk({"band_train": {"high_lr s0": points}}, pathlib.Path(tempfile.mkdtemp()) / "p.png").suffix
+    '.png'
+
+    ```
+    """
+    from matplotlib import colormaps
+
+    names = list(curves)
+    width = 3.2 * max(1, len(names)) + 2.2  # 2.2 inches on the right for the legend
+    figure = _figure(width=width, height=3.6)
+    figure.subplots_adjust(left=0.6 / width, right=1 - 2.1 / width, bottom=0.14, top=0.86, wspace=0.25)
+    palette = colormaps["tab20"]
+    for column, name in enumerate(names):
+        axes = figure.add_subplot(1, max(1, len(names)), column + 1)
+        runs = curves[name]
+        for index, (label, points) in enumerate(runs.items()):
+            ks = [p["k"] for p in points]
+            if index == 0:
+                axes.plot(ks, [p["a"] for p in points], "k--", linewidth=1.3, label="SFT")
+            axes.plot(ks, [p["b"] for p in points], marker="o", markersize=3, linewidth=1.1,
+                      color=palette(index % 20), label=label)  # fmt: skip
+        axes.set_xscale("log", base=2)
+        ticks = sorted({p["k"] for points in runs.values() for p in points})
+        axes.set_xticks(ticks, [str(k) for k in ticks])
+        axes.set_ylim(-0.03, 1.03)
+        axes.set_title(name, fontsize=10)
+        axes.set_xlabel("k")
+        axes.grid(alpha=0.3)
+        if column == 0:
+            axes.set_ylabel("pass@k")
+        if column == len(names) - 1:
+            axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    return _save(figure, path)

@@ -14,7 +14,9 @@ grpo --config ...`` on several processes) runs :func:`main` in phases:
    logged step appended once to ``telemetry.jsonl``; flat groups get an advantage of exactly 0
    (:mod:`~slmsql_hub.training.zero_variance`);
 6. **save**: adapter, tokenizer, ``config.yaml``, ``run_summary.json``
-   (:mod:`~slmsql_hub.training.grpo_summary`).
+   (:mod:`~slmsql_hub.training.grpo_summary`), and the SFT start's question record carried forward
+   (``sft_questions.json``, :func:`~slmsql_hub.data.sft_record.carry_sft_record`), so filtering or sampling with
+   the GRPO adapter leaves out the same questions as with its SFT parent.
 
 ``README.md`` is left for the project's card: TRL's draft card goes to ``trl_model_card.md`` and PEFT's template
 is dropped. Publishing (``push_to_hub``: the project's card and run files) is the command layer's
@@ -31,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..data.sft_record import row_databases
+from ..data.sft_record import carry_sft_record, row_databases
 from ..errors import UsageError
 from ..recipes import save_resolved_config
 from ..run.layout import STAGE_CONFIG
@@ -353,6 +355,9 @@ def main(
     if training_args.push_to_hub:
         summary["hub_model_id"] = trainer.hub_model_id  # the command layer adds the project's card there
     if main_process:
+        record = carry_sft_record(adapter, output_dir)
+        if record is not None:
+            summary["sft_questions"] = {**record.summary(), "file": record.path.name, "carried_from": adapter}
         write_run_summary(output_dir, summary)
         log_done(summary, output_dir)
     return summary

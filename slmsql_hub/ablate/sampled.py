@@ -1,0 +1,139 @@
+"""Sampled pass@k on the band slices and the probes: n samples per question with the filter's sampler, SFT and
+each GRPO run.
+
+Greedy EX says whether the single most likely answer is right; pass@k says whether a right answer is among the
+policy's samples at all (support). GRPO that sharpens raises pass@1 and may lower pass@k at large k. With
+``passk_samples: N`` (0: off) the study samples every band question N times per adapter with the filter's keyed
+sampler and decoding (``band.filter_recipe``: temperature, top-p/k, max tokens, seed), so sample j of a question
+is the same draw whatever the batch, and an unchanged adapter (``frozen``) gives exactly SFT's counts. The counts
+per question (``{"question_id", "n", "c"}``: scorable samples, correct ones) go to ``<folder>/passk/<slice>.jsonl``;
+:func:`passk_entry` turns SFT's and a run's into paired pass@k per k (:mod:`slmsql_hub.evaluation.passk`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..run.files import read_jsonl, write_atomic
+
+logger = logging.getLogger(__name__)
+
+PASSK_DIR = "passk"
+BAND_SLICES = ("band_train", "band_heldout")
+
+
+def sampled_slices(names: list[str]) -> list[str]:
+    """The slices sampled for pass@k: the band halves and the planted world's probes (dev and test keep greedy
+    EX only, to hold the time); every one is judged as the filter judges (its ``compare_mode``).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.sampled import sampled_slices
+    >>> sampled_slices(["band_train", "band_heldout", "world_dev", "world_test", "world_probe_same"])
+    ['band_train', 'band_heldout', 'world_probe_same']
+
+    ```
+    """
+    return [name for name in names if name in BAND_SLICES or "probe" in name]
+
+
+def sampler_settings(config: Any, output_dir: Path) -> Any:
+    """The ``FilterConfig`` of the study's filter recipe pointed at the run's base model, ``passk_samples``
+    samples per question (its adapter is set per call)."""
+    from ..filtering import load_filter_config
+
+    overrides = [
+        "--model_name_or_path", config.base_path, "--num_samples", str(config.passk_samples),
+        "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    if config.model_revision is not None:
+        overrides += ["--model_revision", config.model_revision]
+    if config.num_threads is not None:
+        overrides += ["--num_threads", str(config.num_threads)]
+    return load_filter_config(config.band.filter_recipe, overrides)
+
+
+def sample_counts(
+    settings: Any,
+    adapter: str | Path,
+    slices: dict[str, list[dict]],
+    out_dir: Path,
+    revision: str | None = None,
+    policy: tuple[Any, Any] | None = None,
+) -> dict[str, list[dict]]:
+    """Per slice, per question in row order: ``{"question_id", "n", "c"}`` over ``settings.num_samples`` keyed
+    samples of ``adapter``; reused from ``out_dir/<slice>.jsonl`` when every slice is there for the same
+    questions. ``policy``: an already loaded ``(model, tokenizer)`` (``None``: load the base with ``adapter``)."""
+    import dataclasses
+
+    from ..data.prompts import build_prompts
+    from ..filtering import score_batch
+    from ..runtime import set_num_threads
+    from ..sql import Judge, Sandbox
+
+    files = {name: out_dir / f"{name}.jsonl" for name in slices}
+    if all(path.is_file() for path in files.values()):
+        cached = {name: read_jsonl(path) for name, path in files.items()}
+        if all(
+            [c["question_id"] for c in cached[n]] == [r["question_id"] for r in slices[n]] for n in slices
+        ):
+            return cached
+    settings = dataclasses.replace(settings, adapter_path=str(adapter), adapter_revision=revision)
+    set_num_threads(settings.num_threads)
+    if policy is None:
+        loaded = settings.load_policy(settings.adapter_path, adapter_revisions={"default": revision})
+        policy = (loaded, loaded.llm.get_tokenizer()) if settings.backend == "vllm" else loaded
+    model, tokenizer = policy
+    prompt_config, _ = settings.resolve_prompt_config(settings.adapter_path)
+    gen_config = settings.generation_config()
+    counts: dict[str, list[dict]] = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with Sandbox(settings.sql_limits(), workers=settings.sandbox_workers) as sandbox:
+        judge = Judge(sandbox=sandbox, mode=settings.compare_mode, keep_distinct=settings.keep_distinct)
+        for name, rows in slices.items():
+            prompts = build_prompts(rows, prompt_config, sandbox)
+            counts[name] = []
+            for i in range(0, len(rows), settings.batch_size):
+                batch = rows[i : i + settings.batch_size]
+                scored = score_batch(batch, prompts[i : i + len(batch)], model, tokenizer, judge, gen_config)
+                counts[name] += [{"question_id": r["question_id"], "n": r["n_scorable"], "c": r["n_correct"]}
+                                 for r in scored]  # fmt: skip
+            write_atomic(files[name], "".join(json.dumps(c) + "\n" for c in counts[name]))
+    return counts
+
+
+def passk_entry(
+    sft: dict[str, list[dict]], grpo: dict[str, list[dict]], seed: int = 0
+) -> dict[str, list[dict]]:
+    """Per slice, paired pass@k of SFT (``a``) and GRPO (``b``) for k = 1, 2, 4, ... up to the fewest samples a
+    question has, over the questions scorable for both: ``[{"k", "a", "b", "delta", "ci95"}, ...]``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.sampled import passk_entry
+    >>> sft = {"band_train": [{"question_id": "q1", "n": 4, "c": 0}, {"question_id": "q2", "n": 4, "c": 2}]}
+    >>> grpo = {"band_train": [{"question_id": "q1", "n": 4, "c": 0}, {"question_id": "q2", "n": 4, "c": 4}]}
+    >>> [(p["k"], p["a"], p["b"]) for p in passk_entry(sft, grpo)["band_train"]]
+    [(1, 0.25, 0.5), (2, 0.41666666666666663, 0.5), (4, 0.5, 0.5)]
+
+    ```
+    """
+    from ..evaluation.passk import paired_pass_at_k_delta
+
+    entry: dict[str, list[dict]] = {}
+    for name in sft:
+        pairs = [(a, b) for a, b in zip(sft[name], grpo.get(name, [])) if a["n"] > 0 and b["n"] > 0]
+        if not pairs:
+            continue
+        most = min(min(a["n"], b["n"]) for a, b in pairs)
+        ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= most]
+        entry[name] = paired_pass_at_k_delta(
+            [a["n"] for a, _ in pairs], [a["c"] for a, _ in pairs],
+            [b["n"] for _, b in pairs], [b["c"] for _, b in pairs], ks, seed=seed,
+        )  # fmt: skip
+    return entry
