@@ -279,3 +279,14 @@ def test_a_run_whose_sft_adapter_came_from_the_hub_pushes_no_sft_repo_and_its_sp
         "study/sft-adapter" in files["README.md"].decode()
         and "alice/mymodel-sft" not in files["README.md"].decode()
     )
+
+
+def test_the_band_pushed_with_the_model_is_the_cards_training_data_and_nothing_else_is(carded_run):
+    from slmsql_hub.card import render_for_repo
+
+    with_band = render_for_repo(
+        carded_run, carded_run / "card", "alice/mymodel", datasets=("alice/mymodel-band",)
+    )
+    assert "datasets:\n- alice/mymodel-band\n" in with_band["README.md"].decode()
+    alone = render_for_repo(carded_run, carded_run / "card", "alice/mymodel")
+    assert "datasets:" not in alone["README.md"].decode().split("---")[1]

@@ -617,10 +617,12 @@ def render_for_repo(
     *,
     base_model_id: str | None = None,
     leave_out: Sequence[str] = (),
+    datasets: Sequence[str] = (),
 ) -> dict[str, bytes] | None:
     """The card folder's files that name its repository, rendered for ``repo_id``: ``README.md`` and every
     ``.eval_results/*.yaml`` (``{path_in_repo: bytes}``), with the options :func:`build_card` recorded;
-    ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded.
+    ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded,
+    ``datasets`` training data published beside it (added to ``datasets:``).
     ``None`` when ``card_dir`` was not made by :func:`build_card` (nothing recorded to render it again from).
 
     Example: ``render_for_repo("outputs/quickstart", "outputs/quickstart/card", "alice/x")["README.md"]``.
@@ -630,7 +632,7 @@ def render_for_repo(
         return None
     template_path = recorded.pop("template_path", None)
     fields = {k: v for k, v in recorded.items() if k in CardOptions.__dataclass_fields__}
-    fields["datasets"] = tuple(fields.get("datasets") or ())
+    fields["datasets"] = tuple(dict.fromkeys([*(fields.get("datasets") or ()), *datasets]))
     if base_model_id:
         fields["base_model_id"] = base_model_id
     options = CardOptions(**{**fields, "repo_id": repo_id, "card_path": None})

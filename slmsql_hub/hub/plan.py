@@ -208,10 +208,13 @@ def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tu
     return card_dir, card, bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
 
 
-def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None) -> list[PushTarget]:
+def _model_targets(
+    run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None, band_repo_id: str | None = None
+) -> list[PushTarget]:
     """The adapter's repository and, when its base is a local folder, the base's (pushed first, and then not
     shipped in the adapter's repository a second time). The card and ``.eval_results`` are rendered again for
-    ``repo_id`` (:func:`~slmsql_hub.card.render_for_repo`), so every id, URL and snippet they hold is its own."""
+    ``repo_id`` (:func:`~slmsql_hub.card.render_for_repo`), so every id, URL and snippet they hold is its own;
+    ``band_repo_id`` (the band pushed with it) joins the card's ``datasets:``."""
     from . import base_model as bm
 
     card_dir, card, base = _card_and_base(run_dir, base_repo_id, revision)
@@ -220,7 +223,14 @@ def _model_targets(run_dir: Path, repo_id: str, base_repo_id: str, revision: str
     files: dict[str, Path | bytes] = {
         path: local for path, local in folder_files(card_dir) if path.split("/")[0] not in leave_out
     }
-    rendered = render_for_repo(run_dir, card_dir, repo_id, base_model_id=base.repo_id, leave_out=leave_out)
+    rendered = render_for_repo(
+        run_dir,
+        card_dir,
+        repo_id,
+        base_model_id=base.repo_id,
+        leave_out=leave_out,
+        datasets=(band_repo_id,) if band_repo_id else (),
+    )
     if rendered is None:
         logger.warning(
             "%s was not written by `slmsql card` (no %s): its README.md is uploaded as it is, naming whatever "
@@ -437,7 +447,10 @@ def plan_push(
     plan = []
     for name in targets:
         if name == MODEL:
-            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision)
+            band = (
+                ids[DATASET] if DATASET in targets else None
+            )  # the band pushed with it is its training data
+            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band)
         elif name == SFT_MODEL:
             sft = model_ref(RunLayout(run_dir).sft_stage2)
             if sft.hub:  # the study's SFT adapter came from the Hub: the Space and card name it there
