@@ -39,6 +39,18 @@ def hub_client_env(endpoint: str, home: Path, token: str | None) -> dict[str, st
     return env
 
 
+def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m slmsql_hub.cli ARGS`` in a fresh process with ``env`` (the Hub tests' clients), output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "slmsql_hub.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def python_json(code: str, env: dict[str, str], cwd: Path, *argv: str) -> dict:
     """Run ``code`` (dedented) with ``argv`` in a fresh interpreter, assert it exits 0 (its stderr tail as the
     message) and return the JSON object it prints as its last stdout line."""

@@ -13,11 +13,10 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _helpers import REPO, TESTS, hub_client_env, python_json
+from _helpers import REPO, TESTS, hub_client_env, python_json, slmsql
 from hub_server import HubServer
 from huggingface_hub import DatasetCard, ModelCard
 
@@ -80,16 +79,6 @@ def push(server, run_dir: Path, home: Path, *options: str) -> subprocess.Complet
     args = ["push", str(run_dir), "--repo-id", "alice/tiny-grpo", *options]
     return slmsql(args, client_env(server.endpoint, home))
 
-
-def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "slmsql_hub.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def _band_rows(db_path: str) -> dict[str, list]:

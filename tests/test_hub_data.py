@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from _helpers import REPO, TESTS, hub_client_env, python_json, shop_db
+from _helpers import TESTS, hub_client_env, python_json, shop_db, slmsql
 from hub_server import HubServer
 
 from slmsql_hub.errors import UsageError
@@ -36,16 +34,6 @@ def server():
     with HubServer({TOKEN: "alice"}) as hub_server:
         yield hub_server
 
-
-def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "slmsql_hub.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def band_run(root: Path) -> Path:
