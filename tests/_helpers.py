@@ -39,7 +39,9 @@ def hub_client_env(endpoint: str, home: Path, token: str | None) -> dict[str, st
     return env
 
 
-def slmsql(args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+def slmsql(
+    args: list[str], env: dict[str, str], cwd: Path = REPO, timeout: int = 600
+) -> subprocess.CompletedProcess:
     """``python -m slmsql_hub.cli ARGS`` in a fresh process with ``env`` (the Hub tests' clients), output captured."""
     return subprocess.run(
         [sys.executable, "-m", "slmsql_hub.cli", *args],

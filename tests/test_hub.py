@@ -80,7 +80,6 @@ def push(server, run_dir: Path, home: Path, *options: str) -> subprocess.Complet
     return slmsql(args, client_env(server.endpoint, home))
 
 
-
 def _band_rows(db_path: str) -> dict[str, list]:
     return {
         "question_id": ["q1", "q2"],

@@ -35,7 +35,6 @@ def server():
         yield hub_server
 
 
-
 def band_run(root: Path) -> Path:
     """A run folder holding what ``slmsql push --what dataset`` reads: a band naming one database by its absolute
     path (``world/databases/shop/shop.sqlite``), and the fixture run's ``filter_report.json``."""
