@@ -109,9 +109,10 @@ def test_a_name_that_is_neither_a_folder_nor_a_hub_id_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_bad_dataset_names_stop_before_the_model_loads_with_exit_code_2(server, tmp_path):
-    """The model is a Hub id the server does not have: had it been loaded first, the error would name it."""
+    """The model is a folder that holds no model: had it been loaded first, the error would name it."""
     env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
-    recipe = grpo_recipe(tmp_path / "grpo.yaml", tmp_path / "out", "alice/no-such-model")
+    (tmp_path / "no-such-model").mkdir()
+    recipe = grpo_recipe(tmp_path / "grpo.yaml", tmp_path / "out", str(tmp_path / "no-such-model"))
     for name, message in (
         ("my band!", "is neither a dataset folder nor a Hub dataset id"),
         ("alice/no-such-band", "no such folder here, and no dataset"),
