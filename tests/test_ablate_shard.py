@@ -87,7 +87,9 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
     from tests.test_ablate_smoke import _smoke_recipe, _smoke_run
 
     recipe = _smoke_recipe(tmp_path, _smoke_run(tmp_path))
-    recipe.write_text(recipe.read_text() + "passk_samples: 2\n")  # sampled pass@k, 2 samples per question
+    filter_recipe = REPO / "recipes" / "world" / "filter.yaml"  # the sampler's settings: the study's filter
+    text = recipe.read_text().replace("band: {", f"band: {{filter_recipe: {filter_recipe}, ", 1)
+    recipe.write_text(text + "passk_samples: 2\n")  # sampled pass@k, 2 samples per question
     recipe = str(recipe)
     argv = ["ablate", "--config", recipe, "--variants", "frozen", "high_lr"]
     assert main([*argv, "--output_dir", str(tmp_path / "one")]) == 0
