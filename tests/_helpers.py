@@ -53,6 +53,23 @@ def slmsql(
     )
 
 
+def ex_on_toy_db(db: str | Path, namespace: str = "alice") -> str:
+    """Code that loads the pushed metric ``NS/ex`` with evaluate and scores two answers on ``db`` (a table ``t``
+    of 1, 2, 10: one right, one wrong), leaving ``ex`` and ``scores`` defined."""
+    return textwrap.dedent(
+        f"""
+        import evaluate
+
+        ex = evaluate.load("{namespace}/ex")
+        scores = ex.compute(
+            predictions=["```sql\\nSELECT count(*) FROM t\\n```", "SELECT min(x) FROM t"],
+            references=["SELECT count(*) FROM t", "SELECT max(x) FROM t"],
+            db_path=[{str(db)!r}] * 2,
+        )
+        """
+    )
+
+
 def python_json(code: str, env: dict[str, str], cwd: Path, *argv: str) -> dict:
     """Run ``code`` (dedented) with ``argv`` in a fresh interpreter, assert it exits 0 (its stderr tail as the
     message) and return the JSON object it prints as its last stdout line."""

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _helpers import REPO, TESTS, hub_client_env, python_json, slmsql
+from _helpers import REPO, TESTS, ex_on_toy_db, hub_client_env, python_json, slmsql
 from hub_server import HubServer
 from huggingface_hub import DatasetCard, ModelCard
 
@@ -726,18 +726,9 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
     assert info.sdk == "gradio" and not info.private
     db = run_dir / "world" / "databases" / "nums" / "nums.sqlite"
     result = python_json(
-        f"""
-        import inspect, json, sys
-        import evaluate
-
-        ex = evaluate.load("alice/ex")
-        scores = ex.compute(
-            predictions=["```sql\\nSELECT count(*) FROM t\\n```", "SELECT min(x) FROM t"],
-            references=["SELECT count(*) FROM t", "SELECT max(x) FROM t"],
-            db_path=[{str(db)!r}] * 2,
-        )
-        print(json.dumps({{"scores": scores, "script": inspect.getsource(sys.modules[type(ex).__module__])}}))
-        """,
+        "import inspect, json, sys\n"
+        + ex_on_toy_db(db)
+        + 'print(json.dumps({"scores": scores, "script": inspect.getsource(sys.modules[type(ex).__module__])}))\n',
         client_env(server.endpoint, tmp_path / "client"),
         tmp_path,
     )

@@ -18,12 +18,11 @@ import sqlite3
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import urllib.request
 from pathlib import Path
 
 import pytest
-from _helpers import REPO, TESTS, hub_client_env, python_json
+from _helpers import REPO, TESTS, ex_on_toy_db, hub_client_env, python_json
 from _space_run import DB_ID, GRPO_SQL, QUESTION, SFT_SQL, launched_app, space_run_once
 from hub_server import HubServer
 
@@ -236,19 +235,10 @@ def test_the_metric_spaces_requirements_install_this_version_and_evaluate_load_c
     with sqlite3.connect(db) as conn:  # test fixture: the toy database
         conn.execute("CREATE TABLE t (x INTEGER)")
         conn.executemany("INSERT INTO t VALUES (?)", [(1,), (2,), (10,)])
-    code = textwrap.dedent(
-        f"""
-        import json
-        import evaluate, slmsql_hub
-
-        ex = evaluate.load("alice/ex")
-        scores = ex.compute(
-            predictions=["```sql\\nSELECT count(*) FROM t\\n```", "SELECT min(x) FROM t"],
-            references=["SELECT count(*) FROM t", "SELECT max(x) FROM t"],
-            db_path=[{str(db)!r}] * 2,
-        )
-        print(json.dumps({{"scores": scores, "package": slmsql_hub.__file__, "version": slmsql_hub.__version__}}))
-        """
+    code = (
+        "import json\nimport slmsql_hub\n"
+        + ex_on_toy_db(db)
+        + 'print(json.dumps({"scores": scores, "package": slmsql_hub.__file__, "version": slmsql_hub.__version__}))\n'
     )
     ran = subprocess.run(
         [str(python), "-c", code], env=fresh, cwd=cwd, capture_output=True, text=True, timeout=300
