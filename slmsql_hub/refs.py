@@ -102,6 +102,20 @@ def looks_like_hub_id(name: str | None, run: Any = None) -> bool:
     return run is None or run.local(name) == Path(name)
 
 
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """The Hub's web address that links point to: ``endpoint``, else ``HF_ENDPOINT``, else huggingface.co.
+
+    Example:
+
+    ```python
+    >>> hub_endpoint("https://hub.example.org/")
+    'https://hub.example.org'
+
+    ```
+    """
+    return (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
 def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     """The web address of a ``model``, ``dataset`` or ``space`` repository on ``endpoint`` (default
     ``HF_ENDPOINT``, else huggingface.co).
@@ -114,9 +128,8 @@ def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
 
     ```
     """
-    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[repo_type]
-    return f"{endpoint}/{prefix}{repo_id}"
+    return f"{hub_endpoint(endpoint)}/{prefix}{repo_id}"
 
 
 HUB_LICENSES = frozenset(

@@ -653,3 +653,18 @@ def test_cli_reports_a_bad_run_folder_in_one_line(tmp_path, capsys):
     assert cli.main(["card", "--run-dir", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("slmsql card: error: run folder not found") and "\n" not in err
+
+
+def test_links_point_to_the_hub_the_card_is_rendered_for(published_run, tmp_path, monkeypatch):
+    """A card built with ``HF_ENDPOINT`` set (a private Hub) links there, not to huggingface.co."""
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org/")
+    built = build_card(
+        published_run, tmp_path / "card", options=CardOptions(repo_id=REPO_ID, datasets=(BAND_ID,))
+    )
+    readme = built.readme.read_text(encoding="utf-8")
+    sources = [r.source_url for r in ModelCard.load(built.readme).data.eval_results]
+    assert sources and all(url.startswith(f"https://hub.example.org/{REPO_ID}") for url in sources)
+    assert "https://hub.example.org/datasets/" in readme
+    assert (
+        f"https://huggingface.co/{REPO_ID}" not in readme and "https://huggingface.co/datasets/" not in readme
+    )

@@ -268,7 +268,7 @@ def eval_result_entries(run: Run, repo_id: str | None = None) -> dict[str, list[
         source_url = None
         if repo_id:
             path = f"eval/{row['predictions_file']}" if row["predictions_file"] else "eval/eval_results.json"
-            source_url = f"https://huggingface.co/{repo_id}/blob/main/{path}"
+            source_url = f"{repo_url('model', repo_id)}/blob/main/{path}"
         entry = EvalResultEntry(
             dataset_id=row["dataset_id"],
             task_id=str(
@@ -316,7 +316,7 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     tags = list(BASE_TAGS) + ([NULL_TAG] if outcome == "null" else [])
     base = _base_info(run, options)
     datasets = training_datasets(options)
-    source_url = f"https://huggingface.co/{options.repo_id}" if options.repo_id else None
+    source_url = repo_url("model", options.repo_id) if options.repo_id else None
     results = [
         EvalResult(
             task_type="text-generation",

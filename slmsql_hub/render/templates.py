@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..refs import hub_endpoint
 
 MODEL_CARD = "model_card.md"
 BASE_MODEL_CARD = "base_model_card.md"
@@ -31,7 +32,8 @@ def template_path(name: str) -> Path:
 
 
 def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
-    """``card_class.from_template(data, template_path=path, **context)`` (a ``ModelCard`` or ``DatasetCard``).
+    """``card_class.from_template(data, template_path=path, **context)`` (a ``ModelCard`` or ``DatasetCard``);
+    ``hub_url`` (the Hub the links point to, :func:`~slmsql_hub.refs.hub_endpoint`) is there unless given.
     UsageError: no template; ValueError: it uses a variable the context does not define (Jinja renders it empty).
     """
     import jinja2
@@ -42,6 +44,7 @@ def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
         raise UsageError(
             f"card template not found: {path}; restore model_card/{path.name} (or pass --template)"
         )
+    context.setdefault("hub_url", hub_endpoint())
     known = set(context) | set(data.to_dict()) | {"card_data"}
     used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
     missing = sorted(used - known)
@@ -51,12 +54,14 @@ def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
 
 
 def load_template(name: str) -> Any:
-    """A ``model_card/<name>`` jinja2 template with the study's filters: ``points`` (ΔEX) and ``pvalue``."""
+    """A ``model_card/<name>`` jinja2 template with the study's filters, ``points`` (ΔEX) and ``pvalue``, and
+    ``hub_url`` (as :func:`render`)."""
     import jinja2
 
     from .fmt import format_p, format_points
 
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     environment.filters["points"] = format_points
+    environment.globals["hub_url"] = hub_endpoint()
     environment.filters["pvalue"] = lambda p: format_p(p).replace("p = ", "").replace("p < ", "< ")
     return environment.from_string(template_path(name).read_text(encoding="utf-8"))
