@@ -436,7 +436,8 @@ def train_base(
         "threads": threads,
         "environment": environment(),
     }
-    write_run_summary(output_dir, summary)
+    if trainer.is_world_process_zero():  # under `accelerate launch`, one process writes the run's files
+        write_run_summary(output_dir, summary)
     logger.info(
         "base model done: %d steps, final loss %s, %.1fs; saved to %s",
         summary["steps"],

@@ -305,14 +305,16 @@ def count_parameters(model: Any) -> dict[str, int]:
 
 def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
     """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
-    ``output_dir``; return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
+    ``output_dir`` (the files from the main process only, as ``save_model`` does); return the ``TrainOutput`` and
+    the training seconds. Shared by ``train base`` and ``train sft``."""
     train_clock = Stopwatch()
     result = trainer.train()
     train_seconds = train_clock.seconds()
     output_dir = Path(output_dir)
     trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    save_resolved_config(output_dir / STAGE_CONFIG, *configs)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(output_dir))
+        save_resolved_config(output_dir / STAGE_CONFIG, *configs)
     return result, train_seconds
 
 

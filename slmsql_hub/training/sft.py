@@ -141,6 +141,8 @@ def train_sft(
     )
     output_dir = Path(training_args.output_dir)
     result, train_seconds = train_and_save(trainer, tokenizer, output_dir, script_args, model_args, training_args)
+    if not trainer.is_world_process_zero():  # under `accelerate launch`, one process writes the run's files
+        return {"kind": "sft", "stage": training_args.stage, "output_dir": str(output_dir)}
     record = write_sft_record(
         output_dir,
         trained_keys,
