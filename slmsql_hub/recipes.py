@@ -15,6 +15,7 @@ import difflib
 import enum
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -200,6 +201,7 @@ def parse_recipe(
             f"unknown argument(s) {_unknown_keys([f'--{u}' for u in unknown], {f'--{k}' for k in known})}; "
             f"overrides are --field value with fields of {classes}"
         )
+    overrides = _glue_negative_numbers(overrides)
     parser = _build_parser(dataclass_types)
     # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0. The dataclasses'
     # own checks (TRL's and transformers' included) raise ValueError: bad input as well, one line.
@@ -217,6 +219,25 @@ def parse_recipe(
             f"{classes}"
         )
     return tuple(instances)
+
+
+_NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|-inf(inity)?", re.IGNORECASE)
+
+
+def _glue_negative_numbers(overrides: Sequence[str]) -> list[str]:
+    """``--field -1e-4`` as ``--field=-1e-4``: argparse takes ``-1e-4`` for an option, not a value.
+
+    >>> _glue_negative_numbers(["--learning_rate", "-1e-4", "--seed", "3", "--beta", "-.5"])
+    ['--learning_rate=-1e-4', '--seed', '3', '--beta=-.5']
+    """
+    glued: list[str] = []
+    for arg in overrides:
+        previous = glued[-1] if glued else ""
+        if _NEGATIVE_NUMBER.fullmatch(arg) and previous.startswith("--") and "=" not in previous:
+            glued[-1] = f"{previous}={arg}"
+        else:
+            glued.append(arg)
+    return glued
 
 
 def _plain(value: Any) -> Any:

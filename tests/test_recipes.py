@@ -129,7 +129,10 @@ def test_qwen_sft_recipes_reproduce_the_studys_two_stages(no_network):
     (s2_script, s2_model, s2_training) = load_recipe(QWEN / "sft_stage2_bird_spider.yaml")
     assert s1_model.model_name_or_path == s2_model.model_name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert [(e.name, e.split) for e in s1_script.benchmark_entries()] == [("synsql", "train")]
-    assert [(e.name, e.split) for e in s2_script.benchmark_entries()] == [("bird", "train"), ("spider", "train")]
+    assert [(e.name, e.split) for e in s2_script.benchmark_entries()] == [
+        ("bird", "train"),
+        ("spider", "train"),
+    ]
     assert s2_training.stage == 2 and s2_training.adapter_path == s1_training.output_dir
     assert s1_script.prompt_sample_rows == s2_script.prompt_sample_rows
 
@@ -186,3 +189,14 @@ def test_qwen_recipes_pin_one_base_commit_and_name_a_revision_for_every_hub_adap
     assert study["base"]["hub"]["repo_id"] == _raw(QWEN / "grpo_band.yaml")["model_name_or_path"]
     assert adapters == {(study["sft2"]["hub"]["repo_id"], study["sft2"]["hub"]["revision"])}
     assert len(pins) == 1  # the whole chain runs on the same base weights, the quickstart's too
+
+
+@pytest.mark.parametrize("value", ["-1e-4", "-0.0001", "-.5"])
+def test_a_negative_number_after_an_override_is_its_value(value, tmp_path):
+    """``--learning_rate -1e-4`` reaches the field's own check (argparse alone reads ``-1e-4`` as an option)."""
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import SFT_ARGUMENTS
+
+    recipe = RECIPES / "world" / "sft_stage1.yaml"
+    with pytest.raises(UsageError, match=f"learning_rate must be >= 0; got {float(value)}"):
+        parse_recipe(SFT_ARGUMENTS, recipe, ["--learning_rate", value, "--output_dir", str(tmp_path)])
