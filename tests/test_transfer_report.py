@@ -12,6 +12,7 @@ import pytest
 
 from slmsql_hub.ablate.evaluate import comparison_entry
 from slmsql_hub.ablate.report import write_report
+from slmsql_hub.ablate.sampled import passk_entry
 from slmsql_hub.ablate.transfer import PROBES, write_transfer_report
 from slmsql_hub.cli import main
 
@@ -66,7 +67,7 @@ def _finished(out: Path, name: str, seed: int, flips: dict[str, int], overrides:
     (folder / "grpo" / "telemetry.jsonl").write_text(
         _lines([{"step": s, "sql/correct_rate": 0.5} for s in (1, 2)])
     )
-    slices = {}
+    slices, sft_counts, run_counts = {}, {}, {}
     for path in sorted((out / "sft").glob("*.jsonl")):
         sft = [json.loads(line) for line in path.read_text().splitlines()]
         left, answers = flips.get(path.stem, 0), []
@@ -82,9 +83,13 @@ def _finished(out: Path, name: str, seed: int, flips: dict[str, int], overrides:
                 for a, x in zip(answers, sft)
             ]  # an unchanged answer: SFT's counts
             (folder / "passk" / path.name).write_text(_lines(counts))
+            sft_counts[path.stem] = [json.loads(line) for line in (out / "sft" / "passk" / path.name).open()]
+            run_counts[path.stem] = counts
     entry = {"name": name, "seed": seed, "hypothesis": name, "overrides": overrides,
              "adapter_update": {"relative_norm": norm}, "telemetry": {"mean": {}, "trend": {}}, "steps": 2,
              "slices": slices, "held_out_dbs": {}, "time": {"train_s": 1.0, "eval_s": 1.0}}  # fmt: skip
+    if sft_counts:  # a world with probes samples them (the study's own pass@k of the counts)
+        entry["passk"] = passk_entry(sft_counts, run_counts)
     (folder / "result.json").write_text(json.dumps(entry))
 
 
@@ -107,7 +112,7 @@ def study(tmp_path: Path) -> Path:
         _world(out, WORLD_SLICES[world])
         for name, flips, overrides, norm in runs:
             _finished(out, name, 0, flips, overrides, norm)
-        write_report(out, [r[0] for r in runs])
+        write_report(out, [r[0] for r in runs], {"passk_samples": 4})
     return recipe
 
 
@@ -156,7 +161,7 @@ def test_the_finding_follows_the_numbers(study, tmp_path):
     plant70 = tmp_path / "outputs" / "transfer" / "plant70"
     shutil.rmtree(plant70 / "runs")
     _finished(plant70, "plant70", 0, {**MAIN, "world_probe_cross": 0}, LR, 0.01)
-    write_report(plant70, ["plant70"])
+    write_report(plant70, ["plant70"], {"passk_samples": 4})
     report = write_transfer_report(study)
     assert report["claims"]["main_transferred"] is False and report["claims"]["negative_control"] is None
     text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
@@ -194,3 +199,51 @@ def test_combine_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys):
     assert main(["ablate", "--config", str(study), "--combine", "--output-dir", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "the main arm transferred: yes" in out and "missing: plant70 (7 of 10 runs)" in out
+
+
+def _card_run(at: Path, plant: dict | None) -> Path:
+    """The fixture run copied to ``at``, its world.json given ``plant`` (``None``: the natural world)."""
+    import shutil
+
+    shutil.copytree(REPO / "tests" / "fixtures" / "run", at)
+    manifest = at / "world" / "world.json"
+    world = json.loads(manifest.read_text())
+    if plant is not None:
+        world["plant"] = plant
+    manifest.write_text(json.dumps(world))
+    return at
+
+
+PLANT = {"name": "comparison_inclusive", "rate": 0.7, "probe": 40, "cross_templates": ["having", "in_subquery"],
+         "same_templates": ["where_number"], "sft": {"foundation": {"rewritten": 7, "affected": 10}}}  # fmt: skip
+
+
+def test_a_card_in_a_planted_world_states_the_plant_and_the_transfer_finding(study, tmp_path):
+    from slmsql_hub.card import build_card
+
+    run = _card_run(tmp_path / "outputs" / "transfer" / "plant70" / "run", PLANT)  # the plant70 world's run
+    write_transfer_report(study)
+    build_card(run)
+    text = (run / "card" / "README.md").read_text(encoding="utf-8")
+    assert "> **Planted world** (`comparison_inclusive`, rate 0.7)" in text
+    assert "(foundation 7 of 10)" in text and "`having`, `in_subquery`" in text
+    assert text.index("Planted world") < text.index("## Results")  # stated before any number
+    # the world's ablation report (found through the transfer report) with its pass@k plot, and the finding
+    assert "## Ablations" in text and "ablations/plots/passk.png" in text
+    assert "### Transfer across worlds" in text and "The main arm transferred: `plant70/plant70`" in text
+    assert "ablations/transfer/plots/passk.png" in text
+    shipped = run / "card" / "ablations"
+    assert (shipped / "plots" / "passk.png").is_file() and (
+        shipped / "transfer" / "plots" / "passk.png"
+    ).is_file()
+    assert json.loads((shipped / "transfer" / "report.json").read_text())["card_world"] == "plant70"
+
+
+def test_a_card_in_the_natural_world_says_nothing_of_a_plant(tmp_path):
+    from slmsql_hub.card import build_card
+
+    run = _card_run(tmp_path / "run", None)
+    build_card(run)
+    text = (run / "card" / "README.md").read_text(encoding="utf-8")
+    assert "Planted world" not in text and "planted" not in text.lower()
+    assert "## Ablations" not in text and "Transfer across worlds" not in text
