@@ -247,3 +247,44 @@ def test_a_card_in_the_natural_world_says_nothing_of_a_plant(tmp_path):
     text = (run / "card" / "README.md").read_text(encoding="utf-8")
     assert "Planted world" not in text and "planted" not in text.lower()
     assert "## Ablations" not in text and "Transfer across worlds" not in text
+
+
+def _space_ablations(run: Path) -> tuple[list[str], list[str]]:
+    """The Space's Ablations tab for ``run``: its markdown texts and its images' labels."""
+    import importlib.util
+    import sys
+
+    demo_dir = REPO / "spaces" / "demo"
+    sys.path.insert(0, str(demo_dir))
+    from space_backend import ComparisonSpace, SpaceSettings
+
+    spec = importlib.util.spec_from_file_location("slmsql_demo_app", demo_dir / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    with ComparisonSpace(SpaceSettings(run_dir=str(run))) as space:
+        blocks = list(app.build_demo(space).blocks.values())
+    texts = [b.value for b in blocks if isinstance(getattr(b, "value", None), str)]
+    images = [b.label for b in blocks if type(b).__name__ == "Image" and b.value]
+    return texts, [label for label in images if "ΔEX" in label or "pass@k" in label]  # the Ablations tab's
+
+
+def test_the_space_shows_the_pass_at_k_plot_and_the_transfer_finding_the_card_shipped(study, tmp_path):
+    import shutil
+
+    from slmsql_hub.card import build_card
+
+    run = _card_run(tmp_path / "outputs" / "transfer" / "plant70" / "run", PLANT)
+    write_transfer_report(study)
+    build_card(run)
+    texts, images = _space_ablations(run)
+    assert any(
+        "Transfer across worlds (this run: `plant70`)" in t and "The main arm transferred" in t for t in texts
+    )
+    assert images == [
+        "ΔEX per variant and slice (95% CI)",
+        "Sampled pass@k per run and slice: SFT dashed, GRPO solid",  # the world's own report's plot
+        "Sampled pass@k on the probes per world and variant: SFT dashed, GRPO solid",
+    ]
+    shutil.rmtree(run / "card" / "ablations" / "transfer")  # a card that shipped no transfer report
+    texts, images = _space_ablations(run)
+    assert any(t.startswith("No transfer study covers this run") for t in texts) and len(images) == 2

@@ -22,7 +22,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..ablate.transfer import KIND, render_finding
 from ..evaluation.findings import claims
 from ..render.templates import load_template
 from ..run.layout import ABLATIONS_DIR, FOREST_PLOT, REPORT_JSON, REPORT_MD
@@ -55,6 +54,8 @@ def _read(path: Path) -> dict | None:
 
 def find_transfer(run_dir: str | Path) -> tuple[Path, str] | None:
     """The folder of the transfer report covering RUN and RUN's world in it (the module docstring's rule)."""
+    from ..ablate.transfer import KIND  # not at import: importing the card loads no ablation code
+
     run = Path(run_dir)
     shipped = run / ABLATIONS_DIR / TRANSFER_DIR
     above = (run.parent, run.parent.parent)
@@ -98,6 +99,8 @@ def ship_reports(ablations: Path | None, transfer: tuple[Path, str] | None, card
 def transfer_context(folder: Path, world: str) -> dict[str, Any]:
     """What the card and the Space show of a transfer report: the finding, this run's world and its plant, the
     pass@k plot (``None`` without one), relative to ``folder``."""
+    from ..ablate.transfer import render_finding
+
     report = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
     return {"finding": render_finding(report), "world": world, "n_worlds": len(report["worlds"]),
             "plant": report["worlds"][world]["plant"], "passk": (report.get("plots") or {}).get("passk")}  # fmt: skip
