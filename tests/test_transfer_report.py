@@ -173,11 +173,16 @@ def test_a_missing_world_is_reported_not_raised(study, tmp_path):
     import shutil
 
     shutil.rmtree(tmp_path / "outputs" / "transfer" / "natural")
+    # seed 1 of plant100 finished after its world's report was written: said, not pooled
+    _finished(tmp_path / "outputs" / "transfer" / "plant100", "plant100", 1, {"band_train": 15}, LR, 0.01)
     report = write_transfer_report(study, tmp_path / "combined")
+    assert report["worlds"]["plant100"]["unreported"] == [["plant100", 1]]
+    assert [r["seeds"] for r in report["rows"] if r["world"] == "plant100"] == [[0]]
     assert report["worlds"]["natural"]["report"] is None
     assert all(r["world"] != "natural" for r in report["rows"])
     text = (tmp_path / "combined" / "report.md").read_text(encoding="utf-8")
     assert "natural (no report.json in" in text
+    assert "Finished but not yet in its world's report.json" in text and "plant100 (plant100 s1)." in text
 
 
 def test_combine_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys):

@@ -40,7 +40,7 @@ from ..evaluation.stats import ALPHA
 from ..render.templates import load_template
 from ..run.files import write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
-from .report import PASSK_PLOT, add_holm
+from .report import PASSK_PLOT, add_holm, collect
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ SLICES = ("band_train", "band_heldout", *PROBES, "world_dev", "world_test")
 @dataclass
 class WorldReport:
     """One world of the study as the combine found it: its recipe arm, its ``report.json`` (``None``: none yet),
-    the recipe's (variant, seed) runs its report lacks."""
+    the recipe's (variant, seed) runs its report lacks (``missing``), and those of them finished on disk after
+    the report was written (``unreported``: rerun that world's ``slmsql ablate --report-only``)."""
 
     name: str
     run_dir: str
@@ -66,6 +67,7 @@ class WorldReport:
     expected: list[list]
     report: dict | None = None
     missing: list[list] = field(default_factory=list)
+    unreported: list[list] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """What ``report.json`` records of the world."""
@@ -78,6 +80,7 @@ class WorldReport:
             "expected": len(self.expected),
             "finished": len(self.expected) - len(self.missing),
             "missing": self.missing,
+            "unreported": self.unreported,
         }
 
 
@@ -125,6 +128,8 @@ def read_worlds(config_path: str | Path) -> list[WorldReport]:
                 )
         done = {(e["name"], e["seed"]) for e in (world.report or {}).get("variants", [])}
         world.missing = [pair for pair in expected if tuple(pair) not in done]
+        world.unreported = sorted([e["name"], e["seed"]] for e in collect([Path(config.output_dir)])
+                                  if (e["name"], e["seed"]) not in done)  # fmt: skip
         worlds.append(world)
     return worlds
 
