@@ -11,7 +11,7 @@ variant must raise ``band_train`` EX significantly, or a null about transfer mea
 Modules: :mod:`.config` (the recipe, validated before any training), :mod:`.band` (the pool, its filter and the
 split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation / reward / the rest),
 :mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.report` (report.json, report.md, plots, the merge
-of shards).
+of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``).
 """
 
 from __future__ import annotations

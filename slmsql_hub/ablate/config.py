@@ -366,6 +366,14 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     return config
 
 
+def recipe_worlds(path: str | Path) -> dict[str, WorldArm]:
+    """The ``worlds`` of a study's recipe, validated as :func:`load_ablation_config` validates them (``{}``: a
+    single-world recipe); nothing else is read."""
+    from ..recipes import read_recipe_mapping
+
+    return _worlds(read_recipe_mapping(Path(path)).get("worlds"), Path(path))
+
+
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> AblationConfig:
     """The ``RECIPE_KINDS`` loader of ``ablations*.yaml``: :func:`load_ablation_config` (no ``--field`` overrides)."""
     if overrides:

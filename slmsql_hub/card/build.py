@@ -32,7 +32,7 @@ from ..run.layout import (
     RunLayout,
 )
 from ..run.read import Run, load_run
-from .ablations import card_section, copy_report
+from .ablations import card_section, find_transfer, ship_reports, world_report
 from .context import (
     describe_data,
     filter_context,
@@ -417,8 +417,25 @@ def card_context(
         "project_url": _project_url(),
         "eval_created_at": run.eval_results.get("created_at"),
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
-        "ablations": card_section(run.ablations) if run.ablations is not None else None,
+        "ablations": _ablations(run),
+        "plant_statement": _plant_statement(run),
     }
+
+
+def _plant_statement(run: Run) -> str | None:
+    """What the run's world planted (its ``world.json`` ``plant`` record), ``None`` in a natural world."""
+    from ..world.plant import plant_statement
+
+    plant = (run.world or {}).get("plant")
+    return plant_statement(plant) if plant else None
+
+
+def _ablations(run: Run) -> str | None:
+    """The card's "Ablations" section: the run's ablation report (else its world's in the transfer report that
+    covers it) and that transfer report's finding; ``None`` when there is neither."""
+    transfer = find_transfer(run.root)
+    report = run.ablations or world_report(transfer)
+    return card_section(report, transfer) if report is not None or transfer is not None else None
 
 
 def default_template_path() -> Path:
@@ -568,8 +585,9 @@ def _assemble(
             _copy_files(attempt.folder, RUN_FILES, card.attempts[attempt.name].path)
     if run.filter_report is not None:
         _copy_files(layout.filter, [layout.filter_report.name], card.filter)
-    if run.ablations is not None:  # the ablation study's report ships with the model repo (card/ablations/)
-        copy_report(run.ablations, card.root)
+    # the ablation study's report, and the transfer report that covers the run, ship with the model repo
+    transfer = find_transfer(run.root)
+    ship_reports(run.ablations or world_report(transfer), transfer, card.root)
     base = _base_info(run, options)
     if base["ships"]:
         _copy_files(base["local"], BASE_FILES, card.lineage["base"].path)

@@ -59,13 +59,52 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="run nothing: check that these shard folders share one band and SFT answers, and write the one "
         "report of their runs in --output_dir",
     )
+    parser.add_argument(
+        "--combine",
+        action="store_true",
+        help="run nothing: join the finished reports of every world of a multi-world recipe (its `worlds`) into "
+        "one transfer report, Holm across the worlds, in --output-dir (default: the folder above the worlds' "
+        "output folders, e.g. outputs/transfer)",
+    )
     parser.set_defaults(run=run)
     return parser
+
+
+_NOT_WITH_COMBINE = ("run_dir", "variants", "seeds", "max_steps", "jobs", "report_only", "shard", "merge")
+
+
+def _combine(args: argparse.Namespace) -> int:
+    """``--combine``: the transfer report across the recipe's worlds (:mod:`slmsql_hub.ablate.transfer`)."""
+    from ..ablate.transfer import write_transfer_report
+    from ..errors import UsageError
+
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in _NOT_WITH_COMBINE
+        if getattr(args, name) not in (None, False)
+    ]
+    if given:
+        raise UsageError(
+            f"--combine runs nothing and reads every world; it does not go with {', '.join(given)}"
+        )
+    report = write_transfer_report(args.config, args.output_dir)
+    claims = report["claims"]
+    missing = [f"{name} ({len(w['missing'])} of {w['expected']} runs)" for name, w in report["worlds"].items()
+               if w["missing"]]  # fmt: skip
+    verdict = {None: "not yet known", True: "yes", False: "NO"}[claims["main_transferred"]]
+    return print_result(
+        f"{len(report['worlds'])} worlds, {len(report['rows'])} variants; the main arm transferred: {verdict}",
+        f"missing: {', '.join(missing)}" if missing else "every world's runs are in",
+        f"report: {report['path']}",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Validate the recipe and the selection, run the grid, write the report, print where it is."""
     from ..ablate import run_study
+
+    if args.combine:
+        return _combine(args)
 
     report = run_study(
         args.config,

@@ -376,15 +376,19 @@ def plot_passk(
     figure = _figure(width=width, height=3.6)
     figure.subplots_adjust(left=0.6 / width, right=1 - 2.1 / width, bottom=0.14, top=0.86, wspace=0.25)
     palette = colormaps["tab20"]
+    # one color per label across the panels, and one legend of every label (panels may hold different runs)
+    labels = dict.fromkeys(label for runs in curves.values() for label in runs)
+    colors = {label: palette(i % 20) for i, label in enumerate(labels)}
+    legend: dict[str, Any] = {}
     for column, name in enumerate(names):
         axes = figure.add_subplot(1, max(1, len(names)), column + 1)
         runs = curves[name]
         for index, (label, points) in enumerate(runs.items()):
             ks = [p["k"] for p in points]
             if index == 0:
-                axes.plot(ks, [p["a"] for p in points], "k--", linewidth=1.3, label="SFT")
-            axes.plot(ks, [p["b"] for p in points], marker="o", markersize=3, linewidth=1.1,
-                      color=palette(index % 20), label=label)  # fmt: skip
+                (legend["SFT"],) = axes.plot(ks, [p["a"] for p in points], "k--", linewidth=1.3, label="SFT")
+            (legend[label],) = axes.plot(ks, [p["b"] for p in points], marker="o", markersize=3, linewidth=1.1,
+                                         color=colors[label], label=label)  # fmt: skip
         axes.set_xscale("log", base=2)
         ticks = sorted({p["k"] for points in runs.values() for p in points})
         axes.set_xticks(ticks, [str(k) for k in ticks])
@@ -395,5 +399,7 @@ def plot_passk(
         if column == 0:
             axes.set_ylabel("pass@k")
         if column == len(names) - 1:
-            axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+            axes.legend(
+                list(legend.values()), list(legend), fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5)
+            )
     return _save(figure, path)

@@ -39,6 +39,7 @@ from .plant import (
     Plant,
     observable,
     plant_errors,
+    plant_statement,
     probe_pools,
     taken_keys,
 )
@@ -284,17 +285,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
 
 
 def _plant_lines(plant: dict | None) -> list[str]:
-    if not plant:
-        return []
-    rewritten = ", ".join(f"{split} {n['rewritten']} of {n['affected']}" for split, n in plant["sft"].items())
-    return [
-        f"**Planted world** (`{plant['name']}`, rate {plant['rate']:g}): in the SFT splits a seeded share of the "
-        '"at least" / "at most" questions has its gold written with `>` / `<` instead of `>=` / `<=` '
-        f"({rewritten}); rl_pool, dev, test and the probes keep correct golds. Templates kept out of rl_pool: "
-        + ", ".join(f"`{t}`" for t in plant["cross_templates"])
-        + ".",
-        "",
-    ]
+    return [plant_statement(plant), ""] if plant else []
 
 
 def _asked_plant(recorded: dict | None, plant: Plant | None) -> dict | None:

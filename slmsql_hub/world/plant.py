@@ -169,6 +169,14 @@ class Plant:
         return None
 
 
+def plant_statement(record: dict) -> str:
+    """What a ``world.json`` ``plant`` record planted, in one markdown sentence (``model_card/planted_world.md``):
+    the world's dataset README and the model card of a run in that world state it."""
+    from ..render.templates import load_template
+
+    return load_template("planted_world.md").render(plant=record).strip()
+
+
 def separable(candidates: list[Candidate], db_paths: dict, sandbox, kinds: list[str]) -> list[bool]:
     """Per candidate: whether :func:`rewrite` (with its ``kind``) changes the result on its database under
     both comparison rules, the rewritten query running ``ok``."""

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -51,7 +53,8 @@ from space_config import config_settings  # noqa: E402
 from space_sql import differences_html, format_sql  # noqa: E402
 from space_views import SPACE_CSS  # noqa: E402
 
-from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_MD  # noqa: E402
+from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
+from slmsql_hub.card.ablations import TRANSFER_DIR, find_transfer, transfer_context  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
 
 logger = logging.getLogger("slmsql_space")
@@ -523,7 +526,8 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
 
 
 def _ablations_tab(space: ComparisonSpace) -> None:
-    """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest plot."""
+    """The Ablations tab: the study's finding and pooled table (``report.md`` without its images), its forest and
+    pass@k plots, then the transfer study's finding and pass@k plot when the card shipped one (``transfer/``)."""
     folder = space.data.ablations
     if folder is None:
         gr.Markdown(
@@ -532,11 +536,38 @@ def _ablations_tab(space: ComparisonSpace) -> None:
         return
     text = (folder / REPORT_MD).read_text(encoding="utf-8").split("## Per seed")[0]
     gr.Markdown("\n".join(line for line in text.splitlines() if not line.startswith("![")))
-    forest = folder / FOREST_PLOT
-    if forest.is_file():
-        gr.Image(
-            value=str(forest), label="ΔEX per variant and slice (95% CI)", interactive=False, show_label=True
+    plots = _report_plots(folder)
+    for path, label in ((folder / FOREST_PLOT, "ΔEX per variant and slice (95% CI)"),
+                        (plots.get("passk"), "Sampled pass@k per run and slice: SFT dashed, GRPO solid")):  # fmt: skip
+        if path is not None and path.is_file():
+            gr.Image(value=str(path), label=label, interactive=False, show_label=True)
+    transfer = folder / TRANSFER_DIR
+    found = find_transfer(folder.parent) if (transfer / REPORT_JSON).is_file() else None
+    if found is None:
+        gr.Markdown(
+            "No transfer study covers this run (`slmsql ablate --combine` on a multi-world recipe; `slmsql card` "
+            "ships its report in `ablations/transfer/`)."
         )
+        return
+    shown = transfer_context(*found)
+    gr.Markdown(f"### Transfer across worlds (this run: `{shown['world']}`)\n\n{shown['finding']}")
+    if shown["passk"] and (transfer / shown["passk"]).is_file():
+        gr.Image(
+            value=str(transfer / shown["passk"]),
+            label="Sampled pass@k on the probes per world and variant: SFT dashed, GRPO solid",
+            interactive=False,
+            show_label=True,
+        )
+
+
+def _report_plots(folder: Path) -> dict[str, Path]:
+    """The plots ``report.json`` names (``plots``), as paths under ``folder``; none for an unreadable report."""
+    try:
+        report = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    plots = report.get("plots") if isinstance(report, dict) else None
+    return {name: folder / rel for name, rel in (plots or {}).items() if isinstance(rel, str)}
 
 
 def _about_tab(space: ComparisonSpace) -> None:
