@@ -4,6 +4,7 @@ and token entropy teacher-forced on SFT's samples, and SFT's support on the held
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -290,3 +291,29 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     assert report["support"] == support
     text = (out / "report.md").read_text()
     assert "KL(SFT ‖ GRPO)" in text and "ΔEX per template family" in text and "held-out database `" in text
+
+
+@pytest.mark.parametrize(("line", "key"), [("diagnostic_samples: -1", "diagnostic_samples"),
+                                           ("support_samples: 2.5", "support_samples"),
+                                           ("diagnostic_samples: yes", "diagnostic_samples")])  # fmt: skip
+def test_a_bad_diagnostics_setting_is_one_line_and_exit_2_before_anything_loads(tmp_path, capsys, line, key):
+    from slmsql_hub.cli import main
+    from tests.test_ablate import _recipe
+
+    recipe = _recipe(tmp_path, "  - {name: frozen, hypothesis: h, overrides: {learning_rate: 0.0}}\n")
+    text, replaced = re.subn(rf"(?m)^{key}: .*$", line, recipe.read_text())
+    assert replaced == 1
+    recipe.write_text(text)
+    assert main(["ablate", "--config", str(recipe), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{key} must be a whole number >= 0" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_study_recipe_turns_the_diagnostics_on():
+    from slmsql_hub.ablate.config import load_ablation_config
+
+    for path in ("world/ablations.yaml", "world/transfer.yaml", "qwen2.5-coder-1.5b/ablations.yaml"):
+        config = load_ablation_config(REPO / "recipes" / path)
+        assert (config.diagnostic_samples, config.support_samples) == (4, 16), path
+        assert config.passk_samples == (0 if path == "world/ablations.yaml" else 16), path

@@ -28,7 +28,8 @@ about a minute of one core.
 The study (``ablations.yaml``, ``slmsql ablate``) runs its smoke grid on the chain's SFT adapter and band. Its
 command takes no ``--field`` overrides, so it runs on copies of ``ablations.yaml`` and of the GRPO and eval
 recipes it names, each with the fields of :data:`STUDY_OVERRIDES` changed (the same kinds), and the grid chosen
-on the command line (:data:`STUDY_GRID`: ``--max_steps 1`` is the length override).
+on the command line (:data:`STUDY_GRID`: ``--max_steps 1`` is a length override, as are 2 samples per question
+for sampled pass@k and the diagnostics instead of 16 and 4).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ STUDY_GRID = ["--variants", "frozen", "high_lr", "--seeds", "0", "--max_steps", 
 STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     "ablations.yaml": {
         "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
+        "length": {"passk_samples": "2", "diagnostic_samples": "2"},
         "cores": {"num_threads": "1"},
     },
     # The study gives these two the model, the adapter and the length; the rest is their own rehearsal's.
@@ -293,6 +295,12 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
             out / "sft" / f"{name}.jsonl"
         ).read_text()
     assert entries["high_lr"]["adapter_update"]["relative_norm"] > 0
+    # The diagnostics: KL and entropy on band_heldout (frozen: KL 0), ΔEX per template family on every slice.
+    pooled = {p["name"]: p for p in report["pooled"]}
+    assert pooled["frozen"]["divergence"]["band_heldout"]["kl"] == 0.0
+    assert pooled["high_lr"]["divergence"]["band_heldout"]["tokens"] > 0
+    assert set(pooled["high_lr"]["families"]) == set(sizes)
+    assert "support" not in report  # BIRD and Spider dev name no held-out database
     # The GRPO runs are the copy of grpo_band.yaml with the study's per-run fields and the variant's override.
     recipe = config_to_dict(*load_recipe(chain.root / "study_recipes" / "grpo_band.yaml"))
     resolved = yaml.safe_load((out / "runs/high_lr-seed0/grpo/config.yaml").read_text(encoding="utf-8"))
