@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.divergence import add_sums, mean_divergence
+from ..evaluation.divergence import add_sums, divergence_sums, mean_divergence
 from ..evaluation.stats import holm, mcnemar_exact
 from ..run.files import read_jsonl, write_atomic
 from .sampled import BAND_SLICES, sampled_slices
@@ -160,8 +160,6 @@ def run_divergence(model: Any, samples: dict[str, list[dict]], run: Path, digest
     """``run/divergence.json``: per slice the summed KL(SFT ‖ GRPO) and entropies over ``samples``' completion
     tokens, with ``run/grpo`` loaded as adapter ``grpo`` beside ``sft`` on ``model`` (and deleted after);
     reused when it scored the same samples (``digest``)."""
-    from ..evaluation.divergence import divergence_sums
-
     path = run / DIVERGENCE_FILE
     if path.is_file():
         cached = json.loads(path.read_text(encoding="utf-8"))
@@ -169,7 +167,7 @@ def run_divergence(model: Any, samples: dict[str, list[dict]], run: Path, digest
             return cached
     model.load_adapter(str(run / "grpo"), adapter_name="grpo", is_trainable=False)
     try:
-        sums = {name: _slice_sums(model, rows, divergence_sums) for name, rows in samples.items()}
+        sums = {name: _slice_sums(model, rows) for name, rows in samples.items()}
     finally:
         model.delete_adapter("grpo")
     result = {"samples_digest": digest, "slices": sums}
@@ -177,7 +175,7 @@ def run_divergence(model: Any, samples: dict[str, list[dict]], run: Path, digest
     return result
 
 
-def _slice_sums(model: Any, rows: list[dict], divergence_sums: Callable) -> dict[str, float]:
+def _slice_sums(model: Any, rows: list[dict]) -> dict[str, float]:
     total: dict[str, float] = {}
     for row in rows:
         total = add_sums(total, divergence_sums(model, row["prompt_ids"], row["completions"], "sft", "grpo"))

@@ -23,14 +23,24 @@ SUMS = ("tokens", "kl", "entropy_a", "entropy_b")
 
 
 def _log_probs(model: Any, adapter: str, input_ids: Any, attention_mask: Any, start: int) -> Any:
-    """``(rows, positions, vocab)`` float32 log-probs of the positions that predict tokens ``start..``."""
+    """``(rows, positions, vocab)`` float32 log-probs of the positions that predict tokens ``start..`` (only
+    those positions' logits are formed where the model takes ``logits_to_keep``: a long prompt's are not)."""
+    import inspect
+
     import torch
 
     from ..generation import use_adapter
 
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    keep = input_ids.shape[1] - start + 1
+    extra = (
+        {"logits_to_keep": keep}
+        if "logits_to_keep" in inspect.signature(type(base).forward).parameters
+        else {}
+    )
     with use_adapter(model, adapter) as active, torch.inference_mode():
-        logits = active(input_ids=input_ids, attention_mask=attention_mask).logits
-    return torch.log_softmax(logits[:, start - 1 : -1].float(), dim=-1)
+        logits = active(input_ids=input_ids, attention_mask=attention_mask, **extra).logits
+    return torch.log_softmax(logits[:, -keep:-1].float(), dim=-1)
 
 
 def divergence_sums(
