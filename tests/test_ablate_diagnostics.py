@@ -278,6 +278,19 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.json*")}
     run_diagnostics(config)  # a rerun is free: nothing sampled or scored again
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    config.support_samples = 2  # another sample size: SFT's counts are drawn again, the rest is kept
+    run_diagnostics(config)
+    assert [p["k"] for p in json.loads((out / "sft" / "support.json").read_text())["world_dev"]["passk"]] == [
+        1,
+        2,
+    ]
+    assert all(c["n"] <= 2 for c in read_jsonl(out / "sft" / "support" / "world_dev.jsonl"))
+    assert (out / "runs" / "high_lr-seed0" / "divergence.json").stat().st_mtime_ns == stamps[
+        out / "runs" / "high_lr-seed0" / "divergence.json"
+    ]
+    config.support_samples = 3
+    run_diagnostics(config)
+    support = json.loads((out / "sft" / "support.json").read_text())
 
     report = write_report(out, ["high_lr"], {"diagnostic_samples": 2, "support_samples": 3})
     pooled = report["pooled"][0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,12 @@ def _sft_sampling(
     cached = cached_rows(kl_dir, kl_rows) if kl_rows else {}
     kl_todo = cached is None or any(len(r["completions"]) != config.diagnostic_samples
                                     for rows in cached.values() for r in rows)  # fmt: skip
-    support_todo = bool(held) and cached_rows(support_dir, held) is None
+    counted = cached_rows(support_dir, held) if held else {}
+    most = [max(r["n"] for r in rows) for rows in (counted or {}).values()]
+    # counts of another sample size are redone (a question's n, its scorable samples, is at most its samples)
+    support_todo = counted is None or any(
+        n > config.support_samples or 0 < n < config.support_samples for n in most
+    )
     if kl_todo or support_todo:
         sampler = sampler_settings(config, kl_dir, config.diagnostic_samples or config.support_samples)
         sampler = dataclasses.replace(
@@ -207,6 +213,7 @@ def _sft_sampling(
         if kl_todo:
             sample_completions(sampler, policy, kl_rows, kl_dir)
         if support_todo:
+            shutil.rmtree(support_dir, ignore_errors=True)  # sample_counts would reuse counts of other sizes
             counting = sampler_settings(config, support_dir, config.support_samples)
             sample_counts(
                 counting, config.sft_path, held, support_dir, config.sft_adapter_revision, policy=policy
