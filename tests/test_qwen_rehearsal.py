@@ -95,13 +95,15 @@ STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
         "length": {"passk_samples": "2", "diagnostic_samples": "2"},
         "cores": {"num_threads": "1"},
     },
-    # The study gives these two the model, the adapter and the length; the rest is their own rehearsal's.
+    # The study gives these three the model, the adapter and the length; the rest is their own rehearsal's
+    # (the filter's recipe is the sampler of the sampled pass@k and the diagnostics).
     **{
         name: {kind: OVERRIDES[name][kind] for kind in ("precision", "cores")}
-        for name in ("grpo_band.yaml", "eval_bird_spider.yaml")
+        for name in ("grpo_band.yaml", "eval_bird_spider.yaml", "filter_synsql.yaml")
     },
 }
-"""Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies)."""
+"""Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies,
+``band.filter_recipe`` included)."""
 
 TABLES = ("ablations.yaml", "study.yaml")
 """The study's tables: what ``slmsql ablate`` and ``slmsql quickstart`` read, not one stage's recipe."""
@@ -177,6 +179,7 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
         data.update({key: yaml.safe_load(value) for key, value in _fields(groups, tiny).items()})
         if name == "ablations.yaml":
             data.update({key: str(folder / Path(data[key]).name) for key in ("grpo_recipe", "eval_recipe")})
+            data["band"]["filter_recipe"] = str(folder / Path(data["band"]["filter_recipe"]).name)
         (folder / name).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return folder / "ablations.yaml"
 
@@ -184,8 +187,12 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
     assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name not in TABLES)
     study = yaml.safe_load((QWEN / "ablations.yaml").read_text(encoding="utf-8"))
-    named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")}
-    assert named == set(STUDY_OVERRIDES) - {"ablations.yaml"}  # the GRPO and eval recipes it reads are copied
+    named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")} | {
+        study["band"]["filter_recipe"]
+    }
+    assert named == set(STUDY_OVERRIDES) - {
+        "ablations.yaml"
+    }  # the GRPO, eval and filter recipes it reads are copied
     for name, groups in [*OVERRIDES.items(), *STUDY_OVERRIDES.items()]:
         assert set(groups) <= {"model", "length", "data", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
@@ -198,7 +205,7 @@ def test_the_study_copies_differ_from_the_recipes_only_by_the_table(tmp_path):
         recipe = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))
         copied = yaml.safe_load((copy / name).read_text(encoding="utf-8"))
         differ = {key for key in recipe if recipe[key] != copied[key]} | (set(copied) - set(recipe))
-        named = {"grpo_recipe", "eval_recipe"} if name == "ablations.yaml" else set()
+        named = {"grpo_recipe", "eval_recipe", "band"} if name == "ablations.yaml" else set()
         assert differ - named == set(_fields(groups, tmp_path)), name
 
 
