@@ -13,11 +13,13 @@ import pytest
 from slmsql_hub.ablate.diagnostics import family_comparison, run_divergence, support_curves
 from slmsql_hub.evaluation.stats import holm, mcnemar_exact
 from slmsql_hub.sql.shape import FAMILIES, sql_family
+from tests import test_ablate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "tests" / "fixtures" / "run"
+finished_grid = test_ablate.finished_grid  # a fabricated finished grid (no training)
 
 
 @pytest.mark.parametrize(
@@ -330,3 +332,27 @@ def test_every_study_recipe_turns_the_diagnostics_on():
         config = load_ablation_config(REPO / "recipes" / path)
         assert (config.diagnostic_samples, config.support_samples) == (4, 16), path
         assert config.passk_samples == (0 if path == "world/ablations.yaml" else 16), path
+
+
+def test_report_only_on_a_band_it_cannot_read_again_says_so_unless_the_diagnostics_are_skipped(
+    finished_grid, capsys
+):
+    from slmsql_hub.cli import main
+    from tests.test_ablate import WORLD
+
+    out = finished_grid  # its band.json names no band_dir
+    argv = [
+        "ablate",
+        "--config",
+        str(WORLD),
+        "--run-dir",
+        str(RUN),
+        "--output-dir",
+        str(out),
+        "--report-only",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "names no band_dir" in err and "--skip-diagnostics" in err
+    assert main([*argv, "--skip-diagnostics"]) == 0
+    assert (out / "report.md").is_file()

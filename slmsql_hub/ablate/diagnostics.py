@@ -69,6 +69,11 @@ def prepared_band(config: Any) -> Any:
     out = Path(config.output_dir)
     record = json.loads((out / "band" / "band.json").read_text(encoding="utf-8"))
     pool = record.get("pool") or {}
+    if not pool.get("band_dir"):
+        raise UsageError(
+            f"{out}/band/band.json names no band_dir, so its questions cannot be read again for the "
+            "diagnostics; pass --skip-diagnostics"
+        )
     rows = read_band(pool["band_dir"], pool.get("band_revision"))
     band = load_band(rows, pool["band_dir"], config.band.split_seed, config.band.heldout_share, 0)
     if [r["question_id"] for r in band.heldout] != record.get("band_heldout_ids", []):
@@ -277,8 +282,8 @@ def run_diagnostics(
     from .grid import RESULT_FILE
 
     out = Path(config.output_dir)
-    settings = load_eval_settings(config, out / "sft")
     band = prepared_band(config)
+    settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
     write_shapes(out, slices)
     runs = sorted(path.parent for root in roots or [out] for path in (root / "runs").glob(f"*/{RESULT_FILE}"))
