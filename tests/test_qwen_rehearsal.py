@@ -28,7 +28,8 @@ about a minute of one core.
 The study (``ablations.yaml``, ``slmsql ablate``) runs its smoke grid on the chain's SFT adapter and band. Its
 command takes no ``--field`` overrides, so it runs on copies of ``ablations.yaml`` and of the GRPO and eval
 recipes it names, each with the fields of :data:`STUDY_OVERRIDES` changed (the same kinds), and the grid chosen
-on the command line (:data:`STUDY_GRID`: ``--max_steps 1`` is the length override).
+on the command line (:data:`STUDY_GRID`: ``--max_steps 1`` is a length override, as are 2 samples per question
+for sampled pass@k and the diagnostics instead of 16 and 4).
 """
 
 from __future__ import annotations
@@ -91,15 +92,18 @@ STUDY_GRID = ["--variants", "frozen", "high_lr", "--seeds", "0", "--max_steps", 
 STUDY_OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     "ablations.yaml": {
         "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
+        "length": {"passk_samples": "2", "diagnostic_samples": "2"},
         "cores": {"num_threads": "1"},
     },
-    # The study gives these two the model, the adapter and the length; the rest is their own rehearsal's.
+    # The study gives these three the model, the adapter and the length; the rest is their own rehearsal's
+    # (the filter's recipe is the sampler of the sampled pass@k and the diagnostics).
     **{
         name: {kind: OVERRIDES[name][kind] for kind in ("precision", "cores")}
-        for name in ("grpo_band.yaml", "eval_bird_spider.yaml")
+        for name in ("grpo_band.yaml", "eval_bird_spider.yaml", "filter_synsql.yaml")
     },
 }
-"""Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies)."""
+"""Per recipe the study reads, every field its rehearsal changes (``ablations.yaml`` also names the copies,
+``band.filter_recipe`` included)."""
 
 TABLES = ("ablations.yaml", "study.yaml")
 """The study's tables: what ``slmsql ablate`` and ``slmsql quickstart`` read, not one stage's recipe."""
@@ -175,6 +179,7 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
         data.update({key: yaml.safe_load(value) for key, value in _fields(groups, tiny).items()})
         if name == "ablations.yaml":
             data.update({key: str(folder / Path(data[key]).name) for key in ("grpo_recipe", "eval_recipe")})
+            data["band"]["filter_recipe"] = str(folder / Path(data["band"]["filter_recipe"]).name)
         (folder / name).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return folder / "ablations.yaml"
 
@@ -182,8 +187,12 @@ def _study_recipes(root: Path, tiny: Path) -> Path:
 def test_every_qwen_recipe_is_rehearsed_with_only_these_kinds_of_override():
     assert sorted(OVERRIDES) == sorted(p.name for p in QWEN.glob("*.yaml") if p.name not in TABLES)
     study = yaml.safe_load((QWEN / "ablations.yaml").read_text(encoding="utf-8"))
-    named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")}
-    assert named == set(STUDY_OVERRIDES) - {"ablations.yaml"}  # the GRPO and eval recipes it reads are copied
+    named = {Path(study[key]).name for key in ("grpo_recipe", "eval_recipe")} | {
+        study["band"]["filter_recipe"]
+    }
+    assert named == set(STUDY_OVERRIDES) - {
+        "ablations.yaml"
+    }  # the GRPO, eval and filter recipes it reads are copied
     for name, groups in [*OVERRIDES.items(), *STUDY_OVERRIDES.items()]:
         assert set(groups) <= {"model", "length", "data", "precision", "cores"}, name
         keys = [key for group in groups.values() for key in group]
@@ -196,7 +205,7 @@ def test_the_study_copies_differ_from_the_recipes_only_by_the_table(tmp_path):
         recipe = yaml.safe_load((QWEN / name).read_text(encoding="utf-8"))
         copied = yaml.safe_load((copy / name).read_text(encoding="utf-8"))
         differ = {key for key in recipe if recipe[key] != copied[key]} | (set(copied) - set(recipe))
-        named = {"grpo_recipe", "eval_recipe"} if name == "ablations.yaml" else set()
+        named = {"grpo_recipe", "eval_recipe", "band"} if name == "ablations.yaml" else set()
         assert differ - named == set(_fields(groups, tmp_path)), name
 
 
@@ -293,6 +302,12 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
             out / "sft" / f"{name}.jsonl"
         ).read_text()
     assert entries["high_lr"]["adapter_update"]["relative_norm"] > 0
+    # The diagnostics: KL and entropy on band_heldout (frozen: KL 0), ΔEX per template family on every slice.
+    pooled = {p["name"]: p for p in report["pooled"]}
+    assert pooled["frozen"]["divergence"]["band_heldout"]["kl"] == 0.0
+    assert pooled["high_lr"]["divergence"]["band_heldout"]["tokens"] > 0
+    assert set(pooled["high_lr"]["families"]) == set(sizes)
+    assert "support" not in report  # BIRD and Spider dev name no held-out database
     # The GRPO runs are the copy of grpo_band.yaml with the study's per-run fields and the variant's override.
     recipe = config_to_dict(*load_recipe(chain.root / "study_recipes" / "grpo_band.yaml"))
     resolved = yaml.safe_load((out / "runs/high_lr-seed0/grpo/config.yaml").read_text(encoding="utf-8"))

@@ -50,7 +50,9 @@ def test_transfer_smoke_trains_the_main_arm_and_the_random_reward_and_scores_the
         "seeds": [0],
         "max_steps": 1,
         "num_threads": 1,
-        "band": {"pool_rl_pool": None, "min_band": 200},
+        "band": {"pool_rl_pool": None, "min_band": 200, "filter_recipe": str(WORLD / "filter_smoke.yaml")},
+        "diagnostic_samples": 2,  # the diagnostics' sampler: the filter's
+        "support_samples": 2,
         "worlds": {"plant70": arm},
         "variants": [v for v in recipe["variants"] if v["name"] in ("plant70", "plant70_random_reward")],
     }
@@ -69,3 +71,11 @@ def test_transfer_smoke_trains_the_main_arm_and_the_random_reward_and_scores_the
         tmp_path / "transfer" / "runs" / "plant70_random_reward-seed0" / "grpo" / "telemetry.jsonl"
     ).read_text()
     assert '"rewards/random/mean"' in telemetry and '"sql/correct_rate"' in telemetry
+    # The diagnostics: KL and entropy on the held-out prompts (band_heldout and every probe), families on every
+    # slice, SFT's pass@k on world dev's held-out database.
+    for pooled in report["pooled"]:
+        assert set(pooled["divergence"]) == {"band_heldout", "world_probe_same", "world_probe_cross",
+                                             "world_probe_control"}  # fmt: skip
+        assert all(d["tokens"] > 0 and d["kl"] >= 0 for d in pooled["divergence"].values())
+        assert set(pooled["families"]) == set(entries["plant70"]["slices"])
+    assert set(report["support"]) == {"world_dev"} and len(report["support"]["world_dev"]["passk"]) == 2

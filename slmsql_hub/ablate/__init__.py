@@ -10,8 +10,9 @@ variant must raise ``band_train`` EX significantly, or a null about transfer mea
 
 Modules: :mod:`.config` (the recipe, validated before any training), :mod:`.band` (the pool, its filter and the
 split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation / reward / the rest),
-:mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.report` (report.json, report.md, plots, the merge
-of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``).
+:mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.diagnostics` (template families, KL and entropy,
+SFT's support on the held-out database, after the grid), :mod:`.report` (report.json, report.md, plots, the
+merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def run_study(
     report_only: bool = False,
     shard: str | None = None,
     merge: list[str] | None = None,
+    diagnostics: bool = True,
     on_progress: Callable[[str], None] | None = None,
     **cli: Any,
 ) -> dict[str, Any]:
@@ -36,7 +38,9 @@ def run_study(
     ``cli`` holds the command line's ``run_dir``, ``output_dir``, ``seeds``, ``max_steps``, ``jobs`` (``None``: the
     recipe's). ``shard`` (``"K/N"``) runs that share of the grid in ``<output_dir>/shards/<K>-of-<N>`` and reports
     it there; ``merge`` (shard folders) runs nothing and writes the one report of those folders in ``output_dir``
-    (see :mod:`.grid`). Returns ``report.json``'s content plus ``path`` (the ``report.md`` written).
+    (see :mod:`.grid`). Between the grid and the report, :func:`~.diagnostics.run_diagnostics` brings every
+    finished run's diagnostics up to date (cached; ``diagnostics=False`` skips it). Returns ``report.json``'s
+    content plus ``path`` (the ``report.md`` written).
 
     Raises:
         UsageError: a bad recipe, an unknown variant or override, a missing run folder, a bad ``shard``, shard
@@ -47,6 +51,7 @@ def run_study(
     from ..errors import UsageError
     from ..run.layout import REPORT_MD
     from .config import load_ablation_config
+    from .diagnostics import run_diagnostics
     from .grid import parse_shard, run_grid, shard_folder
     from .report import merge_shards, write_report
 
@@ -55,8 +60,13 @@ def run_study(
         raise UsageError("--shard runs a share of the grid; it does not go with --merge or --report_only")
     config = load_ablation_config(config_path, **cli)
     order = [v.name for v in config.variants]
+    progress = {"on_progress": on_progress} if on_progress else {}
     if merge:
         report = merge_shards(merge, config.output_dir, order, dataclasses.asdict(config))
+        if diagnostics:  # the shards' runs, against the merged folder's band and SFT samples
+            roots = [Path(folder) for folder in merge]
+            run_diagnostics(config, roots, **progress)
+            report = write_report(config.output_dir, order, dataclasses.asdict(config), roots=roots)
         return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}
     if share is not None:
         config.output_dir = str(shard_folder(config.output_dir, share))
@@ -72,8 +82,10 @@ def run_study(
                 f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
             )
     if not report_only:
-        run_grid(config, selected, shard=share, **({"on_progress": on_progress} if on_progress else {}))
+        run_grid(config, selected, shard=share, **progress)
     try:
+        if diagnostics:
+            run_diagnostics(config, **progress)
         report = write_report(config.output_dir, order, dataclasses.asdict(config))
     except FileNotFoundError as err:
         raise UsageError(f"{err}; run the grid first (without --report-only)") from err

@@ -129,6 +129,8 @@ class AblationConfig:
     num_threads: int | None = None
     jobs: int = 1
     passk_samples: int = 0
+    diagnostic_samples: int = 0
+    support_samples: int = 0
     band: BandSettings = field(default_factory=BandSettings)
     worlds: dict[str, WorldArm] = field(default_factory=dict)
     world: str | None = None
@@ -353,8 +355,11 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
         raise UsageError("no seeds: give at least one (e.g. --seeds 0)")
     if config.jobs < 1:
         raise UsageError(f"jobs must be >= 1, got {config.jobs}")
-    if config.passk_samples < 0:
-        raise UsageError(f"passk_samples must be >= 0 (0: no sampled pass@k), got {config.passk_samples}")
+    for key, off in (("passk_samples", "no sampled pass@k"), ("diagnostic_samples", "no KL or entropy"),
+                     ("support_samples", "no pass@k on the held-out database")):  # fmt: skip
+        value = getattr(config, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"{key} must be a whole number >= 0 (0: {off}), got {value!r}")
     if config.max_steps is not None and config.max_steps < 1:
         raise UsageError(f"max_steps must be >= 1, got {config.max_steps}")
     if band.band_dir:

@@ -7,8 +7,9 @@ paragraph is filled from computed claims only (:func:`~slmsql_hub.evaluation.fin
 
 Churn (:func:`churn_by_bucket`) splits each pooled slice's discordant pairs into answers GRPO fixed and broke, by
 the question's SFT pass rate in the filter's K samples (band.json's ``sft_pass_rates``; ``unknown`` off the band):
-a gain that only fixes questions SFT already half-solved is sharpening, not new skill. A sharded grid's report
-is :func:`merge_shards` of its shards' folders.
+a gain that only fixes questions SFT already half-solved is sharpening, not new skill. The diagnostics' entries
+(template families, divergence, SFT's support on the held-out database) are :mod:`.diagnostics`'. A sharded
+grid's report is :func:`merge_shards` of its shards' folders.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..evaluation.stats import ALPHA, holm
 from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
+from .diagnostics import read_support, significant_families, variant_diagnostics
 from .evaluate import comparison_entry, in_group
 from .grid import PASS_RATES, RESULT_FILE
 from .sampled import PASSK_DIR, passk_entry
@@ -173,6 +175,7 @@ def pool_variants(
         passk = _pooled_passk(out, runs)
         if passk:
             pooled[-1]["passk"] = passk
+        pooled[-1].update(variant_diagnostics(out, runs))
     add_holm(pooled)
     return pooled
 
@@ -289,6 +292,9 @@ def write_report(
         "controls": {"negative": facts["negative_control"], "positive": facts["positive_control"]},
         "plots": plots,
     }
+    support = read_support(out)
+    if support:
+        report["support"] = support
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
     return report
@@ -298,7 +304,8 @@ def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     """``report.md`` from :data:`TEMPLATE`: the table, the plots, ``relative_norm``, the finding."""
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
     found = {c["bucket"] for p in report["pooled"] for rows in p.get("churn", {}).values() for c in rows}
+    families, other_families = significant_families(report["pooled"], ALPHA)
     return load_template(TEMPLATE).render(
         report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA,
-        buckets=[b for b in BUCKETS if b in found],
+        buckets=[b for b in BUCKETS if b in found], families=families, other_families=other_families,
     )  # fmt: skip

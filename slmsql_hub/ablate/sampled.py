@@ -41,13 +41,14 @@ def sampled_slices(names: list[str]) -> list[str]:
     return [name for name in names if name in BAND_SLICES or "probe" in name]
 
 
-def sampler_settings(config: Any, output_dir: Path) -> Any:
-    """The ``FilterConfig`` of the study's filter recipe pointed at the run's base model, ``passk_samples``
-    samples per question (its adapter is set per call)."""
+def sampler_settings(config: Any, output_dir: Path, num_samples: int | None = None) -> Any:
+    """The ``FilterConfig`` of the study's filter recipe pointed at the run's base model, ``num_samples``
+    (default ``passk_samples``) samples per question (its adapter is set per call)."""
     from ..filtering import load_filter_config
 
+    samples = config.passk_samples if num_samples is None else num_samples
     overrides = [
-        "--model_name_or_path", config.base_path, "--num_samples", str(config.passk_samples),
+        "--model_name_or_path", config.base_path, "--num_samples", str(samples),
         "--output_dir", str(output_dir),
     ]  # fmt: skip
     if config.model_revision is not None:
@@ -55,6 +56,24 @@ def sampler_settings(config: Any, output_dir: Path) -> Any:
     if config.num_threads is not None:
         overrides += ["--num_threads", str(config.num_threads)]
     return load_filter_config(config.band.filter_recipe, overrides)
+
+
+def cached_rows(out_dir: Path, slices: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
+    """``out_dir/<slice>.jsonl`` of every slice when all are there for the same questions in the same order
+    (one row per question, ``question_id`` first), else ``None``."""
+    files = {name: out_dir / f"{name}.jsonl" for name in slices}
+    if not all(path.is_file() for path in files.values()):
+        return None
+    cached = {name: read_jsonl(path) for name, path in files.items()}
+    same = all([c["question_id"] for c in cached[n]] == [r["question_id"] for r in slices[n]] for n in slices)
+    return cached if same else None
+
+
+def load_sampler_policy(settings: Any, adapter: str | Path, revision: str | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of the sampler's base model with ``adapter`` (its backend: on vLLM the policy and
+    its engine's tokenizer)."""
+    loaded = settings.load_policy(str(adapter), adapter_revisions={"default": revision})
+    return (loaded, loaded.llm.get_tokenizer()) if settings.backend == "vllm" else loaded
 
 
 def sample_counts(
@@ -76,18 +95,12 @@ def sample_counts(
     from ..sql import Judge, Sandbox
 
     files = {name: out_dir / f"{name}.jsonl" for name in slices}
-    if all(path.is_file() for path in files.values()):
-        cached = {name: read_jsonl(path) for name, path in files.items()}
-        if all(
-            [c["question_id"] for c in cached[n]] == [r["question_id"] for r in slices[n]] for n in slices
-        ):
-            return cached
+    cached = cached_rows(out_dir, slices)
+    if cached is not None:
+        return cached
     settings = dataclasses.replace(settings, adapter_path=str(adapter), adapter_revision=revision)
     set_num_threads(settings.num_threads)
-    if policy is None:
-        loaded = settings.load_policy(settings.adapter_path, adapter_revisions={"default": revision})
-        policy = (loaded, loaded.llm.get_tokenizer()) if settings.backend == "vllm" else loaded
-    model, tokenizer = policy
+    model, tokenizer = policy or load_sampler_policy(settings, adapter, revision)
     prompt_config, _ = settings.resolve_prompt_config(settings.adapter_path)
     gen_config = settings.generation_config()
     counts: dict[str, list[dict]] = {}

@@ -47,6 +47,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--report-only", action="store_true", help="only merge the finished folders into the report"
     )
     parser.add_argument(
+        "--skip-diagnostics",
+        action="store_true",
+        help="write the report without bringing the diagnostics (KL, entropy, families, support) up to date",
+    )
+    parser.add_argument(
         "--shard",
         metavar="K/N",
         help="run share K (from 0, as a Slurm array index) of N of the (variant, seed) grid, in "
@@ -112,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         report_only=args.report_only,
         shard=args.shard,
         merge=args.merge,
+        diagnostics=not args.skip_diagnostics,
         run_dir=args.run_dir,
         output_dir=args.output_dir,
         seeds=args.seeds,

@@ -27,7 +27,7 @@ from .config import (
     render_prompts,
     stop_token_ids,
 )
-from .hf import generate, generate_completions, generate_with_processor
+from .hf import encode_prompts, generate, generate_completions, generate_with_processor
 from .loading import load_policy, use_adapter
 from .vllm_backend import VLLMPolicy
 
@@ -39,6 +39,7 @@ __all__ = [
     "Message",
     "Prompt",
     "VLLMPolicy",
+    "encode_prompts",
     "generate",
     "generate_completions",
     "generate_with_processor",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
@@ -93,7 +93,8 @@ class GenerationConfig:
 @dataclass(frozen=True)
 class Completion:
     """One completion: ``text`` without special tokens, cut at the end of the turn; ``num_tokens`` generated,
-    the stop token included; ``finished`` false when ``max_new_tokens`` cut it off.
+    the stop token included; ``finished`` false when ``max_new_tokens`` cut it off; ``token_ids`` the
+    ``num_tokens`` ids generated (what teacher forcing replays: the text need not re-encode to them).
 
     Example:
 
@@ -107,6 +108,7 @@ class Completion:
     text: str
     num_tokens: int
     finished: bool
+    token_ids: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 def _require_vllm() -> None:

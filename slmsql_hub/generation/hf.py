@@ -27,6 +27,22 @@ def _pad_token_id(tokenizer: PreTrainedTokenizerBase, stops: list[int]) -> int:
     return int(pad) if pad is not None else stops[-1]
 
 
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt]) -> list[list[int]]:
+    """The token ids generation feeds the model for each prompt: rendered (:func:`render_prompts`), then
+    encoded without added special tokens. Teacher forcing a sampled completion after these ids scores exactly
+    the context it was sampled in.
+
+    Example:
+
+    ```python
+    >>> encode_prompts(lambda text, add_special_tokens: {"input_ids": [ord(c) for c in text]}, ["ab"])
+    [[97, 98]]
+
+    ```
+    """
+    return _tokenize_prompts(tokenizer, render_prompts(tokenizer, prompts))
+
+
 def _tokenize_prompts(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
     """Token ids of each prompt string (the chat template already holds any special tokens)."""
     encoded = [list(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
@@ -123,7 +139,7 @@ def _split_completions(
                 length, finished = position + 1, True
                 break
         text = tokenizer.decode(row[:length], skip_special_tokens=True)
-        completions.append(Completion(text=text, num_tokens=length, finished=finished))
+        completions.append(Completion(text, length, finished, tuple(row[:length])))
     return completions
 
 
@@ -309,7 +325,7 @@ def generate_with_processor(
 
     stops = stop_token_ids(tokenizer, model)
     pad_id = _pad_token_id(tokenizer, stops)
-    encoded = _tokenize_prompts(tokenizer, render_prompts(tokenizer, prompts))
+    encoded = encode_prompts(tokenizer, prompts)
     rows = [ids for ids in encoded for _ in range(num_samples)]
     input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
     # Rows are already expanded, so generate() decodes one sequence per row, greedily over the processed scores.

@@ -79,7 +79,7 @@ class VLLMPolicy:
         outputs = self.llm.generate(texts, params, lora_request=self._lora_request(), use_tqdm=progress)
         return [
             [
-                Completion(text=out.text, num_tokens=len(out.token_ids), finished=out.finish_reason == "stop")
+                Completion(out.text, len(out.token_ids), out.finish_reason == "stop", tuple(out.token_ids))
                 for out in request.outputs
             ]
             for request in outputs
