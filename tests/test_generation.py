@@ -381,3 +381,23 @@ def test_vllm_backend_without_vllm_names_the_extra_to_install(monkeypatch, polic
         GenerationConfig(backend="vllm")
     with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
         load_policy(policy_dir / "base", backend="vllm")
+
+
+def test_hub_kernels_are_off_unless_asked_for(policy_dir):
+    """transformers turns its Hub kernels on by default and fetches them on a GPU (an offline node then fails
+    at the first forward): the policy loaders and the trainers' loader keep them off unless a recipe asks."""
+    from transformers import AutoModelForCausalLM
+
+    from slmsql_hub.training.configs import ModelArguments
+    from slmsql_hub.training.models import load_model_and_tokenizer
+
+    assert AutoModelForCausalLM.from_pretrained(policy_dir / "base").use_kernels  # the library's default
+    model, _ = load_policy(policy_dir / "base", policy_dir / "sft", device="cpu")
+    assert model.get_base_model().use_kernels is False
+    assert load_policy(policy_dir / "base", device="cpu", use_kernels=True)[0].use_kernels is True
+    trained, _, _ = load_model_and_tokenizer(
+        ModelArguments(model_name_or_path=str(policy_dir / "base")), None
+    )
+    assert trained.use_kernels is False
+    asked = ModelArguments(model_name_or_path=str(policy_dir / "base"), use_kernels=True)
+    assert load_model_and_tokenizer(asked, None)[0].use_kernels is True

@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
+HUB_KERNELS_HELP = (
+    "transformers' Hub kernels (`kernels`), which it turns on by default and fetches from the Hub on a GPU: off "
+    "here, so a run needs no download (an offline GPU node fails otherwise) and its numbers do not depend on one"
+)
+
 
 def _check_model_ref(ref: str | Path, what: str) -> None:
     if Path(ref).expanduser().exists():
@@ -114,6 +119,7 @@ def load_policy(
     backend: Backend = "transformers",
     revision: str | None = None,
     adapter_revisions: dict[str, str | None] | None = None,
+    use_kernels: bool = False,
 ) -> tuple[Any, PreTrainedTokenizerBase]:
     """``(model, tokenizer)``: a base model loaded ONCE, in eval mode and frozen, with PEFT (LoRA) adapters by
     name (a ``peft.PeftModel``; switch with :func:`use_adapter`), else the plain ``transformers`` model.
@@ -121,6 +127,7 @@ def load_policy(
     ``adapter`` loads as ``"default"``, ``adapters`` by their names; the first is active on return.
     ``dtype`` defaults to bfloat16 on a GPU that has it, else float32; ``device`` to CUDA when present.
     ``revision`` pins ``base_model`` (and its tokenizer), ``adapter_revisions`` the adapters by name.
+    ``use_kernels``: transformers' Hub kernels (:data:`HUB_KERNELS_HELP`).
     ``backend="vllm"`` returns a :class:`VLLMPolicy`.
 
     Example:
@@ -157,7 +164,9 @@ def load_policy(
     resolved_device = _resolve_device(device)
     resolved_dtype = _resolve_dtype(dtype, resolved_device)
     logger.info("loading base model %s (%s on %s)", base_model, resolved_dtype, resolved_device)
-    model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=resolved_dtype, revision=revision)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(base_model), dtype=resolved_dtype, revision=revision, use_kernels=use_kernels
+    )
     model.to(resolved_device)
     tok = AutoTokenizer.from_pretrained(
         str(tokenizer if tokenizer is not None else base_model), revision=None if tokenizer else revision
@@ -275,6 +284,7 @@ class InferenceArguments(SQLLimitsArguments):
     )
     dtype: str = field(default="auto", metadata={"help": "Weights' dtype.", "choices": list(DTYPES)})
     device: str | None = field(default=None, metadata={"help": "cuda, cpu...; null picks CUDA when present."})
+    use_kernels: bool = field(default=False, metadata={"help": HUB_KERNELS_HELP})
     num_threads: int | None = field(default=None, metadata={"help": "torch.set_num_threads for this run."})
     backend: str = field(
         default="transformers",
@@ -321,5 +331,6 @@ class InferenceArguments(SQLLimitsArguments):
             device=self.device,
             backend=self.backend,
             revision=self.model_revision,
+            use_kernels=self.use_kernels,
             **adapter_kwargs,
         )

@@ -27,6 +27,7 @@ from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
 from ..data.sources import check_dataset_name
 from ..errors import UsageError
+from ..generation.loading import HUB_KERNELS_HELP
 from ..refs import DTYPES
 from ..rewards import REWARDS
 from ..sql.recipe_limits import SQLLimitsArguments
@@ -222,6 +223,7 @@ class ModelArguments(ModelConfig):
     adapter_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (commit sha or tag) of adapter_path; null: main."}
     )
+    use_kernels: bool = field(default=False, metadata={"help": HUB_KERNELS_HELP})
     tokenizer_name_or_path: str | None = field(
         default=None, metadata={"help": "Tokenizer location; null: the adapter's, else the model's."}
     )

@@ -62,7 +62,11 @@ def load_model_and_tokenizer(model_args: ModelArguments, adapter_path: str | Non
 
     kwargs = {"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path, dtype=model_args.torch_dtype(), revision=model_args.model_revision, **kwargs
+        model_args.model_name_or_path,
+        dtype=model_args.torch_dtype(),
+        revision=model_args.model_revision,
+        use_kernels=model_args.use_kernels,
+        **kwargs,
     )
     if not adapter_path:
         peft_config = get_peft_config(model_args)
