@@ -66,7 +66,9 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
     target = make.split("\ntransfer:")[1].split("\n\n")[0]
     lines = [shlex.split(line.strip().replace("$(VENV)/bin/", "")) for line in target.splitlines()[1:]]
     built = {line[line.index("--out") + 1]: line[line.index("--out") + 2 :] for line in lines if line[:3] == ["slmsql", "world", "build"]}  # fmt: skip
-    ablated = [line[line.index("--run-dir") + 1] for line in lines if line[:2] == ["slmsql", "ablate"]]
+    ablate = [line for line in lines if line[:2] == ["slmsql", "ablate"]]
+    ablated = [line[line.index("--run-dir") + 1] for line in ablate if "--run-dir" in line]
+    assert lines[-1] == ablate[-1] and "--combine" in lines[-1]  # one report across the worlds, last
     config = load_ablation_config(RECIPE, run_dir=_worlds()["plant70"]["run_dir"])
     for name, arm in config.worlds.items():
         assert arm.run_dir in ablated, name
