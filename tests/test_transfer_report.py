@@ -169,6 +169,21 @@ def test_the_finding_follows_the_numbers(study, tmp_path):
     assert "The negative control (`frozen`) was not run." in text
 
 
+def test_each_worlds_drift_from_sft_is_one_table(study, tmp_path):
+    """The worlds' pooled ``divergence`` (their diagnostics step) reaches the report as written, per world."""
+    path = tmp_path / "outputs" / "transfer" / "plant70" / "report.json"
+    world = json.loads(path.read_text(encoding="utf-8"))
+    drift = {"tokens": 812, "kl": 0.0123, "entropy_sft": 0.456, "entropy_grpo": 0.321, "runs": 1}
+    world["pooled"][0]["divergence"] = {"world_probe_cross": drift}
+    path.write_text(json.dumps(world), encoding="utf-8")
+    report = write_transfer_report(study)
+    assert report["rows"][0]["divergence"]["world_probe_cross"] == drift
+    text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
+    assert "| plant70 | `plant70` | world_probe_cross | 812 | 0.0123 | 0.456 → 0.321 |" in text
+    section = text.split("## Drift from SFT")[1].split("![")[0]
+    assert section.count("\n| plant") + section.count("\n| natural") == 1  # the other rows had no diagnostics
+
+
 def test_a_missing_world_is_reported_not_raised(study, tmp_path):
     import shutil
 
