@@ -123,3 +123,12 @@ def join_on(child: Table, fk: Column, parent: Table) -> str:
 def bridge_on(event: Table, fa: Column, a: Table, fb: Column, b: Table) -> str:
     """The FROM clause joining a :meth:`Context.bridge` table to both parents (T1, T2, T3)."""
     return f"{join_on(event, fa, a)} JOIN {b.name} AS T3 ON T1.{fb.name} = T3.{b.pk.name}"
+
+
+def tally(values: list) -> list[int]:
+    """How often each distinct value occurs (in no particular order).
+
+    >>> sorted(tally(["a", "b", "a"]))
+    [1, 2]
+    """
+    return [values.count(v) for v in set(values)]
