@@ -71,6 +71,7 @@ DEFAULT_TIMEOUT_S = 30.0  # BIRD's evaluator ships meta_time_out = 30.0
 DEFAULT_OPS_FACTOR = 5.0  # the calibrated op budget: this many times the heaviest query that finished
 CALIBRATION_EVERY = 1000  # VDBE instructions between two calls of path (a)'s counting progress handler
 
+
 # ----------------------------------------------------------------------------------------------------------
 # CPU accounting: wall-clock ratios on a shared machine are noise; CPU seconds say where the work went.
 # ----------------------------------------------------------------------------------------------------------
@@ -394,7 +395,9 @@ def measure_overhead(db_path: str | os.PathLike, n: int = 2000, timeout_s: float
     one ``execute_many`` batch over all workers; and the BIRD-style evaluator on ``n // 2`` trivial pairs
     (two queries each). Every SQL string is distinct: no cache hits."""
     db = str(db_path)
-    sqls = [f"SELECT name FROM region WHERE region_id = {i % len(REGIONS) + 1} AND {i} >= 0" for i in range(n)]
+    sqls = [
+        f"SELECT name FROM region WHERE region_id = {i % len(REGIONS) + 1} AND {i} >= 0" for i in range(n)
+    ]
     conn = sqlite3.connect(db)
     try:
         cpu_before = _cpu_seconds()
@@ -482,7 +485,9 @@ def measure_runaway_times(db_path: str | os.PathLike, timeout_s: float = RUNAWAY
             started = time.perf_counter()
             result = sandbox.execute(str(db_path), family.format(k=1000 + k))
             seconds = time.perf_counter() - started
-            out.append({"sql": family, "seconds": seconds, "status": result.status.value, "infra": result.infra})
+            out.append(
+                {"sql": family, "seconds": seconds, "status": result.status.value, "infra": result.infra}
+            )
     return out
 
 
@@ -497,14 +502,22 @@ def measure_result_memory(work_dir: Path, value_bytes: int = 900_000) -> dict[st
         conn.close()
     budget = Limits().max_result_bytes
     n = budget // value_bytes
-    sqls = [f"SELECT randomblob({value_bytes}) FROM t LIMIT {n}", f"SELECT randomblob({value_bytes}), x FROM t LIMIT {n}"]
+    sqls = [
+        f"SELECT randomblob({value_bytes}) FROM t LIMIT {n}",
+        f"SELECT randomblob({value_bytes}), x FROM t LIMIT {n}",
+    ]
     with Sandbox(Limits(timeout_s=60), workers=2) as sandbox:
         sandbox.execute_many([(str(path), "SELECT 1"), (str(path), "SELECT 2")])  # both workers started
         one, one_mb = peak_rss_growth_mb(lambda: sandbox.execute(str(path), sqls[0] + " -- alone"))
         del one
         two, two_mb = peak_rss_growth_mb(lambda: sandbox.execute_many([(str(path), sql) for sql in sqls]))
         assert all(r.ok for r in two), [r.error for r in two]
-    return {"result_mb": n * value_bytes / 1e6, "budget_mb": budget / 1e6, "one_mb": one_mb, "two_at_once_mb": two_mb}
+    return {
+        "result_mb": n * value_bytes / 1e6,
+        "budget_mb": budget / 1e6,
+        "one_mb": one_mb,
+        "two_at_once_mb": two_mb,
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -524,9 +537,18 @@ def _parser() -> argparse.ArgumentParser:
         "(default: calibrated in path (a) as --ops-factor times the heaviest query that finished)")  # fmt: skip
     add("--ops-factor", type=float, default=DEFAULT_OPS_FACTOR, help="margin of the calibrated op budget "
         "over the heaviest finished query (default 5)")  # fmt: skip
-    add("--work-dir", default=None, help="where the database is built and reused (default: a temporary folder)")
+    add(
+        "--work-dir",
+        default=None,
+        help="where the database is built and reused (default: a temporary folder)",
+    )
     add("--seed", type=int, default=0, help="seed of the database and the loads (default 0)")
-    add("--scale", type=float, default=1.0, help=f"database size factor (default 1: about 30 MB; at most {MAX_SCALE:g})")
+    add(
+        "--scale",
+        type=float,
+        default=1.0,
+        help=f"database size factor (default 1: about 30 MB; at most {MAX_SCALE:g})",
+    )
     add("--overhead-queries", type=int, default=2000, help="trivial queries timed for the overhead")
     add("--skip-baseline", action="store_true", help="time (a) and (b) only (no baseline): for profiling")
     add("--longtail-questions", type=int, default=48, help="questions of the long-tail load, timed with (a) "
@@ -596,11 +618,17 @@ def measure_limit_and_sandbox(load: Load, timeout_s: float, max_ops: int | None,
         },
         "physical_limit": {
             **{k: getattr(limit, k) for k in ("serial_s", "cores", "limit_s", "cpu_s", "max_ops", "errors")},
-            **{k: getattr(limit, k) for k in ("max_finished_ops", "calibration_s", "budget_stops", "deadline_stops")},
+            **{
+                k: getattr(limit, k)
+                for k in ("max_finished_ops", "calibration_s", "budget_stops", "deadline_stops")
+            },
             "max_ops_calibrated": limit.calibrated,
         },
         "sandbox": {
-            **{k: getattr(sandbox, k) for k in ("seconds", "cpu_s", "in_worker_s", "budget_stops", "deadline_stops")},
+            **{
+                k: getattr(sandbox, k)
+                for k in ("seconds", "cpu_s", "in_worker_s", "budget_stops", "deadline_stops")
+            },
             "cores_used_on_average": sandbox.cpu_s / sandbox.seconds,
             "executions": sandbox.stats["executed"],
             "stats": sandbox.stats,
@@ -616,7 +644,9 @@ def measure_limit_and_sandbox(load: Load, timeout_s: float, max_ops: int | None,
     return limit, sandbox, numbers
 
 
-def _time_baseline(load: Load, limit: PhysicalLimit, sandbox: SandboxRun, timeout_s: float, numbers: dict) -> None:
+def _time_baseline(
+    load: Load, limit: PhysicalLimit, sandbox: SandboxRun, timeout_s: float, numbers: dict
+) -> None:
     """Path (c) on the default load and its verdict agreement with (b): printed and added to ``numbers``."""
     cores = os.cpu_count() or 1
     work, executions = baseline_serial_work(load, limit, timeout_s)
@@ -662,6 +692,72 @@ def _time_baseline(load: Load, limit: PhysicalLimit, sandbox: SandboxRun, timeou
     numbers["verdicts"] = agreement
 
 
+def _measure_other_loads(args: argparse.Namespace, db_path: Path, numbers: dict) -> None:
+    """(a) and (b) on the long-tail load and on the runaway load, into ``numbers["longtail"]`` / ``["runaways"]``."""
+    if args.longtail_questions:
+        longtail = build_load(db_path, args.longtail_questions, args.samples, args.seed, longtail=True)
+        print(
+            f"long-tail load: {args.longtail_questions} questions x {args.samples} samples ("
+            + ", ".join(f"{k} {n}" for k, n in longtail.kind_counts().items())
+            + f"): indexed lookups, one question in {LONGTAIL_HEAVY_EVERY} a heavy join, the runaway last; "
+            f"deadline {LONGTAIL_TIMEOUT_S:g} s; load average {os.getloadavg()[0]:.1f}"
+        )
+        tail = measure_limit_and_sandbox(longtail, LONGTAIL_TIMEOUT_S, args.max_ops, args.ops_factor)
+        numbers["longtail"] = tail[2]
+    if args.runaway_questions:
+        base = build_load(db_path, args.runaway_questions, args.samples, args.seed)
+        runaways = with_runaways(base, RUNAWAY_SHARE, args.seed)
+        n_run = runaways.kind_counts()["runaway"]
+        n_distinct = len(runaways.distinct_requests())
+        print(
+            f"runaway load: the default load's shape ({args.runaway_questions} questions x {args.samples}) with "
+            f"{n_run} of its {n_distinct} distinct statements ({n_run / n_distinct:.1%}) runaways of six "
+            f"families; time limit {RUNAWAY_TIMEOUT_S:g} s; load average {os.getloadavg()[0]:.1f}"
+        )
+        tail = measure_limit_and_sandbox(runaways, RUNAWAY_TIMEOUT_S, args.max_ops, args.ops_factor)
+        numbers["runaways"] = tail[2]
+        numbers["runaways"]["load"]["runaway_share"] = n_run / n_distinct
+        stops = [
+            j.pred.elapsed_s for s, j in zip(runaways.samples, tail[1].judgements) if s.kind == "runaway"
+        ]
+        print(
+            f"    runaways judged after {min(stops):.2f}-{max(stops):.2f} s each (their own time in the sandbox)"
+        )
+
+
+def _measure_alone(db_path: Path, work_dir: Path, args: argparse.Namespace, numbers: dict) -> None:
+    """The runaway families alone, the result memory and the per-query overhead, into ``numbers``."""
+    times = measure_runaway_times(db_path)
+    print(
+        f"runaway families alone, timeout_s={RUNAWAY_TIMEOUT_S:g} and the default op budget (the time limit "
+        f"decides): verdict after "
+        + ", ".join(
+            f"{t['seconds']:.2f} s ({t['status']}" + (", infra)" if t["infra"] else ")") for t in times
+        )
+        + f"; slowest {max(t['seconds'] for t in times):.2f} s (target <= {RUNAWAY_TIMEOUT_S + 1:g} s on free "
+        f"cores, <= {2 * RUNAWAY_TIMEOUT_S + 1.5:g} s on busy ones); load average {os.getloadavg()[0]:.1f}"
+    )
+    numbers["runaway_times"] = times
+    memory = measure_result_memory(work_dir)
+    print(
+        f"memory: a result of {memory['result_mb']:.1f} MB (byte budget {memory['budget_mb']:.1f} MB): peak RSS "
+        f"growth of this process and the workers {memory['one_mb']:.0f} MB alone, {memory['two_at_once_mb']:.0f}"
+        f" MB for two at once ({_against(memory['two_at_once_mb'], 300)})"
+    )
+    numbers["memory"] = memory
+
+    overhead = measure_overhead(db_path, args.overhead_queries, args.timeout)
+    print(
+        f"per-query overhead on trivial queries ({overhead['queries']} distinct): sqlite3 "
+        f"{overhead['sqlite3_us']:.0f} us, sandbox execute {overhead['sandbox_execute_us']:.0f} us "
+        f"(+{overhead['sandbox_overhead_us']:.0f} us), execute_many over {overhead['execute_many_workers']} "
+        f"workers {overhead['sandbox_execute_many_us']:.0f} us/query, BIRD-style "
+        f"{overhead['bird_style_us']:.0f} us/query\n    CPU per query: sqlite3 {overhead['sqlite3_cpu_us']:.0f} us, "
+        f"sandbox execute {overhead['sandbox_execute_cpu_us']:.0f} us (this process and the worker)"
+    )
+    numbers["overhead"] = overhead
+
+
 def run_benchmark(args: argparse.Namespace) -> dict:
     """Run the three paths on the default load, (a) and (b) on the long-tail load, and the overhead
     measurement; returns every number (what ``--json`` writes)."""
@@ -678,7 +774,9 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         print(f"database: {db_path} ({size_mb:.1f} MB, {how} in {time.perf_counter() - started:.1f} s)")
         db_path.read_bytes()  # warm the OS file cache so that no path pays the first disk read
         load = build_load(db_path, args.questions, args.samples, args.seed)
-        budget_how = f"{args.max_ops:,} (given)" if args.max_ops else f"calibrated in (a), {args.ops_factor:g}x"
+        budget_how = (
+            f"{args.max_ops:,} (given)" if args.max_ops else f"calibrated in (a), {args.ops_factor:g}x"
+        )
         print(
             f"load: {args.questions} questions x {args.samples} samples = {len(load.samples)} predictions ("
             + ", ".join(f"{k} {n}" for k, n in load.kind_counts().items())
@@ -705,63 +803,13 @@ def run_benchmark(args: argparse.Namespace) -> dict:
         numbers["database"] = {"path": str(db_path), "size_mb": size_mb}
         if not args.skip_baseline:
             _time_baseline(load, limit, sandbox, args.timeout, numbers)
-        if args.longtail_questions:
-            longtail = build_load(db_path, args.longtail_questions, args.samples, args.seed, longtail=True)
-            print(
-                f"long-tail load: {args.longtail_questions} questions x {args.samples} samples ("
-                + ", ".join(f"{k} {n}" for k, n in longtail.kind_counts().items())
-                + f"): indexed lookups, one question in {LONGTAIL_HEAVY_EVERY} a heavy join, the runaway last; "
-                f"deadline {LONGTAIL_TIMEOUT_S:g} s; load average {os.getloadavg()[0]:.1f}"
-            )
-            tail = measure_limit_and_sandbox(longtail, LONGTAIL_TIMEOUT_S, args.max_ops, args.ops_factor)
-            numbers["longtail"] = tail[2]
-        if args.runaway_questions:
-            base = build_load(db_path, args.runaway_questions, args.samples, args.seed)
-            runaways = with_runaways(base, RUNAWAY_SHARE, args.seed)
-            n_run = runaways.kind_counts()["runaway"]
-            n_distinct = len(runaways.distinct_requests())
-            print(
-                f"runaway load: the default load's shape ({args.runaway_questions} questions x {args.samples}) with "
-                f"{n_run} of its {n_distinct} distinct statements ({n_run / n_distinct:.1%}) runaways of six "
-                f"families; time limit {RUNAWAY_TIMEOUT_S:g} s; load average {os.getloadavg()[0]:.1f}"
-            )
-            tail = measure_limit_and_sandbox(runaways, RUNAWAY_TIMEOUT_S, args.max_ops, args.ops_factor)
-            numbers["runaways"] = tail[2]
-            numbers["runaways"]["load"]["runaway_share"] = n_run / n_distinct
-            stops = [j.pred.elapsed_s for s, j in zip(runaways.samples, tail[1].judgements) if s.kind == "runaway"]
-            print(f"    runaways judged after {min(stops):.2f}-{max(stops):.2f} s each (their own time in the sandbox)")
+        _measure_other_loads(args, db_path, numbers)
         ratios = {"default load": numbers["ratios"]["sandbox_over_limit"]}
         for name, key in (("long-tail load", "longtail"), ("runaway load", "runaways")):
             if key in numbers:
                 ratios[name] = numbers[key]["ratios"]["sandbox_over_limit"]
         print("(b)/(a), side by side in this run: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
-        times = measure_runaway_times(db_path)
-        print(
-            f"runaway families alone, timeout_s={RUNAWAY_TIMEOUT_S:g} and the default op budget (the time limit "
-            f"decides): verdict after " + ", ".join(f"{t['seconds']:.2f} s ({t['status']}"
-            + (", infra)" if t["infra"] else ")") for t in times)
-            + f"; slowest {max(t['seconds'] for t in times):.2f} s (target <= {RUNAWAY_TIMEOUT_S + 1:g} s on free "
-            f"cores, <= {2 * RUNAWAY_TIMEOUT_S + 1.5:g} s on busy ones); load average {os.getloadavg()[0]:.1f}"
-        )
-        numbers["runaway_times"] = times
-        memory = measure_result_memory(work_dir)
-        print(
-            f"memory: a result of {memory['result_mb']:.1f} MB (byte budget {memory['budget_mb']:.1f} MB): peak RSS "
-            f"growth of this process and the workers {memory['one_mb']:.0f} MB alone, {memory['two_at_once_mb']:.0f}"
-            f" MB for two at once ({_against(memory['two_at_once_mb'], 300)})"
-        )
-        numbers["memory"] = memory
-
-        overhead = measure_overhead(db_path, args.overhead_queries, args.timeout)
-        print(
-            f"per-query overhead on trivial queries ({overhead['queries']} distinct): sqlite3 "
-            f"{overhead['sqlite3_us']:.0f} us, sandbox execute {overhead['sandbox_execute_us']:.0f} us "
-            f"(+{overhead['sandbox_overhead_us']:.0f} us), execute_many over {overhead['execute_many_workers']} "
-            f"workers {overhead['sandbox_execute_many_us']:.0f} us/query, BIRD-style "
-            f"{overhead['bird_style_us']:.0f} us/query\n    CPU per query: sqlite3 {overhead['sqlite3_cpu_us']:.0f} us, "
-            f"sandbox execute {overhead['sandbox_execute_cpu_us']:.0f} us (this process and the worker)"
-        )
-        numbers["overhead"] = overhead
+        _measure_alone(db_path, work_dir, args, numbers)
         load_after = os.getloadavg()
         numbers["environment"]["load_average_after"] = list(load_after)
         print(f"load average at the end: {load_after[0]:.1f} / {load_after[1]:.1f} / {load_after[2]:.1f}")
@@ -775,7 +823,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.questions < 1 or args.samples < 2 or args.timeout <= 0 or not 0 < args.scale <= MAX_SCALE:
-        parser.error(f"--questions >= 1, --samples >= 2, --timeout > 0 and 0 < --scale <= {MAX_SCALE:g} are required")
+        parser.error(
+            f"--questions >= 1, --samples >= 2, --timeout > 0 and 0 < --scale <= {MAX_SCALE:g} are required"
+        )
     if (args.max_ops is not None and args.max_ops <= 0) or args.ops_factor < 1:
         parser.error("--max-ops must be > 0 and --ops-factor >= 1")
     numbers = run_benchmark(args)
