@@ -143,3 +143,12 @@ def trackio_logs(trackio_dir: Path, project: str) -> dict[str, list[dict]]:
     """
     env = clean_env(TRACKIO_DIR=str(trackio_dir), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
     return python_json(code, env, trackio_dir, project)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for ``accelerate launch --main_process_port``)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

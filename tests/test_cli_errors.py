@@ -9,6 +9,7 @@ value. Everything runs in-process except the old ``-m`` targets and the Hub chec
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _helpers import REPO, clean_env, hub_client_env
+from _helpers import REPO, clean_env, free_port, hub_client_env
 from hub_server import HubServer
 
 from slmsql_hub import cli
@@ -234,13 +235,9 @@ def test_python_dash_m_slmsql_hub_is_the_command(tmp_path):
 
 @pytest.mark.slow
 def test_accelerate_launch_runs_sft_on_two_processes_and_prints_one_headline(tmp_path):
-    import socket
-
     assert cli.main(["world", "build", "--out", str(tmp_path / "w"), "--foundation", "64", "--grounding", "16",
                      "--rl-pool", "16", "--dev", "8", "--test", "8"]) == 0  # fmt: skip
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--main_process_port", str(port),
         "--config_file", str(REPO / "recipes" / "accelerate_configs" / "cpu_2proc.yaml"),
@@ -254,6 +251,10 @@ def test_accelerate_launch_runs_sft_on_two_processes_and_prints_one_headline(tmp
     headlines = [line for line in done.stdout.splitlines() if line.startswith('{"kind"')]
     assert len(headlines) == 1 and '"steps": 2' in headlines[0]  # cpu_2proc.yaml: two processes, one headline
     assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
+    # only the main process writes the stage's files (the other returns after training)
+    summary = json.loads((tmp_path / "sft" / "run_summary.json").read_text(encoding="utf-8"))
+    assert summary["steps"] == 2 and (tmp_path / "sft" / summary["sft_questions"]["file"]).is_file()
+    assert (tmp_path / "sft" / "config.yaml").is_file() and done.stderr.count("SFT stage 1 done") == 1
 
 
 # -- the Hub ------------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from _benchmark_layouts import ANSWERS, nums_database
 from _benchmark_layouts import QUESTIONS as QUESTION_PAIRS
-from _helpers import trackio_logs
+from _helpers import free_port, trackio_logs
 from _tiny_model import build_model, build_tokenizer, train_to_answer
 
 from slmsql_hub import cli
@@ -190,7 +190,9 @@ def test_world_filter_samples_like_the_grpo_it_feeds():
     assert filter_recipe["output_dir"] + "/band" == "outputs/world/filter/band"
     assert filter_recipe["max_new_tokens"] == band.max_completion_length
     assert filter_recipe["num_samples"] == band.num_generations
-    assert filter_recipe["temperature"] == band.temperature  # the band is measured under the policy GRPO samples
+    assert (
+        filter_recipe["temperature"] == band.temperature
+    )  # the band is measured under the policy GRPO samples
 
 
 def _limits_of(recipe: Path):
@@ -203,10 +205,19 @@ def _limits_of(recipe: Path):
     "folder, stages",
     [
         ("world", ["filter.yaml", "grpo_band.yaml", "grpo_attempt1.yaml", "eval.yaml"]),
-        ("world", ["filter_smoke.yaml", "grpo_band_smoke.yaml", "grpo_attempt1_smoke.yaml", "eval_smoke.yaml"]),
+        (
+            "world",
+            ["filter_smoke.yaml", "grpo_band_smoke.yaml", "grpo_attempt1_smoke.yaml", "eval_smoke.yaml"],
+        ),
         (
             "qwen2.5-coder-1.5b",
-            ["filter_synsql.yaml", "grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml", "eval_bird_spider.yaml"],
+            [
+                "filter_synsql.yaml",
+                "grpo_band.yaml",
+                "grpo_band_lora_lr.yaml",
+                "grpo_spider.yaml",
+                "eval_bird_spider.yaml",
+            ],
         ),
     ],
 )
@@ -244,16 +255,22 @@ def test_reward_timeout_s_still_works_for_one_release_with_a_one_line_warning(ca
     (message,) = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert "reward_timeout_s" in message and "sql_timeout_s" in message and "\n" not in message
     with pytest.raises(UsageError, match="both set"):
-        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0, sql_timeout_s=20.0)
+        GRPOTrainingConfig(
+            output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0, sql_timeout_s=20.0
+        )
 
 
 def test_an_op_budget_the_deadline_would_cut_short_is_warned_about(caplog):
     with caplog.at_level("WARNING", logger="slmsql_hub"):
-        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0)  # 1e9 ops ~ 10 s
+        GRPOTrainingConfig(
+            output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0
+        )  # 1e9 ops ~ 10 s
     assert any("lower sql_max_ops" in r.getMessage() for r in caplog.records)
     caplog.clear()
     with caplog.at_level("WARNING", logger="slmsql_hub"):
-        GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0, sql_max_ops=10**8)
+        GRPOTrainingConfig(
+            output_dir="o", report_to="none", use_cpu=True, sql_timeout_s=5.0, sql_max_ops=10**8
+        )
     assert not caplog.records
 
 
@@ -336,11 +353,13 @@ def test_prompt_dataset_keeps_gold_and_absolute_db_path_for_the_rewards(world):
 
 
 def test_prompt_settings_follow_the_sft_adapter_unless_the_recipe_sets_them(world):
-    from_adapter, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(str(world / "adapter"))
-    assert (from_adapter.sample_rows, source) == (0, "adapter")
-    from_recipe, source = GRPOScriptArguments(dataset_paths=["d"], prompt_sample_rows=2).resolve_prompt_config(
+    from_adapter, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(
         str(world / "adapter")
     )
+    assert (from_adapter.sample_rows, source) == (0, "adapter")
+    from_recipe, source = GRPOScriptArguments(
+        dataset_paths=["d"], prompt_sample_rows=2
+    ).resolve_prompt_config(str(world / "adapter"))
     assert (from_recipe.sample_rows, source) == (2, "recipe")
     default, source = GRPOScriptArguments(dataset_paths=["d"]).resolve_prompt_config(None)
     assert (default.sample_rows, source) == (3, "default")
@@ -490,7 +509,9 @@ def test_grpo_continues_the_sft_adapter_and_changes_it(world, tmp_path):
     # the limits the rewards judged under, the gold check, and the sandbox's own counts
     assert on_disk["limits"] == dataclasses.asdict(_parse(out / "config.yaml")[2].sql_limits())
     assert on_disk["data"]["unscorable_gold"] == 0
-    assert on_disk["sandbox"]["requests"] > 0 and on_disk["sandbox"]["cache_hits"] > 0  # golds: cached at the check
+    assert (
+        on_disk["sandbox"]["requests"] > 0 and on_disk["sandbox"]["cache_hits"] > 0
+    )  # golds: cached at the check
     assert {"worker_kills", "infra_failures"} <= set(on_disk["sandbox"])
     assert all(r["sql/infra_failure_rate"] == 0.0 for r in records)
     assert (out / "README.md").read_text() == "our card\n"
@@ -517,7 +538,11 @@ def test_frozen_adapter_fails_fast_before_training(world, tmp_path, monkeypatch)
 
     def load_frozen(model_args, adapter_path):  # the trl#6700 mistake: no is_trainable=True
         base = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path)
-        return PeftModel.from_pretrained(base, adapter_path), None, AutoTokenizer.from_pretrained(adapter_path)
+        return (
+            PeftModel.from_pretrained(base, adapter_path),
+            None,
+            AutoTokenizer.from_pretrained(adapter_path),
+        )
 
     monkeypatch.setattr(grpo, "load_model_and_tokenizer", load_frozen)
     out = tmp_path / "frozen"
@@ -695,14 +720,6 @@ def test_kill_9_then_resume_reaches_the_same_final_step_with_each_step_logged_on
     assert steps == list(range(1, 9))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _launch_two_processes(recipe: Path) -> subprocess.CompletedProcess:
     """``accelerate launch -m slmsql_hub train grpo`` on two CPU processes."""
     command = [
@@ -712,7 +729,7 @@ def _launch_two_processes(recipe: Path) -> subprocess.CompletedProcess:
         "--config_file",
         str(RECIPES / "accelerate_configs" / "cpu_2proc.yaml"),
         "--main_process_port",
-        str(_free_port()),
+        str(free_port()),
         "-m",
         "slmsql_hub",
         "train",
@@ -752,7 +769,9 @@ def test_flat_groups_split_across_two_processes_give_zero_grad_norm(world, tmp_p
     records = read_telemetry(out / "telemetry.jsonl")
     assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]
     assert [r["grad_norm"] for r in records] == [0.0, 0.0]
-    assert summary["adapter_update"]["relative_norm"] == 0.0 and summary["adapter_checksum"]["changed"] is False
+    assert (
+        summary["adapter_update"]["relative_norm"] == 0.0 and summary["adapter_checksum"]["changed"] is False
+    )
 
 
 @pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
@@ -768,11 +787,15 @@ def test_a_step_made_only_of_flat_groups_has_zero_grad_norm_and_leaves_the_adapt
     summary = grpo.train_grpo(*_parse(path))
     records = read_telemetry(out / "telemetry.jsonl")
     assert [r["frac_reward_zero_std_exact"] for r in records] == [1.0, 1.0]  # every group flat...
-    assert [r["rewards/format/mean"] for r in records] == pytest.approx([0.2, 0.2])  # ...at 0.2: all have a block
+    assert [r["rewards/format/mean"] for r in records] == pytest.approx(
+        [0.2, 0.2]
+    )  # ...at 0.2: all have a block
     assert [r["grad_norm"] for r in records] == [0.0, 0.0]
     assert summary["adapter_checksum"]["changed"] is False
     assert summary["guards"]["failed"] == ["adapter_changed"]
-    assert summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]
+    assert (
+        summary["adapter_update"]["relative_norm"] == 0.0 and "adapter_update" in summary["guards"]["warned"]
+    )
 
 
 def test_every_reward_of_the_table_builds_from_a_recipe_with_its_values():
