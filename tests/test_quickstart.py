@@ -251,3 +251,29 @@ def test_a_malformed_study_table_is_one_line_and_exit_2_before_anything_runs(tmp
     assert main(["quickstart", "--recipes", str(tmp_path), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_until_runs_the_stages_up_to_the_named_one_and_skips_the_rest_saying_why(tmp_path, monkeypatch):
+    import slmsql_hub.commands.quickstart as quickstart
+
+    def fake(run, options, recipe):
+        stage = next(s for s in STAGES if not s.marker(run).is_file())
+        stage.marker(run).parent.mkdir(parents=True, exist_ok=True)
+        stage.marker(run).write_text("{}")
+        return {}
+
+    monkeypatch.setattr(quickstart, "_CALLS", {command: fake for command in quickstart._CALLS})
+    names = [s.name for s in STAGES]
+    result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="sft2", attempt1="always")
+    assert list(result.ran) == names[: names.index("sft2") + 1]
+    assert set(result.skipped) == set(names[names.index("sft2") + 1 :])
+    assert all(why == "after --until sft2" for why in result.skipped.values())
+    # rerunning without --until finishes the study from where it stopped
+    again = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", attempt1="always")
+    assert again.reused == list(result.ran) and list(again.ran) == list(result.skipped)
+
+
+def test_an_unknown_until_stage_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys):
+    assert main(["quickstart", "--out", str(tmp_path / "run"), "--until", "sft3"]) == 2
+    err = capsys.readouterr().err
+    assert "sft3" in err and "sft2" in err and err.count("\n") == 1 and not (tmp_path / "run").exists()

@@ -11,6 +11,7 @@ import pytest
 
 from slmsql_hub.ablate.config import load_ablation_config
 from slmsql_hub.cli import main
+from slmsql_hub.commands.study import load_study
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import BenchmarkSpec
 from slmsql_hub.rewards import RandomReward
@@ -74,7 +75,11 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
         assert arm.run_dir in ablated, name
         if arm.plant:
             assert built[f"{arm.run_dir}/world"] == arm.world_build_args(), name
-            assert any(line[:2] == ["slmsql", "quickstart"] and arm.run_dir in line for line in lines), name
+            quick = [line for line in lines if line[:2] == ["slmsql", "quickstart"] and arm.run_dir in line]
+            assert len(quick) == 1, name
+            stages = [s.name for s in load_study(REPO / "recipes" / "world").stages]
+            until = quick[0][quick[0].index("--until") + 1] if "--until" in quick[0] else stages[-1]
+            assert stages.index(until) >= stages.index("sft2"), name  # ablate reads base, SFT 2 and the world
     assert len(ablated) == len(config.worlds)
     assert "transfer" in re.search(r"\.PHONY:.*", make).group(0)
 

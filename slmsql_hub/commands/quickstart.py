@@ -209,6 +209,7 @@ def run_quickstart(
     budget_s: float = 600.0,
     attempt1: str | None = None,
     from_hub: str | Sequence[str] | None = None,
+    until: str | None = None,
     force: bool = False,
     on_stage: Callable[[int, int, Stage, str], None] | None = None,
 ) -> QuickstartResult:
@@ -219,7 +220,8 @@ def run_quickstart(
     uploaded). ``from_hub`` names the stages taken from the Hub instead of trained (default: the study's
     ``from_hub``; ``"none"``: train them all). With ``attempt1="auto"`` attempt #1 runs only when ``budget_s``
     leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the
-    study's). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``. A
+    study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
+    stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``. A
     failed stage is a UsageError naming it; rerunning resumes from it.
     """
     study = load_study(Path(recipes) if recipes is not None else default_recipes_dir())
@@ -227,6 +229,10 @@ def run_quickstart(
     if attempt1 not in ("auto", "always", "never"):
         raise UsageError(f"attempt1 must be auto, always or never; got {attempt1!r}")
     hub_stages = _from_hub_names(study, from_hub)
+    names = [s.name for s in study.stages]
+    if until is not None and until not in names:
+        raise UsageError(f"--until {until!r} is not a stage of {study.name}; its stages: {', '.join(names)}")
+    last = names.index(until) + 1 if until is not None else len(names)
     repo_id = repo_id or study.repo_id
     out = Path(out) if out is not None else study.out
     run = RunLayout(out)
@@ -249,7 +255,9 @@ def run_quickstart(
             notify(i, stage, "reused")
             continue
         reason = None
-        if stage.feeds and set(stage.feeds) <= set(hub_stages):
+        if i > last:
+            reason = f"after --until {until}"
+        elif stage.feeds and set(stage.feeds) <= set(hub_stages):
             reason = f"it only feeds {', '.join(stage.feeds)}, taken from the Hub"
         elif stage.optional:
             reason = _skip_attempt1(attempt1, result, time.monotonic() - started, budget_s)
@@ -330,6 +338,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=None,
         help="GRPO attempt #1: auto runs it when it fits the budget (default: the study's)",
     )
+    parser.add_argument(
+        "--until",
+        default=None,
+        metavar="STAGE",
+        help="the last stage to run (e.g. sft2 for a world that only feeds `slmsql ablate`); the rest are skipped",
+    )
     parser.add_argument("--force", action="store_true", help="delete the run folder and start over")
     parser.set_defaults(run=run)
     return parser
@@ -349,6 +363,7 @@ def run(args: argparse.Namespace) -> int:
         budget_s=args.budget,
         attempt1=args.attempt1,
         from_hub=args.from_hub,
+        until=args.until,
         force=args.force,
         on_stage=progress,
     )
@@ -357,6 +372,8 @@ def run(args: argparse.Namespace) -> int:
     lines = [f"\nquickstart finished in {result.wall_s:.0f} s -> {out}/"]
     if result.skipped:
         lines += [f"  skipped {name}: {why}" for name, why in result.skipped.items()]
+    if args.until is not None and result.skipped:
+        lines.append(f"  the stages after {args.until} were not run: rerun without --until to finish them")
     lines += _headline(read_run(out))
     lines += [
         "",
