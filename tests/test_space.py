@@ -40,6 +40,7 @@ from slmsql_hub.sql import ExecResult, ExecStatus
 
 sys.path.insert(0, str(DEMO_DIR))
 import space_backend  # noqa: E402
+import space_compare  # noqa: E402
 import space_config  # noqa: E402
 import space_data  # noqa: E402
 import space_settings  # noqa: E402
@@ -76,7 +77,8 @@ def compare_fn(demo):
 def test_space_modules_doctests_pass():
     import space_sql
 
-    for module in (space_backend, space_config, space_data, space_settings, space_views, space_sql, demo_app):
+    modules = (space_backend, space_compare, space_config, space_data, space_settings, space_views, space_sql)
+    for module in (*modules, demo_app):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -181,11 +183,11 @@ def test_questions_must_be_present_and_within_the_length_limit(tmp_path):
 
 def test_result_tables_are_capped_and_failed_queries_show_no_rows():
     ok = ExecResult(ExecStatus.OK, tuple((i, b"\x00") for i in range(120)), ("n", "photo"))
-    frame = demo_app.result_frame(ok, display_rows=50)
+    frame = space_compare.result_frame(ok, display_rows=50)
     assert frame.shape == (50, 2) and frame.iloc[0].tolist() == [0, "<blob>"]
-    assert demo_app.result_frame(ExecResult(ExecStatus.TIMEOUT, error="deadline"), 50).empty
-    assert demo_app.result_frame(None, 50).empty
-    assert "120 rows (showing the first 50)" in demo_app._rows_line(ok, 50)
+    assert space_compare.result_frame(ExecResult(ExecStatus.TIMEOUT, error="deadline"), 50).empty
+    assert space_compare.result_frame(None, 50).empty
+    assert "120 rows (showing the first 50)" in space_compare._rows_line(ok, 50)
 
 
 def test_sql_is_formatted_wrapped_in_a_block_and_left_as_written_when_it_does_not_parse():
@@ -230,13 +232,13 @@ def test_a_failed_answer_shows_its_error_and_an_empty_one_says_0_rows_neither_dr
         7,
         True,
     )
-    assert "no such table: patient" in demo_app.answer_status(answer, 50)
-    assert not demo_app._has_rows(answer.result)
+    assert "no such table: patient" in space_compare.answer_status(answer, 50)
+    assert not space_compare._has_rows(answer.result)
     empty = ExecResult(ExecStatus.OK, (), ("name",))
     ran = dataclasses.replace(answer, status="ran", result=empty)
-    assert "0 rows" in demo_app.answer_status(ran, 50)
-    assert not demo_app._has_rows(empty) and not demo_app._has_rows(None)
-    assert demo_app._has_rows(ExecResult(ExecStatus.OK, ((1,),), ("n",)))
+    assert "0 rows" in space_compare.answer_status(ran, 50)
+    assert not space_compare._has_rows(empty) and not space_compare._has_rows(None)
+    assert space_compare._has_rows(ExecResult(ExecStatus.OK, ((1,),), ("n",)))
 
 
 def _run_with_training_record(root: Path, sft_databases: list[str], grpo_databases: list[str]) -> Path:
@@ -632,4 +634,4 @@ def test_about_tab_renders_its_template_with_the_card_summary_sources_and_api(tm
     [about] = [v for v in values if isinstance(v, str) and "## What this Space shows" in v]
     assert about.startswith("## From the model card\n\n") and "GRPO did not move EX" in about
     assert "- evaluation: `runs/a/eval/eval_results.json`" in about
-    assert about.endswith(demo_app.COMPARE_API_DESCRIPTION) and "{{" not in about
+    assert about.endswith(space_compare.COMPARE_API_DESCRIPTION) and "{{" not in about

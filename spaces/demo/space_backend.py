@@ -1,7 +1,8 @@
-"""The comparison Space without the page, testable without a browser; :mod:`app` draws the page.
+"""The comparison Space without the page, testable without a browser; :mod:`app` draws the page (its Compare
+tab: :mod:`space_compare`).
 
 :mod:`space_settings` holds the settings, :mod:`space_data` what the page shows (read at startup through
-:func:`slmsql_hub.run.read.read_run`), :mod:`space_views` the Evaluation and About tabs' tables. Here,
+:func:`slmsql_hub.run.read.read_run`), :mod:`space_views` the other tabs' tables. Here,
 :class:`ComparisonSpace`: the base model loaded once with both LoRA adapters (switched with
 :func:`~slmsql_hub.generation.use_adapter`) and one :class:`~slmsql_hub.sql.Sandbox` through which every query
 runs. This module re-exports the others' names; importing it does no I/O and imports neither torch nor gradio.

@@ -1,12 +1,13 @@
-"""The Evaluation and About tabs' content, computed from what :mod:`space_data` found: the per-benchmark table,
-the questions where SFT and GRPO disagree (as cards, each answer's SQL marked against the gold), the line that
-says no adapter trained on a database, the model card's summary, and the page's style (:data:`SPACE_CSS`)."""
+"""The Telemetry, Evaluation and About tabs' content, computed from what :mod:`space_data` found: Markdown tables
+(:func:`markdown_table`), the per-benchmark table, the questions where SFT and GRPO disagree (as cards, each
+answer's SQL marked against the gold), the line that says no adapter trained on a database, the model card's
+summary, what could not be loaded (:func:`problems_markdown`), and the page's style (:data:`SPACE_CSS`)."""
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,57 @@ def _points(value: Any, signed: bool = True) -> str:
         return "n/a"
     text = f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
     return text.replace("-", "−")
+
+
+def markdown_table(rows: Sequence[dict[str, str]]) -> str:
+    """The rows as a Markdown table turned on its side: one column per row (headed by its first value), one line
+    per other field, so that it fits a phone as well as a desktop.
+
+    Example:
+
+    ```python
+    >>> from space_views import markdown_table
+    >>> print(markdown_table([{"Benchmark": "dev", "SFT EX": "61.2"}, {"Benchmark": "test", "SFT EX": "58.0"}]))
+    | Benchmark | dev | test |
+    |---|---|---|
+    | SFT EX | 61.2 | 58.0 |
+
+    ```
+    """
+    if not rows:
+        return ""
+    first, *fields = list(rows[0])
+
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    lines = [
+        line([first, *(row[first] for row in rows)]),
+        "|" + "|".join("---" for _ in range(len(rows) + 1)) + "|",
+    ]
+    lines += [line([name, *(row[name] for row in rows)]) for name in fields]
+    return "\n".join(lines)
+
+
+def problems_markdown(problems: Sequence[str]) -> str:
+    """The page's list of what could not be loaded, under a heading; nothing when all was.
+
+    Example:
+
+    ```python
+    >>> from space_views import problems_markdown
+    >>> print(problems_markdown(["No evaluation found."]))
+    ### Not everything could be loaded
+    <BLANKLINE>
+    - No evaluation found.
+    >>> problems_markdown([])
+    ''
+
+    ```
+    """
+    if not problems:
+        return ""
+    return "### Not everything could be loaded\n\n" + "\n".join(f"- {message}" for message in problems)
 
 
 def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
