@@ -1,4 +1,5 @@
-"""Smoke test of benchmarks/bench_execution.py: its functions on a tiny load, and its verdict agreement.
+"""Smoke test of benchmarks/bench_execution.py and its modules (execution_paths, execution_measures, ...): their
+functions on a tiny load, and the verdict agreement.
 
 The numbers it measures are not asserted (a loaded 2-core CI box makes them noise); what must hold is that
 the load is labelled truthfully, that path (a) calibrates an op budget that stops the runaway and nothing
@@ -32,6 +33,21 @@ def loads(bench):
 
 
 @pytest.fixture(scope="module")
+def paths(bench):
+    return load_benchmark_script("execution_paths")
+
+
+@pytest.fixture(scope="module")
+def measures(bench):
+    return load_benchmark_script("execution_measures")
+
+
+@pytest.fixture(scope="module")
+def bird(bench):
+    return load_benchmark_script("bird_baseline")
+
+
+@pytest.fixture(scope="module")
 def tiny_load(loads, tmp_path_factory):
     work = tmp_path_factory.mktemp("bench")
     db = loads.build_database(work, seed=0, scale=TINY["scale"])
@@ -39,13 +55,13 @@ def tiny_load(loads, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def limit(bench, tiny_load):
-    return bench.time_physical_limit(tiny_load, TINY["timeout"], cores=2)
+def limit(paths, tiny_load):
+    return paths.time_physical_limit(tiny_load, TINY["timeout"], cores=2)
 
 
 @pytest.fixture(scope="module")
-def judged(bench, tiny_load, limit):
-    return bench.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=limit.max_ops)
+def judged(paths, tiny_load, limit):
+    return paths.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=limit.max_ops)
 
 
 def test_database_is_deterministic_and_reused_from_the_work_dir(loads, tmp_path):
@@ -77,7 +93,7 @@ def test_database_is_built_by_the_worlds_generator_from_the_retail_spec(loads, t
     assert counts["sale_line"] > counts["sale"] > counts["customer"] > counts["product"]
 
 
-def test_load_has_half_identical_samples_every_kind_and_one_runaway(bench, tiny_load):
+def test_load_has_half_identical_samples_every_kind_and_one_runaway(tiny_load):
     counts = tiny_load.kind_counts()
     assert len(tiny_load.samples) == TINY["questions"] * TINY["samples"]
     assert counts["identical"] == len(tiny_load.samples) // 2
@@ -87,40 +103,40 @@ def test_load_has_half_identical_samples_every_kind_and_one_runaway(bench, tiny_
     assert len(set(golds)) == len(golds)
 
 
-def test_load_labels_hold_when_run_with_plain_sqlite3(bench, tiny_load, limit):
-    assert bench.check_load(tiny_load, limit) == {}
+def test_load_labels_hold_when_run_with_plain_sqlite3(paths, tiny_load, limit):
+    assert paths.check_load(tiny_load, limit) == {}
     assert limit.timeouts == 1  # the runaway
     assert limit.serial_s == pytest.approx(sum(limit.seconds.values()))
     assert limit.limit_s == pytest.approx(limit.serial_s / 2)
     assert limit.distinct == len(tiny_load.distinct_requests()) < 2 * len(tiny_load.samples)
 
 
-def test_calibrated_budget_is_a_rounded_up_multiple_of_the_heaviest_finished_query(bench):
-    assert bench.calibrated_budget(8_781_000) == 44_000_000
-    assert bench.calibrated_budget(8_781_000, factor=2.0) == 18_000_000
-    assert bench.calibrated_budget(999, factor=1.0) == 1000
-    assert bench.calibrated_budget(40, factor=1.0) == 40
+def test_calibrated_budget_is_a_rounded_up_multiple_of_the_heaviest_finished_query(paths):
+    assert paths.calibrated_budget(8_781_000) == 44_000_000
+    assert paths.calibrated_budget(8_781_000, factor=2.0) == 18_000_000
+    assert paths.calibrated_budget(999, factor=1.0) == 1000
+    assert paths.calibrated_budget(40, factor=1.0) == 40
 
 
-def test_path_a_calibrates_a_budget_that_stops_the_runaway_and_nothing_else(bench, loads, tiny_load, limit):
+def test_path_a_calibrates_a_budget_that_stops_the_runaway_and_nothing_else(paths, loads, tiny_load, limit):
     finished = {request: ops for request, ops in limit.ops.items() if limit.rows[request] is not None}
     runaway = (str(tiny_load.db_path), loads.RUNAWAY_SQL)
 
     assert limit.calibrated
     assert limit.max_finished_ops == max(finished.values()) > 0
-    assert limit.max_ops == bench.calibrated_budget(limit.max_finished_ops, bench.DEFAULT_OPS_FACTOR)
-    assert limit.max_ops >= bench.DEFAULT_OPS_FACTOR * max(finished.values())
+    assert limit.max_ops == paths.calibrated_budget(limit.max_finished_ops, paths.DEFAULT_OPS_FACTOR)
+    assert limit.max_ops >= paths.DEFAULT_OPS_FACTOR * max(finished.values())
     assert limit.stopped[runaway] == "budget" and limit.budget_stops == 1 and limit.deadline_stops == 0
     assert limit.ops[runaway] > limit.max_ops
     assert limit.seconds[runaway] < TINY["timeout"]  # stopped by the budget, long before the deadline
 
 
-def test_a_given_budget_is_used_as_is_and_a_too_small_one_shows_as_failures(bench, tiny_load):
-    tight = bench.time_physical_limit(tiny_load, TINY["timeout"], cores=2, max_ops=2000)
+def test_a_given_budget_is_used_as_is_and_a_too_small_one_shows_as_failures(paths, tiny_load):
+    tight = paths.time_physical_limit(tiny_load, TINY["timeout"], cores=2, max_ops=2000)
 
     assert not tight.calibrated and tight.max_ops == 2000
     assert tight.budget_stops > 1  # legitimate queries cut too
-    assert "gold_failed" in bench.check_load(tiny_load, tight)
+    assert "gold_failed" in paths.check_load(tiny_load, tight)
 
 
 def test_sandbox_verdicts_follow_the_sample_kinds(tiny_load, judged):
@@ -144,25 +160,25 @@ def test_sandbox_gets_the_budget_and_stops_the_runaway_with_it(tiny_load, judged
     assert judged.budget_stops == 1 and judged.deadline_stops == 0
 
 
-def test_sandbox_verdicts_follow_path_a_and_no_legitimate_query_is_cut(bench, tiny_load, limit, judged):
-    assert bench.check_against_limit(tiny_load, limit, judged.judgements) == {
+def test_sandbox_verdicts_follow_path_a_and_no_legitimate_query_is_cut(paths, tiny_load, limit, judged):
+    assert paths.check_against_limit(tiny_load, limit, judged.judgements) == {
         "budget_cuts": [],
         "disagreeing": [],
     }
 
 
-def test_a_budget_too_small_for_legitimate_queries_is_caught(bench, tiny_load, limit):
-    cut = bench.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=20_000)
-    checked = bench.check_against_limit(tiny_load, limit, cut.judgements)
+def test_a_budget_too_small_for_legitimate_queries_is_caught(paths, tiny_load, limit):
+    cut = paths.time_sandbox(tiny_load, TINY["timeout"], workers=2, max_ops=20_000)
+    checked = paths.check_against_limit(tiny_load, limit, cut.judgements)
 
     assert cut.budget_stops > 1
     assert checked["budget_cuts"]  # queries that finished in (a) but not in the sandbox
     assert checked["disagreeing"]  # and their verdicts no longer follow (a)'s results
 
 
-def test_bird_style_baseline_agrees_with_the_sandbox_wherever_it_finished(bench, tiny_load, judged):
-    baseline = bench.time_bird_baseline(tiny_load, TINY["timeout"], num_cpus=2).results
-    agreement = bench.compare_verdicts(judged.judgements, baseline)
+def test_bird_style_baseline_agrees_with_the_sandbox_wherever_it_finished(paths, bird, tiny_load, judged):
+    baseline = paths.time_bird_baseline(tiny_load, TINY["timeout"], num_cpus=2).results
+    agreement = bird.compare_verdicts(judged.judgements, baseline)
 
     assert agreement["baseline_lost"] == 0
     assert agreement["baseline_unfinished"] == 1  # the runaway
@@ -172,7 +188,7 @@ def test_bird_style_baseline_agrees_with_the_sandbox_wherever_it_finished(bench,
     assert baseline[runaway]["outcome"] == "timeout"
 
 
-def test_a_differing_verdict_or_an_unscorable_one_counts_as_a_disagreement(bench):
+def test_a_differing_verdict_or_an_unscorable_one_counts_as_a_disagreement(bird):
     def judgement(verdict):
         return Judgement(verdict, "SELECT 1", ExecStatus.OK, ExecStatus.OK)
 
@@ -184,7 +200,7 @@ def test_a_differing_verdict_or_an_unscorable_one_counts_as_a_disagreement(bench
         {"sql_idx": 2, "res": 0, "outcome": "error"},
         {"sql_idx": 3, "res": 0, "outcome": "timeout"},
     ]
-    agreement = bench.compare_verdicts(judgements, baseline)
+    agreement = bird.compare_verdicts(judgements, baseline)
 
     assert agreement["disagreeing_indices"] == [0, 2]
     assert agreement["compared"] == 3
@@ -256,34 +272,34 @@ def test_longtail_load_is_lookups_with_a_heavy_join_in_12_few_distinct_statement
     assert len(longtail_load.distinct_requests()) <= 2 * 13
 
 
-def test_longtail_runaway_is_stopped_by_the_op_budget_before_the_deadline_in_both_paths(bench, longtail_load):
-    limit = bench.time_physical_limit(longtail_load, bench.LONGTAIL_TIMEOUT_S, cores=2)
-    judged = bench.time_sandbox(longtail_load, bench.LONGTAIL_TIMEOUT_S, workers=2, max_ops=limit.max_ops)
+def test_longtail_runaway_is_stopped_by_the_op_budget_before_the_deadline_in_both_paths(loads, paths, longtail_load):
+    limit = paths.time_physical_limit(longtail_load, loads.LONGTAIL_TIMEOUT_S, cores=2)
+    judged = paths.time_sandbox(longtail_load, loads.LONGTAIL_TIMEOUT_S, workers=2, max_ops=limit.max_ops)
 
-    assert bench.check_load(longtail_load, limit) == {}
+    assert paths.check_load(longtail_load, limit) == {}
     assert limit.budget_stops == 1 and limit.deadline_stops == 0
     assert judged.budget_stops == 1 and judged.deadline_stops == 0  # deterministic: not an infra failure
-    assert bench.check_against_limit(longtail_load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
+    assert paths.check_against_limit(longtail_load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
     runaway = next(j for j, s in zip(judged.judgements, longtail_load.samples) if s.kind == "runaway")
     assert runaway.verdict is Verdict.PRED_TIMEOUT and not runaway.pred.infra
 
 
-def test_runaway_load_has_about_five_percent_distinct_runaways_judged_wrong_in_both_paths(bench, loads, tiny_load):
+def test_runaway_load_has_about_five_percent_distinct_runaways_judged_wrong_in_both_paths(paths, loads, tiny_load):
     """Issue #18's third load: every runaway family stops in path (a) and is a wrong prediction in (b)."""
     load = loads.with_runaways(tiny_load, share=0.35)  # a tiny load needs a bigger share to hold every family
     runaways = [s for s in load.samples if s.kind == "runaway"]
     added = round(0.35 * len(tiny_load.distinct_requests()))
     assert len({s.sql for s in runaways}) == len(runaways) == 1 + added  # the tiny load had one already
     assert added >= len(loads.RUNAWAY_FAMILIES)
-    limit = bench.time_physical_limit(load, 0.5, cores=2)
-    judged = bench.time_sandbox(load, 0.5, workers=2, max_ops=limit.max_ops)
-    assert bench.check_load(load, limit) == {}
-    assert bench.check_against_limit(load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
+    limit = paths.time_physical_limit(load, 0.5, cores=2)
+    judged = paths.time_sandbox(load, 0.5, workers=2, max_ops=limit.max_ops)
+    assert paths.check_load(load, limit) == {}
+    assert paths.check_against_limit(load, limit, judged.judgements) == {"budget_cuts": [], "disagreeing": []}
     verdicts = {j.verdict for j, s in zip(judged.judgements, load.samples) if s.kind == "runaway"}
     assert verdicts <= {Verdict.PRED_TIMEOUT, Verdict.PRED_ERROR} and judged.stats["infra_failures"] == 0
 
 
-def test_memory_measure_sees_two_results_just_under_the_byte_budget(bench, tmp_path):
-    memory = bench.measure_result_memory(tmp_path)
+def test_memory_measure_sees_two_results_just_under_the_byte_budget(measures, tmp_path):
+    memory = measures.measure_result_memory(tmp_path)
     assert 0.95 * memory["budget_mb"] < memory["result_mb"] <= memory["budget_mb"]
     assert memory["two_at_once_mb"] > memory["result_mb"]  # the two results themselves are held

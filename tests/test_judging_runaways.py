@@ -149,7 +149,7 @@ _HOSTILE_SERIES = """
 import json, sys
 sys.path[:0] = [sys.argv[2], sys.argv[3]]
 from _runaways import RUNAWAYS
-from bench_execution import peak_rss_growth_mb
+from execution_measures import peak_rss_growth_mb
 from slmsql_hub.sql import Limits, Sandbox
 
 db, timeout_s = sys.argv[1], float(sys.argv[4])

@@ -219,8 +219,8 @@ def test_results_over_max_rows_are_too_large_without_reading_the_rest(db):
 
 
 def _peak_rss_growth_mb(run) -> tuple[object, float]:
-    """The bench's measure (benchmarks/bench_execution.py): ``run()``'s value and the peak RSS growth in MB."""
-    return load_benchmark_script("bench_execution").peak_rss_growth_mb(run)
+    """The bench's measure (benchmarks/execution_measures.py): ``run()``'s value and the peak RSS growth in MB."""
+    return load_benchmark_script("execution_measures").peak_rss_growth_mb(run)
 
 
 def test_ten_million_rows_are_too_large_with_bounded_memory(db):
