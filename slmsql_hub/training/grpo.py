@@ -256,6 +256,48 @@ def _save(trainer: Any, tokenizer: Any, args: tuple, output_dir: Path, main_proc
         save_resolved_config(output_dir / STAGE_CONFIG, script_args, model_args, recipe_view(training_args))
 
 
+def _quiet_logging() -> None:
+    """A process other than the main one logs only warnings and errors."""
+    for name in ("slmsql_hub", __name__):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _pre_train_guards(trainer: Any, training_args: GRPOTrainingConfig) -> list:
+    """Phase 4: the guards checked before training (trainable parameters, clipping, the LoRA rate), logged."""
+    from peft import PeftModel
+
+    guards = [
+        check_trainable_parameters(trainer.model),
+        check_clipping_can_fire(training_args),
+        check_lora_learning_rate(training_args, isinstance(trainer.model, PeftModel)),
+    ]
+    for guard in guards:
+        guard.log()
+    return guards
+
+
+def _refuse_failed_guard(
+    guards: list, summary: dict[str, Any], clock: Stopwatch, output_dir: Path | None
+) -> None:
+    """Raise :class:`UsageError` on the first failed guard, after writing the failed summary to ``output_dir``
+    (``None``: a process other than the main one writes nothing)."""
+    failed = [g for g in guards if g.failed]
+    if failed:
+        summary.update(status="failed", wall_seconds=clock.seconds())
+        if output_dir is not None:
+            write_run_summary(output_dir, summary)
+        raise UsageError(f"guard {failed[0].name} failed: {failed[0].message}")
+
+
+def _write_summary(summary: dict[str, Any], adapter: str | None, output_dir: Path) -> None:
+    """The main process's last step: carry the SFT question record forward, write ``run_summary.json``."""
+    record = carry_sft_record(adapter, output_dir)
+    if record is not None:
+        summary["sft_questions"] = {**record.summary(), "file": record.path.name, "carried_from": adapter}
+    write_run_summary(output_dir, summary)
+    log_done(summary, output_dir)
+
+
 def main(
     script_args: GRPOScriptArguments, training_args: GRPOTrainingConfig, model_args: ModelArguments
 ) -> dict[str, Any]:
@@ -268,8 +310,7 @@ def main(
     threads = set_num_threads(script_args.num_threads)
     main_process = training_args.process_index == 0
     if not main_process:  # the other processes only report problems
-        for name in ("slmsql_hub", __name__):
-            logging.getLogger(name).setLevel(logging.WARNING)
+        _quiet_logging()
     output_dir = Path(training_args.output_dir)
     checkpoint = resolve_checkpoint(training_args.resume_from_checkpoint, output_dir)
     adapter = training_args.adapter_path
@@ -307,26 +348,13 @@ def main(
         )
 
         # 4. guards
-        from peft import PeftModel
-
-        guards = [
-            check_trainable_parameters(trainer.model),
-            check_clipping_can_fire(training_args),
-            check_lora_learning_rate(training_args, isinstance(trainer.model, PeftModel)),
-        ]
-        for guard in guards:
-            guard.log()
+        guards = _pre_train_guards(trainer, training_args)
         summary = start_summary(
             script_args, model_args, training_args, guards,
             revisions=revisions, data=data_counts, prompt=(prompt_config, prompt_source),
             parameters=count_parameters(trainer.model), threads=threads, resumed_from=checkpoint,
         )
-        failed = [g for g in guards if g.failed]
-        if failed:
-            summary.update(status="failed", wall_seconds=clock.seconds())
-            if main_process:
-                write_run_summary(output_dir, summary)
-            raise UsageError(f"guard {failed[0].name} failed: {failed[0].message}")
+        _refuse_failed_guard(guards, summary, clock, output_dir if main_process else None)
         checksum_before = adapter_checksum(trainer.model)
         snapshot = lora_snapshot(trainer.model)
 
@@ -342,10 +370,9 @@ def main(
     checksum_after = adapter_checksum(trainer.model)
     changed = check_adapter_changed(checksum_before, checksum_after)
     update = adapter_update(trainer.model, snapshot)
-    moved = check_adapter_update(update, training_args.min_relative_update)
-    guards += [changed, moved]
-    changed.log()
-    moved.log()
+    guards += [changed, check_adapter_update(update, training_args.min_relative_update)]
+    for guard in guards[-2:]:
+        guard.log()
     _save(trainer, tokenizer, (script_args, model_args, training_args), output_dir, main_process)
     complete_summary(
         summary, trainer, result, guards,
@@ -355,11 +382,7 @@ def main(
     if training_args.push_to_hub:
         summary["hub_model_id"] = trainer.hub_model_id  # the command layer adds the project's card there
     if main_process:
-        record = carry_sft_record(adapter, output_dir)
-        if record is not None:
-            summary["sft_questions"] = {**record.summary(), "file": record.path.name, "carried_from": adapter}
-        write_run_summary(output_dir, summary)
-        log_done(summary, output_dir)
+        _write_summary(summary, adapter, output_dir)
     return summary
 
 
