@@ -363,22 +363,11 @@ def build_tiny_model(model_args: TinyModelArguments, tokenizer: Any):
     return model
 
 
-def train_base(
-    script_args: BaseScriptArguments,
-    model_args: TinyModelArguments,
-    training_args: BaseTrainingConfig,
-) -> dict[str, Any]:
-    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
-    is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
-
-    :class:`UsageError` when the world is missing, the blocks are longer than the model's positions, or the corpus
-    fills less than one batch. End to end it needs a world (tests/test_sft.py).
-    """
-    from datasets import Dataset
-    from transformers import Trainer, default_data_collator
-
-    clock = Stopwatch()
-    threads = set_num_threads(script_args.num_threads)
+def _corpus_blocks(
+    script_args: BaseScriptArguments, model_args: TinyModelArguments, training_args: BaseTrainingConfig
+) -> tuple[list[str], dict[str, int], Any, list[list[int]]]:
+    """The world's corpus, the tokenizer learnt on it and its full blocks of ``training_args.max_length`` tokens;
+    :class:`UsageError` when a block would not fit the model or the blocks do not fill one batch."""
     if training_args.max_length > model_args.max_position_embeddings:
         raise UsageError(
             f"max_length ({training_args.max_length}) exceeds max_position_embeddings "
@@ -397,6 +386,26 @@ def train_base(
             f"the corpus fills only {len(blocks)} block(s) of {training_args.max_length} tokens; lower max_length "
             "or per_device_train_batch_size, or raise corpus_repeats"
         )
+    return documents, counts, tokenizer, blocks
+
+
+def train_base(
+    script_args: BaseScriptArguments,
+    model_args: TinyModelArguments,
+    training_args: BaseTrainingConfig,
+) -> dict[str, Any]:
+    """Learn the world's tokenizer, pretrain the tiny model on the world's corpus (``training_args.max_length``
+    is the block length), save both, and return the run summary (also ``<output_dir>/run_summary.json``).
+
+    :class:`UsageError` when the world is missing, the blocks are longer than the model's positions, or the corpus
+    fills less than one batch. End to end it needs a world (tests/test_sft.py).
+    """
+    from datasets import Dataset
+    from transformers import Trainer, default_data_collator
+
+    clock = Stopwatch()
+    threads = set_num_threads(script_args.num_threads)
+    documents, counts, tokenizer, blocks = _corpus_blocks(script_args, model_args, training_args)
     model = build_tiny_model(model_args, tokenizer)
     params = count_parameters(model)
     logger.info(

@@ -71,6 +71,28 @@ def _dataset_pins(script_args: SFTScriptArguments) -> dict[str, Any]:
     return {"dataset_revision": script_args.dataset_revision, "dataset_commits": commits} if commits else {}
 
 
+def _prompt_dataset(
+    script_args: SFTScriptArguments, training_args: SFTTrainingConfig, prompt_config: Any
+) -> tuple[Any, int, int]:
+    """The prompt-completion dataset (shuffled, capped), with the rows read and used. Its ``question_key`` and
+    ``question_db`` columns ride through ``drop_too_long``, so the record lists exactly the examples trained on."""
+    rows = load_training_rows(script_args, seed=training_args.seed)
+    n_rows = len(rows)
+    rows = shuffle_and_cap(rows, training_args.seed, script_args.max_train_samples)
+    dataset = to_prompt_completion(rows, prompt_config).add_column("question_key", row_keys(rows))
+    return dataset.add_column("question_db", row_databases(rows)), n_rows, len(rows)
+
+
+def _trainable_parameters(trainer: Any) -> dict[str, int]:
+    """The trainer model's parameter counts; raises when nothing is trainable."""
+    params = count_parameters(trainer.model)
+    if params["trainable"] == 0:
+        raise RuntimeError(
+            "nothing to train: the model has no trainable parameters after attaching the adapter"
+        )
+    return params
+
+
 def train_sft(
     script_args: SFTScriptArguments,
     model_args: ModelArguments,
@@ -96,13 +118,7 @@ def train_sft(
         sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
     )
 
-    rows = load_training_rows(script_args, seed=training_args.seed)
-    n_rows = len(rows)
-    rows = shuffle_and_cap(rows, training_args.seed, script_args.max_train_samples)
-    # The key and database columns ride through drop_too_long, so the record lists exactly the examples trained on.
-    dataset = to_prompt_completion(rows, prompt_config).add_column("question_key", row_keys(rows))
-    dataset = dataset.add_column("question_db", row_databases(rows))
-
+    dataset, n_rows, n_used = _prompt_dataset(script_args, training_args, prompt_config)
     model, peft_config, tokenizer = load_model_and_tokenizer(model_args, training_args.adapter_path)
     dataset, n_dropped = drop_too_long(dataset, tokenizer, training_args.max_length)
     if len(dataset) == 0:
@@ -125,11 +141,7 @@ def train_sft(
         processing_class=tokenizer,
         peft_config=peft_config,
     )
-    params = count_parameters(trainer.model)
-    if params["trainable"] == 0:
-        raise RuntimeError(
-            "nothing to train: the model has no trainable parameters after attaching the adapter"
-        )
+    params = _trainable_parameters(trainer)
     logger.info(
         "SFT stage %d: %d examples (%d dropped as too long), %d trainable / %d parameters, %d threads",
         training_args.stage,
@@ -150,7 +162,7 @@ def train_sft(
         continued=training_args.adapter_path if training_args.stage == 2 else None,
         databases=trained_databases,
     )
-    data = {"rows": n_rows, "used": len(rows), "dropped_too_long": n_dropped, "trained_on": len(dataset)}
+    data = {"rows": n_rows, "used": n_used, "dropped_too_long": n_dropped, "trained_on": len(dataset)}
     summary = _summary(
         script_args, model_args, training_args, trainer, result,
         revisions=revisions, data=data, record=record, trained_keys=trained_keys, prompt_config=prompt_config,
