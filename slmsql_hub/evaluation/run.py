@@ -156,16 +156,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
             adapter_revisions=config.adapter_revisions(),
         )
     slices = [load_slice(spec, config) for spec in config.benchmark_specs()]
-    adapters = config.adapters()
-    prompt_configs = {
-        name: resolve_prompt_config(path, config.prompt_sample_rows, config.prompt_max_value_chars)
-        for name, path in adapters.items()
-    }
-    if len(set(prompt_configs.values())) > 1:
-        logger.warning(
-            "the adapters were trained with different prompt settings (%s); each is evaluated with its own",
-            {name: (c.sample_rows, c.max_value_chars) for name, c in prompt_configs.items()},
-        )
+    prompt_configs = _prompt_configs(config)
     generation_config = config.generation_config()
     model, tokenizer = policy if policy is not None else _load_eval_policy(config)
     out = Path(str(config.output_dir)).expanduser()
@@ -202,6 +193,20 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     _remove_stale_predictions(out, benchmarks)
     logger.info("wrote %s", out / RESULTS_FILE)
     return results
+
+
+def _prompt_configs(config: EvalConfig) -> dict[str, PromptConfig]:
+    """Each adapter's prompt settings (the recipe's overrides, else what the adapter was trained with)."""
+    prompt_configs = {
+        name: resolve_prompt_config(path, config.prompt_sample_rows, config.prompt_max_value_chars)
+        for name, path in config.adapters().items()
+    }
+    if len(set(prompt_configs.values())) > 1:
+        logger.warning(
+            "the adapters were trained with different prompt settings (%s); each is evaluated with its own",
+            {name: (c.sample_rows, c.max_value_chars) for name, c in prompt_configs.items()},
+        )
+    return prompt_configs
 
 
 def _load_eval_policy(config: EvalConfig) -> tuple[Any, Any]:

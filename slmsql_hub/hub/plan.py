@@ -515,6 +515,62 @@ def _base_of(folder: Path) -> dict[str, Any]:
     return {"repo_id": config.get("base_model_name_or_path"), "revision": config.get("revision")}
 
 
+def _stage_dry_run(target: PushTarget, folder: Path) -> None:
+    """Stage ``target``'s files into ``folder`` as :func:`push` would upload them (the dataset as its parquet shard
+    and card)."""
+    folder.mkdir(parents=True)
+    stage_files(target.files, folder, desc=f"dry run: {target.what}")
+    if target.what == DATASET:
+        shard = folder / BAND_SHARD
+        shard.parent.mkdir(parents=True, exist_ok=True)
+        load_band(target.dataset_path).to_parquet(str(shard))
+        (folder / CARD_README).write_text(target.card or "", encoding="utf-8")
+
+
+def _plan_entry(
+    target: PushTarget,
+    folder: Path,
+    *,
+    private: bool | None,
+    revision: str | None,
+    create_pr: bool,
+    endpoint: str | None,
+) -> dict[str, Any]:
+    """``plan.json``'s entry for one staged target: its repository, URL, folder, files (size, sha256) and notes."""
+    entry: dict[str, Any] = {
+        "what": target.what,
+        "repo_type": target.repo_type,
+        "repo_id": target.repo_id,
+        "url": repo_url(target.repo_type, target.repo_id, endpoint),
+        "private": target.private(private),
+        "revision": revision or "main",
+        "create_pr": create_pr,
+        "folder": str(folder),
+        "files": [
+            {"path": path, "size": local.stat().st_size, "sha256": _sha256(local)}
+            for path, local in folder_files(folder)
+        ],
+    }
+    if target.space_sdk:
+        entry["space_sdk"] = target.space_sdk
+    if target.what == MODEL:
+        entry["note"] = f"on push, {', '.join(STALE_MODEL_FILES)} (TRL's draft card) is deleted if present"
+        entry["base_model"] = _base_of(folder)
+    if target.what == BASE_MODEL:
+        merge = "; the adapter names the base's main branch, so merge this pull request first"
+        entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
+            merge if create_pr else ""
+        )
+    if target.what == SFT_MODEL:
+        entry["base_model"] = _base_of(folder)
+    if target.what == DATASET:
+        entry["note"] = (
+            "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "
+            "the databases the rows name follow in the card's commit"
+        )
+    return entry
+
+
 def write_dry_run(
     targets: Sequence[PushTarget],
     out_dir: str | os.PathLike,
@@ -554,48 +610,13 @@ def write_dry_run(
     }
     for target in targets:
         folder = out / target.what
-        folder.mkdir(parents=True)
-        stage_files(target.files, folder, desc=f"dry run: {target.what}")
-        if target.what == DATASET:
-            shard = folder / BAND_SHARD
-            shard.parent.mkdir(parents=True, exist_ok=True)
-            load_band(target.dataset_path).to_parquet(str(shard))
-            (folder / CARD_README).write_text(target.card or "", encoding="utf-8")
-        files = [
-            {"path": path, "size": local.stat().st_size, "sha256": _sha256(local)}
-            for path, local in folder_files(folder)
-        ]
-        entry = {
-            "what": target.what,
-            "repo_type": target.repo_type,
-            "repo_id": target.repo_id,
-            "url": repo_url(target.repo_type, target.repo_id, endpoint),
-            "private": target.private(private),
-            "revision": revision or "main",
-            "create_pr": create_pr,
-            "folder": str(folder),
-            "files": files,
-        }
-        if target.space_sdk:
-            entry["space_sdk"] = target.space_sdk
-        if target.what == MODEL:
-            entry["note"] = (
-                f"on push, {', '.join(STALE_MODEL_FILES)} (TRL's draft card) is deleted if present"
-            )
-            entry["base_model"] = _base_of(folder)
-        if target.what == BASE_MODEL:
-            merge = "; the adapter names the base's main branch, so merge this pull request first"
-            entry["note"] = "the adapter's local base model, pushed before the adapter that names it" + (
-                merge if create_pr else ""
-            )
-        if target.what == SFT_MODEL:
-            entry["base_model"] = _base_of(folder)
-        if target.what == DATASET:
-            entry["note"] = (
-                "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "
-                "the databases the rows name follow in the card's commit"
-            )
+        _stage_dry_run(target, folder)
+        entry = _plan_entry(
+            target, folder, private=private, revision=revision, create_pr=create_pr, endpoint=endpoint
+        )
         plan["targets"].append(entry)
-        logger.info("dry run: %s -> %s (%d files) in %s", target.what, target.repo_id, len(files), folder)
+        logger.info(
+            "dry run: %s -> %s (%d files) in %s", target.what, target.repo_id, len(entry["files"]), folder
+        )
     (out / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
     return plan
