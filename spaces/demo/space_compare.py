@@ -224,50 +224,17 @@ def _database_note(space: ComparisonSpace, key: str | None) -> str:
     return (untrained_note(space.data.trained, database.db_id) if database else None) or ""
 
 
-def compare_tab(space: ComparisonSpace) -> CompareControls:
-    """The Compare tab: database, example and question pickers, one column per policy and the gold, what differs."""
-    settings, data = space.settings, space.data
-    display_rows = settings.display_rows
-    keys = list(data.databases)
-    default_key = keys[0] if keys else None
-    default_schema = ""
-    if default_key is not None:
-        try:
-            default_schema = space.schema(default_key)
-        except UsageError as err:
-            default_schema = f"-- {err}"
-    with gr.Row():
-        database = gr.Dropdown(
-            choices=[(data.databases[k].label, k) for k in keys],
-            value=default_key,
-            label="Database",
-            elem_id="database",
-            scale=1,
-            min_width=220,
-        )
-        example = gr.Dropdown(
-            choices=_example_choices(space, default_key),
-            value=None,
-            label="Example question (with its gold SQL)",
-            elem_id="example",
-            scale=3,
-            min_width=300,
-        )
-    note = gr.Markdown(_database_note(space, default_key), elem_id="database-note")
-    with gr.Accordion("Schema", open=False):
-        schema = gr.Code(
-            value=default_schema, language="sql", label="Schema", interactive=False, wrap_lines=True
-        )
-    with gr.Row():
-        question = gr.Textbox(
-            label=f"Question (at most {settings.max_question_chars} characters)",
-            placeholder="Pick an example above, or type a question about the database",
-            max_length=settings.max_question_chars,
-            elem_id="question",
-            scale=4,
-            min_width=300,
-        )
-        button = gr.Button("Compare", variant="primary", elem_id="compare-button", scale=1)
+def _default_schema(space: ComparisonSpace, key: str | None) -> str:
+    if key is None:
+        return ""
+    try:
+        return space.schema(key)
+    except UsageError as err:
+        return f"-- {err}"
+
+
+def _answer_columns(display_rows: int) -> list[Any]:
+    """One column per policy and the gold (formatted SQL, status, result table), then the difference and details."""
     outputs: list[Any] = []
     with gr.Row(equal_height=False):
         for name, title in (("sft", POLICY_LABELS["sft"]), ("grpo", POLICY_LABELS["grpo"]), ("gold", "Gold")):
@@ -295,7 +262,12 @@ def compare_tab(space: ComparisonSpace) -> CompareControls:
     outputs.append(gr.HTML(elem_id="diff"))
     with gr.Accordion("Details (JSON)", open=False):
         outputs.append(gr.JSON(label="Details", elem_id="details"))
-    with gr.Column(visible=False):  # what /compare returns: plain values (see COMPARE_API_DESCRIPTION)
+    return outputs
+
+
+def _api_outputs() -> tuple[list[Any], Any]:
+    """The hidden components ``/compare`` returns (plain values, see COMPARE_API_DESCRIPTION) and its trigger."""
+    with gr.Column(visible=False):
         api_outputs: list[Any] = []
         for title in ("SFT", "GRPO", "Gold"):
             api_outputs += [
@@ -304,7 +276,52 @@ def compare_tab(space: ComparisonSpace) -> CompareControls:
                 gr.Dataframe(label=f"{title} result"),
             ]
         api_outputs.append(gr.JSON(label="Details"))
-        api_trigger = gr.Button("compare (API)")
+        return api_outputs, gr.Button("compare (API)")
+
+
+def compare_tab(space: ComparisonSpace) -> CompareControls:
+    """The Compare tab: database, example and question pickers, one column per policy and the gold, what differs."""
+    settings, data = space.settings, space.data
+    keys = list(data.databases)
+    default_key = keys[0] if keys else None
+    with gr.Row():
+        database = gr.Dropdown(
+            choices=[(data.databases[k].label, k) for k in keys],
+            value=default_key,
+            label="Database",
+            elem_id="database",
+            scale=1,
+            min_width=220,
+        )
+        example = gr.Dropdown(
+            choices=_example_choices(space, default_key),
+            value=None,
+            label="Example question (with its gold SQL)",
+            elem_id="example",
+            scale=3,
+            min_width=300,
+        )
+    note = gr.Markdown(_database_note(space, default_key), elem_id="database-note")
+    with gr.Accordion("Schema", open=False):
+        schema = gr.Code(
+            value=_default_schema(space, default_key),
+            language="sql",
+            label="Schema",
+            interactive=False,
+            wrap_lines=True,
+        )
+    with gr.Row():
+        question = gr.Textbox(
+            label=f"Question (at most {settings.max_question_chars} characters)",
+            placeholder="Pick an example above, or type a question about the database",
+            max_length=settings.max_question_chars,
+            elem_id="question",
+            scale=4,
+            min_width=300,
+        )
+        button = gr.Button("Compare", variant="primary", elem_id="compare-button", scale=1)
+    outputs = _answer_columns(settings.display_rows)
+    api_outputs, api_trigger = _api_outputs()
     gr.Markdown(
         f"Greedy decoding, at most {data.max_new_tokens} new tokens, the prompt each adapter was trained "
         f"with. Queries run read-only with a {settings.timeout_s:g} s deadline and at most "
