@@ -34,9 +34,10 @@ SIZES = WorldSizes(foundation=600, grounding=300, rl_pool=100, dev=60, test=60)
 PLANT = Plant(rate=0.7, probe=40)
 TRAINING = ("foundation", "grounding", "rl_pool")
 
-NATURAL_DIGEST = "1547b1ce73b6c718e33143ae7d0c9f426a779bf4c6b878debd30a43abf54d25a"
+NATURAL_DIGEST = "62202017dd2975db7e14a04ddda8913cff2a1378f6abb2a55f1feb4d26d997b6"
 """world.json, the rows (db_path aside) and dataset cards of ``SIZES`` at seed 0, as built before planting
-existed. A deliberate change to the generator bumps WORLD_VERSION and this digest together."""
+existed. A deliberate change to the generator bumps WORLD_VERSION and this digest together (version 2, #32:
+world.json's version only; the meaning rule drops nothing at these sizes, so the rows are as before)."""
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +231,51 @@ def test_the_studys_pool_world_is_planted_alike_and_leaves_out_probes_and_sft_qu
         )
     templates = _templates_by_question(WorldSizes(**pool_world.sizes))
     assert not {templates[r["db_id"], normalize_question(r["question"])] for r in pool} & set(CROSS_TEMPLATES)
+
+
+def _meanings(rows: list[dict]) -> set[tuple[str, str]]:
+    from slmsql_hub.sql.shape import meaning_key
+
+    return {meaning_key(r["db_id"], r["gold_sql"]) for r in rows}
+
+
+def test_a_probe_paraphrased_in_the_pool_worlds_rl_pool_stays_out_of_the_study_pool(
+    planted, tmp_path, sandbox
+):
+    """#32: the run world's probe holds a paraphrase (other words, other spelling of the same gold) of a
+    question the pool world's rl_pool draws; the pool leaves it out by meaning, and pool.json says so."""
+    import re
+    import shutil
+
+    from slmsql_hub.ablate.band import POOL_SPLIT, left_out_by, prepare_pool
+
+    pool_sizes = WorldSizes(**{**planted.sizes, "rl_pool": 300})
+    scratch = build_world(tmp_path / "scratch", sizes=pool_sizes, sandbox=sandbox, plant=PLANT)
+    held = [_rows(planted, split) for split in ("dev", "test", *PROBE_SPLITS, *SFT_SPLITS)]
+    drawn = _rows(scratch, "rl_pool")
+    fresh = [r for r, rule in zip(drawn, left_out_by(datasets.Dataset.from_list(drawn), [
+        datasets.Dataset.from_list(rows) for rows in held])) if rule is None]  # fmt: skip
+    target = fresh[0]
+    keyword = re.compile(r"\b(SELECT|FROM|WHERE|AND|OR|JOIN|ON|AS|GROUP BY|HAVING|ORDER BY|LIMIT)\b")
+    paraphrase = {**target, "question_id": "world-probe_same-99999", "question": "In other words: " + target[
+        "question"], "gold_sql": keyword.sub(lambda m: m.group(1).lower(), target["gold_sql"]) + ";"}  # fmt: skip
+    assert paraphrase["gold_sql"] != target["gold_sql"] and _meanings([paraphrase]) == _meanings([target])
+    run = tmp_path / "run"
+    shutil.copytree(planted.root, run)
+    probe = datasets.load_from_disk(str(planted.split_path("probe_same")))
+    shutil.rmtree(run / "datasets" / "probe_same")
+    datasets.concatenate_datasets([probe, datasets.Dataset.from_list([paraphrase], features=probe.features)]
+                                  ).save_to_disk(str(run / "datasets" / "probe_same"))  # fmt: skip
+
+    info = prepare_pool(run, tmp_path / "pool", 300)
+    pool = datasets.load_from_disk(str(Path(info["world"]) / "datasets" / POOL_SPLIT)).to_list()
+    assert target["question"] in {r["question"] for r in drawn} - {r["question"] for r in pool}
+    for split in ("dev", "test", *PROBE_SPLITS):
+        assert not _meanings(pool) & _meanings(
+            datasets.load_from_disk(str(run / "datasets" / split)).to_list()
+        )
+    assert info["disjoint"] == "meaning" and info["left_out"]["meaning"] >= 1
+    assert sum(info["left_out"].values()) == info["left_out_eval"] == 300 - len(pool) == 300 - info["pool"]
+    old = {k: v for k, v in info.items() if k not in ("disjoint", "left_out")}  # a pool written before #32
+    (tmp_path / "pool" / "pool.json").write_text(json.dumps(old), encoding="utf-8")
+    assert prepare_pool(run, tmp_path / "pool", 300) == info  # rebuilt, not reused

@@ -2,8 +2,10 @@
 
 The quickstart filters the world's 400-question ``rl_pool`` into a band of ~70, too few for a held-out half
 that can show an effect. The study instead builds a second world in its own folder (same seed and databases,
-a larger ``rl_pool``), leaves out every question of the run world's dev and test (by key and by question
-text), and runs the quickstart's filter on it; the filter itself leaves out what the SFT adapter trained on.
+a larger ``rl_pool``), leaves out every question of the run world's dev and test (by key, by question
+text, and by meaning: database and normalised gold, :func:`~slmsql_hub.sql.shape.meaning_key`, so a
+paraphrase of a dev question is left out too), and runs the quickstart's filter on it; the filter itself
+leaves out what the SFT adapter trained on.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,13 @@ logger = logging.getLogger(__name__)
 
 POOL_SPLIT = "study_pool"
 """The split the study writes into its pool world: ``rl_pool`` less the run world's dev and test."""
+
+LEAVE_OUT_RULES: tuple[str, ...] = ("key", "text", "meaning")
+"""The rules :func:`left_out_by` applies, in order: the same question and gold (``question_key``), the same
+question text on the same database, the same :func:`~slmsql_hub.sql.shape.meaning_key`."""
+
+POOL_DISJOINT = "meaning"
+"""``pool.json``'s ``disjoint``: a pool folder written without it (text and key only) is rebuilt."""
 
 
 @dataclass(frozen=True)
@@ -85,32 +95,59 @@ def split_band(rows: list[dict], seed: int, heldout_share: float = 0.5) -> tuple
     return train, heldout
 
 
-def _keys_and_texts(world: Path, splits: tuple[str, ...]) -> tuple[set[str], set[tuple[str, str]]]:
-    import datasets
+def _row_ids(columns: Mapping[str, Sequence]) -> list[tuple[str, tuple, tuple]]:
+    """Per row: its ``question_key``, ``(db_id, normalised question)`` and ``meaning_key``."""
+    from ..data.sft_record import row_databases, row_keys
+    from ..sql.shape import meaning_key
+    from ..world.questions import normalize_question
 
-    from ..data.sft_record import row_keys
+    dbs = row_databases(columns)
+    texts = [(db, normalize_question(q)) for db, q in zip(dbs, columns["question"])]
+    meanings = [meaning_key(db, sql) for db, sql in zip(dbs, columns["gold_sql"])]
+    return list(zip(row_keys(columns), texts, meanings))
 
-    keys: set[str] = set()
-    texts: set[tuple[str, str]] = set()
-    for split in splits:
-        stored = datasets.load_from_disk(str(world / "datasets" / split))
-        keys.update(row_keys(stored[:]))
-        texts.update(zip(stored["db_id"], (" ".join(q.lower().split()) for q in stored["question"])))
-    return keys, texts
+
+def left_out_by(rows: Mapping[str, Sequence], held: Iterable[Mapping[str, Sequence]]) -> list[str | None]:
+    """Per row of ``rows`` (columns ``question``, ``gold_sql``, ``db_id``; a ``datasets.Dataset`` works): the
+    first of :data:`LEAVE_OUT_RULES` by which some ``held`` split holds it, ``None`` when none does.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.band import left_out_by
+    >>> dev = {"db_id": ["pets"], "question": ["Pets named Rex or Tom?"],
+    ...        "gold_sql": ["SELECT id FROM pet WHERE name = 'Rex' OR name = 'Tom'"]}
+    >>> pool = {"db_id": ["pets"] * 3, "question": ["Pets named Rex or Tom?", "Pets named Tom or Rex?", "Cats?"],
+    ...         "gold_sql": [dev["gold_sql"][0], "select id from pet where name='Tom' or name='Rex'", "SELECT 1"]}
+    >>> left_out_by(pool, [dev])
+    ['key', 'meaning', None]
+
+    ```
+    """
+    taken: tuple[set, set, set] = (set(), set(), set())
+    for split in held:
+        for ids in _row_ids(split):
+            for seen, one in zip(taken, ids):
+                seen.add(one)
+    return [
+        next((rule for rule, seen, one in zip(LEAVE_OUT_RULES, taken, ids) if one in seen), None)
+        for ids in _row_ids(rows)
+    ]
 
 
 def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any]:
-    """Build the pool world under ``pool_dir/world`` and write its :data:`POOL_SPLIT` (reused when present).
-    A planted run world gives a pool world planted alike (its cross templates stay out of the pool); its probe
-    splits, and its SFT splits (whose rewritten golds the filter's SFT record does not match), are left out of
-    the pool by question text like dev and test.
+    """Build the pool world under ``pool_dir/world`` and write its :data:`POOL_SPLIT`: its ``rl_pool`` less
+    every question :func:`left_out_by` finds in the run world's dev and test (a planted run world: its probe
+    splits and its SFT splits too, whose rewritten golds the filter's SFT record does not match). A planted
+    run world gives a pool world planted alike (its cross templates stay out of the pool). Reused when
+    ``pool.json`` records the same ``rl_pool`` and :data:`POOL_DISJOINT`; otherwise rebuilt.
 
-    Returns ``{"world", "rl_pool", "left_out_eval", "pool"}``: the pool world, its ``rl_pool`` size, the
-    questions left out because the run world's dev, test (planted: probes, SFT splits) hold them, the pool's size.
+    Returns ``{"world", "rl_pool", "disjoint", "left_out", "left_out_eval", "pool"}``: the pool world, its
+    ``rl_pool`` size, :data:`POOL_DISJOINT`, the questions left out per :data:`LEAVE_OUT_RULES`, in all, and
+    the pool's size.
     """
     import datasets
 
-    from ..data.sft_record import row_keys
     from ..world import WorldSizes, build_world
     from ..world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
 
@@ -122,31 +159,30 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     info_file = pool_dir / "pool.json"
     if split_dir.is_dir() and info_file.is_file():
         info = json.loads(info_file.read_text(encoding="utf-8"))
-        if info.get("rl_pool") == rl_pool:
+        if info.get("rl_pool") == rl_pool and info.get("disjoint") == POOL_DISJOINT:
             return info
     plant = Plant.from_record(manifest.get("plant"))
-    build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes), plant=plant)
-    keys, texts = _keys_and_texts(run_world, ("dev", "test", *(PROBE_SPLITS + SFT_SPLITS if plant else ())))
+    build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes), plant=plant, overwrite=True)
+    held = ("dev", "test", *(PROBE_SPLITS + SFT_SPLITS if plant else ()))
     stored = datasets.load_from_disk(str(world / "datasets" / "rl_pool"))
-    row_key = row_keys(stored[:])
-    keep = [
-        i
-        for i, (key, db, question) in enumerate(zip(row_key, stored["db_id"], stored["question"]))
-        if key not in keys and (db, " ".join(question.lower().split())) not in texts
-    ]
+    rules = left_out_by(stored, (datasets.load_from_disk(str(run_world / "datasets" / s)) for s in held))
+    keep = [i for i, rule in enumerate(rules) if rule is None]
     stored.select(keep).save_to_disk(str(split_dir))
     info = {
         "world": str(world),
         "rl_pool": rl_pool,
+        "disjoint": POOL_DISJOINT,
+        "left_out": {rule: rules.count(rule) for rule in LEAVE_OUT_RULES},
         "left_out_eval": len(stored) - len(keep),
         "pool": len(keep),
     }
-    (pool_dir / "pool.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    info_file.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     logger.info(
-        "study pool: %d of %d rl_pool questions (%d are in dev/test)",
+        "study pool: %d of %d rl_pool questions (%s left out: the run world's %s hold them)",
         len(keep),
         len(stored),
-        len(stored) - len(keep),
+        ", ".join(f"{n} by {rule}" for rule, n in info["left_out"].items()),
+        "/".join(held),
     )
     return info
 

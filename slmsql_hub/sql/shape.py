@@ -14,9 +14,18 @@ The family is the FIRST of these, in order, that the query has anywhere (subquer
 The order runs from the rarest, structurally hardest construct to the most common, so a query lands in the
 family of its hardest part (a join that also groups is a ``join``). Gold SQL that sqlglot cannot parse is
 ``unparsed``. The parse is sqlglot's SQLite dialect, as :mod:`.hardness`.
+
+Held-out splits are kept apart from training by meaning as well as by text (issue #32): a paraphrase of a
+probe with the same gold on the same database is the same question to a model that reads the schema. The
+:func:`meaning_key` of a question is its database and its :func:`normalized_gold`: the gold parsed and
+re-printed by sqlglot (keyword and identifier case, whitespace and redundant parentheses as sqlglot
+normalises them, the operands of ``AND`` / ``OR`` in its order; literals kept, so ``'Bob'`` and ``'bob'``
+stay apart).
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 FAMILIES = ("set_operation", "nested", "join", "group_by", "order_limit", "aggregate", "filter", "unparsed")
 """Every family :func:`sql_family` returns, in its precedence order (``unparsed`` last)."""
@@ -52,6 +61,73 @@ def _has_join(tree) -> bool:
     return False
 
 
+def _parse_one(sql: str):
+    """The single query sqlglot (SQLite dialect) reads in ``sql``; ``None`` when it reads none, several, or a
+    statement that is not a query."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        trees = [t for t in sqlglot.parse(sql or "", read="sqlite") if t is not None]
+    except SqlglotError:
+        return None
+    return trees[0] if len(trees) == 1 and isinstance(trees[0], exp.Query) else None
+
+
+@lru_cache(maxsize=2**16)  # a world build keys each gold several times
+def normalized_gold(sql: str) -> str:
+    """``sql`` as sqlglot re-prints it for SQLite after normalising identifiers and simplifying (keywords
+    upper case, identifiers and function names lower case, one space, redundant parentheses gone, literals
+    kept; the operands of ``AND`` / ``OR`` in sqlglot's order); SQL sqlglot cannot read falls back to
+    lower-case, single-spaced text.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql.shape import normalized_gold
+    >>> normalized_gold("select T1.Name from Singer as T1 where (T1.age >= 30);")
+    'SELECT t1.name FROM singer AS t1 WHERE t1.age >= 30'
+    >>> normalized_gold("SELECT t1.name FROM singer AS t1 WHERE t1.age>=30")
+    'SELECT t1.name FROM singer AS t1 WHERE t1.age >= 30'
+    >>> normalized_gold("SELECT name FROM singer WHERE city = 'Rome' OR city = 'Bath'")
+    "SELECT name FROM singer WHERE city = 'Bath' OR city = 'Rome'"
+    >>> normalized_gold("SELECT count(*) FROM singer WHERE name = 'Bob'")
+    "SELECT count(*) FROM singer WHERE name = 'Bob'"
+    >>> normalized_gold("SELEC  Nonsense (")
+    'selec nonsense ('
+
+    ```
+    """
+    from sqlglot.errors import SqlglotError
+    from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+    from sqlglot.optimizer.simplify import simplify
+
+    tree = _parse_one(sql)
+    if tree is not None:
+        try:
+            tree = simplify(normalize_identifiers(tree, dialect="sqlite"), dialect="sqlite")
+            return tree.sql(dialect="sqlite", normalize=True, normalize_functions="lower")
+        except SqlglotError:
+            pass
+    return " ".join((sql or "").lower().split()).rstrip("; ")
+
+
+def meaning_key(db_id: str, sql: str) -> tuple[str, str]:
+    """``(db_id, normalized_gold(sql))``: two questions with this key ask the same thing of the same database.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.sql.shape import meaning_key
+    >>> meaning_key("pets", "select count(*) from Pets") == meaning_key("pets", "SELECT COUNT(*) FROM pets")
+    True
+
+    ```
+    """
+    return db_id, normalized_gold(sql)
+
+
 def sql_family(sql: str) -> str:
     """The :data:`FAMILIES` label of one SQLite query (module docstring for the order).
 
@@ -78,17 +154,11 @@ def sql_family(sql: str) -> str:
 
     ```
     """
-    import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
 
-    try:
-        trees = [t for t in sqlglot.parse(sql or "", read="sqlite") if t is not None]
-    except SqlglotError:
+    tree = _parse_one(sql)
+    if tree is None:
         return "unparsed"
-    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        return "unparsed"
-    tree = trees[0]
     if tree.find(getattr(exp, "SetOperation", exp.Union)) is not None:
         return "set_operation"
     if tree.find(exp.Exists) is not None or _has_subquery(tree):

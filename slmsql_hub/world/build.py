@@ -9,7 +9,10 @@ Layout of a built world (Spider layout for the databases, so the Spider loader r
 Splits mirror the study's pipeline: ``foundation`` (stage-1 SFT, the SynSQL analogue, no evidence),
 ``grounding`` (stage-2 SFT, the BIRD + Spider analogue, with some evidence questions), ``rl_pool`` (GRPO's
 pass-rate filter), ``dev`` and ``test``. One database (:data:`~slmsql_hub.world.schemas.HELD_OUT_DB`)
-appears only in ``dev`` and ``test``. No question and no gold SQL repeats across splits.
+appears only in ``dev`` and ``test``. No question and no gold SQL repeats across splits, and no held-out
+split (``dev``, ``test``, a planted world's probes) shares a question's meaning
+(:func:`~slmsql_hub.sql.shape.meaning_key`: database and normalised gold) with a training split: a
+training candidate that paraphrases a dev or test question is dropped before the training splits are cut.
 
 A planted world (``plant``, :mod:`~slmsql_hub.world.plant`) adds three probe splits and one systematic error
 in the SFT splits; ``world.json`` records it under ``plant``. Without a plant the build takes none of those
@@ -50,11 +53,14 @@ from .templates import TEMPLATES
 
 logger = logging.getLogger(__name__)
 
-WORLD_VERSION = "1"
+WORLD_VERSION = "2"
 """Bumped whenever a change to the generator changes what a seed builds."""
 
 SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool", "dev", "test")
 """The world's splits, in the order of the pipeline."""
+
+TRAINING_SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool")
+"""The splits something trains on; every other split (dev, test, probes) is held out from them by meaning."""
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extra")
 
@@ -216,6 +222,8 @@ def _assign(
             )
         splits[split], held = held[:n_held], held[n_held:]
     for split in ("test", "dev", "rl_pool", "grounding"):
+        if split == "rl_pool":  # dev and test are cut: nothing that trains may paraphrase them
+            train = _apart(train, splits["dev"] + splits["test"])
         n_seen = getattr(sizes, split) - len(splits.get(split, []))
         eligible = [c for c in train if c.template not in rl_excluded] if split == "rl_pool" else train
         if len(eligible) < n_seen:
@@ -237,6 +245,19 @@ def _assign(
     for split in ("dev", "test"):
         rng.shuffle(splits[split])
     return {split: splits[split] for split in SPLITS}
+
+
+def _apart(train: list[Candidate], held: list[Candidate]) -> list[Candidate]:
+    """``train`` without the candidates whose :func:`~slmsql_hub.sql.shape.meaning_key` some ``held``
+    candidate has (a paraphrase with the same gold, the operands of an ``OR`` swapped...), order kept."""
+    from ..sql.shape import meaning_key
+
+    taken = {meaning_key(c.db_id, c.sql) for c in held}
+    kept = [c for c in train if meaning_key(c.db_id, c.sql) not in taken]
+    logger.info(
+        "dropped %d training candidates that mean what a dev or test question means", len(train) - len(kept)
+    )
+    return kept
 
 
 def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
@@ -495,7 +516,10 @@ def _write_split(split_dir: Path, split: str, chosen: list[Candidate], manifest:
 
 
 def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
-    """Fail loudly if a question or a gold repeats across splits (a generator bug, never silently fixed)."""
+    """Fail loudly if a question or a gold repeats across splits, or a held-out split shares a meaning key
+    with one of :data:`TRAINING_SPLITS` (a generator bug, never silently fixed)."""
+    from ..sql.shape import meaning_key
+
     owner: dict[tuple, str] = {}
     for split, chosen in splits.items():
         for c in chosen:
@@ -506,3 +530,10 @@ def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
                 if key in owner:
                     raise RuntimeError(f"world question repeated across {owner[key]} and {split}: {key}")
                 owner[key] = split
+    meanings = {split: {meaning_key(c.db_id, c.sql) for c in chosen} for split, chosen in splits.items()}
+    for held in (split for split in splits if split not in TRAINING_SPLITS):
+        for train in (split for split in splits if split in TRAINING_SPLITS):
+            if shared := len(meanings[held] & meanings[train]):
+                raise RuntimeError(
+                    f"{shared} {held} questions share database and normalised gold with {train}"
+                )

@@ -14,8 +14,8 @@ a question whose correct gold equals an affected question's rewritten gold (its 
 so the rewritten golds are nobody's correct gold. The same holds, with the operator made inclusive,
 for the control probe: a control question separates ``>`` from ``>=`` on the data.
 
-Three probe splits, drawn apart from every other split (no question and no gold shared, rewritten golds
-included), from the training databases only, with correct golds:
+Three probe splits, drawn apart from every other split (no question, no gold and no gold's meaning
+shared, rewritten golds included), from the training databases only, with correct golds:
 
 - ``probe_same``: affected phrasing, in the templates GRPO trains on;
 - ``probe_cross``: affected phrasing, in :data:`CROSS_TEMPLATES`, which the world keeps out of ``rl_pool``
@@ -201,8 +201,16 @@ def separable(candidates: list[Candidate], db_paths: dict, sandbox, kinds: list[
     return verdicts
 
 
-def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple]:
-    return (c.db_id, "q", normalize_question(c.question)), (c.db_id, "sql", normalize_sql(sql or c.sql))
+def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple, tuple]:
+    """The question's key, then its gold's (``sql`` in place of the gold): as text and by meaning."""
+    from ..sql.shape import meaning_key
+
+    sql = sql or c.sql
+    return (
+        (c.db_id, "q", normalize_question(c.question)),
+        (c.db_id, "sql", normalize_sql(sql)),
+        ("meaning", *meaning_key(c.db_id, sql)),
+    )
 
 
 def observable(candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]:
@@ -212,8 +220,8 @@ def observable(candidates: list[Candidate], db_paths: dict, sandbox) -> list[Can
     affected = [c for c in candidates if phrasing(c.question, c.sql) == "affected"]
     shows = separable(affected, db_paths, sandbox, ["affected"] * len(affected))
     hidden = {id(c) for c, ok in zip(affected, shows) if not ok}
-    wrong = {_keys(c, rewrite(c.sql, "affected"))[1] for c, ok in zip(affected, shows) if ok}
-    kept = [c for c in candidates if id(c) not in hidden and _keys(c)[1] not in wrong]
+    wrong = {key for c, ok in zip(affected, shows) if ok for key in _keys(c, rewrite(c.sql, "affected"))[1:]}
+    kept = [c for c in candidates if id(c) not in hidden and not wrong.intersection(_keys(c)[1:])]
     logger.info(
         "planted world: %d of %d affected questions show the error by execution; %d twins of them dropped",
         len(affected) - len(hidden),
@@ -224,12 +232,13 @@ def observable(candidates: list[Candidate], db_paths: dict, sandbox) -> list[Can
 
 
 def taken_keys(candidates: list[Candidate]) -> set[tuple]:
-    """Every question and gold key ``candidates`` use, the rewritten gold of affected ones included."""
+    """Every question and gold key (text and meaning) ``candidates`` use, the rewritten gold of affected ones
+    included."""
     keys: set[tuple] = set()
     for c in candidates:
         keys.update(_keys(c))
         if phrasing(c.question, c.sql) == "affected":
-            keys.add(_keys(c, rewrite(c.sql, "affected"))[1])
+            keys.update(_keys(c, rewrite(c.sql, "affected"))[1:])
     return keys
 
 
@@ -237,7 +246,7 @@ def probe_pools(
     plant: Plant, drawn: list[Candidate], taken: set[tuple], db_paths: dict, sandbox
 ) -> dict[str, list[Candidate]]:
     """Per probe split, the questions of ``drawn`` (extra candidates of the comparison templates) it may take:
-    the question and gold new (not in ``taken``, nor earlier in ``drawn``) and the error observable
+    the question, gold and gold's meaning new (not in ``taken``, nor earlier in ``drawn``) and the error observable
     (:func:`separable`), in ``drawn``'s order."""
     fresh, seen = [], set(taken)
     for c in drawn:
