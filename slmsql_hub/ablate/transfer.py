@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.findings import claims, slice_names
+from ..evaluation.findings import claims, slice_names, tested_with
 from ..evaluation.stats import ALPHA
 from ..render.templates import load_template
 from ..run.files import write_atomic
@@ -209,7 +209,7 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
     base = claims(rows)
     return {
         "conditions": varied_conditions(verdicts, plants),
-        "test": test_name(rows),
+        "test": tested_with(rows),
         "main": main,
         "transferred": transferred,
         "main_transferred": bool(transferred) if main else None,
@@ -226,16 +226,6 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
         "positive_control": base["positive_control"],
         "learnt": base["learnt"],
     }
-
-
-OLD_TEST = "exact McNemar test on the pairs with the seeds pooled as extra pairs (a report from before the question became the unit)"
-"""What a pooled entry without a ``test`` field was tested with."""
-
-
-def test_name(rows: list[dict]) -> str:
-    """The test behind the rows' raw p (the pooled entries' ``test``; :data:`OLD_TEST` for an older report)."""
-    names = {e.get("test", OLD_TEST) for row in rows for e in row["slices"].values()}
-    return " / ".join(sorted(names)) or OLD_TEST
 
 
 REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
