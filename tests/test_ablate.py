@@ -174,7 +174,7 @@ def test_report_finding_follows_from_the_table(finished_grid):
     assert "The negative control held" in text
     assert "GRPO learnt its training band in 1 of 2 variants: `high_lr` ΔEX +17.5 points" in text
     assert "It did not generalise to held-out band questions" in text
-    assert "Nothing transferred to world_dev" in text
+    assert "Nothing moved world_dev after Holm" in text and "Every p is the " in text
     assert "| `frozen` | 0 | 0 | 0.0 [0.0, 0.0] (1.00) |" in text
 
 
@@ -265,3 +265,17 @@ def test_jobs_below_one_is_one_line_and_exit_2(capsys):
     assert main(["ablate", "--config", str(WORLD), "--jobs", "0"]) == 2
     assert "argument --jobs: must be >= 1; got 0" in capsys.readouterr().err
     assert load_ablation_config(WORLD).jobs == 2 and load_ablation_config(QWEN).jobs == 1
+
+
+def test_a_null_after_holm_still_names_the_variants_with_raw_p_under_alpha():
+    """Holm across variants is the permissive direction for "nothing moved": the finding lists raw p < 0.05."""
+    from slmsql_hub.evaluation.findings import claims
+
+    def row(name, p, p_holm, delta):
+        entry = {"delta": delta, "p": p, "p_holm": p_holm, "ci": [0.0, 0.02]}
+        return {"name": name, "slices": {"band_train": entry, "world_dev": dict(entry)},
+                "adapter_update": {"relative_norm": 0.1}}  # fmt: skip
+
+    facts = claims([row("a", 0.016, 0.11, 0.012), row("b", 0.30, 0.60, 0.004), row("c", 0.07, 0.35, 0.016)])
+    assert [p["name"] for p in facts["raw_only"]["world_dev"]] == ["a"]
+    assert facts["moved"]["world_dev"] == [] and facts["smallest_p"]["world_dev"] == 0.016

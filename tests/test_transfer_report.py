@@ -165,7 +165,8 @@ def test_the_finding_follows_the_numbers(study, tmp_path):
     report = write_transfer_report(study)
     assert report["claims"]["main_transferred"] is False and report["claims"]["negative_control"] is None
     text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
-    assert "The main arm did NOT transfer" in text and "world_probe_cross 0.0 (p_holm 1.00)" in text
+    assert "The main arm did NOT transfer" in text and "world_probe_cross 0.0 [" in text
+    assert "p_holm 1.00)" in text
     assert "The negative control (`frozen`) was not run." in text
 
 
@@ -308,3 +309,43 @@ def test_the_space_shows_the_pass_at_k_plot_and_the_transfer_finding_the_card_sh
     shutil.rmtree(run / "card" / "ablations" / "transfer")  # a card that shipped no transfer report
     texts, images = _space_ablations(run)
     assert any(t.startswith("No transfer study covers this run") for t in texts) and len(images) == 2
+
+
+def test_the_finding_names_only_the_conditions_an_arm_varied_with_raw_and_holm_p(study, tmp_path):
+    """A condition enters the finding only when an arm varied it against the main arm, naming that arm; every
+    effect carries its CI, its raw p and its Holm p, and the test behind p is named."""
+    report = write_transfer_report(study)
+    text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
+    finding = text.split("## Finding", 1)[1].split("## ", 1)[0]
+    varied = finding.split("What the arms varied", 1)[1].split("\n", 1)[0]
+    # the fixture varies the learning rate (frozen at 0), the reward and the world's plant; nothing else
+    for condition, arm in [("learning_rate", "plant70/frozen"), ("reward", "plant70/plant70_random_reward"),
+                           ("plant rate", "plant100/plant100"), ("plant rate", "natural/natural")]:  # fmt: skip
+        assert f"**{condition}**" in varied and f"`{arm}`" in varied
+    assert "max_train_samples" not in finding and "dose" not in finding
+    assert "`plant100/plant100` (1.0) did not transfer" in varied
+    assert "`natural/natural` (nothing planted) did not transfer" in varied
+    assert "Every p below is the exact McNemar test" in finding
+    rows = {r["label"]: r for r in report["rows"]}
+    e = rows["plant70/plant70_random_reward"]["slices"]["band_train"]
+    assert f"band_train {100 * e['delta']:+.1f} [" in finding and f"p_holm {e['p_holm']:.2f}" in finding
+    # a random reward's effect is reported as measured, even when it "held"
+    assert "The random-reward control held after Holm; as measured: `plant70/plant70_random_reward`" in finding
+
+
+def test_a_control_that_moves_at_raw_p_is_said_so_even_when_holm_keeps_it(study, tmp_path):
+    plant70 = tmp_path / "outputs" / "transfer" / "plant70"
+    import shutil
+
+    shutil.rmtree(plant70 / "runs")
+    for name, flips, overrides in [("plant70", MAIN, LR), ("frozen", {}, {"learning_rate": 0.0}),
+                                   ("plant70_random_reward", {"world_probe_cross": 6},
+                                    {**LR, "reward_funcs": ["random"]})]:  # fmt: skip
+        _finished(plant70, name, 0, flips, overrides, 0.01)
+    write_report(plant70, ["plant70", "frozen", "plant70_random_reward"], {"passk_samples": 4})
+    report = write_transfer_report(study)
+    row = next(r for r in report["rows"] if r["label"] == "plant70/plant70_random_reward")
+    cross = row["slices"]["world_probe_cross"]
+    assert cross["p"] < 0.05 <= cross["p_holm"], cross
+    text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
+    assert "not significant after Holm, but raw p < 0.05 on world_probe_cross" in text

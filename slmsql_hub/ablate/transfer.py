@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.findings import claims, slice_names
+from ..evaluation.findings import claims, slice_names, tested_with
 from ..evaluation.stats import ALPHA
 from ..render.templates import load_template
 from ..run.files import write_atomic
@@ -208,6 +208,8 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
     random = verdicts.get("random_reward", [])
     base = claims(rows)
     return {
+        "conditions": varied_conditions(verdicts, plants),
+        "test": tested_with(rows),
         "main": main,
         "transferred": transferred,
         "main_transferred": bool(transferred) if main else None,
@@ -224,6 +226,73 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
         "positive_control": base["positive_control"],
         "learnt": base["learnt"],
     }
+
+
+REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
+"""Override keys that name one condition together (the reward), so an arm that swaps them varies one thing."""
+
+
+def _condition(keys: set[str]) -> str | None:
+    """The one condition a set of differing override keys varies (``None``: none, or more than one)."""
+    if keys and keys <= REWARD_KEYS:
+        return "reward"
+    return next(iter(keys)) if len(keys) == 1 else None
+
+
+def _reference(main: list[dict]) -> dict | None:
+    """The main arm's reference row: the main-role row with the fewest overrides (recipe order breaks ties)."""
+    return min(main, key=lambda v: len(v["row"].get("overrides") or {}), default=None)
+
+
+def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
+    """What the study's arms varied, each against the main arm's reference row (:func:`_reference`): one entry
+    per condition, ``{"condition", "reference", "arms": [{"label", "value", "verdict"}, ...]}``, the reference
+    first. An arm counts only when it differs from the reference in exactly one condition: one override key
+    (the reward's keys as one), or, at the same overrides, the world's plant (``plant rate``; ``nothing planted``
+    for the natural world). A finding may state a condition only when an entry here varied it.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.ablate.transfer import varied_conditions
+    >>> row = lambda label, world, o: {"row": {"label": label, "world": world, "overrides": o}}
+    >>> verdicts = {"main": [row("p/a", "p", {"learning_rate": 2e-4}), row("p/b", "p", {"learning_rate": 1e-5}),
+    ...                      row("p/c", "p", {"learning_rate": 2e-4, "max_train_samples": 16, "beta": 0.1})],
+    ...             "support_negative": [row("q/a", "q", {"learning_rate": 2e-4})]}
+    >>> [(c["condition"], [a["value"] for a in c["arms"]]) for c in
+    ...  varied_conditions(verdicts, {"p": {"rate": 0.7}, "q": {"rate": 1.0}})]
+    [('learning_rate', [0.0002, 1e-05]), ('plant rate', [0.7, 1.0])]
+
+    ```
+    """
+    reference = _reference(verdicts.get("main", []))
+    if reference is None:
+        return []
+    ref_row = reference["row"]
+    ref_over = ref_row.get("overrides") or {}
+    found: dict[str, dict] = {}
+    for entry in (v for group in verdicts.values() for v in group):
+        row = entry["row"]
+        over = row.get("overrides") or {}
+        if row is ref_row:
+            continue
+        if row["world"] != ref_row["world"]:
+            if over != ref_over:
+                continue
+            plant = plants.get(row["world"])
+            name, value = "plant rate", (plant or {}).get("rate", "nothing planted")
+            ref_value = (plants.get(ref_row["world"]) or {}).get("rate")
+        else:
+            name = _condition({k for k in set(over) | set(ref_over) if over.get(k) != ref_over.get(k)})
+            if name is None:
+                continue
+            keys = sorted(REWARD_KEYS) if name == "reward" else [name]
+            value = over.get(keys[0]) if len(keys) == 1 else over.get("reward_funcs", "default")
+            ref_value = ref_over.get(keys[0]) if len(keys) == 1 else ref_over.get("reward_funcs", "default")
+        condition = found.setdefault(name, {"condition": name, "reference": ref_row["label"], "arms": [
+            {"label": ref_row["label"], "value": ref_value, "verdict": reference}]})  # fmt: skip
+        condition["arms"].append({"label": row["label"], "value": value, "verdict": entry})
+    return list(found.values())
 
 
 def render_finding(report: dict) -> str:

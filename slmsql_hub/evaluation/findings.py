@@ -26,6 +26,28 @@ def _significant(entry: dict, positive: bool) -> bool:
     return entry["p_holm"] < ALPHA and (entry["delta"] > 0 if positive else entry["delta"] != 0)
 
 
+OLD_TEST = (
+    "exact McNemar test on the pairs, seeds pooled as extra pairs (a report from before the question became the unit)"
+)
+"""What a pooled entry without a ``test`` field was tested with."""
+
+
+def tested_with(pooled: list[dict]) -> str:
+    """The test behind the pooled entries' raw p: their ``test`` field, :data:`OLD_TEST` for an older report.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation.findings import tested_with
+    >>> tested_with([{"slices": {"band_train": {"p": 0.5, "test": "sign-flip permutation"}}}])
+    'sign-flip permutation'
+
+    ```
+    """
+    names = {e.get("test", OLD_TEST) for row in pooled for e in row["slices"].values()}
+    return " / ".join(sorted(names)) or OLD_TEST
+
+
 def claims(pooled: list[dict]) -> dict[str, Any]:
     """The finding's facts, computed from the pooled table: which variants learnt band_train, generalised to
     band_heldout, moved dev/test; whether the two controls held."""
@@ -38,7 +60,15 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
         for name in slice_names(pooled)
         if name != "band_train"
     }
+    others = [name for name in slice_names(pooled) if name != "band_train"]
     return {
+        "test": tested_with(pooled),
+        "raw_only": {
+            name: [p for p in pooled if name in p["slices"] and p not in moved[name] and p["slices"][name]["p"] < ALPHA]
+            for name in others
+        },
+        "smallest_p": {name: min((p["slices"][name]["p"] for p in pooled if name in p["slices"]), default=1.0)
+                       for name in others},  # fmt: skip
         "learnt": learnt,
         "generalised": [
             p
