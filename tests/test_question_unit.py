@@ -85,7 +85,11 @@ def test_n_counts_questions_and_unscorable_questions_leave_every_seed():
     # kept q0, q1, q4: GRPO means 2/3, 2/3, 0; SFT 0, 1, 0
     assert result.ex_a == pytest.approx(1 / 3) and result.ex_b == pytest.approx(4 / 9)
     assert result.delta == pytest.approx(1 / 9)
-    assert result.discordant == [{"a_only": 0, "b_only": 1}, {"a_only": 1, "b_only": 1}, {"a_only": 0, "b_only": 0}]
+    assert result.discordant == [
+        {"a_only": 0, "b_only": 1},
+        {"a_only": 1, "b_only": 1},
+        {"a_only": 0, "b_only": 0},
+    ]
     with pytest.raises(UsageError, match="one answer per question"):
         question_comparison(sft, [[1, 0]])
     with pytest.raises(UsageError, match="correctness must be"):

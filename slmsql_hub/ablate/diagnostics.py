@@ -371,7 +371,7 @@ def variant_diagnostics(out: Path, runs: list[dict]) -> dict[str, Any]:
 
 
 def read_shapes(out: Path) -> dict[str, dict[str, str]] | None:
-    """``sft/shapes.json`` (:func:`write_shapes`: ``{slice: {question_id: family}}``), ``None`` when not written."""
+    """``sft/shapes.json`` (:func:`write_shapes`: ``{slice: {question_id: family}}``); ``None`` if absent."""
     path = out / "sft" / SHAPES_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 

@@ -74,7 +74,8 @@ def _per_seed(runs: list[dict], name: str, group: str | None) -> list[dict]:
         entry = run["slices"].get(name)
         entry = entry if entry is None or group is None else entry.get(group)
         if entry is not None:
-            rows.append({"seed": run["seed"], "test": PER_SEED_TEST, **{k: entry[k] for k in PER_SEED_KEYS if k in entry}})
+            kept = {k: entry[k] for k in PER_SEED_KEYS if k in entry}
+            rows.append({"seed": run["seed"], "test": PER_SEED_TEST, **kept})
     return rows
 
 
@@ -82,19 +83,21 @@ def pooled_comparison(sft: list[dict], seeds: list[list[dict]], clusters: list[s
     """A pooled slice entry from SFT's answers and each seed's (same question order), the question the unit:
     ``{sft_ex, grpo_ex, delta, ci, p, n, seeds, test, unit, discordant, discordant_per_seed}`` (``discordant``
     summed over the seeds), with ``ci_template`` and ``templates`` when ``clusters`` names two or more."""
-    result = question_comparison([x["correct"] for x in sft], [[y["correct"] for y in answers] for answers in seeds],
-                                 clusters=clusters if clusters and len(set(clusters)) > 1 else None)  # fmt: skip
+    grpo = [[y["correct"] for y in answers] for answers in seeds]
+    clusters = clusters if clusters and len(set(clusters)) > 1 else None
+    result = question_comparison([x["correct"] for x in sft], grpo, clusters=clusters)
     entry = {"sft_ex": result.ex_a, "grpo_ex": result.ex_b, "delta": result.delta, "ci": list(result.ci95),
              "p": result.p, "n": result.n, "seeds": result.seeds, "test": result.test, "unit": "question",
              "discordant": {key: sum(d[key] for d in result.discordant) for key in ("a_only", "b_only")},
              "discordant_per_seed": result.discordant}  # fmt: skip
     if result.ci_cluster is not None:
-        entry.update(ci_template=list(result.ci_cluster), templates=len(set(clusters or [])))
+        entry.update(ci_template=list(result.ci_cluster), templates=len(set(clusters or ())))
     return entry
 
 
 def _pooled_slice(
-    out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None, shapes: dict[str, str] | None
+    out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None,
+    shapes: dict[str, str] | None,
 ) -> dict | None:
     sft = read_jsonl(out / "sft" / f"{name}.jsonl")
     keep = [in_group(x["db_id"], held_out, group) for x in sft]
@@ -156,7 +159,7 @@ def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]
 
 
 def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> list[dict]:
-    """:func:`churn_by_bucket` of every seed's answers against SFT's, summed over the seeds (answers, not questions)."""
+    """:func:`churn_by_bucket` of every seed's answers against SFT's, summed over the seeds (answers)."""
     sft = read_jsonl(out / "sft" / f"{name}.jsonl")
     a, b, r = [], [], []
     for run in runs:
@@ -195,7 +198,9 @@ def pool_variants(
         runs = [e for e in entries if e["name"] == name]
         slices: dict[str, dict] = {}
         for slice_name, group in _slice_keys(runs[0]):
-            value = _pooled_slice(out, runs, slice_name, group, held_out.get(slice_name), shapes.get(slice_name))
+            value = _pooled_slice(
+                out, runs, slice_name, group, held_out.get(slice_name), shapes.get(slice_name)
+            )
             if value is None:
                 continue
             if group is None:

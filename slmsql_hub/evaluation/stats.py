@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_RESAMPLES = 10_000
 EXACT_SIGN_FLIPS = 1000
-"""Up to this many non-zero d_i the sign-flip p is exact (every 2^-N stays a normal float); above, seeded draws."""
+"""Up to this many non-zero d_i the sign-flip p is exact (2^-N stays a normal float); above, seeded draws."""
 SIGN_FLIP_TEST = "sign-flip permutation on per-question mean differences"
 ALPHA = 0.05  # the CI is the central 1 − ALPHA interval and p must be below ALPHA
 NO_DIFFERENCE = "no significant difference"
@@ -71,11 +71,13 @@ SIGNIFICANCE_RULE = (  # also written into eval_results.json
 
 
 def _correctness(values: Sequence[int | None], what: str) -> np.ndarray:
-    """``values`` (1, 0 or ``None`` = unscorable) as a float array with NaN for ``None``; UsageError otherwise."""
+    """``values`` (1, 0 or ``None`` = unscorable) as floats, NaN for ``None``; UsageError otherwise."""
     out = np.empty(len(values), dtype=np.float64)
     for index, value in enumerate(values):
         if value is not None and value not in (0, 1):
-            raise UsageError(f"{what}question {index}: correctness must be 1, 0 or None (unscorable), got {value!r}")
+            raise UsageError(
+                f"{what}question {index}: correctness must be 1, 0 or None (unscorable), got {value!r}"
+            )
         out[index] = np.nan if value is None else int(value)
     return out
 
@@ -222,12 +224,14 @@ def cluster_bootstrap_ci(
     _check_bootstrap(resamples, confidence)
     values = np.asarray(d, dtype=np.float64)
     if len(clusters) != values.size or values.size == 0:
-        raise UsageError(f"a clustered bootstrap needs one cluster per question: {len(clusters)} != {values.size}")
+        raise UsageError(
+            f"a clustered bootstrap needs one cluster per question: {len(clusters)} != {values.size}"
+        )
     _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
     sums, sizes = np.bincount(index, weights=values), np.bincount(index).astype(np.float64)
     groups = sums.size
-    draws = np.random.default_rng(seed).multinomial(groups, np.full(groups, 1 / groups), size=resamples)
-    return _interval((draws @ sums) / (draws @ sizes), confidence)
+    drawn = np.random.default_rng(seed).integers(0, groups, size=(resamples, groups))
+    return _interval(sums[drawn].sum(axis=1) / sizes[drawn].sum(axis=1), confidence)
 
 
 def is_significant(ci95: tuple[float, float], p_value: float, alpha: float = ALPHA) -> bool:
@@ -430,7 +434,7 @@ class QuestionComparison:
     """GRPO's seeds (``b``) against one SFT answer (``a``) per question, the question the unit: ``n`` questions,
     ``ex_a``/``ex_b`` the means over questions of each arm's per-question mean, ``delta`` = ex_b − ex_a,
     ``ci95`` the paired bootstrap over questions, ``p`` the sign-flip p (:data:`SIGN_FLIP_TEST`),
-    ``discordant`` one ``{"a_only", "b_only"}`` per seed, ``ci_cluster`` the clustered CI when clusters were given."""
+    ``discordant`` one ``{"a_only", "b_only"}`` per seed, ``ci_cluster`` the clustered CI if clusters were given."""
 
     n: int
     seeds: int
@@ -471,13 +475,17 @@ def question_comparison(
     ```
     """
     if not b or any(len(seed_answers) != len(a) for seed_answers in b):
-        raise UsageError(f"question_comparison needs one answer per question from each seed ({len(a)} questions)")
+        raise UsageError(
+            f"question_comparison needs one answer per question from each seed ({len(a)} questions)"
+        )
     xa = _correctness(a, "sft ")
     xb = np.stack([_correctness(answers, f"seed {i} ") for i, answers in enumerate(b)])
     kept = ~(np.isnan(xa) | np.isnan(xb).any(axis=0))
     n, seeds = int(kept.sum()), len(b)
     if n == 0:
-        raise UsageError("no scorable question to compare (every gold SQL failed?); check the benchmark's databases")
+        raise UsageError(
+            "no scorable question to compare (every gold SQL failed?); check the benchmark's databases"
+        )
     xa, xb = xa[kept].astype(np.int64), xb[:, kept].astype(np.int64)
     units = xb.sum(axis=0) - seeds * xa  # d_i * seeds, an integer
     d = units / seeds
