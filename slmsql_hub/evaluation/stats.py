@@ -179,7 +179,7 @@ def bootstrap_mean_ci(
 
     A resample matters only through how often each distinct value of ``d`` is drawn, so those counts are drawn
     from Multinomial(n, observed shares): the law of resampling indices, in ``O(resamples x distinct values)``
-    whatever ``n`` (the d_i of s seeds take at most 4s + 1 values).
+    whatever ``n`` (the d_i of s seeds take at most 2s + 1 values).
 
     Example:
 
