@@ -161,8 +161,14 @@ def test_report_merges_finished_folders_with_holm_pooled_entries_and_controls(fi
         assert set(entry["slices"]) == {"band_train", "band_heldout", "world_dev"}
         assert all("p_holm" in s and s["p_holm"] >= s["p"] for s in entry["slices"].values())
     pooled = {p["name"]: p for p in report["pooled"]}
-    assert pooled["high_lr"]["seeds"] == [0, 1] and pooled["high_lr"]["slices"]["band_train"]["n"] == 200
-    assert pooled["high_lr"]["slices"]["band_train"]["delta"] == pytest.approx(35 / 200)
+    band_train = pooled["high_lr"]["slices"]["band_train"]
+    assert pooled["high_lr"]["seeds"] == [0, 1] and band_train["n"] == 100  # questions, not questions x seeds
+    assert band_train["delta"] == pytest.approx(35 / 200)  # 15 questions fixed by both seeds, 5 by one: 17.5 / 100
+    # all 20 non-zero per-question differences are positive: the sign-flip p is 2 of 2^20 sign vectors
+    assert band_train["p"] == 2 * 0.5**20 and band_train["unit"] == "question" and "sign-flip" in band_train["test"]
+    assert band_train["discordant_per_seed"] == [{"a_only": 0, "b_only": 20}, {"a_only": 0, "b_only": 15}]
+    assert [(r["seed"], r["p"], r["test"]) for r in band_train["per_seed"]] == [
+        (0, 2 * 0.5**20, "McNemar exact"), (1, 2 * 0.5**15, "McNemar exact")]  # fmt: skip
     assert report["controls"] == {"negative": True, "positive": True}
     assert (finished_grid / "plots" / "forest.png").is_file()
     assert (finished_grid / "plots" / "sql_correct_rate.png").is_file()
@@ -175,7 +181,7 @@ def test_report_finding_follows_from_the_table(finished_grid):
     assert "GRPO learnt its training band in 1 of 2 variants: `high_lr` ΔEX +17.5 points" in text
     assert "It did not generalise to held-out band questions" in text
     assert "Nothing moved world_dev after Holm" in text and "Every p is the " in text
-    assert "| `frozen` | 0 | 0 | 0.0 [0.0, 0.0] (1.00) |" in text
+    assert "| `frozen` | 0 | 0 | 0.0 [0.0, 0.0] (1.00; 1.00) |" in text  # raw p; p_holm
 
 
 def test_a_frozen_run_that_moved_fails_the_negative_control(finished_grid):

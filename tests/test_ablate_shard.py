@@ -111,8 +111,8 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
             counts = pooled["slices"][name]["discordant"]
             assert sum(r["fixed"] for r in rows) == counts["b_only"]
             assert sum(r["broken"] for r in rows) == counts["a_only"]
-            assert sum(r["n"] for r in rows) == pooled["slices"][name]["n"]
-    assert "fixed / broken (questions)" in (sharded / "report.md").read_text()
+            assert sum(r["n"] for r in rows) == pooled["slices"][name]["n"] * len(pooled["seeds"])  # answers
+    assert "fixed / broken (answers, questions x seeds)" in (sharded / "report.md").read_text()
     # Sampled pass@k: keyed samples, so frozen draws exactly SFT's; both shards sampled SFT alike (merged above).
     # (The smoke model answers no band question right, so here these are counts of 0: the shape is checked.)
     frozen, high_lr = merged["variants"]
@@ -213,8 +213,9 @@ def test_pooled_pass_at_k_reads_the_counts_and_a_frozen_run_sampling_otherwise_f
         counts(finished_grid / "runs" / run, bump)
     report = write_report(finished_grid, ["frozen", "high_lr"])
     pooled = {p["name"]: p for p in report["pooled"]}
-    first = pooled["high_lr"]["passk"]["band_train"][0]  # seeds pooled: (0.5 + 0.7) / 2 over 200 pairs
+    first = pooled["high_lr"]["passk"]["band_train"][0]  # each question's pass@1 averaged over the seeds: 0.6
     assert (first["k"], first["a"], round(first["b"], 6)) == (1, 0.5, 0.6)
+    assert (first["unit"], first["seeds"]) == ("question", 2)
     assert all(p["delta"] == 0 for p in pooled["frozen"]["passk"]["band_train"])
     assert report["controls"]["negative"] is True
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.divergence import add_sums, divergence_sums, mean_divergence
-from ..evaluation.stats import holm, mcnemar_exact
+from ..evaluation.stats import holm
 from ..run.files import read_jsonl, write_atomic
 from .sampled import BAND_SLICES, sampled_slices
 
@@ -304,9 +304,11 @@ def run_diagnostics(
 def family_comparison(
     out: Path, runs: list[dict], shapes: dict[str, dict[str, str]]
 ) -> dict[str, list[dict]]:
-    """Per slice, per template family (:data:`~slmsql_hub.sql.shape.FAMILIES` order): the seeds' answers pooled
-    as extra pairs against SFT's, ``{"family", "n", "sft_ex", "grpo_ex", "delta", "fixed", "broken", "p",
-    "p_holm"}``; exact McNemar p, Holm across the families of the slice."""
+    """Per slice, per template family (:data:`~slmsql_hub.sql.shape.FAMILIES` order), the question the unit
+    (:func:`~slmsql_hub.evaluation.stats.question_comparison` of the seeds): ``{"family", "n" (questions),
+    "sft_ex", "grpo_ex", "delta", "fixed", "broken" (answers, summed over the seeds), "p", "p_holm"}``; the
+    sign-flip p, Holm across the families of the slice. A question unscorable for any answer is left out."""
+    from ..evaluation.stats import question_comparison
     from ..sql.shape import FAMILIES
 
     table: dict[str, list[dict]] = {}
@@ -316,26 +318,23 @@ def family_comparison(
         if not sft_file.is_file() or not all(path.is_file() for path in answer_files):
             continue
         sft = read_jsonl(sft_file)
-        pairs: dict[str, list[tuple[int, int]]] = {}
-        for path in answer_files:
-            for x, y in zip(sft, read_jsonl(path)):
-                if x["correct"] is not None and y["correct"] is not None:
-                    family = families.get(x["question_id"], "unparsed")
-                    pairs.setdefault(family, []).append((int(x["correct"]), int(y["correct"])))
-        rows = [_family_row(family, pairs[family]) for family in FAMILIES if family in pairs]
+        seeds = [read_jsonl(path) for path in answer_files]
+        by_family: dict[str, list[int]] = {}
+        for i, x in enumerate(sft):
+            if x["correct"] is not None and all(seed[i]["correct"] is not None for seed in seeds):
+                by_family.setdefault(families.get(x["question_id"], "unparsed"), []).append(i)
+        rows = []
+        for family in (f for f in FAMILIES if f in by_family):
+            index = by_family[family]
+            result = question_comparison([sft[i]["correct"] for i in index],
+                                         [[seed[i]["correct"] for i in index] for seed in seeds])  # fmt: skip
+            rows.append({"family": family, "n": result.n, "sft_ex": result.ex_a, "grpo_ex": result.ex_b,
+                         "delta": result.delta, "fixed": sum(d["b_only"] for d in result.discordant),
+                         "broken": sum(d["a_only"] for d in result.discordant), "p": result.p})  # fmt: skip
         for row, adjusted in zip(rows, holm([row["p"] for row in rows])):
             row["p_holm"] = adjusted
         table[name] = rows
     return table
-
-
-def _family_row(family: str, pairs: list[tuple[int, int]]) -> dict[str, Any]:
-    n = len(pairs)
-    fixed = sum(1 for a, b in pairs if b and not a)
-    broken = sum(1 for a, b in pairs if a and not b)
-    sft_ex, grpo_ex = sum(a for a, _ in pairs) / n, sum(b for _, b in pairs) / n
-    return {"family": family, "n": n, "sft_ex": sft_ex, "grpo_ex": grpo_ex, "delta": (fixed - broken) / n,
-            "fixed": fixed, "broken": broken, "p": mcnemar_exact(broken, fixed)}  # fmt: skip
 
 
 def pooled_divergence(runs: list[dict]) -> dict[str, dict]:
@@ -362,13 +361,19 @@ def variant_diagnostics(out: Path, runs: list[dict]) -> dict[str, Any]:
     """What a pooled variant's report entry adds: ``families`` (:func:`family_comparison`, when
     ``sft/shapes.json`` is there) and ``divergence`` (:func:`pooled_divergence`, when some run has it)."""
     entry: dict[str, Any] = {}
-    shapes_file = out / "sft" / SHAPES_FILE
-    if shapes_file.is_file():
-        entry["families"] = family_comparison(out, runs, json.loads(shapes_file.read_text(encoding="utf-8")))
+    shapes = read_shapes(out)
+    if shapes is not None:
+        entry["families"] = family_comparison(out, runs, shapes)
     divergence = pooled_divergence(runs)
     if divergence:
         entry["divergence"] = divergence
     return entry
+
+
+def read_shapes(out: Path) -> dict[str, dict[str, str]] | None:
+    """``sft/shapes.json`` (:func:`write_shapes`: ``{slice: {question_id: family}}``); ``None`` if absent."""
+    path = out / "sft" / SHAPES_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def read_support(out: Path) -> dict[str, dict] | None:

@@ -1,15 +1,23 @@
 """``report.json``, ``report.md`` and the plots: every finished (variant, seed) folder under the output folder.
 
 Holm's correction runs per slice across the variants (per-seed entries form one family, pooled entries
-another). Seeds pool as extra pairs: each seed's answers against the same SFT answers, concatenated; a
-question then counts once per seed, so a pooled CI is narrower than the questions alone warrant. The finding
-paragraph is filled from computed claims only (:func:`~slmsql_hub.evaluation.findings.claims`), so every word of it follows from the table.
+another). The QUESTION is the unit of a pooled entry (:func:`~slmsql_hub.evaluation.stats.question_comparison`):
+each question's GRPO correctness is averaged over the seeds against SFT's one answer, the p is a sign-flip
+permutation test on those per-question differences and the CI a paired bootstrap over questions, so a second
+seed adds evidence about the same questions, never new questions (``n`` counts questions). Each pooled slice
+keeps its seeds' own entries (exact McNemar on that seed's pairs, Holm across the per-seed entries) as
+``per_seed``; where ``sft/shapes.json`` gives each question's template family, ``ci_template`` is the CI with
+whole families resampled. Pooled pass@k averages each question's pass@k over the seeds. The finding paragraph
+is filled from computed claims only (:func:`~slmsql_hub.evaluation.findings.claims`), so every word of it
+follows from the table.
 
-Churn (:func:`churn_by_bucket`) splits each pooled slice's discordant pairs into answers GRPO fixed and broke, by
-the question's SFT pass rate in the filter's K samples (band.json's ``sft_pass_rates``; ``unknown`` off the band):
-a gain that only fixes questions SFT already half-solved is sharpening, not new skill. The diagnostics' entries
-(template families, divergence, SFT's support on the held-out database) are :mod:`.diagnostics`'. A sharded
-grid's report is :func:`merge_shards` of its shards' folders.
+Churn (:func:`churn_by_bucket`) splits each pooled slice's discordant answers into answers GRPO fixed and broke,
+by the question's SFT pass rate in the filter's K samples (band.json's ``sft_pass_rates``; ``unknown`` off the
+band): a gain that only fixes questions SFT already half-solved is sharpening, not new skill. Churn counts
+ANSWERS, summed over the seeds (a question fixed by both seeds counts twice; ``n`` is questions x seeds): a
+descriptive table, not a test. The diagnostics' entries (template families, divergence, SFT's support on the
+held-out database) are :mod:`.diagnostics`'. A sharded grid's report is :func:`merge_shards` of its shards'
+folders.
 """
 
 from __future__ import annotations
@@ -21,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.findings import GROUPS, claims, slice_names
-from ..evaluation.stats import ALPHA, holm
+from ..evaluation.stats import ALPHA, holm, question_comparison
 from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
-from .diagnostics import read_support, significant_families, variant_diagnostics
-from .evaluate import comparison_entry, in_group
+from .diagnostics import read_shapes, read_support, significant_families, variant_diagnostics
+from .evaluate import in_group
 from .grid import PASS_RATES, RESULT_FILE
 from .sampled import PASSK_DIR, passk_entry
 
@@ -55,20 +63,51 @@ def add_holm(entries: list[dict]) -> None:
             holder["p_holm"] = adjusted
 
 
+PER_SEED_TEST = "McNemar exact"
+PER_SEED_KEYS = ("delta", "ci", "p", "p_holm", "n", "discordant")
+
+
+def _per_seed(runs: list[dict], name: str, group: str | None) -> list[dict]:
+    """Each run's own entry of the slice (its pairs, McNemar), as one row per seed."""
+    rows = []
+    for run in runs:
+        entry = run["slices"].get(name)
+        entry = entry if entry is None or group is None else entry.get(group)
+        if entry is not None:
+            kept = {k: entry[k] for k in PER_SEED_KEYS if k in entry}
+            rows.append({"seed": run["seed"], "test": PER_SEED_TEST, **kept})
+    return rows
+
+
+def pooled_comparison(sft: list[dict], seeds: list[list[dict]], clusters: list[str] | None = None) -> dict:
+    """A pooled slice entry from SFT's answers and each seed's (same question order), the question the unit:
+    ``{sft_ex, grpo_ex, delta, ci, p, n, seeds, test, unit, discordant, discordant_per_seed}`` (``discordant``
+    summed over the seeds), with ``ci_template`` and ``templates`` when ``clusters`` names two or more."""
+    grpo = [[y["correct"] for y in answers] for answers in seeds]
+    clusters = clusters if clusters and len(set(clusters)) > 1 else None
+    result = question_comparison([x["correct"] for x in sft], grpo, clusters=clusters)
+    entry = {"sft_ex": result.ex_a, "grpo_ex": result.ex_b, "delta": result.delta, "ci": list(result.ci95),
+             "p": result.p, "n": result.n, "seeds": result.seeds, "test": result.test, "unit": "question",
+             "discordant": {key: sum(d[key] for d in result.discordant) for key in ("a_only", "b_only")},
+             "discordant_per_seed": result.discordant}  # fmt: skip
+    if result.ci_cluster is not None:
+        entry.update(ci_template=list(result.ci_cluster), templates=len(set(clusters or ())))
+    return entry
+
+
 def _pooled_slice(
-    out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None
+    out: Path, runs: list[dict], name: str, group: str | None, held_out: str | None,
+    shapes: dict[str, str] | None,
 ) -> dict | None:
     sft = read_jsonl(out / "sft" / f"{name}.jsonl")
-    a, b = [], []
-    for run in runs:
-        answers = read_jsonl(Path(run["folder"]) / "answers" / f"{name}.jsonl")
-        for x, y in zip(sft, answers):
-            if in_group(x["db_id"], held_out, group):
-                a.append(x["correct"])
-                b.append(y["correct"])
-    if not a:
+    keep = [in_group(x["db_id"], held_out, group) for x in sft]
+    if not any(keep):
         return None
-    return comparison_entry(a, b)
+    seeds = [[y for y, k in zip(read_jsonl(Path(run["folder"]) / "answers" / f"{name}.jsonl"), keep) if k]
+             for run in runs]  # fmt: skip
+    sft = [x for x, k in zip(sft, keep) if k]
+    clusters = [shapes.get(x["question_id"], "unparsed") for x in sft] if shapes and group is None else None
+    return {**pooled_comparison(sft, seeds, clusters), "per_seed": _per_seed(runs, name, group)}
 
 
 BAND_SLICES = ("band_train", "band_heldout")
@@ -120,6 +159,7 @@ def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]
 
 
 def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> list[dict]:
+    """:func:`churn_by_bucket` of every seed's answers against SFT's, summed over the seeds (answers)."""
     sft = read_jsonl(out / "sft" / f"{name}.jsonl")
     a, b, r = [], [], []
     for run in runs:
@@ -132,30 +172,35 @@ def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> l
 
 
 def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
-    """Paired pass@k of the seeds' sampled counts pooled as extra pairs (as the slices pool), per sampled slice."""
+    """Paired pass@k per sampled slice, each question's GRPO pass@k averaged over the seeds that sampled it
+    (bootstrap over questions); every point records ``unit`` and ``seeds``."""
     sft_dir = out / "sft" / PASSK_DIR
-    a: dict[str, list[dict]] = {}
-    b: dict[str, list[dict]] = {}
+    pooled: dict[str, list[dict]] = {}
     for path in sorted(sft_dir.glob("*.jsonl")) if sft_dir.is_dir() else []:
-        for run in runs:
-            theirs = Path(run["folder"]) / PASSK_DIR / path.name
-            if theirs.is_file():
-                a.setdefault(path.stem, []).extend(read_jsonl(path))
-                b.setdefault(path.stem, []).extend(read_jsonl(theirs))
-    return passk_entry(a, b)
+        theirs = [Path(run["folder"]) / PASSK_DIR / path.name for run in runs]
+        theirs = [read_jsonl(p) for p in theirs if p.is_file()]
+        if theirs:
+            points = passk_entry({path.stem: read_jsonl(path)}, [{path.stem: rows} for rows in theirs])
+            pooled.update({name: [{**p, "unit": "question", "seeds": len(theirs)} for p in value]
+                           for name, value in points.items()})  # fmt: skip
+    return pooled
 
 
 def pool_variants(
     out: Path, entries: list[dict], held_out: dict[str, str | None], rates: dict[str, float] | None = None
 ) -> list[dict]:
-    """One entry per variant: the seeds' pairs pooled per slice, mean ``relative_norm``, and ``churn`` (per
-    slice, :func:`churn_by_bucket` of the pooled pairs by the filter's SFT pass rate ``rates``)."""
+    """One entry per variant: per slice the question-level :func:`pooled_comparison` of its seeds (with their
+    ``per_seed`` rows), mean ``relative_norm``, and ``churn`` (per slice, :func:`churn_by_bucket` of every seed's
+    answers, summed, by the filter's SFT pass rate ``rates``)."""
     pooled = []
+    shapes = read_shapes(out) or {}
     for name in dict.fromkeys(e["name"] for e in entries):
         runs = [e for e in entries if e["name"] == name]
         slices: dict[str, dict] = {}
         for slice_name, group in _slice_keys(runs[0]):
-            value = _pooled_slice(out, runs, slice_name, group, held_out.get(slice_name))
+            value = _pooled_slice(
+                out, runs, slice_name, group, held_out.get(slice_name), shapes.get(slice_name)
+            )
             if value is None:
                 continue
             if group is None:

@@ -120,10 +120,11 @@ def sample_counts(
 
 
 def passk_entry(
-    sft: dict[str, list[dict]], grpo: dict[str, list[dict]], seed: int = 0
+    sft: dict[str, list[dict]], grpo: dict[str, list[dict]] | list[dict[str, list[dict]]], seed: int = 0
 ) -> dict[str, list[dict]]:
     """Per slice, paired pass@k of SFT (``a``) and GRPO (``b``) for k = 1, 2, 4, ... up to the fewest samples a
-    question has, over the questions scorable for both: ``[{"k", "a", "b", "delta", "ci95"}, ...]``.
+    question has, over the questions scorable for both: ``[{"k", "a", "b", "delta", "ci95"}, ...]``. ``grpo``
+    may be a list of seeds' counts: a question then needs every seed's, and its GRPO pass@k is their mean.
 
     Example:
 
@@ -133,20 +134,25 @@ def passk_entry(
     >>> grpo = {"band_train": [{"question_id": "q1", "n": 4, "c": 0}, {"question_id": "q2", "n": 4, "c": 4}]}
     >>> [(p["k"], p["a"], p["b"]) for p in passk_entry(sft, grpo)["band_train"]]
     [(1, 0.25, 0.5), (2, 0.41666666666666663, 0.5), (4, 0.5, 0.5)]
+    >>> passk_entry(sft, [grpo, sft])["band_train"][0]["b"]    # (0.5 + 0.25) / 2 over the two seeds
+    0.375
 
     ```
     """
     from ..evaluation.passk import paired_pass_at_k_delta
 
+    runs = [grpo] if isinstance(grpo, dict) else grpo
     entry: dict[str, list[dict]] = {}
     for name in sft:
-        pairs = [(a, b) for a, b in zip(sft[name], grpo.get(name, [])) if a["n"] > 0 and b["n"] > 0]
-        if not pairs:
+        rows = [list(r) for r in zip(sft[name], *(run.get(name, []) for run in runs))]
+        rows = [r for r in rows if all(x["n"] > 0 for x in r)]
+        if not rows:
             continue
-        most = min(min(a["n"], b["n"]) for a, b in pairs)
+        most = min(x["n"] for r in rows for x in r)
         ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= most]
         entry[name] = paired_pass_at_k_delta(
-            [a["n"] for a, _ in pairs], [a["c"] for a, _ in pairs],
-            [b["n"] for _, b in pairs], [b["c"] for _, b in pairs], ks, seed=seed,
+            [r[0]["n"] for r in rows], [r[0]["c"] for r in rows],
+            [[r[i]["n"] for r in rows] for i in range(1, len(runs) + 1)],
+            [[r[i]["c"] for r in rows] for i in range(1, len(runs) + 1)], ks, seed=seed,
         )  # fmt: skip
     return entry

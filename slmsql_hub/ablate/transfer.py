@@ -141,6 +141,9 @@ def transfer_rows(worlds: list[WorldReport]) -> list[dict]:
     for world in worlds:
         for pooled in (world.report or {}).get("pooled", []):
             row = copy.deepcopy(pooled)
+            if any(value.get("unit") != "question" for value in row["slices"].values()):
+                logger.warning("%s/%s: its report pooled the seeds as extra pairs (p too small); rewrite "
+                               "it with `slmsql ablate --report-only`", world.name, row["name"])  # fmt: skip
             for value in row["slices"].values():
                 value["p_holm_world"] = value.get("p_holm")
                 for group in value.values():

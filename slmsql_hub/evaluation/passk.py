@@ -115,8 +115,8 @@ def pass_at_k_curve(
 def paired_pass_at_k_delta(
     n_a: Sequence[int],
     c_a: Sequence[int],
-    n_b: Sequence[int],
-    c_b: Sequence[int],
+    n_b: Sequence[int] | Sequence[Sequence[int]],
+    c_b: Sequence[int] | Sequence[Sequence[int]],
     ks: Sequence[int],
     *,
     n_boot: int = DEFAULT_BOOT,
@@ -125,7 +125,8 @@ def paired_pass_at_k_delta(
 ) -> list[dict]:
     """pass@k(b) − pass@k(a) per ``k`` on the SAME questions (row i of both is one question), with a paired
     bootstrap interval (one resample of the questions serves both policies):
-    ``[{"k", "a", "b", "delta", "ci95"}, ...]``.
+    ``[{"k", "a", "b", "delta", "ci95"}, ...]``. ``n_b``/``c_b`` may hold one row per seed (seeds x questions):
+    each question's pass@k of ``b`` is then its mean over the seeds, so the question stays the unit.
 
     Example:
 
@@ -134,10 +135,14 @@ def paired_pass_at_k_delta(
     >>> point = paired_pass_at_k_delta([4, 4], [0, 2], [4, 4], [2, 2], ks=[1])[0]
     >>> point["a"], point["b"], point["delta"]
     (0.25, 0.5, 0.25)
+    >>> seeds = paired_pass_at_k_delta([4, 4], [0, 2], [[4, 4], [4, 4]], [[2, 2], [0, 2]], ks=[1])[0]
+    >>> seeds["b"], seeds["delta"]          # question 1: (0.5 + 0) / 2; question 2: 0.5
+    (0.375, 0.125)
 
     ```
     """
-    a, b = pass_at_k_matrix(n_a, c_a, ks), pass_at_k_matrix(n_b, c_b, ks)
+    a = pass_at_k_matrix(n_a, c_a, ks)
+    b = np.mean([pass_at_k_matrix(n, c, ks) for n, c in zip(np.atleast_2d(n_b), np.atleast_2d(c_b))], axis=0)
     if a.shape != b.shape:
         raise ValueError(
             f"paired pass@k needs the same questions for both policies; got {len(a)} and {len(b)}"

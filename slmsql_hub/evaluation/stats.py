@@ -12,6 +12,20 @@ or wrong (0). This module turns the two 0/1 vectors into:
   discordant questions is Binomial(n, 1/2); two-sided, p = 1 when there are no discordant pairs;
 - the **discordant counts** and a plain **verdict sentence** (:func:`verdict_sentence`).
 
+Seeds (:func:`question_comparison`): GRPO trained with several seeds answers each question once per seed, SFT
+once. The unit of inference stays the QUESTION: per question, each arm's correctness is averaged over its
+answers and d_i is the difference of the two means, so a question enters every statistic once however many
+seeds there are (stacking seeds as extra pairs would count it once per seed and shrink the CI and p as if the
+seeds were new questions). On the d_i:
+
+- the test is a **paired sign-flip permutation test** (:func:`sign_flip_p`): under "no difference" each d_i is
+  as likely to have the opposite sign; T = Σ d_i, p = P(|T*| >= |T|) over the 2^N sign vectors of the N
+  non-zero d_i, computed exactly (the d_i are multiples of 1/seeds, so T*'s law is a convolution of
+  binomials) up to :data:`EXACT_SIGN_FLIPS` of them, else estimated from seeded draws as
+  (1 + #{|T*| >= |T|}) / (1 + B). With one seed it IS the exact McNemar test;
+- the CI is a **paired bootstrap over questions** of the mean d_i (:func:`bootstrap_mean_ci`);
+- for claims about templates, :func:`cluster_bootstrap_ci` resamples whole templates (clusters) instead.
+
 The decision rule (:data:`SIGNIFICANCE_RULE`): a difference is *significant* only when BOTH the 95% CI
 excludes 0 AND McNemar's p < 0.05. The two tests nearly always agree; when they do not, the difference is
 reported as not significant. This replaces the study's rule of thumb "differences under ~4% are noise".
@@ -45,6 +59,9 @@ from ..render.fmt import format_p, format_points
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESAMPLES = 10_000
+EXACT_SIGN_FLIPS = 1000
+"""Up to this many non-zero d_i the sign-flip p is exact (2^-N stays a normal float); above, seeded draws."""
+SIGN_FLIP_TEST = "sign-flip permutation on per-question mean differences"
 ALPHA = 0.05  # the CI is the central 1 − ALPHA interval and p must be below ALPHA
 NO_DIFFERENCE = "no significant difference"
 SIGNIFICANCE_RULE = (  # also written into eval_results.json
@@ -53,24 +70,27 @@ SIGNIFICANCE_RULE = (  # also written into eval_results.json
 )
 
 
+def _correctness(values: Sequence[int | None], what: str) -> np.ndarray:
+    """``values`` (1, 0 or ``None`` = unscorable) as floats, NaN for ``None``; UsageError otherwise."""
+    out = np.empty(len(values), dtype=np.float64)
+    for index, value in enumerate(values):
+        if value is not None and value not in (0, 1):
+            raise UsageError(
+                f"{what}question {index}: correctness must be 1, 0 or None (unscorable), got {value!r}"
+            )
+        out[index] = np.nan if value is None else int(value)
+    return out
+
+
 def _paired_arrays(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
     """The scorable pairs of two 0/1/None sequences, as int arrays (pairs with a ``None`` dropped)."""
     if len(a) != len(b):
         raise UsageError(
             f"paired statistics need one result per question from each policy: {len(a)} != {len(b)}"
         )
-    kept_a, kept_b = [], []
-    for index, (x, y) in enumerate(zip(a, b)):
-        if x is None or y is None:
-            continue
-        for value in (x, y):
-            if value not in (0, 1):
-                raise UsageError(
-                    f"question {index}: correctness must be 1, 0 or None (unscorable), got {value!r}"
-                )
-        kept_a.append(int(x))
-        kept_b.append(int(y))
-    return np.asarray(kept_a, dtype=np.int64), np.asarray(kept_b, dtype=np.int64)
+    xa, xb = _correctness(a, ""), _correctness(b, "")
+    kept = ~(np.isnan(xa) | np.isnan(xb))
+    return xa[kept].astype(np.int64), xb[kept].astype(np.int64)
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
@@ -127,22 +147,91 @@ def paired_bootstrap_ci(
 
     ```
     """
+    _check_bootstrap(resamples, confidence)
+    xa, xb = _paired_arrays(a, b)
+    if xa.size == 0:
+        raise UsageError("no scorable question pairs: a confidence interval needs at least one")
+    return bootstrap_mean_ci(xb - xa, resamples=resamples, seed=seed, confidence=confidence)
+
+
+def _check_bootstrap(resamples: int, confidence: float) -> None:
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise UsageError(f"resamples must be a positive integer, got {resamples!r}")
     if not 0 < confidence < 1:
         raise UsageError(f"confidence must be in (0, 1), got {confidence!r}")
-    xa, xb = _paired_arrays(a, b)
-    n = int(xa.size)
-    if n == 0:
-        raise UsageError("no scorable question pairs: a confidence interval needs at least one")
-    diff = xb - xa
-    counts = np.array([np.sum(diff == -1), np.sum(diff == 0), np.sum(diff == 1)], dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, counts / n, size=resamples)
-    deltas = (draws[:, 2] - draws[:, 0]) / n
+
+
+def _interval(means: np.ndarray, confidence: float) -> tuple[float, float]:
     tail = (1 - confidence) / 2
-    low, high = np.quantile(deltas, [tail, 1 - tail])
+    low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def bootstrap_mean_ci(
+    d: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 1 - ALPHA,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI ``(low, high)`` of the mean of the per-question differences ``d`` (questions
+    resampled with replacement; seeded).
+
+    A resample matters only through how often each distinct value of ``d`` is drawn, so those counts are drawn
+    from Multinomial(n, observed shares): the law of resampling indices, in ``O(resamples x distinct values)``
+    whatever ``n`` (the d_i of s seeds take at most 2s + 1 values).
+
+    Example:
+
+    ```python
+    >>> low, high = bootstrap_mean_ci([0.0] * 60 + [1.0] * 30 + [0.5] * 10, seed=0)
+    >>> low < 0.35 < high, (low, high) == bootstrap_mean_ci([0.0] * 60 + [1.0] * 30 + [0.5] * 10, seed=0)
+    (True, True)
+
+    ```
+    """
+    _check_bootstrap(resamples, confidence)
+    values, counts = np.unique(np.asarray(d, dtype=np.float64), return_counts=True)
+    n = int(counts.sum())
+    if n == 0:
+        raise UsageError("no scorable question: a confidence interval needs at least one")
+    draws = np.random.default_rng(seed).multinomial(n, counts / n, size=resamples)
+    return _interval((draws @ values) / n, confidence)
+
+
+def cluster_bootstrap_ci(
+    d: Sequence[float] | np.ndarray,
+    clusters: Sequence[str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 1 - ALPHA,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of ``d`` with whole clusters resampled: ``clusters[i]`` is question
+    i's group (its template); each resample draws as many groups as there are, with replacement, and takes
+    every question of each (the mean over the drawn questions). Questions of one template share its errors, so
+    this CI is the one for a claim about templates; it is wider than :func:`bootstrap_mean_ci` when they do.
+
+    Example:
+
+    ```python
+    >>> d, templates = [1.0] * 10 + [0.0] * 10, ["t1"] * 10 + ["t2"] * 10
+    >>> cluster_bootstrap_ci(d, templates, seed=0)   # two templates: a draw is t1 twice, t2 twice or both
+    (0.0, 1.0)
+
+    ```
+    """
+    _check_bootstrap(resamples, confidence)
+    values = np.asarray(d, dtype=np.float64)
+    if len(clusters) != values.size or values.size == 0:
+        raise UsageError(
+            f"a clustered bootstrap needs one cluster per question: {len(clusters)} != {values.size}"
+        )
+    _, index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
+    sums, sizes = np.bincount(index, weights=values), np.bincount(index).astype(np.float64)
+    groups = sums.size
+    drawn = np.random.default_rng(seed).integers(0, groups, size=(resamples, groups))
+    return _interval(sums[drawn].sum(axis=1) / sizes[drawn].sum(axis=1), confidence)
 
 
 def is_significant(ci95: tuple[float, float], p_value: float, alpha: float = ALPHA) -> bool:
@@ -296,6 +385,126 @@ def paired_comparison(
         significant=significant,
         verdict=verdict,
         summary=verdict_sentence(verdict, delta, ci95, p_value, n),
+    )
+
+
+def sign_flip_p(
+    units: Sequence[int] | np.ndarray,
+    *,
+    permutations: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    exact_max: int = EXACT_SIGN_FLIPS,
+) -> float:
+    """Two-sided paired sign-flip permutation p in ``(0, 1]`` of the per-question differences, given as
+    integers ``units`` (d_i times the number of seeds; the test is scale-free): p = P(|T*| >= |T|), T = Σ d_i,
+    T* = Σ ±d_i with independent fair signs. The N non-zero d_i grouped by magnitude k make T* a sum of
+    k·(2·Binomial(count_k, 1/2) − count_k): exact by convolution when N <= ``exact_max``, else from
+    ``permutations`` seeded draws of those binomials as (1 + #{|T*| >= |T|}) / (1 + permutations).
+
+    Example:
+
+    ```python
+    >>> sign_flip_p([1] * 5)                  # one seed: the exact McNemar p of 0 vs 5
+    0.0625
+    >>> sign_flip_p([2, 1, -1, 0]), sign_flip_p([0, 0])
+    (0.75, 1.0)
+
+    ```
+    """
+    values = np.asarray(units, dtype=np.int64)
+    t = abs(int(values.sum()))
+    magnitudes, counts = np.unique(np.abs(values[values != 0]), return_counts=True)
+    if counts.sum() == 0:
+        return 1.0
+    if counts.sum() <= exact_max:
+        law = np.ones(1)
+        for k, c in zip(magnitudes.tolist(), counts.tolist()):
+            kernel = np.zeros(2 * k * c + 1)
+            kernel[:: 2 * k] = [math.comb(c, j) / (1 << c) for j in range(c + 1)]
+            law = np.convolve(law, kernel)
+        total = (len(law) - 1) // 2
+        return min(1.0, float(law[np.abs(np.arange(-total, total + 1)) >= t].sum()))
+    rng = np.random.default_rng(seed)
+    flipped = sum(k * (2 * rng.binomial(c, 0.5, size=permutations) - c) for k, c in zip(magnitudes, counts))
+    return (1 + int(np.count_nonzero(np.abs(flipped) >= t))) / (1 + permutations)
+
+
+@dataclass(frozen=True)
+class QuestionComparison:
+    """GRPO's seeds (``b``) against one SFT answer (``a``) per question, the question the unit: ``n`` questions,
+    ``ex_a``/``ex_b`` the means over questions of each arm's per-question mean, ``delta`` = ex_b − ex_a,
+    ``ci95`` the paired bootstrap over questions, ``p`` the sign-flip p (:data:`SIGN_FLIP_TEST`),
+    ``discordant`` one ``{"a_only", "b_only"}`` per seed, ``ci_cluster`` the clustered CI if clusters were given."""
+
+    n: int
+    seeds: int
+    ex_a: float
+    ex_b: float
+    delta: float
+    ci95: tuple[float, float]
+    p: float
+    discordant: list[dict[str, int]]
+    ci_cluster: tuple[float, float] | None = None
+    test: str = SIGN_FLIP_TEST
+
+
+def question_comparison(
+    a: Sequence[int | None],
+    b: Sequence[Sequence[int | None]],
+    *,
+    clusters: Sequence[str] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> QuestionComparison:
+    """Compare SFT's answers ``a`` (one per question) with GRPO's ``b`` (one list per seed, same question order)
+    with the question as the unit (module docstring): a question any answer of which is ``None`` is left out;
+    ``clusters`` (one label per question, e.g. its template) adds :func:`cluster_bootstrap_ci`. UsageError on
+    bad input or no scorable question.
+
+    Example:
+
+    ```python
+    >>> sft = [0] * 10 + [1] * 10
+    >>> one = question_comparison(sft, [[1] * 20])
+    >>> one.n, one.delta, one.p, one.discordant
+    (20, 0.5, 0.001953125, [{'a_only': 0, 'b_only': 10}])
+    >>> two = question_comparison(sft, [[1] * 20, [1] * 20])   # a repeated seed adds no question
+    >>> (two.n, two.ci95, two.p) == (one.n, one.ci95, one.p)
+    True
+
+    ```
+    """
+    if not b or any(len(seed_answers) != len(a) for seed_answers in b):
+        raise UsageError(
+            f"question_comparison needs one answer per question from each seed ({len(a)} questions)"
+        )
+    xa = _correctness(a, "sft ")
+    xb = np.stack([_correctness(answers, f"seed {i} ") for i, answers in enumerate(b)])
+    kept = ~(np.isnan(xa) | np.isnan(xb).any(axis=0))
+    n, seeds = int(kept.sum()), len(b)
+    if n == 0:
+        raise UsageError(
+            "no scorable question to compare (every gold SQL failed?); check the benchmark's databases"
+        )
+    xa, xb = xa[kept].astype(np.int64), xb[:, kept].astype(np.int64)
+    units = xb.sum(axis=0) - seeds * xa  # d_i * seeds, an integer
+    d = units / seeds
+    ci_cluster = None
+    if clusters is not None:
+        if len(clusters) != len(a):
+            raise UsageError(f"one cluster per question is needed: {len(clusters)} != {len(a)}")
+        kept_clusters = [c for c, keep in zip(clusters, kept) if keep]
+        ci_cluster = cluster_bootstrap_ci(d, kept_clusters, resamples=resamples, seed=seed)
+    return QuestionComparison(
+        n=n,
+        seeds=seeds,
+        ex_a=float(xa.mean()),
+        ex_b=float(xb.mean()),
+        delta=float(units.sum()) / (n * seeds),
+        ci95=bootstrap_mean_ci(d, resamples=resamples, seed=seed),
+        p=sign_flip_p(units, permutations=resamples, seed=seed),
+        discordant=[{"a_only": int(np.sum(xa > row)), "b_only": int(np.sum(row > xa))} for row in xb],
+        ci_cluster=ci_cluster,
     )
 
 
