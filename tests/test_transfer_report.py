@@ -325,7 +325,7 @@ def test_the_finding_names_only_the_conditions_an_arm_varied_with_raw_and_holm_p
     assert "max_train_samples" not in finding and "dose" not in finding
     assert "`plant100/plant100` (1.0) did not transfer" in varied
     assert "`natural/natural` (nothing planted) did not transfer" in varied
-    assert "Every p below is the exact McNemar test" in finding
+    assert "Every p below is the sign-flip permutation on per-question mean differences" in finding
     rows = {r["label"]: r for r in report["rows"]}
     e = rows["plant70/plant70_random_reward"]["slices"]["band_train"]
     assert f"band_train {100 * e['delta']:+.1f} [" in finding and f"p_holm {e['p_holm']:.2f}" in finding
