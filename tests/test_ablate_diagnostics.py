@@ -230,6 +230,7 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
 
     from slmsql_hub.ablate.diagnostics import run_diagnostics
     from slmsql_hub.ablate.report import write_report
+    from slmsql_hub.ablate.sampled import STUDY_KEYS
     from slmsql_hub.filtering import KeyedSampler, load_filter_config, sample_seed
     from slmsql_hub.run.files import read_jsonl
 
@@ -243,8 +244,8 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     assert not (out / "sft" / "diagnostics" / "band_train.jsonl").exists()  # held-out prompts only
     assert all(len(s["completions"]) == 2 and all(s["completions"]) for s in samples)
 
-    # The stored prompt ids are the very context SFT sampled in: replaying the filter's keyed sampler on SFT's
-    # logits after them gives back each stored completion token.
+    # The stored prompt ids are the very context SFT sampled in: replaying the filter's keyed sampler, keyed in the
+    # study's namespace, on SFT's logits after them gives back each stored completion token.
     sampler = load_filter_config(REPO / "recipes" / "world" / "filter_smoke.yaml", [])
     from peft import PeftModel
 
@@ -253,7 +254,7 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     ).eval()
     for row in samples[:2]:
         for j, completion in enumerate(row["completions"]):
-            keyed = KeyedSampler([sample_seed(sampler.seed, row["question_id"], j)], temperature=sampler.temperature,
+            keyed = KeyedSampler([sample_seed(sampler.seed, row["question_id"], j, STUDY_KEYS)], temperature=sampler.temperature,
                                  top_k=sampler.top_k, top_p=sampler.top_p)  # fmt: skip
             ids = list(row["prompt_ids"])
             for token in completion[:4]:
@@ -304,6 +305,8 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     assert set(pooled["families"]) == {"band_train", "band_heldout", "world_dev"}
     assert sum(f["n"] for f in pooled["families"]["world_dev"]) == len(dev)
     assert report["support"] == support
+    keys = {"namespace": STUDY_KEYS, "seed": sampler.seed}
+    assert report["diagnostic_keys"] == keys and all(e["keys"] == keys for e in support.values())
     text = (out / "report.md").read_text()
     assert "KL(SFT ‖ GRPO)" in text and "ΔEX per template family" in text and "held-out database `" in text
 

@@ -44,7 +44,7 @@ from ..run.layout import TELEMETRY
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
-from .sampled import PASSK_DIR, passk_entry, sample_counts, sampled_slices, sampler_settings
+from .sampled import PASSK_DIR, passk_entry, sample_counts, sample_keys, sampled_slices, sampler_settings
 from .timing import GenerateTimer, split_training_time
 
 logger = logging.getLogger(__name__)
@@ -308,12 +308,31 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
     if sampled is not None:
-        sampler, rows, sft_counts = sampled
-        counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
-        entry["passk"] = passk_entry(sft_counts, counts, settings.bootstrap_seed)
+        entry.update(run_passk(sampled, folder, settings.bootstrap_seed))
     entry["device"] = device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+def run_passk(sampled: tuple, folder: Path, bootstrap_seed: int) -> dict[str, Any]:
+    """A run's ``passk`` (paired with SFT's counts) and ``passk_keys`` (per slice, the keys both were drawn
+    with); its counts are drawn again unless ``folder/passk`` holds them with those keys."""
+    sampler, rows, sft_counts = sampled
+    counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
+    keys = sample_keys(sampler)
+    return {"passk": passk_entry(sft_counts, counts, bootstrap_seed), "passk_keys": {name: keys for name in rows}}
+
+
+def _reused(folder: Path, evaluation: tuple, on_progress: Callable) -> dict[str, Any]:
+    """A finished run's entry; with pass@k drawn with other keys (or none recorded), drawn again with the
+    study's and written back (the adapter is kept, nothing is trained)."""
+    entry = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    sampled = evaluation[3]
+    if sampled is not None and entry.get("passk_keys") != {name: sample_keys(sampled[0]) for name in sampled[1]}:
+        on_progress(f"{folder.name}: pass@k drawn with other keys; sampling it again with the study's")
+        entry.update(run_passk(sampled, folder, evaluation[0].bootstrap_seed))
+        write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
 
 
@@ -355,10 +374,10 @@ def run_grid(
     entries: dict[tuple[str, int], dict] = {}
     todo = []
     for k, (variant, seed) in enumerate(grid, start=1):
-        result = run_folder(out, variant.name, seed) / RESULT_FILE
-        if result.is_file():
+        folder = run_folder(out, variant.name, seed)
+        if (folder / RESULT_FILE).is_file():
             on_progress(f"variant {k}/{len(grid)} {variant.name} seed {seed}: finished earlier, reused")
-            entries[variant.name, seed] = json.loads(result.read_text(encoding="utf-8"))
+            entries[variant.name, seed] = _reused(folder, evaluation, on_progress)
         else:
             todo.append((k, variant, seed))
     walls: list[float] = []
