@@ -160,13 +160,17 @@ def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_g
             ]
         }
         keys = {"band_train": {"namespace": "study-passk", "seed": 0}}
-        result.write_text(json.dumps({**entry, "passk": passk_entry(sft, grpo), "passk_keys": keys}))
+        affected = {"frozen": None, "high_lr": 30 + entry["seed"]}[entry["name"]]
+        result.write_text(json.dumps({**entry, "passk": passk_entry(sft, grpo), "passk_keys": keys,
+                                      "affected_prompts": affected}))  # fmt: skip
     report = write_report(finished_grid, ["frozen", "high_lr"], {"passk_samples": 4})
     assert "sft_pass_rates" not in report["band"]
     assert report["plots"]["passk"] == "plots/passk.png" and (finished_grid / "plots" / "passk.png").is_file()
     text = (finished_grid / "report.md").read_text()
     assert "| `frozen` | 0 | band_train | study-passk, seed 0 | 50.0 → 50.0 |" in text
     assert "![pass@k per run and slice]" in text
+    assert {p["name"]: p["affected_prompts"] for p in report["pooled"]} == {"frozen": [None], "high_lr": [30, 31]}
+    assert "in each run's training data, after max_train_samples,\nper seed: `high_lr` 30, 31." in text
     churn = {p["name"]: p["churn"] for p in report["pooled"]}
     # high_lr turned SFT's first 20 (seed 0) and 15 (seed 1) wrong answers right: q0, q2, q4, ...
     buckets = {row["bucket"]: row for row in churn["high_lr"]["band_train"]}

@@ -17,7 +17,7 @@ else ``torch.cuda.device_count()``), round-robin by the worker's start order, an
 without CUDA nothing is set. Each entry records the device its run used (``device``).
 
 **Shards** (``--shard K/N``, K from 0, so a Slurm array's ``$SLURM_ARRAY_TASK_ID`` is K): the (variant, seed)
-pairs of the selected grid, in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
+pairs of the selected grid (each variant's own ``seeds``, :meth:`~.config.AblationConfig.grid`), in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
 K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and prepares the band and the SFT
 answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
 the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
@@ -243,12 +243,40 @@ def train_variant(
         config.run_dir
     )
     parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides)
+    affected = affected_prompts(config.plant, parsed[0], parsed[2].seed)
     timer = GenerateTimer()
     with timer.timing():
         summary = train_grpo(*parsed)
     records = read_telemetry(folder / "grpo" / TELEMETRY)
-    return {"summary": summary, "records": records,
+    return {"summary": summary, "records": records, "affected_prompts": affected,
             "time": split_training_time(summary["train_seconds"], timer.seconds, records)}  # fmt: skip
+
+
+def affected_prompts(plant: Any, script_args: Any, seed: int) -> int | None:
+    """How many prompts of the run's training data the ``plant`` affects (:func:`~slmsql_hub.world.plant.affects`),
+    after ``max_train_samples``: the rows GRPO draws (``training.grpo``'s data phase: read, shuffled with the run's
+    seed, capped). ``None`` without a plant."""
+    if plant is None:
+        return None
+    from ..training.common import shuffle_and_cap
+    from ..training.grpo_data import load_prompt_rows
+    from ..world.plant import affects
+
+    rows = shuffle_and_cap(load_prompt_rows(script_args, seed=seed), seed, script_args.max_train_samples)
+    return sum(affects(plant, q, gold) for q, gold in zip(rows["question"], rows["gold_sql"]))
+
+
+def unaffected_band(band_train: Path, plant: Any, out: Path) -> Path:
+    """``band_train`` without the prompts ``plant`` affects, saved to ``out`` (a dose control's training set)."""
+    import datasets
+
+    from ..world.plant import affects
+
+    rows = datasets.load_from_disk(str(band_train))
+    kept = rows.filter(lambda q, gold: not affects(plant, q, gold), input_columns=["question", "gold_sql"])
+    logger.info("dose control: %d of %d band_train prompts affected by the plant, left out", len(rows) - len(kept), len(rows))
+    kept.save_to_disk(str(out))
+    return out
 
 
 def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: float) -> dict[str, Any]:
@@ -269,6 +297,8 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
         },  # fmt: skip
         "steps": summary.get("steps"),
         "training_prompts": (summary.get("data") or {}).get("prompts"),
+        "affected_prompts": trained.get("affected_prompts"),
+        "drop_affected": variant.drop_affected,
         "slices": slices,
         "time": {**trained["time"], "eval_s": round(eval_s, 3)},
     }
@@ -300,7 +330,10 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     t0 = time.perf_counter()
     if folder.exists():
         shutil.rmtree(folder)  # an interrupted run: start it over
-    trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
+    band_train = out / "band" / "band_train"
+    if variant.drop_affected:
+        band_train = unaffected_band(band_train, config.plant, folder / "band_train")
+    trained = train_variant(config, variant, seed, folder, band_train)
     t1 = time.perf_counter()
     answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
     entry = _entry(
@@ -370,7 +403,7 @@ def run_grid(
     started = time.perf_counter()
     band, _ = prepare_band(config)
     evaluation = _evaluation(config, band)
-    grid = shard_grid([(v, s) for v in variants for s in config.seeds], shard)
+    grid = shard_grid(config.grid(variants), shard)
     entries: dict[tuple[str, int], dict] = {}
     todo = []
     for k, (variant, seed) in enumerate(grid, start=1):

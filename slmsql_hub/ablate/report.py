@@ -171,6 +171,7 @@ def pool_variants(
         churn = {s: _churn(out, runs, s, band_rates if s in BAND_SLICES else {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
+                       "affected_prompts": [r.get("affected_prompts") for r in runs],
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
         passk = _pooled_passk(out, runs)
         if passk:
