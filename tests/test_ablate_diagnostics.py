@@ -358,3 +358,31 @@ def test_report_only_on_a_band_it_cannot_read_again_says_so_unless_the_diagnosti
     assert len(err.splitlines()) == 1 and "names no band_dir" in err and "--skip-diagnostics" in err
     assert main([*argv, "--skip-diagnostics"]) == 0
     assert (out / "report.md").is_file()
+
+
+def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_then_reused(tiny_study):
+    from slmsql_hub.ablate.evaluate import load_eval_settings
+    from slmsql_hub.ablate.grid import RESULT_FILE, _reused
+    from slmsql_hub.ablate.sampled import PASSK_DIR, STUDY_KEYS, sample_counts, sampler_settings
+    from slmsql_hub.run.files import read_jsonl
+
+    config, band, _ = tiny_study
+    out = Path(config.output_dir)
+    config.passk_samples = 2
+    sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
+    rows = {"band_heldout": band.heldout[:3]}
+    sft = sample_counts(sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision)
+    evaluation = (load_eval_settings(config, out / "sft"), None, None, (sampler, rows, sft))
+    folder = out / "runs" / "high_lr-seed0"
+    stale = [{"question_id": r["question_id"], "n": 7, "c": 7} for r in rows["band_heldout"]]  # no keys recorded
+    (folder / PASSK_DIR).mkdir()
+    (folder / PASSK_DIR / "band_heldout.jsonl").write_text("".join(json.dumps(c) + "\n" for c in stale))
+    said = []
+    entry = _reused(folder, evaluation, said.append)
+    keys = {"band_heldout": {"namespace": STUDY_KEYS, "seed": sampler.seed}}
+    assert entry["passk_keys"] == keys and json.loads((folder / RESULT_FILE).read_text())["passk_keys"] == keys
+    counts = read_jsonl(folder / PASSK_DIR / "band_heldout.jsonl")
+    assert [c["n"] for c in counts] == [2, 2, 2] and len(said) == 1
+    stamp = (folder / RESULT_FILE).stat().st_mtime_ns
+    assert _reused(folder, evaluation, said.append) == entry and len(said) == 1  # now reused as is
+    assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp

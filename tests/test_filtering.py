@@ -140,6 +140,8 @@ def rows_of(out):
         ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"backend": "onnx"}, "backend must be 'transformers' or 'vllm'"),
+        ({"key_namespace": "study:passk"}, "key_namespace must be a non-empty name without ':'"),
+        ({"key_namespace": ""}, "key_namespace must be a non-empty name without ':'"),
     ],
 )
 def test_invalid_config_is_one_usage_error_naming_the_fix(tmp_path, overrides, message):
