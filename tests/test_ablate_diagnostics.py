@@ -386,3 +386,14 @@ def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_th
     stamp = (folder / RESULT_FILE).stat().st_mtime_ns
     assert _reused(folder, evaluation, said.append) == entry and len(said) == 1  # now reused as is
     assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp
+
+
+def test_with_the_sampled_diagnostics_off_nothing_is_sampled(tiny_study):
+    from slmsql_hub.ablate.diagnostics import run_diagnostics
+
+    config, _, _ = tiny_study
+    config.diagnostic_samples = config.support_samples = 0
+    run_diagnostics(config)
+    out = Path(config.output_dir)
+    assert (out / "sft" / "shapes.json").is_file() and not (out / "sft" / "diagnostics").exists()
+    assert not (out / "sft" / "support.json").exists()

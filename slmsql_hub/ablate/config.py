@@ -168,7 +168,8 @@ class AblationConfig:
 
     @property
     def plant(self) -> Any:
-        """The :class:`~slmsql_hub.world.plant.Plant` of this study's world (``None``: natural, or one world)."""
+        """The :class:`~slmsql_hub.world.plant.Plant` of this study's world (``None``: a natural world, or a
+        recipe without ``worlds``)."""
         from ..world.plant import Plant
 
         arm = self.worlds.get(self.world) if self.world else None

@@ -206,6 +206,8 @@ def _sft_sampling(
 
     from ..runtime import set_num_threads
 
+    if not kl_rows and not held:
+        return
     kl_dir, support_dir = out / "sft" / DIAGNOSTICS_DIR, out / "sft" / SUPPORT_DIR
     sampler = sampler_settings(config, kl_dir, config.diagnostic_samples or config.support_samples)
     keys = sample_keys(sampler)
