@@ -233,6 +233,7 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
 
     from slmsql_hub.ablate.diagnostics import run_diagnostics
     from slmsql_hub.ablate.report import write_report
+    from slmsql_hub.ablate.sampled import STUDY_KEYS
     from slmsql_hub.filtering import KeyedSampler, load_filter_config, sample_seed
     from slmsql_hub.run.files import read_jsonl
 
@@ -246,8 +247,8 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     assert not (out / "sft" / "diagnostics" / "band_train.jsonl").exists()  # held-out prompts only
     assert all(len(s["completions"]) == 2 and all(s["completions"]) for s in samples)
 
-    # The stored prompt ids are the very context SFT sampled in: replaying the filter's keyed sampler on SFT's
-    # logits after them gives back each stored completion token.
+    # The stored prompt ids are the very context SFT sampled in: replaying the filter's keyed sampler, keyed in the
+    # study's namespace, on SFT's logits after them gives back each stored completion token.
     sampler = load_filter_config(REPO / "recipes" / "world" / "filter_smoke.yaml", [])
     from peft import PeftModel
 
@@ -256,7 +257,7 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     ).eval()
     for row in samples[:2]:
         for j, completion in enumerate(row["completions"]):
-            keyed = KeyedSampler([sample_seed(sampler.seed, row["question_id"], j)], temperature=sampler.temperature,
+            keyed = KeyedSampler([sample_seed(sampler.seed, row["question_id"], j, STUDY_KEYS)], temperature=sampler.temperature,
                                  top_k=sampler.top_k, top_p=sampler.top_p)  # fmt: skip
             ids = list(row["prompt_ids"])
             for token in completion[:4]:
@@ -307,6 +308,8 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     assert set(pooled["families"]) == {"band_train", "band_heldout", "world_dev"}
     assert sum(f["n"] for f in pooled["families"]["world_dev"]) == len(dev)
     assert report["support"] == support
+    keys = {"namespace": STUDY_KEYS, "seed": sampler.seed}
+    assert report["diagnostic_keys"] == keys and all(e["keys"] == keys for e in support.values())
     text = (out / "report.md").read_text()
     assert "KL(SFT ‖ GRPO)" in text and "ΔEX per template family" in text and "held-out database `" in text
 
@@ -358,3 +361,42 @@ def test_report_only_on_a_band_it_cannot_read_again_says_so_unless_the_diagnosti
     assert len(err.splitlines()) == 1 and "names no band_dir" in err and "--skip-diagnostics" in err
     assert main([*argv, "--skip-diagnostics"]) == 0
     assert (out / "report.md").is_file()
+
+
+def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_then_reused(tiny_study):
+    from slmsql_hub.ablate.evaluate import load_eval_settings
+    from slmsql_hub.ablate.grid import RESULT_FILE, _reused
+    from slmsql_hub.ablate.sampled import PASSK_DIR, STUDY_KEYS, sample_counts, sampler_settings
+    from slmsql_hub.run.files import read_jsonl
+
+    config, band, _ = tiny_study
+    out = Path(config.output_dir)
+    config.passk_samples = 2
+    sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
+    rows = {"band_heldout": band.heldout[:3]}
+    sft = sample_counts(sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision)
+    evaluation = (load_eval_settings(config, out / "sft"), None, None, (sampler, rows, sft))
+    folder = out / "runs" / "high_lr-seed0"
+    stale = [{"question_id": r["question_id"], "n": 7, "c": 7} for r in rows["band_heldout"]]  # no keys recorded
+    (folder / PASSK_DIR).mkdir()
+    (folder / PASSK_DIR / "band_heldout.jsonl").write_text("".join(json.dumps(c) + "\n" for c in stale))
+    said = []
+    entry = _reused(folder, evaluation, said.append)
+    keys = {"band_heldout": {"namespace": STUDY_KEYS, "seed": sampler.seed}}
+    assert entry["passk_keys"] == keys and json.loads((folder / RESULT_FILE).read_text())["passk_keys"] == keys
+    counts = read_jsonl(folder / PASSK_DIR / "band_heldout.jsonl")
+    assert [c["n"] for c in counts] == [2, 2, 2] and len(said) == 1
+    stamp = (folder / RESULT_FILE).stat().st_mtime_ns
+    assert _reused(folder, evaluation, said.append) == entry and len(said) == 1  # now reused as is
+    assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp
+
+
+def test_with_the_sampled_diagnostics_off_nothing_is_sampled(tiny_study):
+    from slmsql_hub.ablate.diagnostics import run_diagnostics
+
+    config, _, _ = tiny_study
+    config.diagnostic_samples = config.support_samples = 0
+    run_diagnostics(config)
+    out = Path(config.output_dir)
+    assert (out / "sft" / "shapes.json").is_file() and not (out / "sft" / "diagnostics").exists()
+    assert not (out / "sft" / "support.json").exists()

@@ -122,6 +122,7 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
             p["delta"] == 0 and p["a"] == p["b"] for p in points
         )
     assert set(high_lr["passk"]) == {"band_train", "band_heldout"}
+    assert {k["namespace"] for e in merged["variants"] for k in e["passk_keys"].values()} == {"study-passk"}
     assert all(set(p["passk"]) == {"band_train", "band_heldout"} for p in merged["pooled"])
     assert "Sampled pass@k on the band and probe slices" in (sharded / "report.md").read_text()
 
@@ -158,12 +159,18 @@ def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_g
                 {**c, "c": min(4, c["c"] + (entry["name"] == "high_lr"))} for c in sft["band_train"]
             ]
         }
-        result.write_text(json.dumps({**entry, "passk": passk_entry(sft, grpo)}))
+        keys = {"band_train": {"namespace": "study-passk", "seed": 0}}
+        affected = {"frozen": None, "high_lr": 30 + entry["seed"]}[entry["name"]]
+        result.write_text(json.dumps({**entry, "passk": passk_entry(sft, grpo), "passk_keys": keys,
+                                      "affected_prompts": affected}))  # fmt: skip
     report = write_report(finished_grid, ["frozen", "high_lr"], {"passk_samples": 4})
     assert "sft_pass_rates" not in report["band"]
     assert report["plots"]["passk"] == "plots/passk.png" and (finished_grid / "plots" / "passk.png").is_file()
     text = (finished_grid / "report.md").read_text()
-    assert "| `frozen` | 0 | band_train | 50.0 → 50.0 |" in text and "![pass@k per run and slice]" in text
+    assert "| `frozen` | 0 | band_train | study-passk, seed 0 | 50.0 → 50.0 |" in text
+    assert "![pass@k per run and slice]" in text
+    assert {p["name"]: p["affected_prompts"] for p in report["pooled"]} == {"frozen": [None], "high_lr": [30, 31]}
+    assert "in each run's training data, after max_train_samples,\nper seed: `high_lr` 30, 31." in text
     churn = {p["name"]: p["churn"] for p in report["pooled"]}
     # high_lr turned SFT's first 20 (seed 0) and 15 (seed 1) wrong answers right: q0, q2, q4, ...
     buckets = {row["bucket"]: row for row in churn["high_lr"]["band_train"]}

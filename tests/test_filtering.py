@@ -88,6 +88,10 @@ def policy_dir(policy, tmp_path_factory):
 
 
 def make_config(spider_root, out, limit=None, **overrides):
+    return FilterConfig(**config_values(spider_root, out, limit, **overrides))
+
+
+def config_values(spider_root, out, limit=None, **overrides):
     values = dict(
         model_name_or_path="unused-when-a-policy-is-passed",
         benchmarks=["spider:dev" + (f":{limit}" if limit else "")],
@@ -101,7 +105,7 @@ def make_config(spider_root, out, limit=None, **overrides):
         output_dir=str(out),
     )
     values.update(overrides)
-    return FilterConfig(**values)
+    return values
 
 
 def rows_of(out):
@@ -136,6 +140,8 @@ def rows_of(out):
         ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"backend": "onnx"}, "backend must be 'transformers' or 'vllm'"),
+        ({"key_namespace": "study:passk"}, "key_namespace must be a non-empty name without ':'"),
+        ({"key_namespace": ""}, "key_namespace must be a non-empty name without ':'"),
     ],
 )
 def test_invalid_config_is_one_usage_error_naming_the_fix(tmp_path, overrides, message):
@@ -481,17 +487,57 @@ def test_a_grpo_adapter_carrying_its_sft_record_draws_the_same_pool_as_its_sft_p
     assert reports["grpo"]["sft_overlap"] == 0
 
 
-def test_the_studys_sampled_pass_at_k_counts_are_the_filters_own_samples(policy, spider_root, tmp_path):
-    from slmsql_hub.ablate.sampled import sample_counts
+def _study_sampler(spider_root, tmp_path):
+    """The study's sampler (``sampler_settings``) over a filter recipe of :func:`make_config`'s settings."""
+    import yaml
 
-    config = make_config(spider_root, tmp_path / "filter", limit=6)
+    from slmsql_hub.ablate.sampled import sampler_settings
+
+    recipe = tmp_path / "filter.yaml"
+    recipe.write_text(yaml.safe_dump(config_values(spider_root, tmp_path / "unused")))
+    study = SimpleNamespace(passk_samples=8, base_path="unused-when-a-policy-is-passed", model_revision=None,
+                            num_threads=None, band=SimpleNamespace(filter_recipe=str(recipe)))  # fmt: skip
+    return sampler_settings(study, tmp_path / "passk")
+
+
+def test_the_studys_pass_at_k_draws_fresh_samples_not_the_ones_that_put_a_question_into_the_band(
+    policy, spider_root, tmp_path
+):
+    from slmsql_hub.ablate.diagnostics import sample_completions
+    from slmsql_hub.ablate.sampled import sample_counts
+    from slmsql_hub.run.files import read_jsonl
+
+    config = make_config(spider_root, tmp_path / "filter")
     run_filter(config, policy=policy, progress=False)
-    filtered = list(rows_of(tmp_path / "filter").values())
-    rows = [{k: v for k, v in row.items() if not k.startswith(("n_", "sample", "pass_rate", "gold_error"))}
-            for row in filtered]  # fmt: skip
-    counts = sample_counts(config, "unused", {"band_train": rows}, tmp_path / "passk", policy=policy)
-    assert [(c["n"], c["c"]) for c in counts["band_train"]] == [(r["n_scorable"], r["n_correct"]) for r in filtered]
-    assert 0 < sum(c["c"] for c in counts["band_train"]) < sum(c["n"] for c in counts["band_train"])
+    band = [r for r in rows_of(tmp_path / "filter").values() if r["class"] == "band"]
+    assert band
+    rows = {"band_train": [{k: v for k, v in row.items() if not k.startswith(("n_", "sample", "pass_rate", "gold_error"))}
+                           for row in band]}  # fmt: skip
+    # The filter's own keys give back the very draws that selected each question (2..6 of 8 correct), so SFT's
+    # pass@8 on the band is 1 by construction: the winner's curse.
+    own = sample_counts(config, "unused", rows, tmp_path / "passk", policy=policy)
+    assert [(c["n"], c["c"]) for c in own["band_train"]] == [(r["n_scorable"], r["n_correct"]) for r in band]
+    assert all(c["c"] > 0 for c in own["band_train"])
+    sample_completions(config, policy, rows, tmp_path / "again")
+    assert [s["texts"] for s in read_jsonl(tmp_path / "again" / "band_train.jsonl")] == [r["samples"] for r in band]
+
+    # The study's sampler: the same decoding, fresh keys; no band question's samples are the filter's.
+    study = _study_sampler(spider_root, tmp_path)
+    sample_completions(study, policy, rows, tmp_path / "fresh")
+    fresh = read_jsonl(tmp_path / "fresh" / "band_train.jsonl")
+    assert [len(s["texts"]) for s in fresh] == [8] * len(band)
+    assert all(s["texts"] != r["samples"] for s, r in zip(fresh, band))
+    ids = [r["question_id"] for r in band]
+    assert not {sample_seed(study.seed, q, j, study.key_namespace) for q in ids for j in range(8)} & {
+        sample_seed(config.seed, q, j) for q in ids for j in range(8)
+    }
+
+    # Counts drawn with the filter's keys are not reused (tmp_path/passk holds them): drawn again, and an
+    # unchanged adapter (frozen) gives exactly SFT's counts on the fresh keys, whatever the batch.
+    sft = sample_counts(study, "unused", rows, tmp_path / "passk", policy=policy)
+    frozen = sample_counts(dataclasses.replace(study, batch_size=1), "unused", rows, tmp_path / "frozen", policy=policy)
+    assert sft == frozen
+    assert json.loads((tmp_path / "passk" / "keys.json").read_text()) == {"namespace": "study-passk", "seed": study.seed}
 
 
 @pytest.mark.parametrize("record", ["none", "incomplete"])

@@ -279,3 +279,33 @@ def test_a_probe_paraphrased_in_the_pool_worlds_rl_pool_stays_out_of_the_study_p
     old = {k: v for k, v in info.items() if k not in ("disjoint", "left_out")}  # a pool written before #32
     (tmp_path / "pool" / "pool.json").write_text(json.dumps(old), encoding="utf-8")
     assert prepare_pool(run, tmp_path / "pool", 300) == info  # rebuilt, not reused
+
+
+def test_the_dose_control_trains_on_no_affected_prompt_while_plant70_trains_on_some(planted, tmp_path):
+    """The study's training data on a planted band (the world's rl_pool): plant70's holds affected prompts, the
+    dose control's (drop_affected) none, and each run's count is taken after max_train_samples."""
+    from slmsql_hub.ablate.grid import affected_prompts, unaffected_band
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
+    from slmsql_hub.world.plant import affects
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "world" / "grpo_band.yaml"
+
+    def counted(dataset: Path, *more: str) -> int | None:
+        args = ["--model_name_or_path", "base", "--dataset_paths", str(dataset), "--output_dir", str(tmp_path / "o"),
+                "--seed", "0", *more]  # fmt: skip
+        script_args, _, training_args = parse_recipe(GRPO_ARGUMENTS, recipe, args)
+        return affected_prompts(PLANT, script_args, training_args.seed)
+
+    band_train = planted.split_path("rl_pool")
+    rows = _rows(planted, "rl_pool")
+    affected = sum(phrasing(r["question"], r["gold_sql"]) == "affected" for r in rows)
+    assert counted(band_train) == affected > 0
+    dose = unaffected_band(band_train, PLANT, tmp_path / "band_train")
+    assert counted(dose) == 0
+    kept = datasets.load_from_disk(str(dose)).to_list()
+    assert kept == [r for r in rows if not affects(PLANT, r["question"], r["gold_sql"])]
+    assert len(kept) == len(rows) - affected
+    few = counted(band_train, "--max_train_samples", "20")
+    assert few is not None and few <= min(20, affected) and few < affected  # counted on the capped subset
+    assert affected_prompts(None, None, 0) is None  # the natural world plants nothing

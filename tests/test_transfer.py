@@ -60,6 +60,11 @@ def test_the_arms_the_issue_asks_for_are_there():
     assert [v["world"] for v in random_arm] == [main_arm]
     frozen = [v for v in variants if v["name"] == "frozen"]
     assert frozen and frozen[0]["overrides"]["learning_rate"] == 0.0
+    rates_tried = {v["overrides"]["learning_rate"] for v in variants if v["world"] == main_arm
+                   and set(v["overrides"]) == {"learning_rate"} and not v.get("drop_affected")}  # fmt: skip
+    assert rates_tried == {1e-6, 1e-5, 2e-4, 0.0}
+    dose = [v for v in variants if v.get("drop_affected")]
+    assert [(v["world"], v["overrides"]) for v in dose] == [(main_arm, {"learning_rate": 2e-4})]
 
 
 def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_each():
@@ -117,11 +122,56 @@ ARM = "worlds:\n  a: {run_dir: runs/a, output_dir: out/a, plant: {name: comparis
             ARM + "variants:\n  - {name: x, world: a, overrides: {max_train_samples: 0}}\n",
             "max_train_samples",
         ),
+        (ARM + "variants:\n  - {name: x, world: a, seeds: []}\n", "seeds must be a list of distinct"),
+        (ARM + "variants:\n  - {name: x, world: a, seeds: [0, 0]}\n", "seeds must be a list of distinct"),
+        (ARM + "variants:\n  - {name: x, world: a, seeds: [-1]}\n", "seeds must be a list of distinct"),
+        (ARM + "variants:\n  - {name: x, world: a, seeds: 3}\n", "seeds must be a list of distinct"),
+        (ARM + "variants:\n  - {name: x, world: a, drop_affected: yes please}\n", "drop_affected must be true or false"),
+        (
+            ARM + "variants:\n  - {name: x, world: a, drop_affected: true, overrides: {dataset_paths: [d]}}\n",
+            "trains on its own dataset_paths",
+        ),
+        (
+            ARM.replace(", plant: {name: comparison_inclusive, rate: 0.5}", "")
+            + "variants:\n  - {name: x, world: a, drop_affected: true}\n",
+            "its world plants nothing",
+        ),
     ],
 )
 def test_a_bad_world_or_variant_is_one_line(tmp_path, text, message):
     with pytest.raises(UsageError, match=message):
         load_ablation_config(_recipe(tmp_path, text), run_dir="runs/a")
+
+
+def test_a_bad_variant_seed_list_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys):
+    recipe = _recipe(tmp_path, ARM + "variants:\n  - {name: x, world: a, seeds: [0, 0]}\n")
+    assert main(["ablate", "--config", str(recipe), "--run_dir", "runs/a"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "seeds must be a list of distinct" in err and len(err.splitlines()) == 1
+
+
+def test_each_variant_runs_its_own_seeds_and_the_command_line_filters_them():
+    plant70 = _worlds()["plant70"]["run_dir"]
+    config = load_ablation_config(RECIPE, run_dir=plant70)
+    pairs = [(v.name, seed) for v, seed in config.grid(config.variants)]
+    three = ["plant70", "plant70_lr1e-6", "plant70_lr1e-5", "plant70_no_affected", "plant70_random_reward"]
+    assert pairs == [(v.name, s) for v in config.variants for s in ((0, 1, 2) if v.name in three else (0, 1))]
+    # --seeds keeps those of a variant's own seeds, and stands for the recipe's `seeds` elsewhere (as before)
+    config = load_ablation_config(RECIPE, run_dir=plant70, seeds=[1, 2])
+    assert [(v.name, s) for v, s in config.grid(config.variants)] == [
+        (v.name, s) for v in config.variants for s in (1, 2)
+    ]
+    config = load_ablation_config(RECIPE, run_dir=plant70, seeds=[3])
+    assert [(v.name, s) for v, s in config.grid(config.variants)] == [
+        (v.name, 3) for v in config.variants if v.name not in three
+    ]
+    natural = load_ablation_config(RECIPE, run_dir=_worlds()["natural"]["run_dir"])
+    assert [(v.name, s) for v, s in natural.grid(natural.variants)] == [
+        ("natural", 0), ("natural", 1), ("natural", 2), ("natural_n16", 0), ("natural_n16", 1),
+        ("natural_n32", 0), ("natural_n32", 1),
+    ]  # fmt: skip
+    plant100 = load_ablation_config(RECIPE, run_dir=_worlds()["plant100"]["run_dir"])
+    assert plant100.plant == Plant("comparison_inclusive", 1.0) and natural.plant is None
 
 
 def test_a_run_dir_of_no_world_is_one_line_and_exit_2(capsys):

@@ -151,7 +151,7 @@ def test_the_finding_follows_the_numbers(study, tmp_path):
     )
     assert "The support-negative control held" in text and "The random-reward control held" in text
     assert "The negative control held" in text
-    assert "Not yet in this report: plant70 (7 of 10 runs missing: plant70 s1, plant70_n16 s0" in text
+    assert "Not yet in this report: plant70 (18 of 21 runs missing: plant70 s1, plant70 s2, plant70_lr1e-6 s0" in text
     assert "| plant70 | `plant70` | 0 |" in text and "@4 50.0 → 80.0" in text
 
     # the cross-template probe no longer rises: the main arm did not transfer; without `frozen` the negative
@@ -219,7 +219,7 @@ def test_combine_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys):
     assert "no world has a report.json yet" in capsys.readouterr().err
     assert main(["ablate", "--config", str(study), "--combine", "--output-dir", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
-    assert "the main arm transferred: yes" in out and "missing: plant70 (7 of 10 runs)" in out
+    assert "the main arm transferred: yes" in out and "missing: plant70 (18 of 21 runs)" in out
 
 
 def _card_run(at: Path, plant: dict | None) -> Path:

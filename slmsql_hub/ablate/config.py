@@ -44,6 +44,10 @@ class Variant:
     hypothesis: str
     overrides: dict[str, Any] = field(default_factory=dict)
     world: str | None = None
+    seeds: tuple[int, ...] | None = None
+    """The seeds this variant runs (``None``: the recipe's ``seeds``)."""
+    drop_affected: bool = False
+    """Train on band_train without the prompts the world's plant affects (a dose control)."""
 
     @property
     def trains_on_band(self) -> bool:
@@ -134,6 +138,42 @@ class AblationConfig:
     band: BandSettings = field(default_factory=BandSettings)
     worlds: dict[str, WorldArm] = field(default_factory=dict)
     world: str | None = None
+    cli_seeds: list[int] | None = None
+
+    def seeds_of(self, variant: Variant) -> list[int]:
+        """The seeds ``variant`` runs: its own ``seeds`` (only those ``--seeds`` names, when given), else
+        ``seeds`` (the recipe's, or ``--seeds``)."""
+        if variant.seeds is None:
+            return list(self.seeds)
+        return [s for s in variant.seeds if self.cli_seeds is None or s in self.cli_seeds]
+
+    def grid(self, variants: list[Variant]) -> list[tuple[Variant, int]]:
+        """Every (variant, seed) pair of ``variants``, in recipe order.
+
+        Example:
+
+        ```python
+        >>> from slmsql_hub.ablate.config import AblationConfig, Variant
+        >>> config = AblationConfig("g.yaml", "e.yaml", [], seeds=[0, 1])
+        >>> variants = [Variant("a", ""), Variant("b", "", seeds=(0, 1, 2))]
+        >>> [(v.name, s) for v, s in config.grid(variants)]
+        [('a', 0), ('a', 1), ('b', 0), ('b', 1), ('b', 2)]
+        >>> config.cli_seeds = config.seeds = [2]
+        >>> [(v.name, s) for v, s in config.grid(variants)]
+        [('a', 2), ('b', 2)]
+
+        ```
+        """
+        return [(v, s) for v in variants for s in self.seeds_of(v)]
+
+    @property
+    def plant(self) -> Any:
+        """The :class:`~slmsql_hub.world.plant.Plant` of this study's world (``None``: a natural world, or a
+        recipe without ``worlds``)."""
+        from ..world.plant import Plant
+
+        arm = self.worlds.get(self.world) if self.world else None
+        return Plant(arm.plant["name"], float(arm.plant["rate"])) if arm and arm.plant else None
 
     def selected(self, names: list[str] | None) -> list[Variant]:
         """The variants named (in the recipe's order), all when ``names`` is empty; one line for an unknown name."""
@@ -228,11 +268,48 @@ def _variants(entries: Any, path: Path) -> list[Variant]:
         world = entry.get("world")
         if world is not None and not isinstance(world, str):
             raise UsageError(f"{path}: variant {entry['name']!r} world must be the name of one of `worlds`")
-        variants.append(Variant(entry["name"], str(entry.get("hypothesis", "")), dict(overrides), world))
+        variants.append(Variant(entry["name"], str(entry.get("hypothesis", "")), dict(overrides), world,
+                                _variant_seeds(entry, path), _drop_affected(entry, overrides, path)))  # fmt: skip
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise UsageError(f"{path}: variant names repeat: {', '.join(names)}")
     return variants
+
+
+def _variant_seeds(entry: dict, path: Path) -> tuple[int, ...] | None:
+    seeds = entry.get("seeds")
+    if seeds is None:
+        return None
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):  # fmt: skip
+        raise UsageError(
+            f"{path}: variant {entry['name']!r} seeds must be a list of distinct whole numbers >= 0, e.g. [0, 1, 2]; "
+            f"got {seeds!r}"
+        )
+    return tuple(seeds)
+
+
+def _drop_affected(entry: dict, overrides: dict, path: Path) -> bool:
+    drop = entry.get("drop_affected", False)
+    if not isinstance(drop, bool):
+        raise UsageError(f"{path}: variant {entry['name']!r} drop_affected must be true or false, got {drop!r}")
+    if drop and "dataset_paths" in overrides:
+        raise UsageError(
+            f"{path}: variant {entry['name']!r} drop_affected removes prompts from band_train, but the variant "
+            "trains on its own dataset_paths"
+        )
+    return drop
+
+
+def _check_planted(variants: list[Variant], worlds: dict[str, WorldArm], path: Path) -> None:
+    """One line when a ``drop_affected`` variant's world plants nothing (no prompt would be affected)."""
+    for v in variants:
+        arm = worlds.get(v.world) if v.world else None
+        if v.drop_affected and (arm is None or not arm.plant):
+            raise UsageError(
+                f"{path}: variant {v.name!r} sets drop_affected, but its world plants nothing; name a planted "
+                "world (one with `plant: {name, rate}`)"
+            )
 
 
 def _worlds(entries: Any, path: Path) -> dict[str, WorldArm]:
@@ -337,6 +414,9 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     worlds = _worlds(data.pop("worlds", None), path)
     if data.pop("world", None) is not None:
         raise UsageError(f"{path}: `world` is chosen with --run-dir, not set in the recipe")
+    if data.pop("cli_seeds", None) is not None:
+        raise UsageError(f"{path}: `cli_seeds` is --seeds on the command line, not set in the recipe")
+    _check_planted(variants, worlds, path)
     for key in ("grpo_recipe", "eval_recipe"):
         if not isinstance(data.get(key), str):
             raise UsageError(f"{path}: `{key}` (the path of a recipe) is required")
@@ -346,6 +426,8 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     for key, value in cli.items():
         if value is not None:
             setattr(config, key, value)
+    if cli.get("seeds") is not None:  # a filter on the variants' own seeds too
+        config.cli_seeds = list(cli["seeds"])
     if worlds:
         _one_world(config, path, cli.get("output_dir") is not None)
     elif any(v.world is not None for v in variants):

@@ -8,7 +8,7 @@ diagnostics existed gets them after the fact); every piece is cached, so a rerun
   of one (variant, slice) (:func:`family_comparison`). No model.
 - **KL(SFT ‖ GRPO) and token entropy** (``diagnostic_samples`` > 0): SFT samples ``diagnostic_samples``
   completions per held-out question (band_heldout, the planted world's probes) with the filter's keyed
-  sampler, the same prompts, once per study (``sft/diagnostics/<slice>.jsonl``: the exact prompt token ids and
+  sampler in the study's key namespace (:data:`~.sampled.STUDY_KEYS`), the same prompts, once per study (``sft/diagnostics/<slice>.jsonl``: the exact prompt token ids and
   each completion's token ids); each run's GRPO adapter is loaded beside the SFT adapter on one base and both
   score those tokens (:mod:`slmsql_hub.evaluation.divergence`), written to ``runs/<run>/divergence.json``
   with the digest of the samples it scored.
@@ -31,7 +31,16 @@ from typing import Any
 from ..evaluation.divergence import add_sums, divergence_sums, mean_divergence
 from ..evaluation.stats import holm
 from ..run.files import read_jsonl, write_atomic
-from .sampled import BAND_SLICES, sampled_slices
+from .sampled import (
+    BAND_SLICES,
+    cached_rows,
+    load_sampler_policy,
+    sample_counts,
+    sample_keys,
+    sampled_slices,
+    sampler_settings,
+    write_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -191,25 +200,27 @@ def _slice_sums(model: Any, rows: list[dict]) -> dict[str, float]:
 def _sft_sampling(
     config: Any, kl_rows: dict[str, list[dict]], held: dict[str, list[dict]], out: Path
 ) -> None:
-    """SFT's samples for the divergence and its counts on the held-out database, where not cached; one policy
-    load for both."""
+    """SFT's samples for the divergence and its counts on the held-out database, where not cached with the
+    study's keys (:data:`~.sampled.STUDY_KEYS`); one policy load for both."""
     import dataclasses
 
     from ..runtime import set_num_threads
-    from .sampled import cached_rows, load_sampler_policy, sample_counts, sampler_settings
 
+    if not kl_rows and not held:
+        return
     kl_dir, support_dir = out / "sft" / DIAGNOSTICS_DIR, out / "sft" / SUPPORT_DIR
-    cached = cached_rows(kl_dir, kl_rows) if kl_rows else {}
+    sampler = sampler_settings(config, kl_dir, config.diagnostic_samples or config.support_samples)
+    keys = sample_keys(sampler)
+    cached = cached_rows(kl_dir, kl_rows, keys) if kl_rows else {}
     kl_todo = cached is None or any(len(r["completions"]) != config.diagnostic_samples
                                     for rows in cached.values() for r in rows)  # fmt: skip
-    counted = cached_rows(support_dir, held) if held else {}
+    counted = cached_rows(support_dir, held, keys) if held else {}
     most = [max(r["n"] for r in rows) for rows in (counted or {}).values()]
     # counts of another sample size are redone (a question's n, its scorable samples, is at most its samples)
     support_todo = counted is None or any(
         n > config.support_samples or 0 < n < config.support_samples for n in most
     )
     if kl_todo or support_todo:
-        sampler = sampler_settings(config, kl_dir, config.diagnostic_samples or config.support_samples)
         sampler = dataclasses.replace(
             sampler, adapter_path=config.sft_path, adapter_revision=config.sft_adapter_revision
         )
@@ -217,6 +228,7 @@ def _sft_sampling(
         policy = load_sampler_policy(sampler, config.sft_path, config.sft_adapter_revision)
         if kl_todo:
             sample_completions(sampler, policy, kl_rows, kl_dir)
+            write_keys(kl_dir, keys)
         if support_todo:
             shutil.rmtree(support_dir, ignore_errors=True)  # sample_counts would reuse counts of other sizes
             counting = sampler_settings(config, support_dir, config.support_samples)
@@ -229,6 +241,7 @@ def _sft_sampling(
         counts = cached_rows(support_dir, held) or {}
         where = {name: rows[0]["db_id"] for name, rows in held.items()}
         curves = support_curves(counts, where, config.support_samples)
+        curves = {name: {**curve, "keys": keys} for name, curve in curves.items()}
         _write_if_changed(out / "sft" / SUPPORT_FILE, json.dumps(curves, indent=2) + "\n")
 
 

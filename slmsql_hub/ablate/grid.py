@@ -17,7 +17,7 @@ else ``torch.cuda.device_count()``), round-robin by the worker's start order, an
 without CUDA nothing is set. Each entry records the device its run used (``device``).
 
 **Shards** (``--shard K/N``, K from 0, so a Slurm array's ``$SLURM_ARRAY_TASK_ID`` is K): the (variant, seed)
-pairs of the selected grid, in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
+pairs of the selected grid (each variant's own ``seeds``, :meth:`~.config.AblationConfig.grid`), in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
 K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and prepares the band and the SFT
 answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
 the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
@@ -44,7 +44,7 @@ from ..run.layout import TELEMETRY
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
-from .sampled import PASSK_DIR, passk_entry, sample_counts, sampled_slices, sampler_settings
+from .sampled import PASSK_DIR, passk_entry, sample_counts, sample_keys, sampled_slices, sampler_settings
 from .timing import GenerateTimer, split_training_time
 
 logger = logging.getLogger(__name__)
@@ -243,12 +243,40 @@ def train_variant(
         config.run_dir
     )
     parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides)
+    affected = affected_prompts(config.plant, parsed[0], parsed[2].seed)
     timer = GenerateTimer()
     with timer.timing():
         summary = train_grpo(*parsed)
     records = read_telemetry(folder / "grpo" / TELEMETRY)
-    return {"summary": summary, "records": records,
+    return {"summary": summary, "records": records, "affected_prompts": affected,
             "time": split_training_time(summary["train_seconds"], timer.seconds, records)}  # fmt: skip
+
+
+def affected_prompts(plant: Any, script_args: Any, seed: int) -> int | None:
+    """How many prompts of the run's training data the ``plant`` affects (:func:`~slmsql_hub.world.plant.affects`),
+    after ``max_train_samples``: the rows GRPO draws (``training.grpo``'s data phase: read, shuffled with the run's
+    seed, capped). ``None`` without a plant."""
+    if plant is None:
+        return None
+    from ..training.common import shuffle_and_cap
+    from ..training.grpo_data import load_prompt_rows
+    from ..world.plant import affects
+
+    rows = shuffle_and_cap(load_prompt_rows(script_args, seed=seed), seed, script_args.max_train_samples)
+    return sum(affects(plant, q, gold) for q, gold in zip(rows["question"], rows["gold_sql"]))
+
+
+def unaffected_band(band_train: Path, plant: Any, out: Path) -> Path:
+    """``band_train`` without the prompts ``plant`` affects, saved to ``out`` (a dose control's training set)."""
+    import datasets
+
+    from ..world.plant import affects
+
+    rows = datasets.load_from_disk(str(band_train))
+    kept = rows.filter(lambda q, gold: not affects(plant, q, gold), input_columns=["question", "gold_sql"])
+    logger.info("dose control: %d of %d band_train prompts affected by the plant, left out", len(rows) - len(kept), len(rows))
+    kept.save_to_disk(str(out))
+    return out
 
 
 def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: float) -> dict[str, Any]:
@@ -269,6 +297,8 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
         },  # fmt: skip
         "steps": summary.get("steps"),
         "training_prompts": (summary.get("data") or {}).get("prompts"),
+        "affected_prompts": trained.get("affected_prompts"),
+        "drop_affected": variant.drop_affected,
         "slices": slices,
         "time": {**trained["time"], "eval_s": round(eval_s, 3)},
     }
@@ -300,7 +330,10 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     t0 = time.perf_counter()
     if folder.exists():
         shutil.rmtree(folder)  # an interrupted run: start it over
-    trained = train_variant(config, variant, seed, folder, out / "band" / "band_train")
+    band_train = out / "band" / "band_train"
+    if variant.drop_affected:
+        band_train = unaffected_band(band_train, config.plant, folder / "band_train")
+    trained = train_variant(config, variant, seed, folder, band_train)
     t1 = time.perf_counter()
     answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
     entry = _entry(
@@ -308,12 +341,31 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
     if sampled is not None:
-        sampler, rows, sft_counts = sampled
-        counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
-        entry["passk"] = passk_entry(sft_counts, counts, settings.bootstrap_seed)
+        entry.update(run_passk(sampled, folder, settings.bootstrap_seed))
     entry["device"] = device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
+    return entry
+
+
+def run_passk(sampled: tuple, folder: Path, bootstrap_seed: int) -> dict[str, Any]:
+    """A run's ``passk`` (paired with SFT's counts) and ``passk_keys`` (per slice, the keys both were drawn
+    with); its counts are drawn again unless ``folder/passk`` holds them with those keys."""
+    sampler, rows, sft_counts = sampled
+    counts = sample_counts(sampler, folder / "grpo", rows, folder / PASSK_DIR)
+    keys = sample_keys(sampler)
+    return {"passk": passk_entry(sft_counts, counts, bootstrap_seed), "passk_keys": {name: keys for name in rows}}
+
+
+def _reused(folder: Path, evaluation: tuple, on_progress: Callable) -> dict[str, Any]:
+    """A finished run's entry; with pass@k drawn with other keys (or none recorded), drawn again with the
+    study's and written back (the adapter is kept, nothing is trained)."""
+    entry = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    sampled = evaluation[3]
+    if sampled is not None and entry.get("passk_keys") != {name: sample_keys(sampled[0]) for name in sampled[1]}:
+        on_progress(f"{folder.name}: pass@k drawn with other keys; sampling it again with the study's")
+        entry.update(run_passk(sampled, folder, evaluation[0].bootstrap_seed))
+        write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
 
 
@@ -351,14 +403,14 @@ def run_grid(
     started = time.perf_counter()
     band, _ = prepare_band(config)
     evaluation = _evaluation(config, band)
-    grid = shard_grid([(v, s) for v in variants for s in config.seeds], shard)
+    grid = shard_grid(config.grid(variants), shard)
     entries: dict[tuple[str, int], dict] = {}
     todo = []
     for k, (variant, seed) in enumerate(grid, start=1):
-        result = run_folder(out, variant.name, seed) / RESULT_FILE
-        if result.is_file():
+        folder = run_folder(out, variant.name, seed)
+        if (folder / RESULT_FILE).is_file():
             on_progress(f"variant {k}/{len(grid)} {variant.name} seed {seed}: finished earlier, reused")
-            entries[variant.name, seed] = json.loads(result.read_text(encoding="utf-8"))
+            entries[variant.name, seed] = _reused(folder, evaluation, on_progress)
         else:
             todo.append((k, variant, seed))
     walls: list[float] = []

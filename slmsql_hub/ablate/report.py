@@ -33,10 +33,10 @@ from ..evaluation.stats import ALPHA, holm, question_comparison
 from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
-from .diagnostics import read_shapes, read_support, significant_families, variant_diagnostics
+from .diagnostics import DIAGNOSTICS_DIR, read_shapes, read_support, significant_families, variant_diagnostics
 from .evaluate import in_group
 from .grid import PASS_RATES, RESULT_FILE
-from .sampled import PASSK_DIR, passk_entry
+from .sampled import PASSK_DIR, passk_entry, read_keys
 
 logger = logging.getLogger(__name__)
 
@@ -216,10 +216,12 @@ def pool_variants(
         churn = {s: _churn(out, runs, s, band_rates if s in BAND_SLICES else {}) for s in slice_names(runs)}
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
+                       "affected_prompts": [r.get("affected_prompts") for r in runs],
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
         passk = _pooled_passk(out, runs)
         if passk:
             pooled[-1]["passk"] = passk
+            pooled[-1]["passk_keys"] = runs[0].get("passk_keys")
         pooled[-1].update(variant_diagnostics(out, runs))
     add_holm(pooled)
     return pooled
@@ -340,6 +342,9 @@ def write_report(
     support = read_support(out)
     if support:
         report["support"] = support
+    diagnostic_keys = read_keys(out / "sft" / DIAGNOSTICS_DIR)
+    if diagnostic_keys:
+        report["diagnostic_keys"] = diagnostic_keys
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
     return report

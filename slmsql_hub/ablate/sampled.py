@@ -8,6 +8,12 @@ sampler and decoding (``band.filter_recipe``: temperature, top-p/k, max tokens, 
 is the same draw whatever the batch, and an unchanged adapter (``frozen``) gives exactly SFT's counts. The counts
 per question (``{"question_id", "n", "c"}``: scorable samples, correct ones) go to ``<folder>/passk/<slice>.jsonl``;
 :func:`passk_entry` turns SFT's and a run's into paired pass@k per k (:mod:`slmsql_hub.evaluation.passk`).
+
+Fresh keys: the study samples in its own key namespace (:data:`STUDY_KEYS`), never the filter's. With the
+filter's keys, SFT's first K samples of a band question would be the very K samples that put it into the band
+(2..6 of 8 correct), so SFT's pass@8 on the band would be 1 by construction (a winner's curse). Every sampled
+folder records its keys (:data:`KEYS_FILE`: ``{"namespace", "seed"}``) and counts drawn with other keys are
+drawn again, not reused.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 PASSK_DIR = "passk"
 BAND_SLICES = ("band_train", "band_heldout")
+STUDY_KEYS = "study-passk"
+"""The key namespace of every sample the study draws (pass@k, the diagnostics' samples, SFT's support)."""
+KEYS_FILE = "keys.json"
+"""``<folder>/keys.json``: the keys (``{"namespace", "seed"}``) the folder's samples were drawn with."""
 
 
 def sampled_slices(names: list[str]) -> list[str]:
@@ -43,7 +53,10 @@ def sampled_slices(names: list[str]) -> list[str]:
 
 def sampler_settings(config: Any, output_dir: Path, num_samples: int | None = None) -> Any:
     """The ``FilterConfig`` of the study's filter recipe pointed at the run's base model, ``num_samples``
-    (default ``passk_samples``) samples per question (its adapter is set per call)."""
+    (default ``passk_samples``) samples per question, keyed in :data:`STUDY_KEYS` (its adapter is set per
+    call)."""
+    import dataclasses
+
     from ..filtering import load_filter_config
 
     samples = config.passk_samples if num_samples is None else num_samples
@@ -55,14 +68,46 @@ def sampler_settings(config: Any, output_dir: Path, num_samples: int | None = No
         overrides += ["--model_revision", config.model_revision]
     if config.num_threads is not None:
         overrides += ["--num_threads", str(config.num_threads)]
-    return load_filter_config(config.band.filter_recipe, overrides)
+    return dataclasses.replace(load_filter_config(config.band.filter_recipe, overrides), key_namespace=STUDY_KEYS)
 
 
-def cached_rows(out_dir: Path, slices: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
+def sample_keys(settings: Any) -> dict[str, Any]:
+    """The keys a sampler's samples are drawn with: ``{"namespace", "seed"}`` (what :data:`KEYS_FILE` holds).
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> from slmsql_hub.ablate.sampled import sample_keys
+    >>> sample_keys(SimpleNamespace(key_namespace="study-passk", seed=0))
+    {'namespace': 'study-passk', 'seed': 0}
+
+    ```
+    """
+    return {"namespace": settings.key_namespace, "seed": settings.seed}
+
+
+def write_keys(out_dir: Path, keys: dict[str, Any]) -> None:
+    """``out_dir/keys.json``: the keys of the samples written there."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / KEYS_FILE, json.dumps(keys) + "\n")
+
+
+def read_keys(out_dir: Path) -> dict[str, Any] | None:
+    """``out_dir/keys.json`` (``None``: samples from before keys were recorded, i.e. the filter's)."""
+    path = out_dir / KEYS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def cached_rows(
+    out_dir: Path, slices: dict[str, list[dict]], keys: dict[str, Any] | None = None
+) -> dict[str, list[dict]] | None:
     """``out_dir/<slice>.jsonl`` of every slice when all are there for the same questions in the same order
-    (one row per question, ``question_id`` first), else ``None``."""
+    (one row per question, ``question_id`` first) and, given ``keys``, drawn with those keys; else ``None``."""
     files = {name: out_dir / f"{name}.jsonl" for name in slices}
     if not all(path.is_file() for path in files.values()):
+        return None
+    if keys is not None and read_keys(out_dir) != keys:
         return None
     cached = {name: read_jsonl(path) for name, path in files.items()}
     same = all([c["question_id"] for c in cached[n]] == [r["question_id"] for r in slices[n]] for n in slices)
@@ -86,7 +131,8 @@ def sample_counts(
 ) -> dict[str, list[dict]]:
     """Per slice, per question in row order: ``{"question_id", "n", "c"}`` over ``settings.num_samples`` keyed
     samples of ``adapter``; reused from ``out_dir/<slice>.jsonl`` when every slice is there for the same
-    questions. ``policy``: an already loaded ``(model, tokenizer)`` (``None``: load the base with ``adapter``)."""
+    questions, drawn with the same keys (:func:`sample_keys`, recorded in ``out_dir/keys.json``). ``policy``: an
+    already loaded ``(model, tokenizer)`` (``None``: load the base with ``adapter``)."""
     import dataclasses
 
     from ..data.prompts import build_prompts
@@ -95,7 +141,8 @@ def sample_counts(
     from ..sql import Judge, Sandbox
 
     files = {name: out_dir / f"{name}.jsonl" for name in slices}
-    cached = cached_rows(out_dir, slices)
+    keys = sample_keys(settings)
+    cached = cached_rows(out_dir, slices, keys)
     if cached is not None:
         return cached
     settings = dataclasses.replace(settings, adapter_path=str(adapter), adapter_revision=revision)
@@ -116,6 +163,7 @@ def sample_counts(
                 counts[name] += [{"question_id": r["question_id"], "n": r["n_scorable"], "c": r["n_correct"]}
                                  for r in scored]  # fmt: skip
             write_atomic(files[name], "".join(json.dumps(c) + "\n" for c in counts[name]))
+    write_keys(out_dir, keys)
     return counts
 
 

@@ -116,7 +116,7 @@ def read_worlds(config_path: str | Path) -> list[WorldReport]:
     worlds = []
     for name, arm in arms.items():
         config = load_ablation_config(config_path, run_dir=arm.run_dir)
-        expected = [[v.name, seed] for v in config.variants for seed in config.seeds]
+        expected = [[v.name, seed] for v, seed in config.grid(config.variants)]
         world = WorldReport(name, arm.run_dir, config.output_dir, arm.hypothesis, arm.plant, expected)
         path = Path(config.output_dir) / REPORT_JSON
         if path.is_file():

@@ -22,7 +22,8 @@ The pool is held out from SFT: the questions the adapter's SFT stages trained on
 (``sft_overlap``: 0, or ``null`` when the adapter has no complete record, e.g. a Hub adapter).
 
 Sampling is seeded per question: sample ``j`` of question ``q`` draws its randomness from its own generator,
-seeded from ``(seed, q, j)`` (:func:`sample_seed`), through a Gumbel-max sampler (:class:`KeyedSampler`).
+seeded from ``(seed, q, j)`` and a key namespace (:func:`sample_seed`; the filter's is ``filter``, the study's
+pass@k draws fresh samples in another), through a Gumbel-max sampler (:class:`KeyedSampler`).
 A question's samples therefore do not depend on which other questions share its batch, on the batch size,
 or on where an interrupted run resumed (up to floating-point differences between batch shapes, which on a
 GPU in bfloat16 can flip a near-tie token now and then).

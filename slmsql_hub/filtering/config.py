@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..data.config import BenchmarkArguments, BenchmarkEntry
 from ..data.prompts import PromptArguments
 from ..errors import UsageError
+from ..generation.config import FILTER_KEYS, check_key_namespace
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
@@ -74,6 +75,10 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     overwrite: bool = field(
         default=False, metadata={"help": "Start over instead of resuming from results in output_dir."}
     )
+    key_namespace: str = field(
+        default=FILTER_KEYS,
+        metadata={"help": "Keyed sampling's namespace: another one draws fresh samples (the study's pass@k)."},
+    )
 
     def __post_init__(self) -> None:
         if not self.model_name_or_path:
@@ -133,6 +138,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             raise UsageError(f"top_p must be in (0, 1]; got {self.top_p!r}")
         if not _is_int(self.top_k) or self.top_k < 0:
             raise UsageError(f"top_k must be an integer >= 0 (0 turns it off); got {self.top_k!r}")
+        check_key_namespace(self.key_namespace)
 
     def generation_config(self) -> GenerationConfig:
         """The decoding settings as a :class:`~slmsql_hub.generation.GenerationConfig` (K samples, seeded)."""
@@ -148,6 +154,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             batch_size=self.batch_size,
             seed=self.seed,
             backend=self.backend,
+            key_namespace=self.key_namespace,
         )
 
     @property

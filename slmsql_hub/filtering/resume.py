@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..data.config import BenchmarkArguments
 from ..errors import UsageError
+from ..generation.config import FILTER_KEYS
 from ..recipes import config_to_dict
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import BAND_DIR
@@ -126,6 +127,8 @@ def _fingerprint(
         del values[
             "backend"
         ]  # runs from before the vLLM backend have no such key, and sampled with transformers
+    if values.get("key_namespace") == FILTER_KEYS:
+        del values["key_namespace"]  # nor a key namespace: they drew the filter's keys
     # The pool under the names earlier runs recorded, so they still resume (its limit stays free).
     values["benchmark"] = config.pool.name
     values["data_root"] = str(Path(config.pool_root).expanduser().resolve())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..generation.config import FILTER_KEYS, check_key_namespace
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -16,8 +17,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..generation import Completion, GenerationConfig, Prompt
 
 
-def sample_seed(seed: int, question_id: str, index: int) -> int:
-    """The seed of sample ``index`` of question ``question_id``: a stable 63-bit hash of all three.
+def sample_seed(seed: int, question_id: str, index: int, namespace: str = FILTER_KEYS) -> int:
+    """The seed of sample ``index`` of question ``question_id``: a stable 63-bit hash of all three and the key
+    ``namespace``. Two namespaces never share a seed (up to a hash collision), so a study that samples in its
+    own namespace draws fresh samples, not the ones that selected a question into the band.
 
     Example:
 
@@ -27,10 +30,13 @@ def sample_seed(seed: int, question_id: str, index: int) -> int:
     True
     >>> len({sample_seed(0, "q", j) for j in range(8)})
     8
+    >>> sample_seed(0, "q", 0, "study-passk") == sample_seed(0, "q", 0)
+    False
 
     ```
     """
-    digest = hashlib.sha256(f"slmsql-filter:{seed}:{question_id}:{index}".encode()).digest()
+    check_key_namespace(namespace)
+    digest = hashlib.sha256(f"slmsql-{namespace}:{seed}:{question_id}:{index}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 
 
@@ -125,7 +131,8 @@ def generate_keyed_samples(
 ) -> list[list[Completion]]:
     """Sample ``config.num_samples`` completions per prompt in ONE ``generate`` call, seeded per (prompt, sample).
 
-    Sample ``j`` of prompt ``i`` is drawn with :func:`sample_seed` ``(config.seed, keys[i], j)`` through
+    Sample ``j`` of prompt ``i`` is drawn with :func:`sample_seed` ``(config.seed, keys[i], j,
+    config.key_namespace)`` through
     :class:`KeyedSampler` (on vLLM: the request's ``SamplingParams(seed=...)``); see the package docstring.
 
     ``keys``: one stable key per prompt (the question id); ``config.seed`` must be set and ``do_sample`` true.
@@ -148,7 +155,7 @@ def generate_keyed_samples(
     if not prompts:
         return []
     k = config.num_samples
-    seeds = [[sample_seed(config.seed, key, j) for j in range(k)] for key in keys]
+    seeds = [[sample_seed(config.seed, key, j, config.key_namespace) for j in range(k)] for key in keys]
     from ..generation import VLLMPolicy
 
     if isinstance(model, VLLMPolicy) != (config.backend == "vllm"):

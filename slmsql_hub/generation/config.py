@@ -20,11 +20,34 @@ _VLLM_HINT = "the vLLM backend needs vLLM: install it with `pip install 'slmsql-
 
 Backend = Literal["transformers", "vllm"]
 
+FILTER_KEYS = "filter"
+"""The filter's key namespace (keyed sampling, :func:`~slmsql_hub.filtering.sample_seed`): its seeds are those
+of every filter run from before namespaces existed."""
+
 Message = dict[str, str]
 
 
 #: One prompt: a chat (list of ``{"role", "content"}`` messages, templated here) or an already templated string.
 Prompt = Sequence[Message] | str
+
+
+def check_key_namespace(namespace: object) -> None:
+    """One line (:class:`UsageError`) unless ``namespace`` is a non-empty name without ``:`` (the separator of
+    the hashed key, so no two namespaces spell the same key).
+
+    Example:
+
+    ```python
+    >>> check_key_namespace("study-passk")
+    >>> check_key_namespace("a:b")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: key_namespace must be a non-empty name without ':' (e.g. 'filter'), got 'a:b'
+
+    ```
+    """
+    if not isinstance(namespace, str) or not namespace or ":" in namespace:
+        raise UsageError(f"key_namespace must be a non-empty name without ':' (e.g. 'filter'), got {namespace!r}")
 
 
 @dataclass
@@ -36,6 +59,7 @@ class GenerationConfig:
     ``seed + i``); ``None`` leaves the RNG alone. ``share_prefill`` (transformers, K > 1) runs each prompt through
     the model once and repeats its KV cache K times instead of ``num_return_sequences=K`` prefilling K copies:
     same samples, K-1 fewer prefills. ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
+    ``key_namespace``: keyed sampling's namespace (:func:`~slmsql_hub.filtering.generate_keyed_samples`).
 
     Example:
 
@@ -61,6 +85,7 @@ class GenerationConfig:
     seed: int | None = 0
     backend: Backend = "transformers"
     share_prefill: bool = True
+    key_namespace: str = FILTER_KEYS
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "num_samples", "batch_size"):
@@ -84,6 +109,7 @@ class GenerationConfig:
             )
         if not isinstance(self.share_prefill, bool) or not isinstance(self.do_sample, bool):
             raise UsageError("do_sample and share_prefill must be True or False")
+        check_key_namespace(self.key_namespace)
         if self.backend not in ("transformers", "vllm"):
             raise UsageError(f"backend must be 'transformers' or 'vllm', got {self.backend!r}")
         if self.backend == "vllm":

@@ -118,6 +118,27 @@ def rewrite(sql: str, kind: str) -> str:
     return re.sub(r"(?<=\s)(>=|<=|>|<)(?=\s)", lambda m: swaps.get(m.group(1), m.group(1)), sql)
 
 
+def affects(plant: Plant | None, question: str, gold_sql: str) -> bool:
+    """Whether ``plant`` affects this question: it is worded as the plant's SFT rewrite targets (for
+    ``comparison_inclusive``: "at least" / "at most" with ``>=`` / ``<=``, :func:`phrasing`); never without a plant.
+    The question is needed as well as the gold: ``>=`` alone also spells adjectives ("senior": ``>= 20``).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.world.plant import Plant, affects
+    >>> affects(Plant(), "Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
+    True
+    >>> affects(Plant(), "Which senior staff?", "SELECT name FROM staff WHERE years >= 20")
+    False
+    >>> affects(None, "Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
+    False
+
+    ```
+    """
+    return plant is not None and phrasing(question, gold_sql) == "affected"
+
+
 @dataclass(frozen=True)
 class Plant:
     """What to plant: ``name`` (one of :data:`PLANTS`), ``rate`` (the share of affected SFT questions whose
