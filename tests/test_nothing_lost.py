@@ -321,3 +321,21 @@ def test_sigkill_of_ex_leaves_no_partial_verdicts(tmp_path):
         if out.exists():  # the old file or the whole new one, never a part (a kill leaves its lock, taken over)
             rows = [json.loads(line) for line in out.read_text().splitlines()]
             assert len(rows) == 3000
+
+
+def test_a_failed_rename_keeps_the_old_adapter_and_dataset(tmp_path, monkeypatch):
+    import datasets
+
+    stage = _folder(tmp_path / "grpo", "adapter_model.safetensors")
+    (stage / "run_summary.json").write_text("{}")
+    band = guard.save_dataset(datasets.Dataset.from_dict({"q": ["old"]}), tmp_path / "band")
+    before = {"stage": _hashes(stage), "band": _hashes(band)}
+    _refusing_rename(monkeypatch)
+    with pytest.raises(OSError), guard.staged_files(stage) as staging:
+        (staging / "adapter_model.safetensors").write_bytes(b"new weights")
+    with pytest.raises(OSError):
+        guard.save_dataset(datasets.Dataset.from_dict({"q": ["new"]}), band)
+    assert {"stage": _hashes(stage), "band": _hashes(band)} == before  # the stage still reads as finished
+    assert _leftovers(tmp_path) == [] and not (stage / ".saving").exists()
+    monkeypatch.undo()
+    assert datasets.load_from_disk(str(band))["q"] == ["old"]

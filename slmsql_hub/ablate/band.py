@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run.guard import save_dataset
 from ..run.layout import WORLD_MANIFEST
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
         for i, (key, db, question) in enumerate(zip(row_key, stored["db_id"], stored["question"]))
         if key not in keys and (db, " ".join(question.lower().split())) not in texts
     ]
-    stored.select(keep).save_to_disk(str(split_dir))
+    save_dataset(stored.select(keep), split_dir)
     info = {
         "world": str(world),
         "rl_pool": rl_pool,

@@ -73,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from ..card import CardOptions, build_card
     from ..run.guard import check_output, output_lock, refuse_finished
     from ..run.layout import CardLayout, RunLayout
+    from ..run.read import read_run
 
-    run = RunLayout(args.run_dir)
+    run = RunLayout(read_run(args.run_dir).root)  # a missing run folder: one line, before a lock creates it
     out = check_output(args.out or run.card.root, [*run.stage_folders, args.template], "--out")
     refuse_finished(out, CardLayout(out).readme.is_file() and not args.overwrite, "--out", "card")
     options = CardOptions(

@@ -104,9 +104,11 @@ def run(args: argparse.Namespace) -> int:
     from ..hub import push
     from ..run.guard import check_output, output_lock
     from ..run.layout import RunLayout
+    from ..run.read import read_run
 
     run = RunLayout(args.run_dir)
     if args.dry_run:
+        read_run(run.root)  # a missing run folder: one line, before a lock creates it
         inputs = [*run.stage_folders, run.card.root, args.demo_dir, args.wheel]
         with output_lock(check_output(args.dry_run_dir or run.push_dry_run, inputs, "--dry-run-dir")):
             return _dry_run(args, run)

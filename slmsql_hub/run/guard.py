@@ -8,8 +8,10 @@
   the writer's host and pid. A second writer is refused naming them; a lock left by a dead process of this host
   is taken over with a warning; one from another host is never taken over (it may be a live cluster node).
   Under ``accelerate launch`` only the main process (``RANK`` 0) takes it; the other ranks write under it.
-- :func:`atomic_folder`: a folder (a card, a dataset) built in a temporary sibling and renamed into place; a
-  failure leaves the old folder and no temporary one. Files go through :func:`~slmsql_hub.run.files.write_atomic`.
+- :func:`atomic_folder`: a folder (a card, a dataset: :func:`save_dataset`) built in a temporary sibling and
+  renamed into place; a failure leaves the old folder and no temporary one. Files go through
+  :func:`~slmsql_hub.run.files.write_atomic`. A training stage's folder also holds checkpoints and telemetry,
+  so its saved files (adapter, tokenizer, config) go through :func:`staged_files`: each renamed in whole.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError
+from .layout import RUN_SUMMARY
 
 logger = logging.getLogger(__name__)
 
@@ -263,3 +266,63 @@ def atomic_folder(final: str | os.PathLike) -> Iterator[Path]:
         replace_folder(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_dataset(dataset, folder: str | os.PathLike, **kwargs) -> Path:
+    """``dataset.save_to_disk`` into an :func:`atomic_folder` replacing ``folder`` (``kwargs`` go to
+    ``save_to_disk``): a crash leaves the old dataset or the new one, never a mix of their shards."""
+    with atomic_folder(folder) as tmp:
+        dataset.save_to_disk(str(tmp), **kwargs)
+    return Path(folder)
+
+
+@contextlib.contextmanager
+def staged_files(folder: str | os.PathLike, *, main_process: bool = True) -> Iterator[Path]:
+    """Yield ``folder/.saving`` to save several files into (a trainer's ``save_model`` on every rank); then the
+    main process renames each into ``folder``. A file is never half-written at its place; the folder's
+    ``run_summary.json`` (written last, the mark of a finished stage) is set aside while they move, and put back
+    when none moved. The staging folder is removed in every case.
+
+    Example:
+
+    ```python
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> with staged_files(out) as staging:
+    ...     _ = (staging / "adapter_model.safetensors").write_bytes(b"weights")
+    >>> sorted(p.name for p in out.iterdir())
+    ['adapter_model.safetensors']
+
+    ```
+    """
+    folder = Path(folder)
+    staging = folder / ".saving"
+    if main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    try:
+        yield staging
+        if main_process:
+            _move_in(staging, folder)
+    finally:
+        if main_process:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_in(staging: Path, folder: Path) -> None:
+    summary, aside = folder / RUN_SUMMARY, staging.with_name(f".{RUN_SUMMARY}.old")
+    if summary.is_file():
+        os.rename(summary, aside)
+    moved = 0
+    try:
+        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+            target = folder / path.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+            moved += 1
+    except OSError:
+        if not moved and aside.is_file():
+            os.rename(aside, summary)  # nothing changed: the old stage is still whole
+        raise
+    finally:
+        aside.unlink(missing_ok=True)
