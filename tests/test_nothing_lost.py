@@ -64,11 +64,21 @@ def _ex(root: Path):
     return (lambda out: [*argv, "--out", str(out)]), root / "gold.sql"
 
 
-def _recipe(command: list[str], recipe: str, fields: dict[str, Path | str]):
+def _world_folder(path: Path) -> Path:
+    """A world's parts (its databases, splits and manifest); the world recipes write their stages beside them."""
+    _folder(path / "databases" / "toy", "toy.sqlite"), _folder(path / "datasets" / "dev", "data.arrow")
+    (path / "world.json").write_text("{}")
+    return path
+
+
+def _recipe(command: list[str], recipe: str, fields: dict[str, Path]):
+    """A recipe command reading the folders ``fields`` names; the output overlaps the first (a world's databases)."""
+
     def case(root: Path):
-        given = {key: (_folder(root / value) if isinstance(value, Path) else value) for key, value in fields.items()}
+        given = {key: (_world_folder if key.startswith("world") else _folder)(root / value) for key, value in fields.items()}
         overrides = [item for key, value in given.items() for item in (f"--{key}", str(value))]
-        first = next(value for value in given.values() if isinstance(value, Path))
+        first = next(iter(given.values()))
+        first = first / "databases" if (first / "world.json").is_file() else first
         return (lambda out: [*command, "--config", str(WORLD / recipe), *overrides, "--output_dir", str(out)]), first
 
     return case
@@ -169,6 +179,14 @@ def test_an_output_overlapping_an_input_is_one_line_and_touches_nothing(command,
 
 
 # -- finished artifacts -------------------------------------------------------------------------------------------
+
+
+def test_a_stage_may_write_inside_the_world_folder_as_the_world_recipes_do(tmp_path):
+    world = _world_folder(tmp_path / "world")
+    inputs = guard.config_inputs(type("Config", (), {"world_root": str(world)})())
+    assert guard.check_output(world / "eval", inputs, "output_dir") == world / "eval"
+    with pytest.raises(UsageError, match="inside the input"):
+        guard.check_output(world / "datasets" / "eval", inputs, "output_dir")
 
 
 def test_ex_never_writes_into_a_database(tmp_path, capsys):

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import UsageError
-from .layout import RUN_SUMMARY
+from .layout import RUN_SUMMARY, WORLD_PARTS
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,11 @@ INPUT_FIELDS = (
     "dataset_paths", "world_dir", "world_root", "bird_root", "spider_root", "synsql_root",
     "model_name_or_path", "tokenizer_name_or_path", "adapter_path", "sft_adapter", "grpo_adapter",
 )  # fmt: skip
-"""The recipe fields (of every stage's config dataclasses) that name what a stage reads."""
+"""The recipe fields (of every stage's config dataclasses) that name what a stage reads. A world folder counts
+as its :data:`~slmsql_hub.run.layout.WORLD_PARTS`: the world recipes write their stages inside it
+(``outputs/world/base``)."""
+
+_WORLD_FIELDS = ("world_dir", "world_root")
 
 
 def config_inputs(*configs: object) -> list[str]:
@@ -87,6 +91,8 @@ def config_inputs(*configs: object) -> list[str]:
     >>> from types import SimpleNamespace
     >>> config_inputs(SimpleNamespace(dataset_paths=["d1", "d2"], world_root=None), SimpleNamespace(adapter_path="a"))
     ['d1', 'd2', 'a']
+    >>> config_inputs(SimpleNamespace(world_root="w"))
+    ['w/world.json', 'w/databases', 'w/datasets']
 
     ```
     """
@@ -94,7 +100,10 @@ def config_inputs(*configs: object) -> list[str]:
     for config in configs:
         for name in INPUT_FIELDS:
             value = getattr(config, name, None)
-            found += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)] if value else []
+            values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)] if value else []
+            if name in _WORLD_FIELDS:
+                values = [os.path.join(v, part) for v in values for part in WORLD_PARTS]
+            found += values
     return found
 
 

@@ -38,6 +38,7 @@ TELEMETRY = "telemetry.jsonl"
 SFT_QUESTIONS = "sft_questions.json"
 HUB_REF = "hub.json"  # a stage taken from the Hub: {"repo_id": ..., "revision": ...}
 WORLD_MANIFEST = "world.json"
+WORLD_PARTS = (WORLD_MANIFEST, "databases", "datasets")  # what a world folder holds; stage outputs may sit beside
 FILTER_REPORT = "filter_report.json"
 FILTER_STATE = "filter_config.json"
 FILTER_RESULTS = "results.jsonl"
