@@ -619,7 +619,7 @@ def test_a_folder_with_other_files_or_a_stage_folder_is_never_replaced(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     (run / "grpo" / "trl_model_card.md").unlink()
-    with pytest.raises(UsageError, match="is a folder of the run itself"):
+    with pytest.raises(UsageError, match="is the input .*grpo; choose an output outside the inputs"):
         build_card(run, run / "grpo")
     assert (run / "grpo" / "adapter_model.safetensors").is_file()
 
@@ -643,10 +643,12 @@ def test_cli_builds_without_repo_id_then_rebuilds_over_its_own_folder(published_
     args = ["card", "--run-dir", str(published_run), "--out", str(out), "--repo-id", REPO_ID]
     assert cli.main([*args, "--dataset", "bad name"]) == 2  # one line, before anything is written
     assert "bad name" in capsys.readouterr().err and (out / "plots" / "stale.png").exists()
-    assert cli.main(args) == 0
+    assert cli.main(args) == 2  # a finished card is replaced only when asked
+    assert "pass --overwrite" in capsys.readouterr().err and (out / "plots" / "stale.png").exists()
+    assert cli.main([*args, "--overwrite"]) == 0
     assert not (out / "plots" / "stale.png").exists()  # replaced as a whole, not merged
     assert f'snapshot_download("{REPO_ID}")' in (out / "README.md").read_text()
-    assert not list(tmp_path.glob(".card.building"))
+    assert not list(tmp_path.glob(".card.*"))  # no temporary folder, no lock left
 
 
 def test_cli_reports_a_bad_run_folder_in_one_line(tmp_path, capsys):

@@ -87,7 +87,7 @@ def test_spider_mode_with_and_without_distinct(tmp_path, db_root, capsys):
     assert read_jsonl(out)[0]["verdict"] == "correct"
     assert "[mode spider]" in capsys.readouterr().out
     args = ("--pred", pred, "--gold", gold, "--db-root", db_root, "--mode", "spider", "--keep-distinct")
-    assert run_ex(*args, "--out", out) == 0
+    assert run_ex(*args, "--out", out, "--overwrite") == 0  # a verdict file is replaced only when asked
     assert read_jsonl(out)[0]["verdict"] == "wrong"
     assert "keep DISTINCT" in capsys.readouterr().out
 

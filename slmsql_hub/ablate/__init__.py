@@ -49,6 +49,7 @@ def run_study(
     import dataclasses
 
     from ..errors import UsageError
+    from ..run.guard import check_output, config_inputs, output_lock
     from ..run.layout import REPORT_MD
     from .config import load_ablation_config
     from .diagnostics import run_diagnostics
@@ -59,34 +60,37 @@ def run_study(
     if share is not None and (merge or report_only):
         raise UsageError("--shard runs a share of the grid; it does not go with --merge or --report_only")
     config = load_ablation_config(config_path, **cli)
-    order = [v.name for v in config.variants]
-    progress = {"on_progress": on_progress} if on_progress else {}
-    if merge:
-        report = merge_shards(merge, config.output_dir, order, dataclasses.asdict(config))
-        if diagnostics:  # the shards' runs, against the merged folder's band and SFT samples
-            roots = [Path(folder) for folder in merge]
-            run_diagnostics(config, roots, **progress)
-            report = write_report(config.output_dir, order, dataclasses.asdict(config), roots=roots)
-        return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}
-    if share is not None:
+    run_inputs = {Path(config.run_dir) / Path(needed).parts[0] for needed in config.run_inputs()}
+    check_output(config.output_dir, [*sorted(run_inputs), *config_inputs(config)], "output_dir")
+    if share is not None:  # each shard (a Slurm array task, maybe on another node) holds its own folder's lock
         config.output_dir = str(shard_folder(config.output_dir, share))
-    selected = config.selected(variants)
-    run = Path(config.run_dir)
-    if not run.is_dir():
-        raise UsageError(
-            f"run folder {run} not found: pass --run-dir of a finished run (`slmsql quickstart` makes one)"
-        )
-    for needed in config.run_inputs():
-        if not (run / needed).exists():
+    with output_lock(config.output_dir):
+        order = [v.name for v in config.variants]
+        progress = {"on_progress": on_progress} if on_progress else {}
+        if merge:
+            report = merge_shards(merge, config.output_dir, order, dataclasses.asdict(config))
+            if diagnostics:  # the shards' runs, against the merged folder's band and SFT samples
+                roots = [Path(folder) for folder in merge]
+                run_diagnostics(config, roots, **progress)
+                report = write_report(config.output_dir, order, dataclasses.asdict(config), roots=roots)
+            return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}
+        selected = config.selected(variants)
+        run = Path(config.run_dir)
+        if not run.is_dir():
             raise UsageError(
-                f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
+                f"run folder {run} not found: pass --run-dir of a finished run (`slmsql quickstart` makes one)"
             )
-    if not report_only:
-        run_grid(config, selected, shard=share, **progress)
-    try:
-        if diagnostics:
-            run_diagnostics(config, **progress)
-        report = write_report(config.output_dir, order, dataclasses.asdict(config))
-    except FileNotFoundError as err:
-        raise UsageError(f"{err}; run the grid first (without --report-only)") from err
-    return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}
+        for needed in config.run_inputs():
+            if not (run / needed).exists():
+                raise UsageError(
+                    f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
+                )
+        if not report_only:
+            run_grid(config, selected, shard=share, **progress)
+        try:
+            if diagnostics:
+                run_diagnostics(config, **progress)
+            report = write_report(config.output_dir, order, dataclasses.asdict(config))
+        except FileNotFoundError as err:
+            raise UsageError(f"{err}; run the grid first (without --report-only)") from err
+        return {**report, "path": str(Path(config.output_dir) / REPORT_MD)}

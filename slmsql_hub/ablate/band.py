@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run.guard import save_dataset
 from ..run.layout import WORLD_MANIFEST
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     stored = datasets.load_from_disk(str(world / "datasets" / "rl_pool"))
     rules = left_out_by(stored, (datasets.load_from_disk(str(run_world / "datasets" / s)) for s in held))
     keep = [i for i, rule in enumerate(rules) if rule is None]
-    stored.select(keep).save_to_disk(str(split_dir))
+    save_dataset(stored.select(keep), split_dir)
     info = {
         "world": str(world),
         "rl_pool": rl_pool,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.files import write_atomic
+from ..run.guard import save_dataset
 from ..run.layout import TELEMETRY
 from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
 from .config import AblationConfig, Variant
@@ -196,13 +197,9 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
              if isinstance(row.get("pass_rate"), (int, float))}  # fmt: skip
     record = {**band.record(), PASS_RATES: rates, "pool": pool}
     write_atomic(out / "band" / "band.json", json.dumps(record, indent=2) + "\n")
-    train_dir = out / "band" / "band_train"
-    if train_dir.exists():  # rewritten each time: it must match band.json
-        shutil.rmtree(train_dir)
     train_ids = {row["question_id"] for row in band.train}
-    rows.filter(
-        lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True
-    ).save_to_disk(str(train_dir))
+    chosen = rows.filter(lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True)
+    save_dataset(chosen, out / "band" / "band_train")  # rewritten each time: it must match band.json
     return band, pool
 
 

@@ -22,6 +22,7 @@ from ..errors import UsageError
 from ..refs import check_repo_id, looks_like_hub_id, repo_url
 from ..render import templates
 from ..render.fmt import percent
+from ..run.guard import atomic_folder, check_output
 from ..run.layout import (
     ABLATIONS_DIR,
     CARD_README,
@@ -485,19 +486,6 @@ def _check_replaceable(out: Path) -> None:
         )
 
 
-def _check_not_a_stage(run: Run, out: Path) -> None:
-    """Refuse a card folder that is the run folder or one of its stage folders."""
-    layout = RunLayout(run.root)
-    stages = [run.root, *(a.folder for a in run.attempts), *(s.folder for s in run.stages.values())]
-    stages += [layout.eval, layout.filter, layout.world, layout.sft_stage1.path.parent]
-    target = out.resolve()
-    if any(target == folder.resolve() for folder in stages):
-        raise UsageError(
-            f"--out {out} is a folder of the run itself; the card folder must be separate (TRL rewrites README.md "
-            f"in its output folders): use the default {layout.card.root} or a new folder"
-        )
-
-
 def _copy_files(source: Path, names: Iterable[str], target: Path) -> list[str]:
     copied = []
     for name in names:
@@ -523,28 +511,18 @@ def build_card(
     template_path: str | os.PathLike | None = None,
 ) -> CardBuild:
     """Assemble the model repo folder of a run into ``out_dir`` (default ``<run_dir>/card``), built beside it
-    and swapped in at the end. UsageError: ``out_dir`` holds other files or is a folder of the run, or the run
-    lacks a file the card needs."""
+    and swapped in at the end (:func:`~slmsql_hub.run.guard.atomic_folder`). UsageError: ``out_dir`` holds other
+    files or overlaps a folder of the run (``RunLayout.stage_folders``), or the run lacks a file the card needs."""
     run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else RunLayout(run.root).card.root
     options = options or CardOptions()
     if options.card_path is None:
         options = CardOptions(**{**options.__dict__, "card_path": str(out)})
-    _check_not_a_stage(run, out)
+    check_output(out, RunLayout(run.root).stage_folders, "--out")
     _check_replaceable(out)
-    staging = out.with_name(f".{out.name}.building")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    try:
+    with atomic_folder(out) as staging:
         card, plots, written = _assemble(run, options, CardLayout(staging), template_path)
         _record_options(staging, options, template_path)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     outcome = "null" if NULL_TAG in (card.data.tags or []) else is_significant_outcome(result_rows(run))
     done = CardLayout(out)

@@ -31,9 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--run-dir", required=True, metavar="DIR", help="the run folder (e.g. outputs/quickstart)"
     )
-    parser.add_argument(
-        "--out", metavar="DIR", help="the card folder (default DIR/card); replaced if it is one"
-    )
+    parser.add_argument("--out", metavar="DIR", help="the card folder (default DIR/card)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a finished card in --out")
     parser.add_argument(
         "--repo-id",
         type=repo_id(),
@@ -69,8 +68,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Build the card folder and print where it is and what it says."""
-    from ..card import CardOptions, build_card
+    from pathlib import Path
 
+    from ..card import CardOptions, build_card
+    from ..run.guard import check_output, output_lock, refuse_finished
+    from ..run.layout import CardLayout, RunLayout
+    from ..run.read import read_run
+
+    run = RunLayout(read_run(args.run_dir).root)  # a missing run folder: one line, before a lock creates it
+    out = check_output(args.out or run.card.root, [*run.stage_folders, args.template], "--out")
+    refuse_finished(out, CardLayout(out).readme.is_file() and not args.overwrite, "--out", "card")
     options = CardOptions(
         repo_id=args.repo_id,
         base_model_id=args.base_model_id,
@@ -78,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         datasets=tuple(args.dataset),
     )
-    result = build_card(args.run_dir, args.out, options=options, template_path=args.template)
+    with output_lock(out):
+        result = build_card(args.run_dir, Path(out), options=options, template_path=args.template)
     return print_result(
         json.dumps(
             {

@@ -35,9 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..evaluation import RESULTS_FILE, load_eval_config, run_eval, summary_lines
+    from ..run.guard import check_output, config_inputs, output_lock
 
     config = load_eval_config(args.config, args.overrides)
-    results = run_eval(config)
+    with output_lock(check_output(config.output_dir, config_inputs(config), "output_dir")):
+        results = run_eval(config)
     out = Path(str(config.output_dir))
     return print_result(
         *summary_lines(results), f"results: {out / RESULTS_FILE}", f"predictions: {out / 'predictions'}/"

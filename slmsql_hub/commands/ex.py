@@ -9,11 +9,14 @@ and optionally writes one JSON line per question.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 from pathlib import Path
 
 from ..errors import UsageError
+from ..run.files import write_atomic
+from ..run.guard import check_output, output_lock, refuse_finished
 from . import existing_folder, number
 
 logger = logging.getLogger(__name__)
@@ -72,19 +75,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--workers", type=number(int, low=1), default=None, metavar="N", help="sandbox worker processes"
     )
     parser.add_argument("--out", metavar="FILE", help="write one JSON line per question here")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     parser.set_defaults(run=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     from ..data.prediction_files import detect_format, load_prediction_records, resolve_db_paths
+
+    out = _checked_out(args)
+    with output_lock(out) if out is not None else contextlib.nullcontext():
+        fmt = args.format or detect_format(args.pred)
+        records = load_prediction_records(args.pred, args.gold, fmt=fmt, difficulty_path=args.difficulty)
+        db_paths = resolve_db_paths(records, args.db_root)
+        if out is not None:
+            check_output(out, sorted(set(db_paths)), "--out")
+        return _judge(args, out, fmt, records, db_paths)
+
+
+def _judge(args: argparse.Namespace, out: Path | None, fmt: str, records, db_paths) -> int:
+    """Judge every question, write ``--out`` (when given) and print the report."""
     from ..sql import Judge, Limits
     from ..sql.ex_report import build_ex_report, example_levels
 
-    out = _checked_out(args)
-    fmt = args.format or detect_format(args.pred)
-    records = load_prediction_records(args.pred, args.gold, fmt=fmt, difficulty_path=args.difficulty)
-    db_paths = resolve_db_paths(records, args.db_root)
     logger.info("judging %d questions (%s format, %s mode)", len(records), fmt, args.mode)
 
     # Spider/BIRD files hold SQL, run as written (as the official evaluators do); JSONL holds model output.
@@ -119,25 +132,31 @@ def _checked_out(args: argparse.Namespace) -> Path | None:
     if args.keep_distinct and args.mode != "spider":
         raise UsageError("--keep-distinct only applies to --mode spider")
     out = Path(args.out) if args.out else None
-    if out is not None and out.is_dir():
+    if out is None:
+        return None
+    if out.is_dir():
         raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
+    check_output(out, [args.pred, args.gold, args.difficulty, args.db_root], "--out")
+    refuse_finished(out, out.exists() and not args.overwrite, "--out", "verdict file")
     return out
 
 
 def _write_per_question(out: Path, records, db_paths, judgements, breakdown_by: str, levels) -> None:
     """One JSON line per question: where it ran, what was compared and the verdict."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    rows = (
+        {
+            "index": record.index,
+            "db_id": record.db_id,
+            "db_path": str(db_path),
+            "prediction": record.prediction,
+            "gold": record.gold_sql,
+            **judgement.to_dict(),
+            breakdown_by: level,
+        }
+        for record, db_path, judgement, level in zip(records, db_paths, judgements, levels)
+    )
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     # backslashreplace: text that is not UTF-8 (a lone surrogate) is written as its JSON escape, losslessly
-    with out.open("w", encoding="utf-8", errors="backslashreplace") as handle:
-        for record, db_path, judgement, level in zip(records, db_paths, judgements, levels):
-            row = {
-                "index": record.index,
-                "db_id": record.db_id,
-                "db_path": str(db_path),
-                "prediction": record.prediction,
-                "gold": record.gold_sql,
-                **judgement.to_dict(),
-                breakdown_by: level,
-            }
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_atomic(out, text, errors="backslashreplace")
     logger.info("wrote %d per-question verdicts to %s", len(records), out)

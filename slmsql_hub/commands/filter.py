@@ -32,9 +32,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides, run the filter, and print the study's summary line."""
     from ..filtering import load_filter_config, run_filter
+    from ..run.guard import check_output, config_inputs, output_lock
 
     config = load_filter_config(args.config, args.overrides)
-    report = run_filter(config)
+    with output_lock(check_output(config.output_dir, config_inputs(config), "output_dir")):
+        report = run_filter(config)
     outputs = report["outputs"]
     return print_result(
         report["summary"],

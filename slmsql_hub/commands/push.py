@@ -101,51 +101,18 @@ def _human(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the push; then write the dry-run folders, or upload."""
-    from ..hub import plan_push, push, write_dry_run
+    from ..hub import push
+    from ..run.guard import check_output, output_lock
     from ..run.layout import RunLayout
+    from ..run.read import read_run
 
-    targets = plan_push(
-        args.run_dir,
-        args.repo_id,
-        args.what,
-        dataset_repo_id=args.dataset_repo_id,
-        metric_space_id=args.metric_space_id,
-        demo_space_id=args.demo_space_id,
-        demo_dir=args.demo_dir,
-        base_repo_id=args.base_repo_id,
-        sft_repo_id=args.sft_repo_id,
-        revision=args.revision,
-        wheel=args.wheel,
-    )
-    revision = args.revision or "main"
-    mode = "pull request against " + revision if args.create_pr else revision
+    run = RunLayout(args.run_dir)
     if args.dry_run:
-        out_dir = Path(args.dry_run_dir) if args.dry_run_dir else RunLayout(args.run_dir).push_dry_run
-        plan = write_dry_run(
-            targets, out_dir, private=args.private, revision=args.revision, create_pr=args.create_pr
-        )
-        lines = [
-            f"dry run: nothing was sent; the folders below are exactly what would be uploaded ({out_dir})"
-        ]
-        for target in plan["targets"]:
-            total = sum(f["size"] for f in target["files"])
-            lines.append(
-                f"{target['what']} -> {target['repo_type']} {target['repo_id']} "
-                f"({'private' if target['private'] else 'public'} if created, {mode}): "
-                f"{target['url']}"
-            )
-            lines.append(f"  folder {target['folder']}: {len(target['files'])} files, {_human(total)}")
-            lines += [f"    {f['path']}  ({_human(f['size'])})" for f in target["files"]]
-            if target.get("base_model"):
-                base = target["base_model"]
-                pinned = f" at revision {base['revision']}" if base.get("revision") else ""
-                lines.append(
-                    f"  adapter_config.json and README.md name the base model {base['repo_id']}{pinned}"
-                )
-            if target.get("note"):
-                lines.append(f"  note: {target['note']}")
-        lines.append(f"plan: {out_dir / 'plan.json'}")
-        return print_result(*lines)
+        read_run(run.root)  # a missing run folder: one line, before a lock creates it
+        inputs = [*run.stage_folders, run.card.root, args.demo_dir, args.wheel]
+        with output_lock(check_output(args.dry_run_dir or run.push_dry_run, inputs, "--dry-run-dir")):
+            return _dry_run(args, run)
+    targets = _targets(args)
     results = push(
         targets,
         private=args.private,
@@ -159,4 +126,53 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  commit {result.commit_url}")
         if result.pr_url:
             lines.append(f"  pull request {result.pr_url}")
+    return print_result(*lines)
+
+
+def _targets(args: argparse.Namespace) -> list:
+    """The push plan's targets for ``args``."""
+    from ..hub import plan_push
+
+    return plan_push(
+        args.run_dir,
+        args.repo_id,
+        args.what,
+        dataset_repo_id=args.dataset_repo_id,
+        metric_space_id=args.metric_space_id,
+        demo_space_id=args.demo_space_id,
+        demo_dir=args.demo_dir,
+        base_repo_id=args.base_repo_id,
+        sft_repo_id=args.sft_repo_id,
+        revision=args.revision,
+        wheel=args.wheel,
+    )
+
+
+def _dry_run(args: argparse.Namespace, run) -> int:
+    """Write the dry-run folders and print what would be uploaded."""
+    from ..hub import write_dry_run
+
+    revision = args.revision or "main"
+    mode = "pull request against " + revision if args.create_pr else revision
+    out_dir = Path(args.dry_run_dir) if args.dry_run_dir else run.push_dry_run
+    plan = write_dry_run(
+        _targets(args), out_dir, private=args.private, revision=args.revision, create_pr=args.create_pr
+    )
+    lines = [f"dry run: nothing was sent; the folders below are exactly what would be uploaded ({out_dir})"]
+    for target in plan["targets"]:
+        total = sum(f["size"] for f in target["files"])
+        lines.append(
+            f"{target['what']} -> {target['repo_type']} {target['repo_id']} "
+            f"({'private' if target['private'] else 'public'} if created, {mode}): "
+            f"{target['url']}"
+        )
+        lines.append(f"  folder {target['folder']}: {len(target['files'])} files, {_human(total)}")
+        lines += [f"    {f['path']}  ({_human(f['size'])})" for f in target["files"]]
+        if target.get("base_model"):
+            base = target["base_model"]
+            pinned = f" at revision {base['revision']}" if base.get("revision") else ""
+            lines.append(f"  adapter_config.json and README.md name the base model {base['repo_id']}{pinned}")
+        if target.get("note"):
+            lines.append(f"  note: {target['note']}")
+    lines.append(f"plan: {out_dir / 'plan.json'}")
     return print_result(*lines)

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..run.files import write_atomic
+from ..run.guard import check_output, output_lock
 from ..run.layout import RunLayout
 from ..run.read import Run, model_ref, read_run
 from . import existing_folder, folder_to_write, number, print_result, repo_id
@@ -234,8 +235,17 @@ def run_quickstart(
         raise UsageError(f"--until {until!r} is not a stage of {study.name}; its stages: {', '.join(names)}")
     last = names.index(until) + 1 if until is not None else len(names)
     repo_id = repo_id or study.repo_id
-    out = Path(out) if out is not None else study.out
-    run = RunLayout(out)
+    out = check_output(out if out is not None else study.out, [study.folder], "--out")
+    with output_lock(out):
+        return _run_stages(study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, force, on_stage)
+
+
+def _run_stages(
+    study: Study, run: RunLayout, hub_stages: tuple[str, ...], until: tuple[int, str | None], repo_id: str,
+    budget_s: float, attempt1: str, force: bool, on_stage: Callable[[int, int, Stage, str], None] | None,
+) -> QuickstartResult:
+    """:func:`run_quickstart`'s loop over the stages, under the run folder's lock."""
+    (last, until), out = until, run.root
     if force and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)

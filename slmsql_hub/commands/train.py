@@ -33,13 +33,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=OneLineParser)
     for kind, (help_text, example) in _KINDS.items():
-        add_recipe_parser(
+        parser = add_recipe_parser(
             kinds,
             kind,
             help=help_text,
             description=f"{help_text}. Any field of the recipe can be overridden as --field value.",
             example=f"recipes/world/{example}",
-        ).set_defaults(run=run)
+        )
+        parser.add_argument(
+            "--overwrite", action="store_true", help="replace a finished run in output_dir (default: refused)"
+        )
+        parser.set_defaults(run=run)
+
+
+def _guarded(configs: tuple, overwrite: bool):
+    """Refuse an ``output_dir`` that overlaps the run's inputs, or holds a finished run (unless ``overwrite``, or
+    GRPO's ``resume_from_checkpoint``), before anything loads; then the output's lock (main process only)."""
+    from ..run.guard import check_output, config_inputs, output_lock, refuse_finished
+    from ..run.layout import StageFolder
+
+    training = configs[-1]
+    out = check_output(training.output_dir, config_inputs(*configs), "output_dir")
+    resuming = bool(getattr(training, "resume_from_checkpoint", None))
+    refuse_finished(out, StageFolder(out).finished and not (overwrite or resuming), "output_dir")
+    return output_lock(out, main_process=training.process_index == 0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,17 +65,19 @@ def run(args: argparse.Namespace) -> int:
     from ..training.configs import BASE_ARGUMENTS, SFT_ARGUMENTS
 
     if args.kind == "grpo":
-        return run_grpo(args.config, args.overrides)
+        return run_grpo(args.config, args.overrides, overwrite=args.overwrite)
     if args.kind == "base":
         from ..training.base import train_base
 
         configs = parse_recipe(BASE_ARGUMENTS, args.config, args.overrides)
-        summary = train_base(*configs)
+        with _guarded(configs, args.overwrite):
+            summary = train_base(*configs)
     else:
         from ..training.sft import train_sft
 
         configs = parse_recipe(SFT_ARGUMENTS, args.config, args.overrides)
-        summary = train_sft(*configs)
+        with _guarded(configs, args.overwrite):
+            summary = train_sft(*configs)
     if configs[-1].process_index != 0:  # under `accelerate launch`, the main process prints the headline
         return 0
     headline = {
@@ -67,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return print_result(json.dumps({k: v for k, v in headline.items() if v is not None}))
 
 
-def run_grpo(config: str | None, overrides: list[str]) -> int:
+def run_grpo(config: str | None, overrides: list[str], overwrite: bool = False) -> int:
     """Train GRPO; on the main process print the headline and, with ``push_to_hub``, add the project's card and
     run files to the repository TRL pushed to (one commit). Exit 1 when a guard failed after training."""
     from ..recipes import parse_recipe
@@ -76,7 +95,8 @@ def run_grpo(config: str | None, overrides: list[str]) -> int:
     from ..training.grpo_summary import headline
 
     script_args, model_args, training_args = parse_recipe(GRPO_ARGUMENTS, config, overrides)
-    summary = main(script_args, training_args, model_args)
+    with _guarded((script_args, model_args, training_args), overwrite):
+        summary = main(script_args, training_args, model_args)
     if training_args.process_index == 0:
         if training_args.push_to_hub:
             from ..hub import push_training_card

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
+from ..resources import PACKAGE_DIR
+from ..run.guard import check_output, output_lock
 from . import folder_to_write, number, print_result
 
 
@@ -77,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         given = {"rate": args.plant_rate, "probe": args.plant_probe}
         plant = Plant(args.plant, **{key: value for key, value in given.items() if value is not None})
     sizes = WorldSizes(**{split: getattr(args, split) for split in SPLITS})  # --rl-pool is args.rl_pool
-    manifest = build_world(args.out, seed=args.seed, sizes=sizes, overwrite=args.overwrite, plant=plant)
+    with output_lock(check_output(args.out, [PACKAGE_DIR], "--out")):  # the world's sources are the package's
+        manifest = build_world(args.out, seed=args.seed, sizes=sizes, overwrite=args.overwrite, plant=plant)
     lines = [f"world at {manifest.root} (seed {manifest.seed}, held-out database {manifest.held_out_db})"]
     if manifest.plant:
         sft = ", ".join(f"{s} {n['rewritten']}/{n['affected']}" for s, n in manifest.plant["sft"].items())

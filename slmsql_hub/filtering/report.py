@@ -179,13 +179,11 @@ def _write_results(config: FilterConfig, out: Path, pool: list[dict], done: dict
 
 def _write_band(out: Path, band_rows: list[dict]) -> Path:
     """Save the band with ``datasets.save_to_disk`` (replacing an earlier one); returns its folder."""
-    import shutil
+    from ..run.guard import save_dataset
 
     band_dir = out / BAND_DIR
-    if band_dir.exists():
-        shutil.rmtree(band_dir)
     # one shard even when empty: datasets writes no file for an empty dataset otherwise, and cannot load it back
-    _band_dataset(band_rows).save_to_disk(str(band_dir), num_shards=1)
+    save_dataset(_band_dataset(band_rows), band_dir, num_shards=1)
     if not band_rows:
         logger.warning(
             "the band is empty: GRPO on it has nothing to learn from; check the policy, the temperature or the "

@@ -20,7 +20,7 @@ from ..data.trained_databases import with_trained_databases
 from ..errors import UsageError
 from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
-from ..run.files import read_json_object
+from ..run.files import read_json_object, write_atomic
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import model_ref, read_run
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
@@ -201,7 +201,7 @@ def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tu
         )
     if not (card_dir / bm.ADAPTER_CONFIG).is_file():
         raise UsageError(
-            f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir}` after "
+            f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir} --overwrite` after "
             "GRPO training so the adapter files are copied in"
         )
     card = _load_card(readme, ModelCard, "rerun `slmsql card`")
@@ -618,5 +618,5 @@ def write_dry_run(
         logger.info(
             "dry run: %s -> %s (%d files) in %s", target.what, target.repo_id, len(entry["files"]), folder
         )
-    (out / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / PLAN_FILE, json.dumps(plan, indent=2) + "\n")
     return plan

@@ -42,9 +42,10 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, errors: str = "strict") -> None:
     """Write ``text`` to ``path`` through a fsynced sibling renamed over it: a reader (or a run resumed after a
-    kill) sees the old file or the whole new one.
+    kill) sees the old file or the whole new one, and a failed write leaves no sibling behind. ``errors`` is the
+    encoding's (``backslashreplace`` writes text that is not UTF-8 as its escape).
 
     Example:
 
@@ -58,11 +59,14 @@ def write_atomic(path: Path, text: str) -> None:
     ```
     """
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8", errors=errors) as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

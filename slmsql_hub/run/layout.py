@@ -38,6 +38,7 @@ TELEMETRY = "telemetry.jsonl"
 SFT_QUESTIONS = "sft_questions.json"
 HUB_REF = "hub.json"  # a stage taken from the Hub: {"repo_id": ..., "revision": ...}
 WORLD_MANIFEST = "world.json"
+WORLD_PARTS = (WORLD_MANIFEST, "databases", "datasets")  # what a world folder holds; stage outputs may sit beside
 FILTER_REPORT = "filter_report.json"
 FILTER_STATE = "filter_config.json"
 FILTER_RESULTS = "results.jsonl"
@@ -92,6 +93,22 @@ class StageFolder:
     def hub(self) -> Path:
         """``hub.json``: the stage was taken from the Hub (repo id and revision), not trained here."""
         return self.path / HUB_REF
+
+    @property
+    def finished(self) -> bool:
+        """The stage saved its weights (an adapter, or the base's model) and then its summary: a run into this
+        folder would replace them.
+
+        Example:
+
+        ```python
+        >>> StageFolder(Path("no/such/run")).finished
+        False
+
+        ```
+        """
+        weights = ("adapter_model.safetensors", "model.safetensors")
+        return self.summary.is_file() and any((self.path / name).is_file() for name in weights)
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -213,6 +230,21 @@ class RunLayout(_Folder):
     @property
     def push_dry_run(self) -> Path:
         return self.root / "push_dry_run"
+
+    @property
+    def stage_folders(self) -> list[Path]:
+        """The folders the stages write and the card and the push read, which their outputs must not overlap.
+
+        Example:
+
+        ```python
+        >>> [p.as_posix() for p in RunLayout("runs/q").stage_folders][:3]
+        ['runs/q/world', 'runs/q/base', 'runs/q/sft']
+
+        ```
+        """
+        stages = [self.world, self.base.path, self.sft_stage1.path.parent, self.filter, self.eval]
+        return stages + [folder.path for folder in self.attempts.values()] + [self.root / ABLATIONS_DIR]
 
     @property
     def push_plan(self) -> Path:

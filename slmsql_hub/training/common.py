@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ..data.sources import dataset_kind, load_hub_dataset
 from ..errors import UsageError
 from ..recipes import save_resolved_config
+from ..run.files import write_atomic
+from ..run.guard import staged_files
 from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
 from ..runtime import Stopwatch
 
@@ -305,16 +307,18 @@ def count_parameters(model: Any) -> dict[str, int]:
 
 def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
     """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
-    ``output_dir`` (the files from the main process only, as ``save_model`` does); return the ``TrainOutput`` and
-    the training seconds. Shared by ``train base`` and ``train sft``."""
+    ``output_dir`` (the files from the main process only, as ``save_model`` does; each renamed into place whole,
+    :func:`~slmsql_hub.run.guard.staged_files`); return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
     train_clock = Stopwatch()
     result = trainer.train()
     train_seconds = train_clock.seconds()
-    output_dir = Path(output_dir)
-    trainer.save_model(str(output_dir))
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(str(output_dir))
-        save_resolved_config(output_dir / STAGE_CONFIG, *configs)
+    with staged_files(output_dir, main_process=trainer.is_world_process_zero()) as staging:
+        trainer.save_model(str(staging), _internal_call=True)  # the push (push_to_hub) follows, from output_dir
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(str(staging))
+            save_resolved_config(staging / STAGE_CONFIG, *configs)
+    if trainer.args.push_to_hub:
+        trainer.push_to_hub(commit_message="Model save", revision=trainer.args.hub_revision)
     return result, train_seconds
 
 
@@ -333,7 +337,7 @@ def write_run_summary(output_dir: str | os.PathLike, summary: dict[str, Any]) ->
     """
     path = Path(output_dir) / RUN_SUMMARY
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
 

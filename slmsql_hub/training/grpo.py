@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..data.sft_record import carry_sft_record, row_databases
 from ..errors import UsageError
 from ..recipes import save_resolved_config
+from ..run.guard import staged_files
 from ..run.layout import STAGE_CONFIG
 from ..run.metric_names import EXACT_ZERO_STD_METRIC
 from ..runtime import Stopwatch, loaded_revisions, set_num_threads
@@ -249,11 +250,15 @@ def _fit_to_model(dataset: Dataset, counts: dict[str, Any], model: Any, tokenize
 def _save(trainer: Any, tokenizer: Any, args: tuple, output_dir: Path, main_process: bool) -> None:
     """Phase 6: adapter (README.md kept for the card), TRL's draft card, tokenizer and ``config.yaml``."""
     script_args, model_args, training_args = args
-    trainer.save_model(str(output_dir))
+    with staged_files(output_dir, main_process=main_process) as staging:  # each file renamed into place whole
+        trainer.save_model(str(staging), _internal_call=True)  # the push (push_to_hub) follows, from output_dir
+        if main_process:
+            (staging / "README.md").unlink(missing_ok=True)  # PEFT's; the card's README is the project's
+            tokenizer.save_pretrained(str(staging))
+            save_resolved_config(staging / STAGE_CONFIG, script_args, model_args, recipe_view(training_args))
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="Model save", revision=training_args.hub_revision)
     trainer.create_model_card(model_name=output_dir.name)
-    if main_process:
-        tokenizer.save_pretrained(str(output_dir))
-        save_resolved_config(output_dir / STAGE_CONFIG, script_args, model_args, recipe_view(training_args))
 
 
 def _quiet_logging() -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
+from ..run.guard import replace_folder
 from ..run.layout import WORLD_MANIFEST
 from .plant import (
     COMPARISON_TEMPLATES,
@@ -421,9 +422,7 @@ def build_world(
         for split, chosen in splits.items():
             _write_split(tmp / "datasets" / split, split, chosen, manifest)
         (tmp / WORLD_MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace_folder(tmp, out)
     finally:
         if own_sandbox:
             sandbox.close()
