@@ -14,6 +14,7 @@ from ..data.prompts import PromptArguments
 from ..errors import UsageError
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
+from ..run.artifacts import check_folder_to_write
 from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +86,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             raise UsageError(
                 "output_dir is not set: name the folder for the results, e.g. outputs/world/filter"
             )
+        check_folder_to_write(self.output_dir)
         InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
         BenchmarkArguments.__post_init__(self)
