@@ -170,6 +170,34 @@ def check_model_folder(folder: str | os.PathLike, kind: str, fix: str = "rerun t
         check_safetensors(weights, fix)
 
 
+def load_saved_dataset(folder: str | os.PathLike, fix: str = "rerun the stage that wrote it") -> Any:
+    """``datasets.load_from_disk(folder)`` held in memory, so that a later ``map`` or ``filter`` writes no
+    ``cache-*.arrow`` into the input folder (reading never writes); a broken ``state.json`` or a cut arrow file
+    is one :class:`UsageError` naming the folder.
+
+    Example:
+
+    ```python
+    >>> import tempfile, datasets
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> datasets.Dataset.from_dict({"x": [1, 2]}).save_to_disk(str(folder))
+    >>> rows = load_saved_dataset(folder).map(lambda row: {"y": row["x"] * 2})
+    >>> list(rows["y"]), sorted(p.name for p in folder.glob("cache-*"))
+    ([2, 4], [])
+
+    ```
+    """
+    import datasets
+
+    path = Path(folder).expanduser()
+    try:
+        return datasets.load_from_disk(str(path), keep_in_memory=True)
+    except FileNotFoundError as err:
+        raise UsageError(f"{path} is not a dataset saved with save_to_disk ({err}); {fix}") from None
+    except (OSError, ValueError) as err:  # a cut arrow file, a broken state.json or dataset_info.json
+        raise UsageError(f"{path} holds a broken dataset ({err}); {fix}") from None
+
+
 def check_folder_to_write(path: str | os.PathLike, option: str = "output_dir") -> None:
     """A folder a command will write: refused when a file is there (checked before anything loads).
 
