@@ -130,10 +130,12 @@ def _base_weights(folder: Path, fix: str) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def check_model_folder(folder: str | os.PathLike, kind: str, fix: str = "rerun the stage that wrote it") -> None:
+def check_model_folder(
+    folder: str | os.PathLike, kind: str, fix: str = "rerun the stage that wrote it"
+) -> None:
     """Check a local model folder before anything loads it: ``kind="adapter"`` needs a JSON ``adapter_config.json``
     and a whole ``adapter_model.safetensors`` (or a legacy ``adapter_model.bin``); ``kind="base"`` a JSON
-    ``config.json``, a parsable ``tokenizer.json`` when present, and whole safetensors weights when it has any.
+    ``config.json`` and whole safetensors weights when it has any; either a parsable ``tokenizer.json`` if present.
     A folder that is not a directory is left to the caller (it may name a Hub repository).
 
     Example:
@@ -152,6 +154,8 @@ def check_model_folder(folder: str | os.PathLike, kind: str, fix: str = "rerun t
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return
+    if (folder / "tokenizer.json").is_file():
+        check_json(folder / "tokenizer.json", fix)
     if kind == "adapter":
         check_json(folder / ADAPTER_CONFIG, fix)
         if not (folder / ADAPTER_WEIGHTS).is_file() and (folder / "adapter_model.bin").is_file():
@@ -164,8 +168,6 @@ def check_model_folder(folder: str | os.PathLike, kind: str, fix: str = "rerun t
             "(adapter_path, --sft_adapter/--grpo_adapter) and name its base model here"
         )
     check_json(folder / BASE_CONFIG, fix)
-    if (folder / "tokenizer.json").is_file():
-        check_json(folder / "tokenizer.json", fix)
     for weights in _base_weights(folder, fix):
         check_safetensors(weights, fix)
 

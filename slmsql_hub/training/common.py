@@ -102,7 +102,8 @@ def _load_one(raw: str, revision: str | None) -> tuple[Dataset | None, str]:
     path = Path(raw).expanduser()
     if _saved_without_data_files(path):  # datasets' save_to_disk of an empty dataset: unloadable
         return None, str(path)
-    loaded = load_saved_dataset(path, _BUILD_HINT)  # in memory: TRL's maps write nothing into the input folder
+    # in memory: TRL's maps write no cache into the input folder
+    loaded = load_saved_dataset(path, "save it again (for the world: `slmsql world build --out DIR --overwrite`)")
     if not isinstance(loaded, Dataset):
         raise UsageError(
             f"{path} holds a DatasetDict ({', '.join(loaded)}); point dataset_paths at one split's folder"
