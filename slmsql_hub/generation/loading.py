@@ -61,10 +61,9 @@ def check_model_refs(
     revision: str | None = None,
     adapter_revisions: dict[str, str | None] | None = None,
 ) -> None:
-    """The base model and adapters: the local ones checked (:func:`check_local_model_refs`), the others must be
-    Hub repositories (their configs fetched into the cache: :func:`slmsql_hub.refs.check_hub_repo`), so a missing
+    """The base model, then each adapter: a local one checked (:func:`check_local_model_refs`), any other must be
+    a Hub repository (its config fetched into the cache: :func:`slmsql_hub.refs.check_hub_repo`), so a missing
     or broken one is one line before anything loads, not a traceback from transformers or PEFT."""
-    check_local_model_refs(base_model, adapters)
 
     def on_hub(ref: str | Path) -> bool:  # a missing local folder is _check_model_ref's to report
         return not looks_local(ref) and not Path(ref).expanduser().exists()
@@ -72,9 +71,13 @@ def check_model_refs(
     pins = adapter_revisions or {}
     if on_hub(base_model):
         check_hub_repo(str(base_model), "config.json", what="base model", revision=revision)
+    else:
+        _check_model_ref(base_model, "base model")
     for name, ref in adapters.items():
         if on_hub(ref):
             check_hub_repo(str(ref), "adapter_config.json", what=f"{name} adapter", revision=pins.get(name))
+        else:
+            _check_adapter_ref(ref, name)
 
 
 def _collect_adapters(
