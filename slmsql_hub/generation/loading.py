@@ -28,9 +28,9 @@ HUB_KERNELS_HELP = (
 )
 
 
-def _check_model_ref(ref: str | Path, what: str) -> None:
+def _check_model_ref(ref: str | Path, what: str, kind: str = "base") -> None:
     if Path(ref).expanduser().exists():
-        check_model_folder(ref, "base" if what == "base model" else "adapter")
+        check_model_folder(ref, kind)
         return
     if looks_local(ref):
         raise UsageError(f"{what} {str(ref)!r} does not exist; pass an existing folder or a Hub repo id")
@@ -43,7 +43,7 @@ def _check_adapter_ref(ref: str | Path, name: str) -> None:
             f"adapter {name!r} at {str(ref)!r} has no adapter_config.json; pass the folder a PEFT adapter was "
             "saved to (model.save_pretrained), e.g. outputs/<run>/sft/stage2"
         )
-    _check_model_ref(ref, f"adapter {name!r}")
+    _check_model_ref(ref, f"adapter {name!r}", "adapter")
 
 
 def check_local_model_refs(base_model: str | Path, adapters: dict[str, str | Path]) -> None:
