@@ -460,10 +460,10 @@ def test_the_metric_names_an_argument_of_the_wrong_type_or_an_unusable_path(kwar
     assert names in message and "\n" not in message and len(message) < 400
 
 
-@pytest.mark.parametrize("mode", ["spider", "bird"])
-def test_the_length_cap_comes_before_a_prediction_is_extracted_or_tokenised(mode, monkeypatch):
+@pytest.fixture
+def no_parsing_past_the_cap(monkeypatch) -> int:
+    """The judge's SQL extraction and preparation fail the test when handed a text over the length cap."""
     import slmsql_hub.sql.judge as judge_module
-    from slmsql_hub.metric import compute_execution_accuracy, make_demo_database
     from slmsql_hub.sql import Limits
 
     cap = Limits().max_sql_chars
@@ -475,13 +475,36 @@ def test_the_length_cap_comes_before_a_prediction_is_extracted_or_tokenised(mode
             return _real(text, *args)
 
         monkeypatch.setattr(judge_module, name, guarded)
-    huge = "SELECT name FROM singer WHERE name = 'a' OR " * 5_000
+    return cap
+
+
+HUGE = "SELECT name FROM singer WHERE name = 'a' OR " * 5_000
+
+
+@pytest.mark.parametrize("mode", ["spider", "bird"])
+def test_the_length_cap_comes_before_a_prediction_is_extracted_or_tokenised(mode, no_parsing_past_the_cap):
+    from slmsql_hub.metric import compute_execution_accuracy, make_demo_database
+
     result = compute_execution_accuracy(
-        [huge, "SELECT 1"],
+        [HUGE, "SELECT 1"],
         ["SELECT 1", "SELECT 1"],
         [make_demo_database()] * 2,
         mode=mode,
         workers=1,
         return_details=True,
     )
-    assert f"longer than {cap} characters" in result["details"][0]["error"]
+    assert f"longer than {no_parsing_past_the_cap} characters" in result["details"][0]["error"]
+
+
+def test_ex_mode_spider_refuses_an_over_long_prediction_without_parsing_it(tmp_path, no_parsing_past_the_cap):
+    from slmsql_hub.metric import make_demo_database
+
+    db = make_demo_database()
+    pred = tmp_path / "preds.jsonl"
+    rows = [{"prediction": HUGE, "gold_sql": "SELECT 1", "db_path": str(db)}]
+    rows.append({"prediction": "SELECT 1", "gold_sql": "SELECT 1", "db_path": str(db)})
+    pred.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "verdicts.jsonl"
+    assert cli.main(["ex", "--pred", str(pred), "--mode", "spider", "--workers", "1", "--out", str(out)]) == 0
+    first = json.loads(out.read_text().splitlines()[0])
+    assert f"longer than {no_parsing_past_the_cap} characters" in json.dumps(first)
