@@ -266,7 +266,7 @@ HUB_COMMANDS = {
     ],
     "eval": [
         "eval", "--config", str(WORLD / "eval_smoke.yaml"), "--model_name_or_path", str(FIXTURE_RUN / "base"),
-        "--sft_adapter", str(FIXTURE_RUN / "sft" / "stage2"), "--grpo_adapter", "alice/no-such-adapter",
+        "--sft_adapter", str(FIXTURE_RUN / "grpo"), "--grpo_adapter", "alice/no-such-adapter",
     ],
     "train sft": [
         "train", "sft", "--config", str(WORLD / "sft_stage1_smoke.yaml"), "--model_name_or_path", "alice/no-such-base",

@@ -99,6 +99,14 @@ def _band_rows(db_path: str) -> dict[str, list]:
     }
 
 
+def _weights(path: Path, floats: int) -> None:
+    """Stand-in weights: a whole safetensors file (what `slmsql card` and `push` check before shipping)."""
+    import numpy
+    from safetensors.numpy import save_file
+
+    save_file({"w": numpy.arange(floats, dtype=numpy.float32)}, str(path))
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A run folder: ``card/`` with the card's files (a stand-in adapter), ``filter/`` with a saved band, a
@@ -112,7 +120,7 @@ def run_dir(tmp_path_factory) -> Path:
     (card / "adapter_config.json").write_text(
         '{"base_model_name_or_path": "Qwen/Qwen2.5-Coder-1.5B", "peft_type": "LORA", "r": 2}\n'
     )
-    (card / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 8)
+    _weights(card / "adapter_model.safetensors", 512)
     (card / "plots").mkdir()
     (card / "plots" / "reward_std.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     (card / ".eval_results").mkdir()
@@ -128,7 +136,7 @@ def run_dir(tmp_path_factory) -> Path:
     (sft / "adapter_config.json").write_text(
         '{"base_model_name_or_path": "outputs/quickstart/base", "peft_type": "LORA", "r": 2}\n'
     )
-    (sft / "adapter_model.safetensors").write_bytes(bytes(range(256)) * 2)
+    _weights(sft / "adapter_model.safetensors", 128)
     (sft / "run_summary.json").write_text('{"kind": "sft", "status": "completed", "steps": 75}\n')
     db = root / "world" / "databases" / "nums" / "nums.sqlite"
     db.parent.mkdir(parents=True)
@@ -159,7 +167,7 @@ def local_base_run(run_dir, tmp_path_factory) -> Path:
     base = card / "base"
     base.mkdir()
     (base / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}\n')
-    (base / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    _weights(base / "model.safetensors", 256)
     (base / "tokenizer.json").write_text('{"version": "1.0"}\n')
     (base / "run_summary.json").write_text(
         json.dumps(

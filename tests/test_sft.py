@@ -434,7 +434,7 @@ def test_sft_refuses_a_missing_base_model_and_dataset(world, tmp_path):
         train_sft(*sft_args(world, tmp_path / "no_base", tmp_path / "o", stage=1))
     script, model, training = sft_args(world, tmp_path / "no_base", tmp_path / "o", stage=1)
     script.dataset_paths = [str(tmp_path / "no_data")]
-    model.model_name_or_path = str(world)  # exists; the dataset is checked first
+    model.model_name_or_path = str(Path(__file__).parent / "fixtures" / "run" / "base")  # whole; the data is next
     with pytest.raises(UsageError, match="dataset folder not found"):
         train_sft(script, model, training)
 

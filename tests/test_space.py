@@ -140,6 +140,24 @@ def test_page_without_run_serves_and_compare_answers_with_the_reason(tmp_path):
         space.close()
 
 
+def test_an_over_long_question_is_refused_by_the_validator_before_it_is_queued(tmp_path):
+    from gradio_client import Client
+    from gradio_client.exceptions import ValidationError
+
+    space = ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run"), max_question_chars=20))
+    demo = demo_app.build_demo(space)
+    port = free_port()
+    try:
+        demo_app.launch(demo, space.settings, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        # The handler would answer "No run folder": the validator's message shows it never ran or queued.
+        with pytest.raises(ValidationError, match="21 characters; the limit is 20"):
+            client.predict(None, "x" * 21, api_name="/compare")
+    finally:
+        demo.close()
+        space.close()
+
+
 @pytest.fixture
 def spider_folder(tmp_path):
     """A Spider-layout folder: two databases, a dev.json with one question per database."""
@@ -515,10 +533,10 @@ def test_compare_endpoint_returns_both_sql_results_and_statuses(app_url):
 @pytest.mark.slow
 def test_compare_endpoint_reports_bad_input_as_one_message(app_url):
     from gradio_client import Client
-    from gradio_client.exceptions import AppError
+    from gradio_client.exceptions import ValidationError
 
     client = Client(app_url, verbose=False)
-    with pytest.raises(AppError, match="the limit is 500") as caught:
+    with pytest.raises(ValidationError, match="the limit is 500") as caught:  # refused before queueing
         client.predict(f"world/{DB_ID}", "x" * 501, api_name="/compare")
     assert "Traceback" not in str(caught.value)
 

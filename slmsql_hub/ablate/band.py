@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run.artifacts import load_saved_dataset
 from ..run.guard import save_dataset
 from ..run.layout import WORLD_MANIFEST
 
@@ -199,7 +200,6 @@ def read_band(ref: str | Path, revision: str | None = None):
     """The band dataset ``ref`` names: the filter's ``save_to_disk`` folder, or a Hub dataset id read with
     ``datasets.load_dataset`` at ``revision`` (a band ``slmsql push`` published: its databases are downloaded
     and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line when it is neither."""
-    import datasets
 
     from ..data.sources import dataset_kind, load_hub_dataset
 
@@ -209,7 +209,7 @@ def read_band(ref: str | Path, revision: str | None = None):
     folder = Path(text).expanduser()
     if not (folder / "state.json").is_file() and not (folder / "dataset_info.json").is_file():
         raise UsageError(f"no band dataset at {folder}: run the filter first (slmsql filter)")
-    return datasets.load_from_disk(str(folder))
+    return load_saved_dataset(folder, "run the filter again (slmsql filter)")
 
 
 def load_band(band: Any, source: str, seed: int, heldout_share: float, min_band: int) -> BandSplit:

@@ -22,6 +22,7 @@ from ..errors import UsageError
 from ..refs import check_repo_id, looks_like_hub_id, repo_url
 from ..render import templates
 from ..render.fmt import percent
+from ..run.artifacts import check_model_folder
 from ..run.guard import atomic_folder, check_output
 from ..run.layout import (
     ABLATIONS_DIR,
@@ -486,6 +487,17 @@ def _check_replaceable(out: Path) -> None:
         )
 
 
+def _check_shipped_models(run: Run, options: CardOptions) -> None:
+    """The adapter (and a local base the card ships) whole before anything is copied: never ship a truncated one."""
+    shipped = run.shipped.folder
+    if not (shipped / ADAPTER_FILES[0]).is_file():
+        raise UsageError(f"{shipped} has no adapter_config.json: the GRPO run did not save its adapter")
+    check_model_folder(shipped, "adapter", "the GRPO run did not save its adapter whole; rerun or resume it")
+    base = _base_info(run, options)
+    if base["ships"]:
+        check_model_folder(base["local"], "base", "retrain the base (`slmsql train base`) or pass --base-repo-id")
+
+
 def _copy_files(source: Path, names: Iterable[str], target: Path) -> list[str]:
     copied = []
     for name in names:
@@ -520,6 +532,7 @@ def build_card(
         options = CardOptions(**{**options.__dict__, "card_path": str(out)})
     check_output(out, RunLayout(run.root).stage_folders, "--out")
     _check_replaceable(out)
+    _check_shipped_models(run, options)
     with atomic_folder(out) as staging:
         card, plots, written = _assemble(run, options, CardLayout(staging), template_path)
         _record_options(staging, options, template_path)
@@ -544,11 +557,7 @@ def _assemble(
     from ..render.plots import write_card_plots
 
     shipped = run.shipped
-    _copy_files(shipped.folder, ADAPTER_FILES, card.root)
-    if not (card.root / ADAPTER_FILES[0]).is_file():
-        raise UsageError(
-            f"{shipped.folder} has no adapter_config.json: the GRPO run did not save its adapter"
-        )
+    _copy_files(shipped.folder, ADAPTER_FILES, card.root)  # checked whole by _check_shipped_models
     _copy_files(shipped.folder, RUN_FILES, card.root)
     layout = RunLayout(run.root)
     _copy_files(layout.eval, [layout.eval_results.name], card.eval)

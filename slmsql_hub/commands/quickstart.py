@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..run.artifacts import ADAPTER_CONFIG, BASE_CONFIG, check_model_folder
 from ..run.files import write_atomic
 from ..run.guard import check_output, output_lock
 from ..run.layout import RunLayout
@@ -164,6 +165,18 @@ def _check_source(stage: Stage, run: RunLayout, from_hub: bool) -> None:
             )
 
 
+def _check_finished_model(stage: Stage, run: RunLayout, from_hub: bool) -> None:
+    """A reused training stage counts as finished only when the model it saved is whole (its configs parse, its
+    safetensors are complete): a truncated adapter or base is one line naming the file, not reused."""
+    folder = stage.stage_folder(run)
+    if folder is None or from_hub:
+        return
+    kind = "adapter" if (folder.path / ADAPTER_CONFIG).is_file() else "base"
+    if kind == "adapter" or (folder.path / BASE_CONFIG).is_file():
+        fix = f"stage '{stage.name}' is not reused; remove {folder.path} to train it again, or use --force"
+        check_model_folder(folder.path, kind, fix)
+
+
 def run_stage(
     stage: Stage, run: RunLayout, recipes: Path, repo_id: str, *, from_hub: bool = False
 ) -> dict[str, Any]:
@@ -261,6 +274,7 @@ def _run_stages(
         hub = stage.name in hub_stages
         if stage.marker(run, from_hub=hub).is_file():
             _check_source(stage, run, hub)
+            _check_finished_model(stage, run, hub)
             result.reused.append(stage.name)
             notify(i, stage, "reused")
             continue

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..run.artifacts import load_saved_dataset
 from ..run.layout import WORLD_MANIFEST
 
 if TYPE_CHECKING:
@@ -282,7 +283,6 @@ def _synsql(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
 
 
 def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
-    import datasets
 
     base = _root(root, "world")
     split_dir = base / "datasets" / split
@@ -293,7 +293,7 @@ def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     if not split_dir.is_dir():
         available = sorted(p.name for p in (base / "datasets").glob("*") if p.is_dir())
         raise UsageError(f"world split {split!r} not found under {base / 'datasets'}; available: {available}")
-    stored = datasets.load_from_disk(str(split_dir))
+    stored = load_saved_dataset(split_dir, "rebuild the world with `slmsql world build --overwrite`")
     return [{column: row[column] for column in BENCHMARK_COLUMNS} for row in stored], base / "databases"
 
 

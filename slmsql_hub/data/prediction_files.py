@@ -247,6 +247,11 @@ def detect_format(pred_path: str | os.PathLike) -> str:
     return "spider"
 
 
+def _starts_with_json(path: str | os.PathLike) -> bool:
+    """Whether the file's text starts with ``{`` or ``[``, which no SQL statement does."""
+    return _read_text(path, "predictions").lstrip()[:1] in ("{", "[")
+
+
 def load_prediction_records(
     pred_path: str | os.PathLike,
     gold_path: str | os.PathLike | None = None,
@@ -261,6 +266,11 @@ def load_prediction_records(
     fmt = fmt or detect_format(pred_path)
     if fmt not in FORMATS:
         raise UsageError(f"unknown predictions format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "spider" and (found := detect_format(pred_path)) != "spider" and _starts_with_json(pred_path):
+        raise UsageError(
+            f"predictions file {pred_path} holds JSON ({found} format), not one SQL per line: pass --format "
+            f"{found}, or leave --format out to detect it"
+        )
     if fmt == "jsonl":
         if gold_path is not None:
             raise UsageError(

@@ -14,6 +14,7 @@ from ..data.prompts import PromptArguments
 from ..errors import UsageError
 from ..generation.loading import InferenceArguments
 from ..recipes import parse_recipe
+from ..run.artifacts import check_folder_to_write
 from ..run.layout import EVAL_RESULTS
 from ..world.plant import PROBE_SPLITS
 
@@ -144,6 +145,7 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         ):
             if not getattr(self, name):
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
+        check_folder_to_write(self.output_dir)
         InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
         if self.bootstrap_resamples < 10_000:

@@ -137,7 +137,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     ...                     world_root="/nowhere"))
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: world root is not a directory: /nowhere
+    slmsql_hub.errors.UsageError: base model './m' does not exist; pass an existing folder or a Hub repo id
 
     ```
     """
@@ -147,9 +147,9 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     started = time.perf_counter()
     created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if policy is None:  # a Hub model or adapter that is not there: one line before any slice loads
-        from ..generation.loading import check_hub_refs
+        from ..generation.loading import check_model_refs
 
-        check_hub_refs(
+        check_model_refs(
             config.model_name_or_path,
             config.adapters(),
             revision=config.model_revision,

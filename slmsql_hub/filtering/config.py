@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..generation.config import FILTER_KEYS, check_key_namespace
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
+from ..run.artifacts import check_folder_to_write
 from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,6 +91,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             raise UsageError(
                 "output_dir is not set: name the folder for the results, e.g. outputs/world/filter"
             )
+        check_folder_to_write(self.output_dir)
         InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
         BenchmarkArguments.__post_init__(self)

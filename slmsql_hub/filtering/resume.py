@@ -15,7 +15,7 @@ from ..data.config import BenchmarkArguments
 from ..errors import UsageError
 from ..generation.config import FILTER_KEYS
 from ..recipes import config_to_dict
-from ..run.files import read_jsonl, write_atomic
+from ..run.files import read_json_object, read_jsonl, write_atomic
 from ..run.layout import BAND_DIR
 from .config import REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
 
@@ -148,7 +148,8 @@ def _check_or_write_state(out: Path, fingerprint: dict, config: FilterConfig, ha
                 f"{out / RESULTS_FILE} exists without its {STATE_FILE}, so its settings are unknown; choose "
                 "another output_dir or set `overwrite: true` to start over"
             )
-        stored = json.loads(state_file.read_text(encoding="utf-8")).get("fingerprint", {})
+        fix = "choose another output_dir or set `overwrite: true` to start over"
+        stored = read_json_object(state_file, fix).get("fingerprint", {})
         changed = [
             f"{key}: {stored.get(key)!r} there, {value!r} now"
             for key, value in fingerprint.items()

@@ -151,6 +151,11 @@ def run_filter(config: FilterConfig, *, policy: tuple[Any, Any] | None = None, p
     """
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if policy is None:  # a broken local model or adapter: one line before the pool loads
+        from ..generation.loading import check_local_model_refs
+
+        adapters = {"default": config.adapter_path} if config.adapter_path else {}
+        check_local_model_refs(config.model_name_or_path, adapters)
     record = read_sft_record(config.adapter_path)
     pool, excluded = _load_pool(config, record)
     sft = report_fields(record, config.adapter_path, pool, excluded)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..refs import DTYPES, check_hub_repo, looks_local
+from ..run.artifacts import check_model_folder
 from ..sql.recipe_limits import SQLLimitsArguments
 from .config import Backend, _require_vllm
 from .vllm_backend import VLLMPolicy, _load_vllm_policy
@@ -27,33 +28,42 @@ HUB_KERNELS_HELP = (
 )
 
 
-def _check_model_ref(ref: str | Path, what: str) -> None:
+def _check_model_ref(ref: str | Path, what: str, kind: str = "base") -> None:
     if Path(ref).expanduser().exists():
+        check_model_folder(ref, kind)
         return
     if looks_local(ref):
         raise UsageError(f"{what} {str(ref)!r} does not exist; pass an existing folder or a Hub repo id")
 
 
 def _check_adapter_ref(ref: str | Path, name: str) -> None:
-    _check_model_ref(ref, f"adapter {name!r}")
     path = Path(ref).expanduser()
     if path.is_dir() and not (path / "adapter_config.json").is_file():
         raise UsageError(
             f"adapter {name!r} at {str(ref)!r} has no adapter_config.json; pass the folder a PEFT adapter was "
             "saved to (model.save_pretrained), e.g. outputs/<run>/sft/stage2"
         )
+    _check_model_ref(ref, f"adapter {name!r}", "adapter")
 
 
-def check_hub_refs(
+def check_local_model_refs(base_model: str | Path, adapters: dict[str, str | Path]) -> None:
+    """A base model or adapter given as a local path must be there and whole (its configs parse, its safetensors
+    are complete: :func:`slmsql_hub.run.artifacts.check_model_folder`); Hub ids are not looked up."""
+    _check_model_ref(base_model, "base model")
+    for name, ref in adapters.items():
+        _check_adapter_ref(ref, name)
+
+
+def check_model_refs(
     base_model: str | Path,
     adapters: dict[str, str | Path],
     *,
     revision: str | None = None,
     adapter_revisions: dict[str, str | None] | None = None,
 ) -> None:
-    """The base model and adapters that are not local folders must be Hub repositories: fetch their configs into
-    the cache (:func:`slmsql_hub.refs.check_hub_repo`), so a missing one is one line before anything loads, not a
-    traceback from transformers or PEFT."""
+    """The base model, then each adapter: a local one checked (:func:`check_local_model_refs`), any other must be
+    a Hub repository (its config fetched into the cache: :func:`slmsql_hub.refs.check_hub_repo`), so a missing
+    or broken one is one line before anything loads, not a traceback from transformers or PEFT."""
 
     def on_hub(ref: str | Path) -> bool:  # a missing local folder is _check_model_ref's to report
         return not looks_local(ref) and not Path(ref).expanduser().exists()
@@ -61,9 +71,13 @@ def check_hub_refs(
     pins = adapter_revisions or {}
     if on_hub(base_model):
         check_hub_repo(str(base_model), "config.json", what="base model", revision=revision)
+    else:
+        _check_model_ref(base_model, "base model")
     for name, ref in adapters.items():
         if on_hub(ref):
             check_hub_repo(str(ref), "adapter_config.json", what=f"{name} adapter", revision=pins.get(name))
+        else:
+            _check_adapter_ref(ref, name)
 
 
 def _collect_adapters(
@@ -80,8 +94,6 @@ def _collect_adapters(
                 f"adapter name {name!r} given twice; `adapter=` is loaded under the name 'default'"
             )
         named[name] = ref
-    for name, ref in named.items():
-        _check_adapter_ref(ref, name)
     return named
 
 
@@ -140,13 +152,12 @@ def load_policy(
 
     ```
     """
-    _check_model_ref(base_model, "base model")
     named = _collect_adapters(adapter, adapters)
     pins = {name: rev for name, rev in (adapter_revisions or {}).items() if rev}
     unknown = sorted(set(pins) - set(named))
     if unknown:
         raise UsageError(f"adapter_revisions names adapter(s) {', '.join(unknown)} that are not loaded")
-    check_hub_refs(base_model, named, revision=revision, adapter_revisions=pins)
+    check_model_refs(base_model, named, revision=revision, adapter_revisions=pins)
     if backend == "vllm":
         _require_vllm()
         if pins:  # vLLM reads LoRA adapters from folders: fetch the pinned ones first

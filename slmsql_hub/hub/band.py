@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..refs import repo_url
 from ..render import templates
 from ..render.fmt import number
+from ..run.artifacts import load_saved_dataset
 
 BAND_SPLIT = "train"
 
@@ -146,7 +147,7 @@ def load_band(path: str | os.PathLike):
     """
     import datasets
 
-    band = datasets.load_from_disk(str(path))
+    band = load_saved_dataset(path, "rerun the filter")  # in memory: the map below writes no cache into it
     if not isinstance(band, datasets.Dataset):
         raise UsageError(
             f"{path} holds a DatasetDict, not the band Dataset `slmsql filter` saves; rerun the filter"
@@ -173,11 +174,10 @@ def band_databases(path: str | os.PathLike) -> tuple[tuple[str, Path], ...]:
 
     ```
     """
-    import datasets
 
     from ..training.common import resolve_db_path
 
-    band = datasets.load_from_disk(str(path))
+    band = load_saved_dataset(path, "rerun the filter")
     if "db_path" not in band.column_names:
         return ()
     files: dict[str, Path] = {}

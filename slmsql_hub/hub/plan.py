@@ -20,6 +20,7 @@ from ..data.trained_databases import with_trained_databases
 from ..errors import UsageError
 from ..refs import check_repo_id, repo_url
 from ..resources import PACKAGE_DIR
+from ..run.artifacts import check_model_folder
 from ..run.files import read_json_object, write_atomic
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import model_ref, read_run
@@ -204,6 +205,9 @@ def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tu
             f"{card_dir} has a card but no adapter_config.json: rerun `slmsql card --run-dir {run_dir} --overwrite` after "
             "GRPO training so the adapter files are copied in"
         )
+    fix = f"rerun `slmsql card --run-dir {run_dir}` after the stage that writes it finished"
+    check_model_folder(card_dir, "adapter", fix)  # a missing or truncated adapter is never shipped
+    check_model_folder(CardLayout(card_dir).lineage["base"].path, "base", fix)
     card = _load_card(readme, ModelCard, "rerun `slmsql card`")
     return card_dir, card, bm.resolve_base(card_dir, card, base_repo_id, revision=revision)
 
@@ -275,6 +279,7 @@ def _sft_target(
             f"no SFT adapter at {folder} (adapter_config.json): train SFT stage 2 into the run folder first, or "
             "leave sft-model out of --what"
         )
+    check_model_folder(folder, "adapter", "retrain SFT stage 2, or leave sft-model out of --what")
     _, _, base = _card_and_base(run_dir, base_repo_id, revision)
     files: dict[str, Path | bytes] = {
         name: folder / name for name in (*ADAPTER_FILES, *RUN_FILES) if (folder / name).is_file()

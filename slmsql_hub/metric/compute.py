@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from pathlib import Path
 
 from ..errors import InfrastructureError, UsageError
@@ -83,7 +83,14 @@ def compute_execution_accuracy(
 
 
 def _check_inputs(predictions, references, db_path, mode: str, keep_distinct: bool, timeout_s) -> CompareMode:
-    """The compare mode, after refusing (``UsageError``) inputs that cannot be scored."""
+    """The compare mode, after refusing inputs that cannot be scored: ``TypeError`` for an argument of the wrong
+    type (``None`` or a plain string where a list goes, a ``timeout_s`` that is not a number), ``UsageError`` for
+    the rest."""
+    for name, value in (("predictions", predictions), ("references", references), ("db_path", db_path)):
+        if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, Sized):
+            raise TypeError(f"{name} must be a list with one entry per example; got {type(value).__name__}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number of seconds; got {timeout_s!r}"[:200])
     n = len(predictions)
     if not (n == len(references) == len(db_path)):
         raise UsageError(
@@ -140,12 +147,19 @@ def _check_databases(db_paths: Sequence[str | os.PathLike]) -> None:
     for index, path in enumerate(db_paths):
         if path is None:
             raise UsageError(f"db_path[{index}] is missing: give the SQLite file of every example")
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"db_path[{index}] must be a path (str); got {type(path).__name__}")
         key = os.fspath(path)
         if key in seen:
             continue
         seen.add(key)
-        if not Path(key).is_file():
-            raise UsageError(f"db_path[{index}]: database file not found: {key}")
+        shown = key if len(key) <= 200 else f"{key[:200]}... ({len(key)} characters)"
+        try:
+            found = Path(key).is_file()
+        except (OSError, ValueError) as err:  # a name too long for the file system, a NUL in it
+            raise UsageError(f"db_path[{index}] is not a usable path ({err.__class__.__name__}): {shown}") from None
+        if not found:
+            raise UsageError(f"db_path[{index}]: database file not found: {shown}")
 
 
 _INVALID_TEXT = "\x00slmsql:invalid-utf8:"  # a prefix no valid SQL or path can start with (NUL)

@@ -34,7 +34,7 @@ def template_path(name: str) -> Path:
 def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
     """``card_class.from_template(data, template_path=path, **context)`` (a ``ModelCard`` or ``DatasetCard``);
     ``hub_url`` (the Hub the links point to, :func:`~slmsql_hub.refs.hub_endpoint`) is there unless given.
-    UsageError: no template; ValueError: it uses a variable the context does not define (Jinja renders it empty).
+    UsageError: no template, not UTF-8 or a Jinja syntax error; ValueError: it uses a variable the context does not define (Jinja renders it empty).
     """
     import jinja2
     import jinja2.meta
@@ -46,7 +46,12 @@ def render(card_class: Any, data: Any, path: str | Path, **context: Any) -> Any:
         )
     context.setdefault("hub_url", hub_endpoint())
     known = set(context) | set(data.to_dict()) | {"card_data"}
-    used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
+    try:
+        used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(path.read_text(encoding="utf-8")))
+    except UnicodeDecodeError as err:
+        raise UsageError(f"card template {path} is not UTF-8 text (byte {err.start}): re-save it as UTF-8") from None
+    except jinja2.TemplateSyntaxError as err:
+        raise UsageError(f"card template {path}, line {err.lineno}: Jinja syntax error ({err.message})") from None
     missing = sorted(used - known)
     if missing:
         raise ValueError(f"the template {path} uses undefined variable(s) {', '.join(missing)}")

@@ -70,7 +70,8 @@ def write_atomic(path: Path, text: str, errors: str = "strict") -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The objects of a JSON-lines file, skipping a line cut short by a killed run (logged).
+    """The objects of a JSON-lines file, skipping a line cut short by a killed run (logged); bytes that are not
+    UTF-8 are a :class:`UsageError` naming the file and line.
 
     Example:
 
@@ -84,8 +85,16 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
     ```
     """
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise UsageError(
+            f"{path}, line {line}: not UTF-8 text (binary data); rerun the stage that wrote it"
+        ) from None
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -272,6 +272,11 @@ def load_run(run_dir: str | os.PathLike) -> Run:
             raise UsageError(
                 f"{telemetry} not found: the card's mechanism section and plots need the GRPO telemetry"
             )
+        if not attempt.records:
+            raise UsageError(
+                f"{attempt.telemetry_file} holds no training step: the card's mechanism section and plots need "
+                "the GRPO telemetry; rerun or resume the training"
+            )
     if run.eval_results is None:
         read_json_object(
             layout.eval_results,

@@ -164,11 +164,17 @@ class Judge:
             )
         plans = []
         requests: list[tuple[str, str | None]] = []
+        cap = self.sandbox.limits.max_sql_chars
         for prediction, gold, db_path in zip(predictions, gold_sqls, db_paths):
-            pred_sql = extract_sql(prediction) if self.extract else prediction
+            # The length cap comes before any parsing: an over-long text goes to the sandbox as it is, which
+            # refuses it at once (a 10 MB prediction is not tokenised for a minute first).
+            if isinstance(prediction, str) and len(prediction) > cap:
+                pred_sql = pred_prepared = prediction
+            else:
+                pred_sql = extract_sql(prediction) if self.extract else prediction
+                pred_prepared = None if pred_sql is None else prepare_sql(pred_sql, self.mode, self.keep_distinct)
             databases = self._databases(os.fspath(db_path))
             gold_prepared = prepare_sql(gold, self.mode, self.keep_distinct) if isinstance(gold, str) else gold
-            pred_prepared = None if pred_sql is None else prepare_sql(pred_sql, self.mode, self.keep_distinct)
             gold_at = len(requests)
             requests.extend((db, gold_prepared) for db in databases)
             pred_at = len(requests)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..data.sources import dataset_kind, load_hub_dataset
 from ..errors import UsageError
 from ..recipes import save_resolved_config
+from ..run.artifacts import load_saved_dataset
 from ..run.files import write_atomic
 from ..run.guard import staged_files
 from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
@@ -96,17 +97,15 @@ _BUILD_HINT = "build it first (for the world: `slmsql world build --out DIR`)"
 
 def _load_one(raw: str, revision: str | None) -> tuple[Dataset | None, str]:
     """One source's rows (``None``: a folder ``save_to_disk`` wrote without data files) and its ``_source``."""
-    from datasets import Dataset, load_from_disk
+    from datasets import Dataset
 
     if dataset_kind(raw, "dataset_paths", _BUILD_HINT) == "hub":
         return load_hub_dataset(raw, revision), raw
     path = Path(raw).expanduser()
     if _saved_without_data_files(path):  # datasets' save_to_disk of an empty dataset: unloadable
         return None, str(path)
-    try:
-        loaded = load_from_disk(str(path))
-    except FileNotFoundError as err:
-        raise UsageError(f"{path} is not a dataset saved with save_to_disk: {err}") from err
+    # in memory: TRL's maps write no cache into the input folder
+    loaded = load_saved_dataset(path, "save it again (for the world: `slmsql world build --out DIR --overwrite`)")
     if not isinstance(loaded, Dataset):
         raise UsageError(
             f"{path} holds a DatasetDict ({', '.join(loaded)}); point dataset_paths at one split's folder"

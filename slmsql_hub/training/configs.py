@@ -613,6 +613,11 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     def __post_init__(self) -> None:
         if isinstance(self.reward_funcs, str):
             self.reward_funcs = [self.reward_funcs]
+        if not isinstance(self.reward_funcs, (list, tuple, type(None))):
+            raise UsageError(
+                f"reward_funcs must be a list of reward names, e.g. `reward_funcs: [execution, format]`; got "
+                f"{self.reward_funcs!r}"
+            )
         self.reward_funcs = [str(name).strip() for name in (self.reward_funcs or []) if str(name).strip()]
         if not self.reward_funcs:
             raise UsageError("reward_funcs is empty: use e.g. `reward_funcs: [execution, format]`")

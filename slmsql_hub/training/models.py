@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..refs import check_hub_repo, looks_local
+from ..run.artifacts import check_model_folder
 from .configs import ModelArguments
 
 logger = logging.getLogger(__name__)
@@ -32,10 +33,12 @@ def check_local_inputs(model_args: ModelArguments, adapter_path: str | None, ada
         )
     if not looks_local(name):
         check_hub_repo(name, "config.json", what="base model", revision=model_args.model_revision)
+    check_model_folder(name, "base", "retrain it or fix model_name_or_path")
     if adapter_path and looks_local(adapter_path):
         adapter = Path(adapter_path).expanduser()
         if not (adapter / "adapter_config.json").is_file():
             raise UsageError(f"no LoRA adapter in {adapter} (adapter_config.json missing); {adapter_hint}")
+        check_model_folder(adapter, "adapter", adapter_hint)
     elif adapter_path:
         check_hub_repo(
             adapter_path, "adapter_config.json", what="adapter", revision=model_args.adapter_revision

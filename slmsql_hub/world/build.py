@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
+from ..run.artifacts import check_json, check_sqlite
 from ..run.guard import replace_folder
 from ..run.layout import WORLD_MANIFEST
 from .plant import (
@@ -131,12 +132,12 @@ class WorldManifest:
         """Read ``<root>/world.json``; :class:`UsageError` when it is missing or not a world manifest."""
         root = Path(root)
         path = root / WORLD_MANIFEST
+        if not path.is_file():
+            raise UsageError(f"{root} is not a built world (no world.json)")
+        data = check_json(path, "rebuild with --overwrite")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             return cls(root=root, **data)
-        except FileNotFoundError:
-            raise UsageError(f"{root} is not a built world (no world.json)") from None
-        except (json.JSONDecodeError, TypeError) as err:
+        except TypeError as err:
             raise UsageError(f"{path} is not a world manifest ({err}); rebuild with --overwrite") from None
 
     def is_complete(self) -> bool:
@@ -318,7 +319,12 @@ def _asked_plant(recorded: dict | None, plant: Plant | None) -> dict | None:
 
 
 def _reuse(
-    out: Path, seed: int, sizes: WorldSizes, overwrite: bool, plant: Plant | None = None
+    out: Path,
+    seed: int,
+    sizes: WorldSizes,
+    overwrite: bool,
+    plant: Plant | None = None,
+    databases: tuple[DatabaseSpec, ...] = DATABASES,
 ) -> WorldManifest | None:
     """The existing world at ``out`` when it can be reused; ``None`` when it must be (re)built."""
     if overwrite or not out.exists():
@@ -348,6 +354,9 @@ def _reuse(
     if not manifest.is_complete():
         logger.warning("%s is an incomplete world; rebuilding it", out)
         return None
+    tables = {spec.db_id: [t.name for t in spec.tables] for spec in databases}
+    for db_id in manifest.databases:  # a damaged database is not reused: one line naming it
+        check_sqlite(manifest.db_path(db_id), tables.get(db_id, ()), "pass --overwrite to rebuild the world")
     logger.info("reusing the world at %s (seed %d)", out, seed)
     return manifest
 
@@ -387,7 +396,7 @@ def build_world(
 
     sizes = sizes or WorldSizes()
     out = Path(out_dir).expanduser().resolve()
-    reused = _reuse(out, seed, sizes, overwrite, plant)
+    reused = _reuse(out, seed, sizes, overwrite, plant, databases)
     if reused is not None:
         return reused
     if held_out_db not in {spec.db_id for spec in databases}:

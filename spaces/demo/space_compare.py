@@ -332,10 +332,28 @@ def compare_tab(space: ComparisonSpace) -> CompareControls:
     )
 
 
+def question_validator(space: ComparisonSpace) -> Callable:
+    """The Compare events' ``validator``: Gradio runs it when a request arrives, before queueing it, so an empty
+    or over-long question is refused at once (:meth:`ComparisonSpace.check_question`), not after the queue."""
+
+    def validate(database: str | None, question: str | None) -> tuple[Any, Any]:
+        try:
+            space.check_question(question)
+        except UsageError as err:
+            return gr.validate(True, ""), gr.validate(False, str(err))
+        return gr.validate(True, ""), gr.validate(True, "")
+
+    return validate
+
+
 def wire_compare(space: ComparisonSpace, controls: CompareControls) -> None:
     """The Compare tab's events: the page's comparison on the button (and Enter), the ``/compare`` endpoint
     (same work, plain values), the schema, examples and held-out line on a pick."""
-    limits = {"concurrency_limit": space.settings.concurrency, "concurrency_id": "compare"}
+    limits = {
+        "concurrency_limit": space.settings.concurrency,
+        "concurrency_id": "compare",
+        "validator": question_validator(space),  # runs before the request is queued
+    }
     inputs = [controls.database, controls.question]
     view = ui_errors(_compare_view(space))
     for trigger in (controls.button.click, controls.question.submit):
