@@ -26,7 +26,7 @@ def _load_training(config: DiagnoseConfig) -> list[dict] | None:
 
     if not config.training_band:
         return None
-    return [dict(row) for row in read_band(config.training_band, config.training_band_revision)]
+    return [dict(row) for row in read_band(config.training_band, config.training_band_revision, "training_band")]
 
 
 def _load_policy(config: DiagnoseConfig) -> tuple[Any, Any]:
@@ -85,7 +85,7 @@ def build_report(
             "num_samples": config.num_samples, "temperature": config.temperature, "top_p": config.top_p,
             "top_k": config.top_k, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
             "namespace": NAMESPACE,
-            "keys": f"sample j of question q: sample_seed({config.seed}, '{NAMESPACE}:' + q, j) (the filter seeds q)",
+            "key_rule": f"sample j of question q: sample_seed({config.seed}, '{NAMESPACE}:' + q, j) (the filter seeds q)",
         },  # fmt: skip
         "prompt_source": prompt_source,
         "slices": {name: {"mode": slices[name]["mode"], **slice_summary(rows)} for name, rows in records.items()},

@@ -46,7 +46,7 @@ def load_slices(config: DiagnoseConfig) -> dict[str, dict[str, Any]]:
     for spec in config.benchmark_specs() if config.benchmarks else []:
         slices[spec.key] = {"rows": load_slice(spec, config).rows, "mode": spec.mode}
     for ref in config.bands:
-        slices[band_name(ref)] = {"rows": [dict(row) for row in read_band(ref)], "mode": config.compare_mode}
+        slices[band_name(ref)] = {"rows": [dict(row) for row in read_band(ref, option="bands")], "mode": config.compare_mode}
     return slices
 
 
