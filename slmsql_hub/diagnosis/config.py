@@ -14,6 +14,7 @@ from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
 from ..data.sources import check_dataset_name
 from ..errors import UsageError
+from ..filtering.config import FilterConfig, check_sampling
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 
@@ -115,12 +116,7 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             _check_band(ref)
         if not _is_int(self.num_samples) or self.num_samples < 2:
             raise UsageError(f"num_samples (K) must be an integer >= 2 (the issue's K is 16); got {self.num_samples!r}")
-        if not _number(self.temperature) or not self.temperature > 0:
-            raise UsageError(f"temperature must be > 0 (the diagnosis samples); got {self.temperature!r}")
-        if not _number(self.top_p) or not 0 < self.top_p <= 1:
-            raise UsageError(f"top_p must be in (0, 1]; got {self.top_p!r}")
-        if not _is_int(self.top_k) or self.top_k < 0:
-            raise UsageError(f"top_k must be an integer >= 0 (0 turns it off); got {self.top_k!r}")
+        check_sampling(self.temperature, self.top_p, self.top_k)
         if self.compare_mode not in _COMPARE_MODES:
             raise UsageError(f"compare_mode must be 'bird' or 'spider'; got {self.compare_mode!r}")
         if not _number(self.min_consistency) or not 0 <= self.min_consistency <= 1:
@@ -140,23 +136,11 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         return dict(DEFAULT_DATASET_IDS)
 
     def generation_config(self, sampled: bool) -> GenerationConfig:
-        """Greedy decoding (``sampled=False``), or K keyed samples per question (seeded; ``sampled=True``)."""
-        from ..generation import GenerationConfig
+        """Greedy decoding as ``slmsql eval`` decodes (``sampled=False``), or K keyed samples per question as the
+        filter draws them (``sampled=True``): their own rules, not copies."""
+        from ..evaluation import EvalConfig
 
-        if not sampled:
-            return GenerationConfig(max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
-                                    do_sample=False, seed=None, backend=self.backend)  # fmt: skip
-        return GenerationConfig(
-            max_new_tokens=self.max_new_tokens,
-            temperature=float(self.temperature),
-            top_p=float(self.top_p),
-            top_k=self.top_k,
-            do_sample=True,
-            num_samples=self.num_samples,
-            batch_size=self.batch_size,
-            seed=self.seed,
-            backend=self.backend,
-        )
+        return FilterConfig.generation_config(self) if sampled else EvalConfig.generation_config(self)
 
 
 def _listed(value: object) -> list[str]:
