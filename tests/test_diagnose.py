@@ -187,7 +187,7 @@ def test_filter_then_diagnose_end_to_end_finds_the_trained_mistakes(spider_root,
     printed = capsys.readouterr().out
     report = json.loads((tmp_path / "diagnosis" / "report.json").read_text())
     assert report["prediction"]["sentence"] in printed
-    assert set(report["slices"]) == {"spider_dev", "band_band"}
+    assert set(report["slices"]) == {"spider_dev", "band"}
     classes = {c["class"]: c for c in report["classes"]}
     column = classes["wrong_column"]
     assert column["signature"] == {"trigger": "name", "output": "age"} and column["where"] == "both"

@@ -287,7 +287,7 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
 def test_diagnose_reads_the_synsql_band_and_bird_and_spider_dev(chain, capsys):
     assert chain("diagnose.yaml") == 0, capsys.readouterr().err[-3000:]
     report = _json(chain.out / "diagnosis" / "report.json")
-    assert set(report["slices"]) == {"bird_dev", "spider_dev", "band_band"}
+    assert set(report["slices"]) == {"bird_dev", "spider_dev", "band"}
     assert (report["slices"]["bird_dev"]["mode"], report["slices"]["spider_dev"]["mode"]) == ("bird", "spider")
     band = _json(chain.out / "filter" / "filter_report.json")["counts"]["band"]
     assert report["training"]["questions"] == band and report["sampler"]["num_samples"] == 4

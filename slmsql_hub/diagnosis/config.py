@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..data.config import BenchmarkArguments
@@ -36,6 +37,17 @@ def sample_key(question_id: str) -> str:
     'diagnose:world-dev-7'
     """
     return f"{NAMESPACE}:{question_id}"
+
+
+def band_name(ref: str) -> str:
+    """The slice name of a band: ``band`` for the filter's ``band`` folder, else ``band_<folder or repository
+    name>``.
+
+    >>> band_name("outputs/world/filter/band"), band_name("alice/world-band")
+    ('band', 'band_world-band')
+    """
+    name = Path(str(ref).rstrip("/")).name
+    return "band" if name == "band" else f"band_{name}"
 
 
 def _number(value: object) -> bool:
@@ -114,6 +126,13 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             self.benchmark_specs()
         for ref in [*self.bands, *([self.training_band] if self.training_band else [])]:
             _check_band(ref)
+        names = [spec.key for spec in self.benchmark_specs()] if self.benchmarks else []
+        for ref in self.bands:
+            if band_name(ref) in names:
+                raise UsageError(
+                    f"bands entry {ref!r} is named {band_name(ref)!r} like another slice; rename its folder"
+                )
+            names.append(band_name(ref))
         if not _is_int(self.num_samples) or self.num_samples < 2:
             raise UsageError(f"num_samples (K) must be an integer >= 2 (the issue's K is 16); got {self.num_samples!r}")
         check_sampling(self.temperature, self.top_p, self.top_k)

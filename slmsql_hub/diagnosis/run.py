@@ -62,8 +62,8 @@ def run_diagnose(config: DiagnoseConfig, *, policy: tuple[Any, Any] | None = Non
             logger.info("diagnosing %s: %d questions, K=%d", name, len(piece["rows"]), config.num_samples)
             records[name] = sample_slice(piece["rows"], prompts[name], piece["mode"], policy, sandbox, config)
     report = build_report(config, slices, records, training, prompt_source)
-    report["time"] = {"wall_seconds": round(time.perf_counter() - started, 1),
-                      "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+    finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    report["time"] = {"wall_seconds": round(time.perf_counter() - started, 1), "finished_at": finished}
     write_outputs(out, report, records, training)
     return report
 
@@ -85,7 +85,8 @@ def build_report(
             "num_samples": config.num_samples, "temperature": config.temperature, "top_p": config.top_p,
             "top_k": config.top_k, "max_new_tokens": config.max_new_tokens, "seed": config.seed,
             "namespace": NAMESPACE,
-            "key_rule": f"sample j of question q: sample_seed({config.seed}, '{NAMESPACE}:' + q, j) (the filter seeds q)",
+            "key_rule": f"sample j of question q: sample_seed({config.seed}, '{NAMESPACE}:' + q, j) "
+            "(the filter seeds q)",
         },  # fmt: skip
         "prompt_source": prompt_source,
         "slices": {name: {"mode": slices[name]["mode"], **slice_summary(rows)} for name, rows in records.items()},

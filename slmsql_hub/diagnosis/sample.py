@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..evaluation.majority import majority_vote
 from ..sql.anatomy import anatomy
 from ..sql.shape import sql_family
-from .config import DiagnoseConfig, sample_key
+from .config import DiagnoseConfig, band_name, sample_key
 
 logger = logging.getLogger(__name__)
-
-
-def band_name(ref: str) -> str:
-    """The slice name of a band: ``band_<folder name>`` (a Hub id: its repository name).
-
-    >>> band_name("outputs/world/filter/band"), band_name("alice/world-band")
-    ('band_band', 'band_world-band')
-    """
-    return f"band_{Path(str(ref).rstrip('/')).name}"
 
 
 def load_slices(config: DiagnoseConfig) -> dict[str, dict[str, Any]]:
@@ -46,7 +36,8 @@ def load_slices(config: DiagnoseConfig) -> dict[str, dict[str, Any]]:
     for spec in config.benchmark_specs() if config.benchmarks else []:
         slices[spec.key] = {"rows": load_slice(spec, config).rows, "mode": spec.mode}
     for ref in config.bands:
-        slices[band_name(ref)] = {"rows": [dict(row) for row in read_band(ref, option="bands")], "mode": config.compare_mode}
+        rows = [dict(row) for row in read_band(ref, option="bands")]
+        slices[band_name(ref)] = {"rows": rows, "mode": config.compare_mode}
     return slices
 
 
@@ -61,11 +52,16 @@ def question_record(
     judgements, in sample order."""
     gold, question, schema = row["gold_sql"], row.get("question", ""), _prompt_text(prompt)
 
+    seen: dict[tuple, dict] = {}  # K samples often repeat one answer: classify each once
+
     def shape(judgement: Any) -> dict | None:
         if judgement.correct != 0:
             return None
-        return anatomy(judgement.pred_sql, gold, verdict=str(judgement.verdict), error=judgement.error,
-                       question=question, schema=schema).to_dict()  # fmt: skip
+        key = (judgement.pred_sql, str(judgement.verdict), judgement.error)
+        if key not in seen:
+            seen[key] = anatomy(judgement.pred_sql, gold, verdict=key[1], error=judgement.error,
+                                question=question, schema=schema).to_dict()  # fmt: skip
+        return seen[key]
 
     scorable = [j.correct for j in samples if j.correct is not None]
     unscorable = any(not j.scorable for j in [*samples, *([greedy] if greedy else [])])

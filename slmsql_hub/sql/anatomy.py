@@ -261,7 +261,8 @@ def _clause_class(gold, pred) -> Anatomy | None:
         return Anatomy("aggregate", None, " ".join(_parts(gold, "aggregate")), " ".join(_parts(pred, "aggregate")),
                        components)  # fmt: skip
     if differ and differ <= {"group", "order"}:
-        clauses = [" ".join(_clause(tree, name).strip() for name in ("group", "order")).strip() for tree in (gold, pred)]
+        clauses = [" ".join(_clause(tree, name).strip() for name in ("group", "order")).strip()
+                   for tree in (gold, pred)]  # fmt: skip
         return Anatomy("group_order_limit", None, *clauses, components)
     return None
 
