@@ -112,6 +112,7 @@ def test_consistency_support_where_ceiling_and_the_ranked_prediction():
     assert operator["consistency"] == 3 / 4  # d1, d2 and t1 share >= -> >; d3 does not
     assert operator["signature"] == {"trigger": ">=", "output": ">"}
     assert operator["support"] == 2 / 3 and operator["ceiling"] == 1 / 4 and operator["qualifies"]
+    assert operator["ceiling_by_slice"] == {"dev": 1 / 4}
     literal = stats["wrong_literal"]  # t2 is all-fail: no reward variance, so GRPO never sees it
     assert (literal["training"], literal["where"], literal["support"], literal["qualifies"]) == (
         0, "evaluation", 0.0, False)  # fmt: skip

@@ -19,8 +19,9 @@ Per error class (a question is *affected* when one of its answers, greedy or sam
 - **support**: the share of affected evaluation questions with at least one correct sample.
 - **where**: affected training-band questions with 0 < pass rate < 1 (GRPO sees them with reward variance), affected
   evaluation questions, ``both`` when both are non-zero.
-- **ceiling**: the share of scorable evaluation questions (pooled) whose greedy answer is wrong, that the class
-  affects, and that have a correct sample: what fixing the class by sharpening can add to greedy EX at most.
+- **ceiling**: the share of scorable evaluation questions whose greedy answer is wrong, that the class affects,
+  and that have a correct sample: what fixing the class by sharpening can add to greedy EX at most, pooled over
+  the slices and per slice.
 
 The prediction ranks, by ceiling, the classes that occur in both, are in support and have consistency at least
 ``min_consistency``; when none does, it says so in one sentence with the reasons.

@@ -86,9 +86,9 @@ def class_stats(
             continue
         modal = [_modal(_signatures(r, kind)) for r in [*hit, *trained]]
         top, count = Counter(modal).most_common(1)[0]
-        fixable = [r for r in hit if r["greedy"] == 0 and r["c"] > 0]
+        fixable = [r for r in hit if r["greedy"] == 0 and r["c"] > 0]  # the pooled ceiling; per slice below
         details = Counter(s["anatomy"]["detail"] for r in hit for s in r["samples"]
-                          if s.get("anatomy") and s["anatomy"]["kind"] == kind)  # fmt: skip
+                          if s.get("anatomy") and s["anatomy"]["kind"] == kind and s["anatomy"]["detail"])  # fmt: skip
         entry = {
             "class": kind,
             "spider_component": SPIDER_COMPONENT[kind],
@@ -101,6 +101,7 @@ def class_stats(
             "signature": {"trigger": top[0], "output": top[1]},
             "support": sum(1 for r in hit if r["c"] > 0) / len(hit) if hit else None,
             "ceiling": len(fixable) / len(evaluated) if evaluated else None,
+            "ceiling_by_slice": {name: _ceiling(records, kind) for name, records in slices.items()},
             "details": {str(d): n for d, n in details.most_common()},
             "families": dict(Counter(r["family"] for r in hit).most_common()),
         }
@@ -108,6 +109,14 @@ def class_stats(
         entry["qualifies"] = not entry["reasons"]
         stats.append(entry)
     return stats
+
+
+def _ceiling(records: Records, kind: str) -> float | None:
+    """The share of a slice's scorable questions whose greedy answer is wrong, that ``kind`` affects, and that
+    have a correct sample."""
+    scored = [r for r in records if r["scorable"] and r["n"] > 0]
+    fixable = [r for r in scored if r["greedy"] == 0 and r["c"] > 0 and _signatures(r, kind)]
+    return len(fixable) / len(scored) if scored else None
 
 
 def _where(training: int, evaluation: int) -> str:
@@ -156,4 +165,8 @@ def prediction(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         sentence = "GRPO on this data is unlikely to move EX here, because " + (
             why or "no question of the evaluation slices is wrong in any sample"
         ) + "."
-    return {"ranked": [{"class": s["class"], "ceiling": s["ceiling"]} for s in ranked], "sentence": sentence}
+    return {
+        "ranked": [{"class": s["class"], "ceiling": s["ceiling"], "ceiling_by_slice": s.get("ceiling_by_slice", {})}
+                   for s in ranked],
+        "sentence": sentence,
+    }  # fmt: skip
