@@ -32,6 +32,7 @@ _COMMANDS: tuple[str, ...] = (
     "slmsql_hub.commands.filter",
     "slmsql_hub.commands.push",
     "slmsql_hub.commands.eval",
+    "slmsql_hub.commands.diagnose",
     "slmsql_hub.commands.card",
     "slmsql_hub.commands.quickstart",
     "slmsql_hub.commands.ablate",

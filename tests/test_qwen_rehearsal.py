@@ -83,6 +83,12 @@ OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
         "precision": {"dtype": "bfloat16"},
         "cores": {"num_threads": "1", "sandbox_workers": "1"},
     },
+    "diagnose.yaml": {
+        "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
+        "length": {"num_samples": "4"},
+        "precision": {"dtype": "bfloat16"},
+        "cores": {"num_threads": "1", "sandbox_workers": "1"},
+    },
 }
 """Per recipe, by kind, every override the rehearsal passes (``{tiny}`` is the tiny model's folder)."""
 
@@ -115,7 +121,8 @@ RUN_FOLDERS = {
 }
 """Where each GRPO recipe writes in the run folder: attempt #2 (``grpo/``), attempt #1, and the lr variant beside."""
 
-COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"]}
+COMMANDS = {"sft": ["train", "sft"], "grpo": ["train", "grpo"], "filter": ["filter"], "eval": ["eval"],
+            "diagnose": ["diagnose"]}  # fmt: skip
 
 
 def _fields(groups: dict[str, dict[str, str]], tiny: Path) -> dict[str, str]:
@@ -147,6 +154,7 @@ def chain(tmp_path_factory):
         "grpo_band_lora_lr.yaml": ["filter_synsql.yaml"],
         "grpo_spider.yaml": ["sft_stage2_bird_spider.yaml"],
         "eval_bird_spider.yaml": ["grpo_band.yaml"],
+        "diagnose.yaml": ["filter_synsql.yaml"],
     }
 
     def run(name: str) -> int:
@@ -273,6 +281,18 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         assert slmsql(["card", "--run-dir", str(chain.out)]) == 0, capsys.readouterr().err[-3000:]
     card = (chain.out / "card" / "README.md").read_text(encoding="utf-8")
     assert "attempt #1" in card and "recipes/world" not in card
+
+
+@pytest.mark.slow
+def test_diagnose_reads_the_synsql_band_and_bird_and_spider_dev(chain, capsys):
+    assert chain("diagnose.yaml") == 0, capsys.readouterr().err[-3000:]
+    report = _json(chain.out / "diagnosis" / "report.json")
+    assert set(report["slices"]) == {"bird_dev", "spider_dev", "band"}
+    assert (report["slices"]["bird_dev"]["mode"], report["slices"]["spider_dev"]["mode"]) == ("bird", "spider")
+    band = _json(chain.out / "filter" / "filter_report.json")["counts"]["band"]
+    assert report["training"]["questions"] == band and report["sampler"]["num_samples"] == 4
+    assert report["policy"]["base_revision"] == _pinned("diagnose.yaml")
+    assert (chain.out / "diagnosis" / "report.md").read_text(encoding="utf-8").startswith("# Will GRPO help")
 
 
 @pytest.mark.slow

@@ -196,16 +196,16 @@ def run_pool_filter(filter_recipe: str, overrides: list[str]) -> dict[str, Any]:
     return run_filter(load_filter_config(filter_recipe, overrides))
 
 
-def read_band(ref: str | Path, revision: str | None = None):
+def read_band(ref: str | Path, revision: str | None = None, option: str = "band.band_dir"):
     """The band dataset ``ref`` names: the filter's ``save_to_disk`` folder, or a Hub dataset id read with
     ``datasets.load_dataset`` at ``revision`` (a band ``slmsql push`` published: its databases are downloaded
-    and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line when it is neither."""
-
+    and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line naming ``option`` when it is
+    neither."""
     from ..data.sources import dataset_kind, load_hub_dataset
 
     text = str(ref)
-    if dataset_kind(text, "band.band_dir", "run the filter first (slmsql filter)") == "hub":
-        return load_hub_dataset(text, revision, "band.band_dir")
+    if dataset_kind(text, option, "run the filter first (slmsql filter)") == "hub":
+        return load_hub_dataset(text, revision, option)
     folder = Path(text).expanduser()
     if not (folder / "state.json").is_file() and not (folder / "dataset_info.json").is_file():
         raise UsageError(f"no band dataset at {folder}: run the filter first (slmsql filter)")

@@ -1,7 +1,7 @@
 """One override style for the recipe commands (``slmsql train KIND``, ``slmsql filter``, ``slmsql eval``):
 ``--config RECIPE.yaml`` plus any ``--field value`` options, passed through in order to
 :func:`~slmsql_hub.recipes.parse_recipe`, where they win over the YAML and an unknown field is one
-:class:`~slmsql_hub.errors.UsageError` line (exit 2). Only the light configs (filter, eval) are imported to list
+:class:`~slmsql_hub.errors.UsageError` line (exit 2). Only the light configs (filter, eval, diagnose) are imported to list
 their fields in ``--help``; the training configs import TRL and torch, so ``slmsql train`` does not.
 
 :func:`load_recipe` reads any recipe by its kind (:data:`RECIPE_KINDS`), the first word of its file name."""
@@ -88,6 +88,12 @@ def _eval_loader(kind: str) -> Callable:
     return load_eval_config
 
 
+def _diagnose_loader(kind: str) -> Callable:
+    from ..diagnosis import load_diagnose_config
+
+    return load_diagnose_config
+
+
 def _ablations_loader(kind: str) -> Callable:
     from ..ablate.config import load_recipe as load_ablations
 
@@ -106,6 +112,7 @@ RECIPE_KINDS: dict[str, Callable[[str], Any]] = {
     "grpo": _training_arguments,
     "filter": _filter_loader,
     "eval": _eval_loader,
+    "diagnose": _diagnose_loader,
     "ablations": _ablations_loader,
     "transfer": _ablations_loader,
     "study": _study_loader,

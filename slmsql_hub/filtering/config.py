@@ -36,6 +36,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def check_sampling(temperature: Any, top_p: Any, top_k: Any) -> None:
+    """The keyed sampler's settings, checked (one UsageError line): temperature > 0, top_p in (0, 1], top_k >= 0.
+
+    >>> check_sampling(0.0, 1.0, 0)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: temperature must be > 0 (the keyed sampler samples); got 0.0
+    """
+    if not _is_number(temperature) or not temperature > 0:
+        raise UsageError(f"temperature must be > 0 (the keyed sampler samples); got {temperature!r}")
+    if not _is_number(top_p) or not 0 < top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1]; got {top_p!r}")
+    if not _is_int(top_k) or top_k < 0:
+        raise UsageError(f"top_k must be an integer >= 0 (0 turns it off); got {top_k!r}")
+
+
 @dataclass
 class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     """Everything ``slmsql filter`` needs. ``benchmarks`` is ONE ``NAME:SPLIT[:LIMIT]`` pool (never the world's
@@ -134,12 +150,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 f"{self.pass_rate_high}, so the band would always be empty; raise num_samples or widen the "
                 "thresholds"
             )
-        if not _is_number(self.temperature) or not self.temperature > 0:
-            raise UsageError(f"temperature must be > 0 (the filter samples); got {self.temperature!r}")
-        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
-            raise UsageError(f"top_p must be in (0, 1]; got {self.top_p!r}")
-        if not _is_int(self.top_k) or self.top_k < 0:
-            raise UsageError(f"top_k must be an integer >= 0 (0 turns it off); got {self.top_k!r}")
+        check_sampling(self.temperature, self.top_p, self.top_k)
         check_key_namespace(self.key_namespace)
 
     def generation_config(self) -> GenerationConfig:

@@ -403,3 +403,53 @@ def plot_passk(
                 list(legend.values()), list(legend), fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5)
             )
     return _save(figure, path)
+
+
+def plot_diagnosis(
+    slices: Mapping[str, Mapping[str, Any]], classes: Sequence[Mapping[str, Any]], path: str | os.PathLike
+) -> Path:
+    """The diagnosis in two panels: pass@k against k per slice (greedy EX and maj@K marked at k = 1 and K), and
+    the questions each error class affects (in support or not); save as PNG.
+
+    Example:
+
+    ```python
+    >>> import pathlib, tempfile
+    >>> from slmsql_hub.render.plots import plot_diagnosis
+    >>> slices = {"world_dev": {"pass_at_k": [{"k": 1, "value": 0.4}, {"k": 4, "value": 0.7}], "greedy_ex": 0.5,
+    ...                         "maj_at_k": 0.55}}
+    >>> classes = [{"class": "wrong_literal", "affected": 10, "support": 0.6}]
+    >>> plot_diagnosis(slices, classes, pathlib.Path(tempfile.mkdtemp()) / "d.png").suffix
+    '.png'
+
+    ```
+    """
+    figure = _figure(width=10.0, height=3.8)
+    figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.6)
+    curves, bars = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    for index, (name, summary) in enumerate(slices.items()):
+        points, color = summary["pass_at_k"], _COLORS[index % len(_COLORS)]
+        if not points:
+            continue
+        ks = [p["k"] for p in points]
+        curves.plot(ks, [p["value"] for p in points], marker="o", markersize=3, color=color, label=name)
+        for k, value, marker in ((ks[0], summary["greedy_ex"], "s"), (ks[-1], summary["maj_at_k"], "^")):
+            if value is not None:
+                curves.plot([k], [value], marker, color=color, markerfacecolor="white")
+    curves.set_xscale("log", base=2)
+    curves.set_ylim(-0.03, 1.03)
+    curves.set_title("pass@k (square: greedy EX, triangle: maj@K)", fontsize=9)
+    curves.set_xlabel("k")
+    curves.grid(alpha=0.3)
+    curves.legend(fontsize=7)
+    shown = [c for c in classes if c["affected"]]
+    names = [c["class"] for c in shown]
+    inside = [round(c["affected"] * (c["support"] or 0)) for c in shown]
+    bars.barh(names, inside, color=_BAND_COLOR, label="in support")
+    bars.barh(names, [c["affected"] - i for c, i in zip(shown, inside)], left=inside, color=_OUTSIDE_COLOR,
+              label="out of support")  # fmt: skip
+    bars.invert_yaxis()
+    bars.tick_params(axis="y", labelsize=7)
+    bars.set_title("evaluation questions affected per error class", fontsize=9)
+    bars.legend(fontsize=7)
+    return _save(figure, path)

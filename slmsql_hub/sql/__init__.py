@@ -9,7 +9,7 @@
 Rewards, the ``slmsql/ex`` metric, evaluation and the Space all call these; none of them opens SQLite.
 """
 
-from .compare import CompareMode, prepare_sql, rows_match
+from .compare import CompareMode, prepare_sql, result_key, rows_match
 from .extract import extract_sql
 from .judge import Judge, Judgement, Verdict
 from .result import ExecResult, ExecStatus, Limits
@@ -26,5 +26,6 @@ __all__ = [
     "Verdict",
     "extract_sql",
     "prepare_sql",
+    "result_key",
     "rows_match",
 ]

@@ -69,7 +69,7 @@ from .extract import skip_quoted_or_comment
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CompareMode", "order_matters", "prepare_sql", "rows_match"]
+__all__ = ["CompareMode", "order_matters", "prepare_sql", "result_key", "rows_match"]
 
 _CURDATE_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", flags=re.IGNORECASE)
 _SPACED_OPERATORS = (("> =", ">="), ("< =", "<="), ("! =", "!="))
@@ -368,3 +368,33 @@ def rows_match(
     if len(gold[0]) != len(pred[0]):
         return False
     return _spider_rows_match(gold, pred, order_matters)
+
+
+def result_key(rows: Iterable[Sequence], mode: CompareMode | str, *, order_matters: bool = False) -> tuple:
+    """A canonical, hashable key of one result under ``mode``, for grouping results that match each other
+    (execution-majority voting): ``bird``, the set of rows; ``spider``, each row's values sorted as the
+    official quick check sorts them (so a permutation of the columns gives the same key), the rows as a
+    multiset, or in order when ``order_matters``. Equal keys are what :func:`rows_match` calls a match, up to
+    the spider rule's one coarseness: the key permutes each row's values on its own, not whole columns.
+
+    Example:
+
+    ```python
+    >>> result_key([(1, "a"), (1, "a")], "bird") == result_key([(1, "a")], "bird")
+    True
+    >>> result_key([(1, "a"), (1, "a")], "spider") == result_key([(1, "a")], "spider")
+    False
+    >>> result_key([("a", 1), ("b", 2)], "spider") == result_key([(2, "b"), (1, "a")], "spider")
+    True
+    >>> result_key([("a", 1), ("b", 2)], "spider", order_matters=True) == result_key([(2, "b"), (1, "a")], "spider", order_matters=True)
+    False
+
+    ```
+    """
+    rows = _as_rows(rows)
+    if _mode(mode) is CompareMode.BIRD:
+        return ("bird", tuple(sorted(set(rows), key=repr)))
+    sorted_rows = [_unordered_row(row) for row in rows]
+    if not order_matters:
+        sorted_rows.sort(key=repr)
+    return ("spider", tuple(sorted_rows))
