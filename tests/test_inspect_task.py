@@ -137,3 +137,35 @@ def test_bad_task_arguments_are_one_usage_error_before_any_data_loads(tmp_path):
         registry.world(str(tmp_path / "nowhere"), "dev", sql_timeout_s=0)
     with pytest.raises(UsageError, match="world root is not a directory"):
         registry.world(str(tmp_path / "nowhere"), "dev")
+
+
+@pytest.mark.slow
+def test_inspect_eval_of_the_world_task_gives_slmsql_evals_ex_at_batch_size_1(space_run, tmp_path):
+    """`inspect_ai.eval` of the world task with the tiny base + each adapter (the `slmsql` provider), offline:
+    per question the verdict of `slmsql eval` at batch_size 1, and so the same EX."""
+    from slmsql_hub.evaluation import EvalConfig, run_eval
+
+    world, base = space_run / "world", space_run / "base"
+    adapters = {"sft": space_run / "sft" / "stage2", "grpo": space_run / "grpo"}
+    config = EvalConfig(
+        model_name_or_path=str(base), sft_adapter=str(adapters["sft"]), grpo_adapter=str(adapters["grpo"]),
+        dtype="float32", device="cpu", benchmarks=["world:dev"], world_root=str(world), max_new_tokens=16,
+        batch_size=1, sql_timeout_s=10.0, sandbox_workers=1, output_dir=str(tmp_path / "eval"),
+    )  # fmt: skip
+    results = run_eval(config, progress=False)["benchmarks"]["world_dev"]
+    predictions = [json.loads(line) for line in (tmp_path / "eval" / results["predictions_file"]).read_text().splitlines()]
+
+    for name, adapter in adapters.items():
+        (log,) = inspect_ai.eval(
+            registry.world(str(world), "dev", adapter=str(adapter), max_new_tokens=16, sql_timeout_s=10.0, workers=1),
+            model=f"slmsql/{base}", model_args={"adapter": str(adapter), "dtype": "float32", "device": "cpu"},
+            log_dir=str(tmp_path / "logs"), display="none",
+        )  # fmt: skip
+        assert log.status == "success", log.error
+        verdicts = {s.id: s.scores["execution_accuracy"].metadata["verdict"] for s in log.samples}
+        assert verdicts == {p["question_id"]: p[f"{name}_verdict"] for p in predictions}
+        (score,) = log.results.scores
+        ex = results["policies"][name]["ex"]
+        assert score.metrics["accuracy"].value == pytest.approx(ex)
+        assert score.scored_samples == results["n_scorable"]
+    assert results["policies"]["sft"]["correct"] > 0  # the tiny policies give known answers: one is right
