@@ -20,6 +20,7 @@ repository and a ``task_id`` that the dataset's ``eval.yaml`` defines (https://h
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import shutil
@@ -73,7 +74,7 @@ def eval_yaml(splits: Sequence[str] = BENCHMARK_SPLITS, prompt_config: PromptCon
                 "config": "default",
                 "split": split,
                 "field_spec": {"input": "prompt", "target": "gold_sql"},
-                "solvers": solvers,
+                "solvers": copy.deepcopy(solvers),  # no YAML anchors in the file
                 "scorers": [{"name": "pattern", "args": {"pattern": SQL_BLOCK_PATTERN}}],
             }
             for split in splits
