@@ -100,3 +100,41 @@ def test_an_output_with_files_or_inside_the_world_is_refused(built, tmp_path):
         build_world_benchmark(world, world / "bench")
     with pytest.raises(UsageError, match="world split 'probe_same' not found"):
         build_world_benchmark(world, tmp_path / "b", splits=("probe_same",))
+
+
+def test_slmsql_world_benchmark_writes_the_folder_and_refuses_bad_input_in_one_line(built, tmp_path, capsys):
+    from slmsql_hub.cli import main
+
+    world, _ = built
+    out = tmp_path / "bench"
+    assert main(["world", "benchmark", "--world", str(world), "--out", str(out), "--repo-id", "alice/wb"]) == 0
+    assert f"world benchmark at {out}" in capsys.readouterr().out
+    assert (out / "eval.yaml").is_file() and "alice/wb" in (out / "README.md").read_text()
+    assert main(["world", "benchmark", "--world", str(world), "--out", str(world / "inside")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inside the input" in err[0]
+
+
+def test_a_world_run_naming_the_benchmark_gets_eval_results_whose_task_ids_it_defines(built):
+    """With `dataset_ids: [world=<the pushed benchmark>]` in the eval recipe, the card's .eval_results entries name
+    that dataset with a task_id that its eval.yaml defines (the split)."""
+    from pathlib import Path, PurePosixPath
+
+    from slmsql_hub.card import Run, eval_result_entries
+
+    _, folder = built
+    task_ids = {task["id"] for task in yaml.safe_load((folder / "eval.yaml").read_text())["tasks"]}
+    comparison = {"n": 4, "delta_ex": 0.0, "significant": False, "mcnemar_p": 1.0, "ci95": [-0.1, 0.1],
+                  "discordant": {"a_only": 0, "b_only": 0}, "verdict": "v", "summary": "s"}  # fmt: skip
+    benchmarks = {
+        f"world_{split}": {"benchmark": "world", "split": split, "dataset_id": "alice/world-bench", "mode": "bird",
+                           "n": 4, "policies": {"sft": {"ex": 0.5}, "grpo": {"ex": 0.25}}, "comparison": comparison,
+                           "predictions_file": f"predictions/world_{split}.jsonl"}  # fmt: skip
+        for split in BENCHMARK_SPLITS
+    }
+    run = Run(Path("run"), PurePosixPath("outputs/q"), {"created_at": "2026-12-02T16:40:00Z", "benchmarks": benchmarks}, [])
+    files = eval_result_entries(run, "alice/model")
+    assert sorted(files) == [f"world_{split}.yaml" for split in BENCHMARK_SPLITS]
+    for entries in files.values():
+        (entry,) = entries
+        assert entry["dataset"]["id"] == "alice/world-bench" and entry["dataset"]["task_id"] in task_ids
