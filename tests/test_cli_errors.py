@@ -329,6 +329,7 @@ def _leaf_parsers(parser: argparse.ArgumentParser | None = None) -> list[tuple[s
 REQUIRED = {
     "slmsql ex": ["--pred", "{tmp}/p.sql"],
     "slmsql world build": ["--out", "{tmp}/w"],
+    "slmsql world benchmark": ["--world", "{tmp}", "--out", "{tmp}/b"],
     "slmsql card": ["--run-dir", "{tmp}/run"],
     "slmsql push": ["{tmp}/run"],
     "slmsql ablate": ["--config", str(WORLD / "ablations.yaml")],

@@ -1,4 +1,5 @@
-"""``slmsql world build``: build (or reuse) the embedded world and print its split counts."""
+"""``slmsql world build``: build (or reuse) the embedded world and print its split counts. ``slmsql world benchmark``:
+write its evaluation splits as a Hub benchmark dataset folder (:mod:`slmsql_hub.data.world_benchmark`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 from ..errors import UsageError
 from ..resources import PACKAGE_DIR
 from ..run.guard import check_output, output_lock
-from . import folder_to_write, number, print_result
+from . import existing_folder, folder_to_write, number, print_result, repo_id
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -62,13 +63,36 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="N",
         help=f"questions per probe split (default {planted.probe})",
     )
+    _add_benchmark(actions)
     parser.set_defaults(run=run)
     return parser
 
 
+def _add_benchmark(actions) -> None:
+    bench = actions.add_parser(
+        "benchmark",
+        help="write the world's dev and test splits as a Hub benchmark dataset folder (eval.yaml, card, databases)",
+        description=(
+            "Write --world's evaluation splits (dev, test) under --out as a dataset the Hub can host as a benchmark: "
+            "data/<split>.parquet, the databases they use, README.md and eval.yaml (task ids dev and test). Upload "
+            "it with `huggingface-cli upload NS/NAME OUT --repo-type dataset`, then set `dataset_ids: "
+            "[world=NS/NAME]` in the eval recipe so the card's model-index and .eval_results name it."
+        ),
+    )
+    bench.add_argument("--world", required=True, type=existing_folder, metavar="DIR", help="a built world folder")
+    bench.add_argument("--out", required=True, type=folder_to_write, metavar="DIR", help="a new or empty folder")
+    bench.add_argument("--repo-id", type=repo_id(), metavar="NS/NAME", help="where it will be pushed (for its card)")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.world_command == "benchmark":
+        from ..data.world_benchmark import build_world_benchmark
+
+        with output_lock(check_output(args.out, [args.world], "--out")):
+            out = build_world_benchmark(args.world, args.out, repo_id=args.repo_id)
+        return print_result(f"world benchmark at {out}: data/, databases/, README.md, eval.yaml")
     if args.world_command != "build":
-        raise UsageError("choose an action: `slmsql world build --out DIR`")
+        raise UsageError("choose an action: `slmsql world build --out DIR` or `slmsql world benchmark`")
     from ..world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
     from ..world.plant import Plant
 
