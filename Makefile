@@ -12,7 +12,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --upgrade pip
 	# torch first: the CPU wheel lies on local disk; a bare `torch` requirement would pull a CUDA build.
 	$(PIP) install "torch==$(TORCH_VERSION)"
-	$(PIP) install -e ".[dev]"
+	# the [inspect] extra too, so the slow suite runs `inspect eval` of the world task (the core install stays lean)
+	$(PIP) install -e ".[dev,inspect]"
 	touch $@
 
 setup: $(VENV)/.installed
