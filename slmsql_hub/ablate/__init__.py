@@ -12,7 +12,8 @@ Modules: :mod:`.config` (the recipe, validated before any training), :mod:`.band
 split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation / reward / the rest),
 :mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.diagnostics` (template families, KL and entropy,
 SFT's support on the held-out database, after the grid), :mod:`.report` (report.json, report.md, plots, the
-merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``).
+merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``), :mod:`.slurm`
+(the study as SLURM jobs, ``--slurm``).
 """
 
 from __future__ import annotations
