@@ -92,7 +92,7 @@ def test_every_world_is_prepared_then_prepared_once_sharded_merged_and_combined(
                  "#SBATCH --qos=low", f"cd {Path.cwd()}"):  # fmt: skip
         assert line in shards.splitlines()
     assert f'{sys.executable} -m slmsql_hub ablate --config {recipe} --run-dir ' in shards
-    assert shards.rstrip().endswith('--shard "${SLURM_ARRAY_TASK_ID}/2"')
+    assert shards.rstrip().endswith('--shard "${SLURM_ARRAY_TASK_ID}/2"') and "\nexec " in shards
     assert "--prepare-only" in (folder / "natural-prepare.sbatch").read_text()
     merge = (folder / "natural-merge.sbatch").read_text()
     assert f"--merge {tmp_path / 'natural' / 'shards' / '0-of-2'} {tmp_path / 'natural' / 'shards' / '1-of-2'}" in merge
@@ -232,6 +232,7 @@ def test_a_task_cancelled_mid_run_is_resubmitted_by_the_same_command(smoke_study
     states = _wait(out)
     assert states[f"{array}_1"] == "CANCELLED" and states[f"{array}_0"] == "COMPLETED", f"{states}\n{_logs(out)}"
     assert not (started.parent / "result.json").exists()
+    assert not list((out / "shards").glob(".*.slmsql.lock")), "the cancelled task left its folder's lock"
     merge = next(job["id"] for job in _last(out)["jobs"] if job["name"] == "merge")
     assert states[merge] != "COMPLETED"  # it waited on the array: ended with it
 

@@ -10,7 +10,9 @@ Job layout of one world (a multi-world recipe without ``--run-dir``: every world
     combine   --combine: the transfer report across the worlds                          afterok: every merge
 
 Each script ``cd``s to the folder the command was run in and runs this Python (``sys.executable``), so a task
-sees the same venv and the same relative paths. A job waiting on another carries ``--kill-on-invalid-dep=yes``:
+sees the same venv and the same relative paths; its last command is ``exec``'d, so a cancelled or preempted
+task's SIGTERM reaches Python, which releases its output folder's lock (locks name their host: a task
+resubmitted on another node could not take over one left behind). A job waiting on another carries ``--kill-on-invalid-dep=yes``:
 a failed or cancelled task ends what waits on it instead of leaving it pending for ever.
 
 **Resubmission** is the same command again: while a job of the last submission is queued or running it submits
@@ -158,6 +160,7 @@ def sbatch_script(job: Job, options: SlurmOptions, submit_dir: Path, logs: Path,
     lines += [f"#SBATCH {directive}" for directive in options.directives()]
     lines += ["set -euo pipefail", f"cd {shlex.quote(str(submit_dir))}", "export PYTHONUNBUFFERED=1"]
     lines += [" ".join(_quote(a) for a in [python, "-m", "slmsql_hub", *argv]) for argv in job.commands]
+    lines[-1] = f"exec {lines[-1]}"  # the job's signals (scancel, preemption) go to Python, which unwinds
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,9 @@
-"""``slmsql ablate --config recipes/world/ablations.yaml``: the hypothesis study (see :mod:`slmsql_hub.ablate`)."""
+"""``slmsql ablate --config recipes/world/ablations.yaml``: the hypothesis study (see :mod:`slmsql_hub.ablate`).
+
+A SIGTERM (``scancel``, a SLURM preemption, ``kill``) ends the command as an exception would, exit code 143: its
+``with`` blocks unwind, so the output folder's lock is released and a task resubmitted on another host may take
+the folder (a lock held by another host is never taken over; see :mod:`slmsql_hub.run.guard`).
+"""
 
 from __future__ import annotations
 
@@ -150,7 +155,25 @@ def _combine(args: argparse.Namespace) -> int:
     )
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Run the command with SIGTERM turned into ``SystemExit(143)`` (the module docstring), then restore it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers: the main thread only
+        return _run(args)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     """Validate the recipe and the selection, run the grid, write the report, print where it is."""
     from ..ablate import run_study
     from ..errors import UsageError
