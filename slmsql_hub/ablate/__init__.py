@@ -12,7 +12,8 @@ Modules: :mod:`.config` (the recipe, validated before any training), :mod:`.band
 split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation / reward / the rest),
 :mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.diagnostics` (template families, KL and entropy,
 SFT's support on the held-out database, after the grid), :mod:`.report` (report.json, report.md, plots, the
-merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``).
+merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``), :mod:`.slurm`
+(the study as SLURM jobs, ``--slurm``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def run_study(
     report_only: bool = False,
     shard: str | None = None,
     merge: list[str] | None = None,
+    prepare_only: bool = False,
     diagnostics: bool = True,
     on_progress: Callable[[str], None] | None = None,
     **cli: Any,
@@ -38,8 +40,9 @@ def run_study(
     ``cli`` holds the command line's ``run_dir``, ``output_dir``, ``seeds``, ``max_steps``, ``jobs`` (``None``: the
     recipe's). ``shard`` (``"K/N"``) runs that share of the grid in ``<output_dir>/shards/<K>-of-<N>`` and reports
     it there; ``merge`` (shard folders) runs nothing and writes the one report of those folders in ``output_dir``
-    (see :mod:`.grid`). Between the grid and the report, :func:`~.diagnostics.run_diagnostics` brings every
-    finished run's diagnostics up to date (cached; ``diagnostics=False`` skips it). Returns ``report.json``'s
+    (see :mod:`.grid`); ``prepare_only`` prepares the band and the SFT answers in ``output_dir`` for the shards to
+    read (:func:`~.grid.prepare`) and returns ``{"prepared": ..., "path"}`` (the record written). Between the grid
+    and the report, :func:`~.diagnostics.run_diagnostics` brings every finished run's diagnostics up to date (cached; ``diagnostics=False`` skips it). Returns ``report.json``'s
     content plus ``path`` (the ``report.md`` written).
 
     Raises:
@@ -53,12 +56,16 @@ def run_study(
     from ..run.layout import REPORT_MD
     from .config import load_ablation_config
     from .diagnostics import run_diagnostics
-    from .grid import parse_shard, run_grid, shard_folder
+    from .grid import PREPARED, parse_shard, prepare, run_grid, shard_folder
     from .report import merge_shards, write_report
 
     share = parse_shard(shard) if shard is not None else None
     if share is not None and (merge or report_only):
         raise UsageError("--shard runs a share of the grid; it does not go with --merge or --report_only")
+    if prepare_only and (share is not None or merge or report_only):
+        raise UsageError(
+            "--prepare-only prepares for the shards; it does not go with --shard, --merge or --report-only"
+        )
     config = load_ablation_config(config_path, **cli)
     run_inputs = {Path(config.run_dir) / Path(needed).parts[0] for needed in config.run_inputs()}
     check_output(config.output_dir, [*sorted(run_inputs), *config_inputs(config)], "output_dir")
@@ -85,6 +92,8 @@ def run_study(
                 raise UsageError(
                     f"{run} is not a finished run folder (no {needed}); run `slmsql quickstart` first"
                 )
+        if prepare_only:
+            return {"prepared": prepare(config), "path": str(Path(config.output_dir) / PREPARED)}
         if not report_only:
             run_grid(config, selected, shard=share, **progress)
         try:

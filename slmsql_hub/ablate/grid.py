@@ -19,11 +19,12 @@ without CUDA nothing is set. Each entry records the device its run used (``devic
 **Shards** (``--shard K/N``, K from 0, so a Slurm array's ``$SLURM_ARRAY_TASK_ID`` is K): the (variant, seed)
 pairs of the selected grid (each variant's own ``seeds``, :meth:`~.config.AblationConfig.grid`), in recipe order, are numbered from 0 and shard K runs those whose number modulo N is
 K. Each shard writes into its own folder ``<output_dir>/shards/<K>-of-<N>`` and prepares the band and the SFT
-answers there itself. Why not prepare once and share: then the array would need an ordering (a preparing job and
-the others waiting on it) and several jobs writing one folder; preparation (the band's split, one greedy SFT
-pass over the slices) is deterministic and small next to the GRPO runs, so every shard repeats it and the array
-is N copies of one command line with no shared writes. (A recipe with ``pool_rl_pool`` also filters its pool in
-every shard: seeded, so the same band, at N times the filter's cost.) The merge
+answers there itself: deterministic, so the array may be N copies of one command line with no shared writes. (A
+recipe with ``pool_rl_pool`` then filters its pool in every shard: seeded, so the same band, at N times the
+filter's cost.) **Prepared once** (``--prepare-only``, the SLURM path's first job, :mod:`.slurm`): the band and
+the SFT answers in ``<output_dir>`` itself, then :data:`PREPARED`; a shard whose ``<output_dir>`` holds it reads
+that band's rows from where ``band.json`` says they are (the pool's filter is not run again) and copies those
+SFT answers, only reading what the prepare job wrote. The merge
 (:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the shards did prepare the same band and the
 same SFT answers (a mismatch means a nondeterministic preparation: it stops in one line) before the report
 reads every shard's runs.
@@ -64,6 +65,8 @@ TREND_METRICS = (
 
 
 SHARDS_DIR = "shards"
+PREPARED = "prepared.json"
+"""Written last by :func:`prepare` in ``<output_dir>``: the band and the SFT answers there are the shards'."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -167,9 +170,8 @@ def run_folder(output_dir: str | Path, variant: str, seed: int) -> Path:
     return Path(output_dir) / "runs" / f"{variant}-seed{seed}"
 
 
-def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
-    """The band (the pool's filter, run or resumed, or the run's own band, a folder or a Hub dataset id), split;
-    writes ``band/``."""
+def _pool_band(config: AblationConfig) -> tuple[str, dict[str, Any]]:
+    """Where the band is (the pool's filter, run or resumed, or the run's own band) and band.json's ``pool``."""
     out, run, settings = Path(config.output_dir), Path(config.run_dir), config.band
     band_dir = settings.band_dir or str(run / "filter" / "band")  # a folder, or a Hub dataset id
     pool: dict[str, Any] = {"source": "run", "band_dir": band_dir}
@@ -190,7 +192,19 @@ def prepare_band(config: AblationConfig) -> tuple[BandSplit, dict[str, Any]]:
         pool = {"source": "pool", **info, "filter_summary": report["summary"], "filtered": report["pool"],
                 "excluded_sft": report.get("excluded_sft"), "filter_wall_s": round(time.perf_counter() - started, 1),
                 "filter_sampled": report["time"]["questions_sampled"], "band_dir": band_dir}  # fmt: skip
-    rows = read_band(band_dir, settings.band_revision if settings.pool_rl_pool is None else None)
+    return band_dir, pool
+
+
+def prepare_band(config: AblationConfig, prepared: Path | None = None) -> tuple[BandSplit, dict[str, Any]]:
+    """The band (see :func:`_pool_band`; ``prepared``: a folder :func:`prepare` wrote, whose band is read from
+    where its band.json says), split; writes ``band/``."""
+    out, settings = Path(config.output_dir), config.band
+    if prepared is None:
+        band_dir, pool = _pool_band(config)
+    else:
+        pool = json.loads((prepared / "band" / "band.json").read_text(encoding="utf-8"))["pool"]
+        band_dir = pool["band_dir"]
+    rows = read_band(band_dir, pool.get("band_revision") if pool["source"] == "run" else None)
     band = load_band(rows, band_dir, settings.split_seed, settings.heldout_share, settings.min_band)
     (out / "band").mkdir(parents=True, exist_ok=True)
     rates = {row["question_id"]: row["pass_rate"] for row in band.train + band.heldout
@@ -301,10 +315,15 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
     }
 
 
-def _evaluation(config: AblationConfig, band: BandSplit) -> tuple[Any, dict, dict, tuple | None]:
-    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``), and with
-    ``passk_samples`` the sampler and SFT's sampled counts on the band slices (``sft/passk/``)."""
+def _evaluation(
+    config: AblationConfig, band: BandSplit, prepared: Path | None = None
+) -> tuple[Any, dict, dict, tuple | None]:
+    """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``; copied first
+    from a ``prepared`` folder's), and with ``passk_samples`` the sampler and SFT's sampled counts on the band
+    slices (``sft/passk/``)."""
     out = Path(config.output_dir)
+    if prepared is not None and not (out / "sft").exists():
+        shutil.copytree(prepared / "sft", out / "sft")
     settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
     sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
@@ -383,6 +402,23 @@ def _run_in_worker(variant: Variant, seed: int) -> dict[str, Any]:
     return run_one(_WORKER["config"], variant, seed, _WORKER["evaluation"])
 
 
+def prepare(config: AblationConfig) -> dict[str, Any]:
+    """``--prepare-only``: the band and the SFT answers (and SFT's sampled counts) in ``config.output_dir``, then
+    :data:`PREPARED` (its presence: prepared); returns what it holds. Rerun, it reuses what is there."""
+    band, pool = prepare_band(config)
+    _, slices, _, _ = _evaluation(config, band)
+    record = {"band": len(band.train) + len(band.heldout), "band_dir": pool["band_dir"], "slices": list(slices)}
+    write_atomic(Path(config.output_dir) / PREPARED, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def prepared_folder(shard_dir: str | Path) -> Path | None:
+    """The folder above a shard's (``<output_dir>`` of ``<output_dir>/shards/K-of-N``) when it holds
+    :data:`PREPARED`; else ``None``."""
+    parent = Path(shard_dir).parent.parent
+    return parent if (parent / PREPARED).is_file() else None
+
+
 def run_grid(
     config: AblationConfig,
     variants: list[Variant],
@@ -394,12 +430,14 @@ def run_grid(
 
     A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start. With
     ``jobs > 1`` each run goes to a spawned worker process, each worker on its own GPU where there are some; a
-    run's numbers do not depend on where it ran.
+    run's numbers do not depend on where it ran. A shard of a prepared ``<output_dir>`` (:func:`prepare`) reads
+    its band and SFT answers.
     """
     out = Path(config.output_dir)
     started = time.perf_counter()
-    band, _ = prepare_band(config)
-    evaluation = _evaluation(config, band)
+    prepared = prepared_folder(out) if shard is not None else None
+    band, _ = prepare_band(config, prepared)
+    evaluation = _evaluation(config, band, prepared)
     grid = shard_grid(config.grid(variants), shard)
     entries: dict[tuple[str, int], dict] = {}
     todo = []
