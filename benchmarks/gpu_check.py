@@ -35,12 +35,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from slmsql_hub.errors import UsageError  # noqa: E402  (after the checkout is on the path)
+
+if TYPE_CHECKING:
+    from slmsql_hub.run.layout import RunLayout
 
 RECIPES = REPO / "recipes" / "world"
 ASSUMED = ("torch", "transformers", "peft", "accelerate", "numpy", "safetensors", "tokenizers", "huggingface_hub")
@@ -108,16 +111,14 @@ def _configure(instances: tuple, **changes: Any) -> tuple:
 
 
 def _training(arguments: tuple, recipe: str, target: Target, out: Path, **changes: Any) -> tuple:
-    """A training recipe, moved to ``target``, writing to ``out``, logging each step, saving only at the end."""
+    """A training recipe, moved to ``target``, writing to ``out``, saving only at the end."""
     from slmsql_hub.recipes import parse_recipe
 
-    return _configure(
-        parse_recipe(arguments, RECIPES / recipe), **target.fields(), output_dir=str(out), save_strategy="no",
-        logging_steps=1, **changes,
-    )
+    changes = {**target.fields(), "output_dir": str(out), "save_strategy": "no", **changes}
+    return _configure(parse_recipe(arguments, RECIPES / recipe), **changes)
 
 
-def stage_base(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_base(run: RunLayout, sizes: Sizes, target: Target) -> dict:
     from slmsql_hub.training import configs
     from slmsql_hub.training.base import train_base
 
@@ -126,8 +127,8 @@ def stage_base(run: Any, sizes: Sizes, target: Target) -> dict:
     return train_base(*args)
 
 
-def stage_sft(stage: int) -> Callable[[Any, Sizes, Target], dict]:
-    def sft(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_sft(stage: int) -> Callable[[RunLayout, Sizes, Target], dict]:
+    def sft(run: RunLayout, sizes: Sizes, target: Target) -> dict:
         from slmsql_hub.training import configs
         from slmsql_hub.training.sft import train_sft
 
@@ -141,7 +142,7 @@ def stage_sft(stage: int) -> Callable[[Any, Sizes, Target], dict]:
     return sft
 
 
-def stage_filter(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_filter(run: RunLayout, sizes: Sizes, target: Target) -> dict:
     from slmsql_hub.filtering import load_filter_config, run_filter
 
     (config,) = _configure(
@@ -154,7 +155,7 @@ def stage_filter(run: Any, sizes: Sizes, target: Target) -> dict:
     return run_filter(config, progress=False)
 
 
-def stage_grpo(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_grpo(run: RunLayout, sizes: Sizes, target: Target) -> dict:
     from slmsql_hub.training import configs
     from slmsql_hub.training.grpo import train_grpo
 
@@ -165,11 +166,11 @@ def stage_grpo(run: Any, sizes: Sizes, target: Target) -> dict:
     args = _training(configs.GRPO_ARGUMENTS, "grpo_attempt1.yaml", target, run.grpo.path,
                      model_name_or_path=str(run.base.path), adapter_path=str(run.sft_stage2.path),
                      dataset_paths=[str(run.world_split("grounding"))], max_steps=sizes.grpo_steps,
-                     generation_batch_size=None, steps_per_generation=None, **shape)  # fmt: skip
+                     logging_steps=1, generation_batch_size=None, steps_per_generation=None, **shape)  # fmt: skip
     return train_grpo(*args)
 
 
-def stage_eval(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_eval(run: RunLayout, sizes: Sizes, target: Target) -> dict:
     from slmsql_hub.evaluation import load_eval_config, run_eval
 
     n = sizes.eval_questions
@@ -183,20 +184,20 @@ def stage_eval(run: Any, sizes: Sizes, target: Target) -> dict:
     return run_eval(config, progress=False)
 
 
-def stage_world(run: Any, sizes: Sizes, target: Target) -> dict:
+def stage_world(run: RunLayout, sizes: Sizes, target: Target) -> dict:
     from slmsql_hub.world.build import WorldSizes, build_world
 
     build_world(run.world, seed=0, sizes=WorldSizes())
     return {}
 
 
-STAGES: dict[str, Callable[[Any, Sizes, Target], dict]] = {
+STAGES: dict[str, Callable[[RunLayout, Sizes, Target], dict]] = {
     "world": stage_world, "base": stage_base, "sft1": stage_sft(1), "sft2": stage_sft(2),
     "filter": stage_filter, "grpo": stage_grpo, "eval": stage_eval,
 }  # fmt: skip
 
 
-def _step_times(name: str, summary: dict, run: Any) -> dict:
+def _step_times(name: str, summary: dict, run: RunLayout) -> dict:
     """Mean step time of a training stage; for GRPO every step and where its time went."""
     if "train_seconds" not in summary or not summary.get("steps"):
         return {}
@@ -211,7 +212,7 @@ def _step_times(name: str, summary: dict, run: Any) -> dict:
     return times
 
 
-def measure(name: str, run: Any, sizes: Sizes, target: Target) -> dict:
+def measure(name: str, run: RunLayout, sizes: Sizes, target: Target) -> dict:
     """Run one stage and return its wall time, step times, generation throughput and peak GPU memory (MiB)."""
     import torch
 
