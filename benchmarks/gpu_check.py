@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+STARTED = time.perf_counter()  # the budget counts from here: imports and model loading included
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -287,7 +288,8 @@ def run_check(out: Path, sizes: Sizes, target: Target) -> dict:
         report["failed_stage"] = None
     finally:
         report["wall_s"] = round(time.perf_counter() - started, 3)
-        report["within_budget"] = report["wall_s"] <= sizes.budget_s
+        report["process_s"] = round(time.perf_counter() - STARTED, 3)
+        report["within_budget"] = report["process_s"] <= sizes.budget_s
         (out / REPORT).write_text(json.dumps(report, indent=2) + "\n")
     return report
 
@@ -313,7 +315,10 @@ def print_report(report: dict) -> None:
             f"reward {split['reward_s']} s, other {split['other_s']} s of {split['train_s']} s"
         )
     verdict = "within" if report["within_budget"] else "OVER"
-    print(f"total {report['wall_s']:.0f} s ({verdict} the {report['sizes']['budget_s']:.0f} s budget)")  # noqa: T201
+    print(  # noqa: T201
+        f"stages {report['wall_s']:.0f} s, {report['process_s']:.0f} s since start ({verdict} the "
+        f"{report['sizes']['budget_s']:.0f} s budget)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
