@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
 
-.PHONY: setup quickstart ablations transfer test test-slow test-all lint clean
+.PHONY: setup quickstart ablations transfer gpu-wheels gpu-check test test-slow test-all lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,19 @@ transfer: quickstart
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/plant100/run $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/quickstart $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --combine
+
+# The GPU check (issue #39, benchmarks/README.md): the world's stages on CUDA in bf16, small, timed, into
+# outputs/gpu_check. It runs on the GPU machine's own python (no .venv: its torch is the CUDA one), from a copy of
+# the checkout plus wheels/, which `make gpu-wheels` fills where there is network (GPU_PYTHON_VERSION: the GPU
+# machine's Python) and this target installs offline first. GPU_PIP_ARGS passes e.g. --break-system-packages.
+GPU_PYTHON ?= python3
+GPU_PYTHON_VERSION ?= 3.11
+gpu-wheels:
+	PYTHON=$(PYTHON) PYTHON_VERSION=$(GPU_PYTHON_VERSION) bash benchmarks/gpu_wheels.sh
+
+gpu-check:
+	if [ -d wheels ]; then $(GPU_PYTHON) -m pip install $(GPU_PIP_ARGS) --no-index --find-links wheels -r benchmarks/gpu_wheels.txt; fi
+	$(GPU_PYTHON) benchmarks/gpu_check.py --out outputs/gpu_check --force $(GPU_CHECK_ARGS)
 
 # ruff, then the layers contract in pyproject.toml (an upward import anywhere fails it).
 lint: setup

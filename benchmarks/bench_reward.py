@@ -39,12 +39,44 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(argv)
 
 
+def step_rows(telemetry: str | Path) -> list[dict]:
+    """Each logged train step of a GRPO run's ``telemetry.jsonl``: ``{"step", "step_s", "rewards_s": {name: s}}``."""
+    from slmsql_hub.training.telemetry import read_telemetry
+
+    rows = []
+    for record in read_telemetry(telemetry):
+        timings = {k.split("/")[-1][:-2]: v for k, v in record.items() if k.startswith("timing/reward/")}
+        if record.get("kind", "train") != "train" or record.get("step_time") is None:
+            continue
+        rows.append({"step": record["step"], "step_s": record["step_time"], "rewards_s": timings})
+    return rows
+
+
+def reward_share(rows: list[dict]) -> dict:
+    """Reward and step seconds of :func:`step_rows`, summed, per reward, and the reward's ``share`` of the steps.
+
+    >>> reward_share([{"step": 1, "step_s": 2.0, "rewards_s": {"execution": 0.1, "format": 0.1}}])["share"]
+    0.1
+    """
+    reward_total = sum(sum(r["rewards_s"].values()) for r in rows)
+    step_total = sum(r["step_s"] for r in rows)
+    by_reward: dict[str, float] = {}
+    for row in rows:
+        for name, seconds in row["rewards_s"].items():
+            by_reward[name] = by_reward.get(name, 0.0) + seconds
+    return {
+        "reward_seconds": reward_total,
+        "step_seconds": step_total,
+        "share": reward_total / step_total if step_total else None,
+        "by_reward_seconds": by_reward,
+    }
+
+
 def measure(config: str, steps: int, output_dir: str, overrides: list[str]) -> dict:
     """Run GRPO for ``steps`` steps and return the per-step and total reward and step times."""
     from slmsql_hub.recipes import parse_recipe
     from slmsql_hub.training.configs import GRPO_ARGUMENTS
     from slmsql_hub.training.grpo import train_grpo
-    from slmsql_hub.training.telemetry import read_telemetry
 
     forced = [
         "--max_steps", str(steps),
@@ -53,25 +85,11 @@ def measure(config: str, steps: int, output_dir: str, overrides: list[str]) -> d
         "--output_dir", output_dir,
     ]  # fmt: skip
     summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, config, [*overrides, *forced]))
-    rows = []
-    for record in read_telemetry(Path(output_dir) / "telemetry.jsonl"):
-        timings = {k.split("/")[-1][:-2]: v for k, v in record.items() if k.startswith("timing/reward/")}
-        if record.get("kind", "train") != "train" or record.get("step_time") is None:
-            continue
-        rows.append({"step": record["step"], "step_s": record["step_time"], "rewards_s": timings})
-    reward_total = sum(sum(r["rewards_s"].values()) for r in rows)
-    step_total = sum(r["step_s"] for r in rows)
-    by_reward: dict[str, float] = {}
-    for row in rows:
-        for name, seconds in row["rewards_s"].items():
-            by_reward[name] = by_reward.get(name, 0.0) + seconds
+    rows = step_rows(Path(output_dir) / "telemetry.jsonl")
     return {
         "config": config,
         "steps": rows,
-        "reward_seconds": reward_total,
-        "step_seconds": step_total,
-        "share": reward_total / step_total if step_total else None,
-        "by_reward_seconds": by_reward,
+        **reward_share(rows),
         "generation": summary.get("generation"),
         "wall_seconds": summary.get("wall_seconds"),
     }

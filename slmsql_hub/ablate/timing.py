@@ -15,11 +15,35 @@ from typing import Any
 
 
 class GenerateTimer:
-    """Seconds and calls spent in ``GenerationMixin.generate`` while :meth:`timing` is active."""
+    """Seconds, calls and new token positions of ``GenerationMixin.generate`` while :meth:`timing` is active.
+
+    ``new_tokens`` counts each call's output rows times the positions it added (a row that stopped early still
+    counts the padding up to its batch's longest), so ``new_tokens / seconds`` is the decoding throughput the
+    batch shape got, not the count of useful tokens.
+    """
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
+        self.new_tokens = 0
+
+    def tokens_per_s(self) -> float | None:
+        """``new_tokens / seconds``; ``None`` before any call.
+
+        >>> timer = GenerateTimer()
+        >>> timer.tokens_per_s() is None
+        True
+        >>> timer.seconds, timer.new_tokens = 2.0, 100
+        >>> timer.tokens_per_s()
+        50.0
+        """
+        return self.new_tokens / self.seconds if self.seconds > 0 else None
+
+    def _count(self, args: tuple, kwargs: dict, output: Any) -> None:
+        prompt = kwargs.get("input_ids", args[0] if args else None)
+        sequences = getattr(output, "sequences", output)
+        if getattr(prompt, "ndim", 0) == 2 and getattr(sequences, "ndim", 0) == 2:
+            self.new_tokens += sequences.shape[0] * max(0, sequences.shape[1] - prompt.shape[1])
 
     @contextlib.contextmanager
     def timing(self) -> Iterator[GenerateTimer]:
@@ -32,10 +56,12 @@ class GenerateTimer:
         def timed(model: Any, *args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
-                return original(model, *args, **kwargs)
+                output = original(model, *args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
+            self._count(args, kwargs, output)
+            return output
 
         GenerationMixin.generate = timed
         try:
