@@ -152,3 +152,28 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def add_maj_at_k(run: Path, k: int = 8) -> dict:
+    """Add maj@K to the run's eval_results.json as ``slmsql eval`` writes it: each policy's vote is its greedy
+    answer with every third question flipped (SFT) or every fourth (GRPO), so maj@K differs from greedy EX."""
+    from slmsql_hub.evaluation.majority import MajorityVote
+    from slmsql_hub.evaluation.self_consistency import self_consistency_entry
+
+    path = run / "eval" / "eval_results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    for entry in results["benchmarks"].values():
+        lines = (run / "eval" / entry["predictions_file"]).read_text(encoding="utf-8").splitlines()
+        greedy = {name: [json.loads(line)[f"{name}_correct"] for line in lines] for name in ("sft", "grpo")}
+        voted = {
+            name: [
+                (MajorityVote(None if c is None else (1 - c if i % step == 0 else c), 0, 5, k), [], [])
+                for i, c in enumerate(greedy[name])
+            ]
+            for name, step in (("sft", 3), ("grpo", 4))
+        }
+        entry["self_consistency"] = self_consistency_entry(greedy, voted, k=k, resamples=10_000, seed=0)
+    results["self_consistency"] = {"k": k, "temperature": 0.7, "top_p": 1.0, "top_k": 0, "seed": 0,
+                                   "key_namespace": "eval-sc"}  # fmt: skip
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return results

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _helpers import add_maj_at_k
 from huggingface_hub import ModelCard, constants, parse_eval_result_entries
 
 from slmsql_hub import cli
@@ -670,3 +671,35 @@ def test_links_point_to_the_hub_the_card_is_rendered_for(published_run, tmp_path
     assert (
         f"https://huggingface.co/{REPO_ID}" not in readme and "https://huggingface.co/datasets/" not in readme
     )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# maj@K (eval's self_consistency) beside greedy EX
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_maj_at_k_table_equals_eval_results_and_is_absent_for_older_results(text, tmp_path):
+    assert "maj@K" not in text  # results written before maj@K: the card is as it was
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    results = add_maj_at_k(run)
+    card_text = build_card(run, tmp_path / "card", options=CardOptions(repo_id=REPO_ID)).readme.read_text()
+    section = _section(card_text, "Results")
+    assert "K = 8, temperature 0.7, top-p 1.0; keyed samples, namespace `eval-sc`, seed 0" in section
+    rows = _table(section, "Benchmark")  # the greedy table first, unchanged
+    assert [row[3] for row in rows] == [row[3] for row in _table(_section(text, "Results"), "Benchmark")]
+    maj_rows = _table(section[section.index("| Benchmark | Mode | n | SFT maj@K") :], "Benchmark")
+    assert len(maj_rows) == len(results["benchmarks"])
+    for row, greedy_row, entry in zip(maj_rows, rows, results["benchmarks"].values()):
+        bench, mode, n, sft, grpo, delta, ci, p, discordant, verdict = row
+        comparison = entry["self_consistency"]["comparison"]
+        assert (bench, mode, int(n)) == (f"{entry['benchmark']} {entry['split']}", entry["mode"], comparison["n"])
+        assert _num(sft) == round(100 * entry["self_consistency"]["policies"]["sft"]["ex"], 1)
+        assert _num(grpo) == round(100 * entry["self_consistency"]["policies"]["grpo"]["ex"], 1)
+        assert _num(delta) == round(100 * comparison["delta_ex"], 1)
+        low, high = ci.strip("[]").split(",")
+        assert (_num(low), _num(high)) == tuple(round(100 * x, 1) for x in comparison["ci95"])
+        assert _num(p) == _p_text(comparison["mcnemar_p"])
+        assert discordant == f"{comparison['discordant']['a_only']} / {comparison['discordant']['b_only']}"
+        assert verdict == comparison["verdict"]
+        assert (sft, grpo) != (greedy_row[3], greedy_row[4])  # the maj@K numbers, not greedy's again

@@ -174,6 +174,10 @@ BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_di
         ({"sql_max_rows": 0}, "sql_max_rows must be > 0"),
         ({"sql_max_ops": "many"}, "sql_max_ops must be a number"),
         ({"dtype": "int8"}, "dtype must be one of"),
+        ({"self_consistency": -1}, r"self_consistency \(K\) must be 0 \(off\) or an integer >= 2"),
+        ({"self_consistency": 1}, r"self_consistency \(K\) must be 0 \(off\) or an integer >= 2"),
+        ({"self_consistency": 8, "temperature": 0}, "temperature must be > 0"),
+        ({"self_consistency": 8, "top_p": 0}, "top_p must be in"),
     ],
 )
 def test_invalid_config_is_one_usage_error_naming_the_fix(overrides, message):
@@ -493,3 +497,122 @@ def test_vllm_backend_without_vllm_names_the_extra_to_install(world_dir, random_
     with pytest.raises(UsageError, match=r"pip install 'slmsql-hub\[vllm\]'"):
         run_eval(config, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------------
+# maj@K (self_consistency): execution-majority EX beside greedy EX
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_temperature_zero_is_fine_while_self_consistency_is_off():
+    assert EvalConfig(**BASE, temperature=0).self_consistency == 0
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--self_consistency", "-1"), ("--temperature", "0")])
+def test_cli_bad_self_consistency_is_one_line_exit_2_before_any_model(tmp_path, capsys, flag, value):
+    recipe = tmp_path / "eval.yaml"
+    recipe.write_text(  # nothing named here exists: a line about them would mean something was loaded first
+        f"model_name_or_path: {tmp_path / 'no-model'}\nsft_adapter: a\ngrpo_adapter: b\n"
+        f"output_dir: {tmp_path / 'o'}\nworld_root: {tmp_path / 'no-world'}\nself_consistency: 8\n"
+    )
+    assert cli_main(["eval", "--config", str(recipe), flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert ("self_consistency (K) must be" if flag == "--self_consistency" else "temperature must be > 0") in err
+
+
+@pytest.fixture(scope="module")
+def sc_run(trained_policy, spider_root, tmp_path_factory):
+    """The trained policy evaluated with maj@4 at a low temperature, where its trained answers dominate."""
+    out = tmp_path_factory.mktemp("sc_eval")
+    config = spider_config(trained_policy, spider_root, out, self_consistency=4, temperature=0.3)
+    return run_eval(config, progress=False), out
+
+
+def test_maj_at_k_votes_the_keyed_samples_of_each_policy_and_keeps_greedy_as_it_was(sc_run, spider_run):
+    results, out = sc_run
+    bench = results["benchmarks"]["spider_dev"]
+    greedy = spider_run[0]["benchmarks"]["spider_dev"]
+    assert (bench["policies"], bench["comparison"]) == (greedy["policies"], greedy["comparison"])
+    rows = [json.loads(line) for line in (out / bench["predictions_file"]).read_text().splitlines()]
+    # The trained answers win the vote: maj@K is each policy's greedy correctness, question for question, with
+    # the unscorable gold left out and the answer without SQL wrong (nothing executed, so nothing voted).
+    assert [row["sft_maj_correct"] for row in rows] == SFT_CORRECT
+    assert [row["grpo_maj_correct"] for row in rows] == GRPO_CORRECT
+    assert (rows[5]["sft_maj_voters"], rows[5]["sft_maj_sql"]) == (0, None)
+    assert all(len(row[f"{name}_samples"]) == 4 for row in rows for name in ("sft", "grpo"))
+    assert rows[1]["grpo_maj_sql"] == "SELECT name FROM singer"
+    sc = bench["self_consistency"]
+    assert sc["k"] == 4
+    for name, expected in (("sft", SFT_CORRECT), ("grpo", GRPO_CORRECT)):
+        scores = sc["policies"][name]
+        assert (scores["correct"], scores["n_scorable"]) == (sum(c or 0 for c in expected), 5)
+        assert scores["no_vote"] == sum(row[f"{name}_maj_voters"] == 0 for row in rows if row["gold_sql"] != QUESTIONS[4][1])
+    # The paired statistics, recomputed from the per-question maj@K correctness in the predictions file.
+    pairs = [(row["sft_maj_correct"], row["grpo_maj_correct"]) for row in rows if row["sft_maj_correct"] is not None]
+    a_only, b_only = sum(a > b for a, b in pairs), sum(b > a for a, b in pairs)
+    comparison = sc["comparison"]
+    assert (comparison["a"], comparison["b"], comparison["n"]) == ("sft", "grpo", 5)
+    assert comparison["discordant"] == {"a_only": a_only, "b_only": b_only} == {"a_only": 1, "b_only": 2}
+    assert comparison["mcnemar_p"] == mcnemar_exact(a_only, b_only)
+    assert comparison["delta_ex"] == pytest.approx((b_only - a_only) / 5)
+    assert sc["versus_greedy"]["sft"]["discordant"] == {"a_only": 0, "b_only": 0}
+    # What a reader compares: the maj@K pass's prompt and decoding.
+    record = results["self_consistency"]
+    assert (record["k"], record["temperature"], record["top_p"], record["top_k"]) == (4, 0.3, 1.0, 0)
+    assert (record["key_namespace"], record["seed"], record["max_new_tokens"]) == ("eval-sc", 0, 24)
+    assert record["prompt"] == results["prompt"]
+    assert json.loads((out / "eval_results.json").read_text())["self_consistency"] == record
+    assert "self_consistency" not in spider_run[0] and "self_consistency" not in greedy
+
+
+# Per question (QUESTIONS' order), the four samples a stub sampler returns for it.
+STUB_SAMPLES = [
+    ["SELECT name FROM singer", "SELECT count(*) FROM singer", "SELECT count(*) FROM singer", "SELECT name FROM singer"],
+    ["SELECT name FROM singer", "SELECT age FROM singer", "SELECT age FROM singer", "SELECT name FROM singer"],
+    ["SELECT nme FROM singer", "hello", "SELECT max(age) FROM singer", "SELECT x FROM nowhere"],
+    ["SELECT nme FROM singer", "hello", "hello", "SELECT"],
+    ["SELECT 1", "SELECT 1", "SELECT 1", "SELECT 1"],
+    ["SELECT 2", "SELECT 1", "SELECT 1", "SELECT 1"],
+]
+STUB_MAJ = [0, 1, 1, 0, None, 1]  # tie to the first group; one voter; no voter; unscorable; the larger group
+
+
+def test_maj_at_k_in_eval_breaks_ties_to_the_earliest_sample_and_runs_each_sql_once(
+    trained_policy, spider_root, tmp_path, monkeypatch
+):
+    import slmsql_hub.filtering as filtering
+    from slmsql_hub.generation import Completion
+    from slmsql_hub.sql.sandbox import Sandbox as SandboxClass
+
+    calls, executed = [], []
+
+    def stub(model, tokenizer, prompts, keys, config):  # a model is not the point here: the vote is
+        calls.append((list(keys), config.key_namespace, config.num_samples, config.do_sample))
+        index = [next(i for i, q in enumerate(QUESTIONS) if q[0] in str(p)) for p in prompts]
+        return [[Completion(answer(text), 4, True) for text in STUB_SAMPLES[i]] for i in index]
+
+    run_distinct = SandboxClass._run_distinct
+
+    def counting(self, statements, *args, **kwargs):
+        executed.extend(statements)
+        return run_distinct(self, statements, *args, **kwargs)
+
+    monkeypatch.setattr(filtering, "generate_keyed_samples", stub)
+    monkeypatch.setattr(SandboxClass, "_run_distinct", counting)
+    out = tmp_path / "eval"
+    results = run_eval(spider_config(trained_policy, spider_root, out, self_consistency=4), progress=False)
+    rows = [json.loads(line) for line in (out / "predictions" / "spider_dev.jsonl").read_text().splitlines()]
+    assert [row["sft_maj_correct"] for row in rows] == STUB_MAJ == [row["grpo_maj_correct"] for row in rows]
+    assert [row["sft_maj_votes"] for row in rows] == [2, 2, 1, 0, 0, 3]
+    assert [row["sft_maj_sql"] for row in rows][:3] == ["SELECT name FROM singer"] * 2 + ["SELECT max(age) FROM singer"]
+    sc = results["benchmarks"]["spider_dev"]["self_consistency"]
+    assert sc["policies"]["sft"] == {"ex": 0.6, "correct": 3, "n_scorable": 5, "no_vote": 1, "mean_voters": 2.6}
+    # maj@K against greedy on the same questions: greedy alone right on q0, the vote alone on q1 and q5.
+    assert sc["versus_greedy"]["sft"]["discordant"] == {"a_only": 1, "b_only": 2}
+    # K samples of batch_size prompts per call, keyed by question id in eval's own namespace, per policy.
+    ids = [row["question_id"] for row in rows]
+    assert [c[0] for c in calls] == [ids[:4], ids[4:]] * 2
+    assert {c[1:] for c in calls} == {("eval-sc", 4, True)}
+    # Every distinct (database, SQL) ran once over the whole evaluation, though 48 samples repeat a few texts.
+    assert len(executed) == len(set(executed))

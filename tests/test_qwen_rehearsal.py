@@ -13,7 +13,8 @@ recipes' own paths chain the stages, as they do for a GPU user. The overrides, b
 - ``model``: the tiny Qwen2 instead of Qwen2.5-Coder-1.5B-Instruct (its pinned ``model_revision`` stays and is
   ignored for a local folder), and the chain's own SFT adapter instead of the Hub's (``adapter_path``,
   ``sft_adapter``), which the tiny model cannot load;
-- ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples);
+- ``length``: ``max_steps: 1`` instead of 400 (GRPO only; the SFT fixtures fill one step of 32 examples), and
+  maj@2 instead of maj@8 in the evaluation (``self_consistency: 2``);
 - ``data``: SFT stage 1 takes 8 of the fixture's 16 SynSQL questions (``benchmarks: [synsql:train:8]`` instead of 100,000
   of 2.5M), so the filter, which leaves out the adapter's SFT questions, has a held-out pool to draw from;
 - ``precision``: ``bf16: true`` with ``use_cpu: true`` for training (``bf16: null`` resolves to true on a GPU with
@@ -80,6 +81,7 @@ OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
     },
     "eval_bird_spider.yaml": {
         "model": {"model_name_or_path": "{tiny}", "sft_adapter": SFT_STAGE2},
+        "length": {"self_consistency": "2"},
         "precision": {"dtype": "bfloat16"},
         "cores": {"num_threads": "1", "sandbox_workers": "1"},
     },
@@ -271,6 +273,9 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         slice_ = results["benchmarks"][key]
         assert (slice_["n"], slice_["n_scorable"], slice_["mode"]) == (n, n, mode)
         assert set(slice_["policies"]) == {"sft", "grpo"}
+        voted = slice_["self_consistency"]  # maj@K beside greedy EX, with its paired comparison
+        assert voted["k"] == 2 and voted["comparison"]["n"] == n and set(voted["policies"]) == {"sft", "grpo"}
+    assert (results["self_consistency"]["k"], results["self_consistency"]["temperature"]) == (2, 0.7)
     assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo"  # the recipe's
     assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
     for policy in results["policies"].values():

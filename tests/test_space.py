@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from _helpers import add_maj_at_k
 from _space_run import (
     CARD_TLDR,
     DB_ID,
@@ -653,3 +654,25 @@ def test_about_tab_renders_its_template_with_the_card_summary_sources_and_api(tm
     assert about.startswith("## From the model card\n\n") and "GRPO did not move EX" in about
     assert "- evaluation: `runs/a/eval/eval_results.json`" in about
     assert about.endswith(space_compare.COMPARE_API_DESCRIPTION) and "{{" not in about
+
+
+def test_evaluation_tab_shows_maj_at_k_beside_greedy_ex_when_the_results_have_it(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parent / "fixtures" / "run", run)
+
+    def shown() -> str:
+        with ComparisonSpace(SpaceSettings(run_dir=str(run))) as space:
+            values = component_values(demo_app.build_demo(space))
+        return "\n".join(v for v in values if isinstance(v, str) and ("SFT EX" in v or "ΔEX = " in v))
+
+    assert "SFT EX" in shown() and "maj@" not in shown()  # results written before maj@K: the tab as it was
+    results = add_maj_at_k(run)
+    text = shown()
+    for key, bench in results["benchmarks"].items():
+        comparison = bench["self_consistency"]["comparison"]
+        assert f"- **{key}** maj@8: {comparison['summary']}" in text
+    table = space_views.eval_table(results)
+    dev = results["benchmarks"]["world_dev"]["self_consistency"]
+    assert table[0]["SFT maj@8"] == f"{100 * dev['policies']['sft']['ex']:.1f}"
+    assert table[0]["maj@8 SFT-only / GRPO-only"] == "{a_only} / {b_only}".format(**dev["comparison"]["discordant"])
+    assert "| SFT maj@8 |" in text and "over 8 samples at temperature 0.7" in text

@@ -390,6 +390,7 @@ def card_context(
         "tldr": tldr_numbers(rows, mechanism),
         "results": rows,
         **results_context(rows),
+        "maj_sampling": run.eval_results.get("self_consistency"),  # maj@K's decoding, when eval voted
         "rule": first_row.get("rule"),
         "resamples": first_row.get("resamples"),
         "bootstrap_seed": first_row.get("seed"),

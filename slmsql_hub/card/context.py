@@ -184,34 +184,60 @@ def result_rows(run: Run) -> list[dict[str, Any]]:
                 "by_difficulty": (pa.get("by_difficulty") or {}, pb.get("by_difficulty") or {}),
                 "held_out": (pa.get("held_out_db") or {}, pb.get("held_out_db") or {}),
                 "seen": (pa.get("seen_dbs") or {}, pb.get("seen_dbs") or {}),
+                "maj": entry.get("self_consistency"),  # maj@K beside greedy EX; absent in older results
             }
         )
     return rows
 
 
-def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _table_cells(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One line of a results table (greedy or maj@K) from a row with ``result_rows``' comparison keys."""
     from ..render.fmt import format_p, format_points
 
+    low, high = row["ci95"]
+    return {
+        "key": row["key"],
+        "benchmark": _cell(f"{row['benchmark']} {row['split']}".strip()),
+        "mode": row["mode"],
+        "n": row["n"],
+        "sft": f"{percent(row['sft_ex'])}",
+        "grpo": f"{percent(row['grpo_ex'])}",
+        "delta": format_points(row["delta_ex"]),
+        "low": format_points(low),
+        "high": format_points(high),
+        "p": format_p(row["mcnemar_p"]).removeprefix("p = "),
+        "discordant": f"{row['a_only']} / {row['b_only']}",
+        "verdict": _cell(row["verdict"]),
+    }
+
+
+def _maj_cells(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The maj@K line of a result row: the same cells from its ``self_consistency`` comparison, and K."""
+    comparison = row["maj"]["comparison"]
+    return {
+        **_table_cells(
+            {
+                **row,
+                "n": comparison["n"],
+                "sft_ex": comparison["ex_a"],
+                "grpo_ex": comparison["ex_b"],
+                "delta_ex": comparison["delta_ex"],
+                "ci95": comparison["ci95"],
+                "mcnemar_p": comparison["mcnemar_p"],
+                "a_only": comparison["discordant"]["a_only"],
+                "b_only": comparison["discordant"]["b_only"],
+                "verdict": comparison["verdict"],
+            }
+        ),
+        "k": row["maj"]["k"],
+    }
+
+
+def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
     table = []
     difficulty = []
     for row in rows:
-        low, high = row["ci95"]
-        table.append(
-            {
-                "key": row["key"],
-                "benchmark": _cell(f"{row['benchmark']} {row['split']}".strip()),
-                "mode": row["mode"],
-                "n": row["n"],
-                "sft": f"{percent(row['sft_ex'])}",
-                "grpo": f"{percent(row['grpo_ex'])}",
-                "delta": format_points(row["delta_ex"]),
-                "low": format_points(low),
-                "high": format_points(high),
-                "p": format_p(row["mcnemar_p"]).removeprefix("p = "),
-                "discordant": f"{row['a_only']} / {row['b_only']}",
-                "verdict": _cell(row["verdict"]),
-            }
-        )
+        table.append(_table_cells(row))
         sft_by, grpo_by = row["by_difficulty"]
         groups = [
             (name, sft_by.get(name, {}), grpo_by.get(name, {}))
@@ -239,7 +265,8 @@ def results_context(rows: list[dict[str, Any]]) -> dict[str, Any]:
             modes.append({"mode": row["mode"], "benchmarks": [row["key"]]})
         else:
             entry["benchmarks"].append(row["key"])
-    return {"results_table": table, "difficulty_table": difficulty, "modes": modes}
+    maj_table = [_maj_cells(row) for row in rows if row.get("maj")]
+    return {"results_table": table, "difficulty_table": difficulty, "modes": modes, "maj_table": maj_table}
 
 
 def _group_ex(group: Mapping[str, Any]) -> str:

@@ -15,6 +15,9 @@ subsets such as the study's 149 BIRD / 200 Spider questions) the evaluation:
    (:func:`slmsql_hub.evaluation.stats.paired_comparison`: ΔEX, paired bootstrap 95% CI, McNemar exact p, discordant
    counts, a verdict sentence).
 
+With ``self_consistency: K`` the evaluation also reports execution-majority EX (maj@K) per policy, with the same
+paired statistics (:mod:`slmsql_hub.evaluation.self_consistency`).
+
 Questions whose gold SQL fails are unscorable: left out of both policies' EX and of the paired statistics,
 counted apart (``n_unscorable``), never scored 0.
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from ..data.config import BenchmarkArguments, BenchmarkEntry
 from ..data.prompts import PromptArguments
 from ..errors import UsageError
-from ..generation.loading import InferenceArguments
+from ..filtering.config import FilterConfig, check_sampling
+from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 from ..run.artifacts import check_folder_to_write
 from ..run.layout import EVAL_RESULTS
@@ -46,6 +47,11 @@ DEFAULT_DATASET_IDS: dict[str, str | None] = {
 which name only a dataset that exists). The embedded world is built locally and published nowhere, so it has
 none: its EX stays in the card's body; set ``dataset_ids: [world=<NS/NAME>]`` once you publish its splits. BIRD's
 dev set has no official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
+
+SC_KEYS = "eval-sc"
+"""The key namespace of the maj@K pass's samples (``self_consistency``): sample ``j`` of question ``q`` is seeded
+from ``sample_seed(seed, q, j, namespace=SC_KEYS)``, never a seed of the filter's or the diagnosis's; both
+policies draw with the same seeds (paired noise)."""
 
 _EVAL_SPLITS = {"world": ("dev", "test", *PROBE_SPLITS), "spider": ("dev",), "bird": ("dev",)}
 
@@ -99,6 +105,8 @@ class BenchmarkSpec(BenchmarkEntry):
 class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     """Everything ``slmsql eval`` needs. ``benchmarks`` are held-out slices ``NAME:SPLIT[:LIMIT]``, each needing
     its ``<name>_root``; decoding is greedy; ``dataset_ids`` override :data:`DEFAULT_DATASET_IDS`.
+    ``self_consistency: K`` (0: off) adds execution-majority EX over K keyed samples per question at
+    ``temperature`` / ``top_p`` / ``top_k`` (:mod:`slmsql_hub.evaluation.self_consistency`).
 
     Example:
 
@@ -135,6 +143,14 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     )
     bootstrap_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples (>= 10000)."})
     bootstrap_seed: int = field(default=0, metadata={"help": "Bootstrap seed."})
+    self_consistency: int = field(
+        default=0, metadata={"help": "K: maj@K over K keyed samples per question beside greedy EX (0: off)."}
+    )
+    temperature: float = field(default=1.0, metadata={"help": "maj@K sampling temperature (self_consistency > 0)."})
+    top_p: float = field(default=1.0, metadata={"help": "maj@K nucleus sampling mass."})
+    top_k: int = field(default=0, metadata={"help": "maj@K top-k sampling (0: off)."})
+
+    key_namespace = SC_KEYS  # not a field: the maj@K pass never draws in another namespace
 
     def __post_init__(self) -> None:
         for name, example in (
@@ -164,6 +180,13 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         self.dataset_ids = [str(d).strip() for d in (self.dataset_ids or []) if str(d).strip()]
         self.benchmark_specs()  # validates every slice and its root
         self.dataset_id_map()
+        if not _is_int(self.self_consistency) or self.self_consistency < 0 or self.self_consistency == 1:
+            raise UsageError(
+                f"self_consistency (K) must be 0 (off) or an integer >= 2 (a vote over K samples, e.g. 8); "
+                f"got {self.self_consistency!r}"
+            )
+        if self.self_consistency:
+            check_sampling(self.temperature, self.top_p, self.top_k)
 
     def benchmark_specs(self) -> list[BenchmarkSpec]:
         """The slices, parsed and checked: known benchmarks and splits, a root for each, no key twice."""
@@ -218,6 +241,18 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
             seed=None,
             backend=self.backend,
         )
+
+    @property
+    def num_samples(self) -> int:
+        """K of the maj@K pass (``self_consistency``), under the name the filter's sampling rule reads."""
+        return self.self_consistency
+
+    def sampling_config(self) -> GenerationConfig:
+        """The maj@K pass's decoding: the filter's keyed sampling (its rule, not a copy) with K =
+        ``self_consistency`` in the :data:`SC_KEYS` namespace. UsageError when ``self_consistency`` is 0."""
+        if not self.self_consistency:
+            raise UsageError("self_consistency is 0: set it to K >= 2 to sample for maj@K")
+        return FilterConfig.generation_config(self)
 
 
 def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:

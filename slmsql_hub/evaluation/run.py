@@ -29,6 +29,7 @@ from .config import (
     EvalConfig,
 )
 from .scoring import generate_and_judge, policy_scores, prediction_records
+from .self_consistency import prediction_fields, sample_and_vote, sampling_record, self_consistency_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..data.prompts import PromptConfig
@@ -123,7 +124,13 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
              "comparison": {"a", "b", "ex_a", "ex_b", "delta_ex", "ci95", "bootstrap_resamples",
                             "bootstrap_seed", "mcnemar_p", "discordant": {"a_only", "b_only"}, "n",
                             "significant", "rule", "verdict", "summary"},
-             "predictions_file": "predictions/<name>_<split>.jsonl"}}}
+             "predictions_file": "predictions/<name>_<split>.jsonl",
+             ["self_consistency": {"k", "policies", "comparison", "versus_greedy"}]}},
+         ["self_consistency": {"k", "temperature", "top_p", "top_k", "max_new_tokens", "seed", "key_namespace",
+                               "keys", "sampler", "vote", "prompt"}]}
+
+    The ``self_consistency`` entries (maj@K, :mod:`~slmsql_hub.evaluation.self_consistency`) are there only when
+    ``self_consistency`` is K > 0; the predictions then carry each policy's vote and samples.
 
     ``policy``: an already loaded ``(model, tokenizer)`` with PEFT adapters named ``sft`` and ``grpo``; ``None``
     loads them once. Returns what was written to ``eval_results.json``. Raises :class:`UsageError` on missing
@@ -162,6 +169,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     out = Path(str(config.output_dir)).expanduser()
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
     benchmarks: dict[str, dict] = {}
+    sampling_seconds = 0.0
     with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
         schema_cache: dict = {}
         for piece in tqdm(slices, desc="eval slices", unit="slice", disable=not progress or len(slices) < 2):
@@ -169,26 +177,30 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
                 name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
                 for name in POLICIES
             }
+            judge = _judge(piece.spec, config, sandbox)
             outputs = generate_and_judge(
-                model,
-                tokenizer,
-                piece.rows,
-                prompts,
-                _judge(piece.spec, config, sandbox),
-                generation_config,
-                progress=progress,
+                model, tokenizer, piece.rows, prompts, judge, generation_config, progress=progress
             )
-            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out)
+            voted = None
+            if config.self_consistency:
+                sampling_started = time.perf_counter()
+                voted = sample_and_vote(model, tokenizer, piece.rows, prompts, judge, config.sampling_config())
+                sampling_seconds += time.perf_counter() - sampling_started
+            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out, voted)
+    policy_records = _policy_records(config, prompt_configs)
     results = {
         "created_at": created_at,
         "slmsql_hub_version": __version__,
         "config": _config_record(config),
-        **_policy_records(config, prompt_configs),
+        **policy_records,
         LIMITS_KEY: limits_record(config.sql_limits()),
         "significance_rule": SIGNIFICANCE_RULE,
         "time": {"wall_seconds": round(time.perf_counter() - started, 3)},
         "benchmarks": benchmarks,
     }
+    if config.self_consistency:
+        results["self_consistency"] = sampling_record(config, policy_records["prompt"])
+        results["time"]["self_consistency_seconds"] = round(sampling_seconds, 3)
     write_atomic(out / RESULTS_FILE, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     _remove_stale_predictions(out, benchmarks)
     logger.info("wrote %s", out / RESULTS_FILE)
@@ -229,8 +241,11 @@ def _judge(spec: BenchmarkSpec, config: EvalConfig, sandbox: Any) -> Any:
     )
 
 
-def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Path) -> dict:
-    """One slice's entry of ``eval_results.json`` (scores, paired comparison); writes its predictions file."""
+def _slice_results(
+    piece: EvalSlice, outputs: dict, config: EvalConfig, out: Path, voted: dict | None = None
+) -> dict:
+    """One slice's entry of ``eval_results.json`` (scores, paired comparison, maj@K from ``voted`` when
+    given); writes its predictions file."""
     from .stats import paired_comparison
 
     spec, rows = piece.spec, piece.rows
@@ -260,9 +275,19 @@ def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Pat
     )
     predictions_file = f"{PREDICTIONS_DIR}/{spec.key}.jsonl"
     records = prediction_records(rows, outputs)
+    for index, record in enumerate(records):
+        for name in voted or {}:
+            record.update(prediction_fields(name, voted[name][index]))  # type: ignore[index]
     write_atomic(out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     logger.info("%s: %s", spec.key, comparison.summary)
     breakdown_by = BREAKDOWNS[spec.name]
+    extra = {}
+    if voted is not None:
+        extra["self_consistency"] = self_consistency_entry(
+            correct, voted, k=config.self_consistency, resamples=config.bootstrap_resamples,
+            seed=config.bootstrap_seed,
+        )  # fmt: skip
+        logger.info("%s maj@%d: %s", spec.key, config.self_consistency, extra["self_consistency"]["comparison"]["summary"])
     return {
         "benchmark": spec.name,
         "split": spec.split,
@@ -284,6 +309,7 @@ def _slice_results(piece: EvalSlice, outputs: dict, config: EvalConfig, out: Pat
         },
         "comparison": comparison.to_dict(),
         "predictions_file": predictions_file,
+        **extra,
     }
 
 

@@ -218,7 +218,8 @@ def read_eval_results(path: str | os.PathLike) -> dict:
 
 
 def summary_lines(results: Mapping[str, Any]) -> list[str]:
-    """A short text summary of ``eval_results.json``: per slice, both policies' EX and the verdict.
+    """A short text summary of ``eval_results.json``: per slice, both policies' EX and the verdict (and their
+    maj@K and its verdict when the evaluation voted).
 
     Example:
 
@@ -245,4 +246,11 @@ def summary_lines(results: Mapping[str, Any]) -> list[str]:
             parts.append(f"{name} EX {shown} ({scores['correct']}/{scores['n_scorable']})")
         lines.append(f"{key} ({bench['n']} questions{unscorable}, {bench['mode']}): " + " | ".join(parts))
         lines.append(f"  {bench['comparison']['summary']}")
+        voted = bench.get("self_consistency")
+        if voted:
+            shown = " | ".join(
+                f"{name} {'n/a' if s['ex'] is None else format_percent(s['ex'], 1) + '%'}"
+                for name, s in voted["policies"].items()
+            )
+            lines.append(f"  maj@{voted['k']}: {shown}; {voted['comparison']['summary']}")
     return lines

@@ -108,15 +108,29 @@ def _evaluation_tab(space: ComparisonSpace) -> None:
     if not rows:
         gr.Markdown("No evaluation found (`eval/eval_results.json`, written by `slmsql eval`).")
         return
+    voted = (data.eval_results or {}).get("self_consistency")
     gr.Markdown(
         "Execution accuracy (EX, %) of both adapters on the same questions. ΔEX is GRPO − SFT; the "
         "95% CI is a paired bootstrap; p is McNemar's exact test on the questions only one policy "
-        "solves.\n\n" + markdown_table(rows)
+        "solves."
+        + (
+            f" maj@{voted.get('k')} is execution-majority EX: per question, the answer whose result wins a vote "
+            f"over {voted.get('k')} samples at temperature {voted.get('temperature')}, with the same statistics."
+            if voted
+            else ""
+        )
+        + "\n\n"
+        + markdown_table(rows)
     )
     summaries = [
-        f"- **{key}**: {bench['comparison']['summary']}"
+        f"- **{key}**{label}: {comparison['summary']}"
         for key, bench in (data.eval_results or {}).get("benchmarks", {}).items()
-        if (bench.get("comparison") or {}).get("summary")
+        for label, comparison in (
+            ("", bench.get("comparison") or {}),
+            (f" maj@{(bench.get('self_consistency') or {}).get('k')}",
+             (bench.get("self_consistency") or {}).get("comparison") or {}),
+        )  # fmt: skip
+        if comparison.get("summary")
     ]
     gr.Markdown("\n".join(summaries))
     gr.Markdown("### Where SFT and GRPO disagree")

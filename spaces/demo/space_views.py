@@ -98,7 +98,8 @@ def problems_markdown(problems: Sequence[str]) -> str:
 
 
 def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """One row of display strings per benchmark: both EX, ΔEX with its 95% CI, McNemar's p, discordant pairs.
+    """One row of display strings per benchmark: both EX, ΔEX with its 95% CI, McNemar's p, discordant pairs;
+    and, when the evaluation voted (``self_consistency``), both maj@K with the same paired statistics.
 
     Example:
 
@@ -111,6 +112,11 @@ def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
     >>> row = eval_table(results)[0]
     >>> row["SFT EX"], row["GRPO EX"], row["ΔEX (points)"], row["95% CI (points)"], row["McNemar p"]
     ('61.2', '62.0', '+0.8', '[−2.4, +4.0]', '0.81')
+    >>> results["benchmarks"]["world_dev"]["self_consistency"] = {"k": 8, "comparison": {"ex_a": 0.64,
+    ...     "ex_b": 0.7, "delta_ex": 0.06, "ci95": [0.01, 0.11], "mcnemar_p": 0.03, "verdict": "grpo better"}}
+    >>> row = eval_table(results)[0]
+    >>> row["SFT maj@8"], row["GRPO maj@8"], row["maj@8 ΔEX (points)"], row["maj@8 McNemar p"]
+    ('64.0', '70.0', '+6.0', '0.03')
 
     ```
     """
@@ -118,24 +124,36 @@ def eval_table(eval_results: Mapping[str, Any] | None) -> list[dict[str, str]]:
     for key, bench in ((eval_results or {}).get("benchmarks") or {}).items():
         comparison = bench.get("comparison") or {}
         policies = bench.get("policies") or {}
-        ci = comparison.get("ci95") or [None, None]
-        p = comparison.get("mcnemar_p")
-        discordant = comparison.get("discordant") or {}
-        rows.append(
-            {
-                "Benchmark": key,
-                "Mode": str(bench.get("mode", "")),
-                "n": str(comparison.get("n", bench.get("n_scorable", bench.get("n", "")))),
-                "SFT EX": _points((policies.get("sft") or {}).get("ex"), signed=False),
-                "GRPO EX": _points((policies.get("grpo") or {}).get("ex"), signed=False),
-                "ΔEX (points)": _points(comparison.get("delta_ex")),
-                "95% CI (points)": f"[{_points(ci[0])}, {_points(ci[1])}]",
-                "McNemar p": "n/a" if not isinstance(p, (int, float)) else f"{p:.2f}",
-                "SFT-only / GRPO-only": f"{discordant.get('a_only', 'n/a')} / {discordant.get('b_only', 'n/a')}",
-                "Verdict": str(comparison.get("verdict", "")),
-            }
-        )
+        row = {
+            "Benchmark": key,
+            "Mode": str(bench.get("mode", "")),
+            "n": str(comparison.get("n", bench.get("n_scorable", bench.get("n", "")))),
+            "SFT EX": _points((policies.get("sft") or {}).get("ex"), signed=False),
+            "GRPO EX": _points((policies.get("grpo") or {}).get("ex"), signed=False),
+            **_comparison_cells(comparison),
+        }
+        voted = bench.get("self_consistency")
+        if voted:  # maj@K beside greedy EX, with the same paired statistics (results of an eval that voted)
+            k, voted_comparison = voted.get("k", "K"), voted.get("comparison") or {}
+            row[f"SFT maj@{k}"] = _points(voted_comparison.get("ex_a"), signed=False)
+            row[f"GRPO maj@{k}"] = _points(voted_comparison.get("ex_b"), signed=False)
+            row.update({f"maj@{k} {name}": value for name, value in _comparison_cells(voted_comparison).items()})
+        rows.append(row)
     return rows
+
+
+def _comparison_cells(comparison: Mapping[str, Any]) -> dict[str, str]:
+    """A paired comparison's cells: ΔEX, its 95% CI, McNemar's p, the discordant pairs, the verdict."""
+    ci = comparison.get("ci95") or [None, None]
+    p = comparison.get("mcnemar_p")
+    discordant = comparison.get("discordant") or {}
+    return {
+        "ΔEX (points)": _points(comparison.get("delta_ex")),
+        "95% CI (points)": f"[{_points(ci[0])}, {_points(ci[1])}]",
+        "McNemar p": "n/a" if not isinstance(p, (int, float)) else f"{p:.2f}",
+        "SFT-only / GRPO-only": f"{discordant.get('a_only', 'n/a')} / {discordant.get('b_only', 'n/a')}",
+        "Verdict": str(comparison.get("verdict", "")),
+    }
 
 
 DISAGREEMENT_FILTERS: dict[str, str] = {
