@@ -112,6 +112,10 @@ _CARD_ENTRIES = frozenset(
 )
 
 
+BASE_REVISION_KEY = "base_model_revision"
+"""The card metadata key naming the commit of the base the adapter loads (the Hub has no field of its own)."""
+
+
 @dataclass
 class CardOptions:
     """What the run's files cannot say. ``repo_id=None``: a local folder (the usage snippet loads from
@@ -159,7 +163,11 @@ def _base_info(run: Run, options: CardOptions) -> dict[str, Any]:
     local = run.local(recorded) if recorded and not hub_id else None
     ships = bool(local is not None and (local / "config.json").is_file())
     stage = run.stages.get("base")
-    info: dict[str, Any] = {"recorded": recorded, "hub_id": hub_id, "ships": ships, "local": local}
+    revisions = run.shipped.summary.get("revisions") or {}
+    commit = revisions.get("model_commit") if hub_id and hub_id == recorded else None
+    info: dict[str, Any] = {
+        "recorded": recorded, "hub_id": hub_id, "ships": ships, "local": local, "revision": commit or None
+    }  # fmt: skip
     if stage is not None:
         model = stage.summary.get("model", {})
         info["from_scratch"] = stage.summary.get("kind") == "base"
@@ -346,6 +354,8 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     )
     if base["hub_id"]:
         data.base_model_relation = "adapter"
+    if base["revision"]:
+        setattr(data, BASE_REVISION_KEY, base["revision"])
     return data
 
 
@@ -368,7 +378,7 @@ def card_context(
     max_new_tokens = eval_config.get("max_new_tokens") or shipped.config.get("max_completion_length")
     folder = options.card_path or str(RunLayout(run.root).card.root)
     if base["hub_id"]:
-        base_load = f'"{base["hub_id"]}"'
+        base_load = f'"{base["hub_id"]}"' + (f', revision="{base["revision"]}"' if base["revision"] else "")
     elif base["ships"]:
         # Not `from_pretrained(repo, subfolder="base")`: transformers then finds the adapter_config.json at the
         # repo's root and loads the base named there (a local path of the training machine) instead.

@@ -21,7 +21,7 @@ from .plan import (
     plan_push,
     write_dry_run,
 )
-from .publish import PushResult, push, push_training_card, training_card
+from .publish import PushResult, push, push_training_card, space_token_note, training_card
 
 __all__ = [
     "BAND_SHARD",
@@ -47,6 +47,7 @@ __all__ = [
     "push",
     "push_training_card",
     "repo_url",
+    "space_token_note",
     "training_card",
     "write_dry_run",
 ]

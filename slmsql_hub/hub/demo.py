@@ -1,6 +1,6 @@
 """What ``slmsql push --what demo-space`` adds to ``spaces/demo/`` so the Space runs from the Hub alone: the Space's
-configuration (``space_config.json``: the base model, the SFT and GRPO adapters by repository id and revision, the
-example databases it may show), the run's world (its databases and the example split) when the run has one, and a
+configuration (``space_config.json``: the base model, the SFT and GRPO adapters by repository id and commit
+(:func:`pin_space_config`, at push time: the plan and the dry run name branches), the example databases it may show), the run's world (its databases and the example split) when the run has one, and a
 README whose ``models:`` and ``datasets:`` metadata name the run's repositories.
 
 The Space reads ``space_config.json`` at startup (``spaces/demo/space_config.py``); ``SLMSQL_*`` variables and
@@ -10,12 +10,16 @@ command-line options still override it.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 from ..run.layout import CARD_README, WORLD_MANIFEST, RunLayout
 from ..run.read import model_ref
 from .plan import DATASET, MODEL, SFT_MODEL, folder_files
+
+logger = logging.getLogger(__name__)
 
 SPACE_CONFIG = "space_config.json"
 """The Space's configuration file; ``spaces/demo/space_config.py`` reads the same name."""
@@ -24,6 +28,9 @@ SPACE_WORLD = "world"
 """Where the run's world lands in the Space repository."""
 
 EXAMPLE_SPLIT = "dev"
+
+MODEL_ENTRIES = ("base_model", "sft_adapter", "grpo_adapter")
+"""The models ``space_config.json`` names, each ``{"repo_id", "revision"}``."""
 
 
 def space_config(
@@ -52,6 +59,41 @@ def space_config(
         "example_split": EXAMPLE_SPLIT,
         "databases": databases,
     }
+
+
+def _is_commit(revision: Any) -> bool:
+    return isinstance(revision, str) and re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+
+
+def pin_space_config(content: Path | bytes, api: Any) -> bytes | Path:
+    """``space_config.json`` (a file or its bytes) with every model at a branch pinned to the commit the branch is
+    at now (``api``: an ``HfApi``; call it after the models were pushed); a model the Hub does not have stays at
+    its branch, with a warning.
+
+    Example (nothing to resolve: every model is at a commit already):
+
+    ```python
+    >>> sha = "0" * 40
+    >>> config = {"base_model": {"repo_id": "a/b", "revision": sha}, "sft_adapter": {"repo_id": "a/c", "revision": sha}}
+    >>> json.loads(pin_space_config(json.dumps(config).encode(), api=None)) == config
+    True
+
+    ```
+    """
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    text = content.decode("utf-8") if isinstance(content, bytes) else Path(content).read_text(encoding="utf-8")
+    config = json.loads(text)
+    for name in MODEL_ENTRIES:
+        entry = config.get(name)
+        if not isinstance(entry, dict) or _is_commit(entry.get("revision")):
+            continue
+        branch = entry.get("revision") or "main"
+        try:
+            entry["revision"] = api.repo_info(entry["repo_id"], revision=branch).sha
+        except (RepositoryNotFoundError, RevisionNotFoundError) as err:
+            logger.warning("the demo Space loads %s at %s: not pinned to a commit (%s)", entry["repo_id"], branch, err)
+    return (json.dumps(config, indent=2) + "\n").encode("utf-8")
 
 
 def _world_files(run_dir: Path) -> tuple[dict[str, Path], list[str]]:

@@ -23,7 +23,7 @@ _HERE = Path(__file__).resolve().parent
 _MODELS = ("base_model", "sft_adapter", "grpo_adapter")
 
 
-def _model_ref(name: str, entry: Any, where: Path) -> str:
+def model_ref_path(name: str, entry: Any, where: Path) -> str:
     """A repository id at its default branch as is; at another revision, the snapshot of that revision."""
     if isinstance(entry, str):
         return entry
@@ -63,7 +63,7 @@ def config_settings(folder: str | Path | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name in _MODELS:
         if config.get(name):
-            values[name] = _model_ref(name, config[name], path)
+            values[name] = model_ref_path(name, config[name], path)
     if config.get("world_dir"):
         values["world_dir"] = str(root / config["world_dir"])
     if config.get("example_split"):

@@ -282,17 +282,26 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
     return data
 
 
+def _pinned_ref(ref: Any, record: Path) -> str:
+    """A run's stage (:class:`~slmsql_hub.run.read.ModelRef`) as the Space loads it: a folder or Hub id at its
+    default branch as it is, a Hub id at a pinned revision as the snapshot of that revision."""
+    from space_config import model_ref_path
+
+    return model_ref_path("base_model", ref.as_record(), record) if ref.hub else ref.name
+
+
 def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceData) -> Path | None:
     """The base once and both adapters into ``data.policies`` (all or none); returns the GRPO adapter's folder."""
     from slmsql_hub.evaluation import resolve_prompt_config
     from slmsql_hub.run.read import model_ref
 
     problems = data.problems
-    # A run's base and SFT adapter are its folders, or the Hub repos their hub.json names (a study's Hub stages).
+    # A run's base and SFT adapter are its folders, or the Hub repos their hub.json names (a study's Hub stages),
+    # at the revision it pins (a snapshot of it: space_config's rule).
     base_ref = model_ref(run.base) if run else None
-    base = settings.base_model or (base_ref.name if base_ref else None)
+    base = settings.base_model or (_pinned_ref(base_ref, run.base.hub) if base_ref else None)
     refs = {
-        "sft": settings.sft_adapter or (model_ref(run.sft_stage2).name if run else None),
+        "sft": settings.sft_adapter or (_pinned_ref(model_ref(run.sft_stage2), run.sft_stage2.hub) if run else None),
         "grpo": settings.grpo_adapter or (str(run.grpo.path) if run else None),
     }
     folders: dict[str, Path] = {}

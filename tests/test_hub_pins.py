@@ -1,0 +1,114 @@
+"""What a push names is what was run: the adapter, the card and the demo Space name the base (and the adapters) by
+commit, so a later commit to the base repository changes nothing for a Hub user (issue #35). Against the local Hub
+server (:mod:`hub_server`), with the real clients in fresh interpreters; nothing is mocked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _helpers import TESTS, hub_client_env, python_json, slmsql
+from hub_server import HubServer
+from huggingface_hub import ModelCard
+
+from slmsql_hub import hub
+
+TOKEN = "hf_test_alice"
+BASE_ID, GRPO_ID = "alice/tiny-base", "alice/pinned-grpo"
+FIXTURE_RUN = TESTS / "fixtures" / "run"
+
+
+def _hub_base_run(root: Path, commit: str) -> Path:
+    """The fixture run as a study leaves it when its base came from the Hub: ``base/hub.json`` instead of weights,
+    the GRPO adapter naming ``BASE_ID`` with ``revision: null`` (as PEFT saves it), the summary the commit it loaded;
+    then carded by ``slmsql card``."""
+    from slmsql_hub.card import build_card
+
+    run = root / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    shutil.rmtree(run / "base")
+    (run / "base").mkdir()
+    (run / "base" / "hub.json").write_text(json.dumps({"repo_id": BASE_ID, "revision": "main"}))
+    config = json.loads((run / "grpo" / "adapter_config.json").read_text())
+    (run / "grpo" / "adapter_config.json").write_text(
+        json.dumps({**config, "base_model_name_or_path": BASE_ID, "revision": None})
+    )
+    summary = json.loads((run / "grpo" / "run_summary.json").read_text())
+    summary.update(base_model=BASE_ID, revisions={"model_revision": None, "model_commit": commit})
+    (run / "grpo" / "run_summary.json").write_text(json.dumps(summary))
+    build_card(run, options=None)
+    return run
+
+
+def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
+    commit = "a" * 40
+    run = _hub_base_run(tmp_path, commit)
+    card = ModelCard.load(run / "card" / "README.md")
+    assert (card.data.base_model, card.data.get("base_model_revision")) == (BASE_ID, commit)
+    assert f'from_pretrained("{BASE_ID}", revision="{commit}")' in card.text  # "How to use", for the folder
+
+    [target] = hub.plan_push(run, GRPO_ID, "model")
+    files = dict(target.files)
+    config = json.loads(files["adapter_config.json"])  # today: "revision": null, the base's main branch
+    assert (config["base_model_name_or_path"], config["revision"]) == (BASE_ID, commit)
+    pushed_card = ModelCard(files["README.md"].decode("utf-8"))
+    assert pushed_card.data.get("base_model_revision") == commit
+    assert f"{BASE_ID} at commit {commit}" in pushed_card.text  # "How to use", for the Hub id
+
+
+@pytest.mark.slow
+def test_after_a_new_commit_to_the_base_a_fresh_cache_still_loads_the_pinned_weights(tmp_path):
+    with HubServer({TOKEN: "alice"}) as server:
+        env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
+        upload = """
+            import json, sys
+            from huggingface_hub import HfApi
+            api = HfApi()
+            api.create_repo(sys.argv[2], exist_ok=True)
+            print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
+        """
+        pinned = python_json(upload, env, tmp_path, str(FIXTURE_RUN / "base"), BASE_ID)["sha"]
+        run = _hub_base_run(tmp_path, pinned)
+        done = slmsql(["push", str(run), "--repo-id", GRPO_ID, "--what", "model,demo-space"], env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        grpo_commit = server.state.repos[("model", GRPO_ID)].branches["main"]
+
+        python_json(  # a new commit to the base: every weight moved
+            """
+            import json, sys, tempfile, pathlib
+            from huggingface_hub import HfApi
+            from safetensors.torch import load_file, save_file
+            moved = {k: v + 1.0 for k, v in load_file(sys.argv[1]).items()}
+            path = pathlib.Path(tempfile.mkdtemp()) / "model.safetensors"
+            save_file(moved, str(path), metadata={"format": "pt"})
+            HfApi().upload_file(path_or_fileobj=str(path), path_in_repo="model.safetensors", repo_id=sys.argv[2])
+            print("{}")
+            """,
+            env, tmp_path, str(FIXTURE_RUN / "base" / "model.safetensors"), BASE_ID,
+        )  # fmt: skip
+        assert server.state.repos[("model", BASE_ID)].branches["main"] != pinned
+
+        result = python_json(  # a fresh cache: only the Hub id
+            """
+            import json, sys, torch
+            from huggingface_hub import hf_hub_download
+            from peft import AutoPeftModelForCausalLM
+            from safetensors.torch import load_file
+            model = AutoPeftModelForCausalLM.from_pretrained(sys.argv[2])
+            pinned = load_file(sys.argv[1])
+            loaded = model.get_base_model().state_dict()
+            same = all(torch.equal(loaded[k].float(), v.float()) for k, v in pinned.items() if k in loaded)
+            space = json.load(open(hf_hub_download(sys.argv[3], "space_config.json", repo_type="space")))
+            print(json.dumps({"same": same, "compared": sum(k in loaded for k in pinned),
+                              "revision": model.peft_config["default"].revision, "space": space}))
+            """,
+            hub_client_env(server.endpoint, tmp_path / "fresh", TOKEN), tmp_path,
+            str(FIXTURE_RUN / "base" / "model.safetensors"), GRPO_ID, f"{GRPO_ID}-demo",
+        )  # fmt: skip
+    assert result["compared"] > 0 and result["same"], result
+    assert result["revision"] == pinned
+    space = result["space"]
+    assert space["base_model"] == {"repo_id": BASE_ID, "revision": pinned}
+    assert space["grpo_adapter"] == {"repo_id": GRPO_ID, "revision": grpo_commit}
