@@ -324,8 +324,13 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
     assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
     pushed.pop(wheel)
+    named = {name: pushed.pop(name).decode() for name in hub.NAMED_METRIC_FILES}  # rendered for alice/ex
+    assert all('"alice/ex"' in text and "slmsql/ex" not in text for text in named.values())
+    assert f'pip install "slmsql-hub @ {url}"' in named["README.md"]
     assert pushed == {
-        name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"
+        name: (metric / name).read_bytes()
+        for name in hub.METRIC_FILES
+        if name not in ("requirements.txt", *hub.NAMED_METRIC_FILES)
     }
     demo = _files(out / "demo-space")
     assert set(demo) - set(_files(run_dir / "demo")) == {"space_config.json", "requirements.txt", wheel}

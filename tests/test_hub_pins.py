@@ -1,10 +1,12 @@
-"""What a push names is what was run: the adapter, the card and the demo Space name the base (and the adapters) by
-commit, so a later commit to the base repository changes nothing for a Hub user (issue #35). Against the local Hub
+"""What a push names is what was run (issue #35): the adapter, the card and the demo Space name the base (and the
+adapters) by commit, so a later commit to the base repository changes nothing for a Hub user; and every pushed file
+names the repositories it is pushed to or pins, and installs what is really installable. Against the local Hub
 server (:mod:`hub_server`), with the real clients in fresh interpreters; nothing is mocked."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +20,21 @@ from slmsql_hub import hub
 TOKEN = "hf_test_alice"
 BASE_ID, GRPO_ID = "alice/tiny-base", "alice/pinned-grpo"
 FIXTURE_RUN = TESTS / "fixtures" / "run"
+
+_ID = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
+REPO_ID_PATTERNS = (
+    re.compile(rf"huggingface\.co/(?:spaces/|datasets/)?({_ID})"),  # a Hub page or file
+    re.compile(rf"(?:load|from_pretrained|snapshot_download|load_dataset|hf_hub_download)\(\s*[\"']({_ID})[\"']"),
+    re.compile(rf"^(?:base_model|title):\s*({_ID})\s*$", re.M),  # card metadata
+    re.compile(rf"^-\s+({_ID})\s*$", re.M),  # a metadata list (models:, datasets:)
+)
+"""Where a pushed file names a Hub repository: its pages and files, the clients' loaders, card metadata."""
+
+
+def named_repo_ids(text: str, endpoint: str = "https://huggingface.co") -> set[str]:
+    """The Hub repository ids ``text`` names (:data:`REPO_ID_PATTERNS`, ``endpoint``'s pages as huggingface.co's)."""
+    text = text.replace(endpoint.rstrip("/"), "https://huggingface.co")
+    return {match.group(1) for pattern in REPO_ID_PATTERNS for match in pattern.finditer(text)}
 
 
 def _hub_base_run(root: Path, commit: str) -> Path:
@@ -38,6 +55,9 @@ def _hub_base_run(root: Path, commit: str) -> Path:
     summary = json.loads((run / "grpo" / "run_summary.json").read_text())
     summary.update(base_model=BASE_ID, revisions={"model_revision": None, "model_commit": commit})
     (run / "grpo" / "run_summary.json").write_text(json.dumps(summary))
+    sft = run / "sft" / "stage2"  # a stand-in SFT adapter (the GRPO one's files), naming the same base
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        shutil.copyfile(run / "grpo" / name, sft / name)
     build_card(run, options=None)
     return run
 
@@ -56,6 +76,31 @@ def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
     pushed_card = ModelCard(files["README.md"].decode("utf-8"))
     assert pushed_card.data.get("base_model_revision") == commit
     assert f"{BASE_ID} at commit {commit}" in pushed_card.text  # "How to use", for the Hub id
+
+
+def test_no_pushed_file_names_a_repo_other_than_those_pushed_or_pinned(tmp_path):
+    run = _hub_base_run(tmp_path, "b" * 40)
+    targets = hub.plan_push(run, "bob/my-sql", "model,sft-model,metric-space,demo-space")
+    plan = hub.write_dry_run(targets, tmp_path / "dry")  # exactly the files a push uploads
+    allowed = {target.repo_id for target in targets} | {BASE_ID}
+    named, texts = {}, {}
+    for target in plan["targets"]:
+        for entry in target["files"]:
+            try:
+                text = (Path(target["folder"]) / entry["path"]).read_text(encoding="utf-8")
+            except UnicodeDecodeError:  # weights, databases, the wheel
+                continue
+            texts[f"{target['what']}/{entry['path']}"] = text
+            for repo_id in named_repo_ids(text) - allowed:
+                named.setdefault(repo_id, []).append(f"{target['what']}/{entry['path']}")
+    assert named == {}  # today: slmsql/ex in the metric Space's README, ex.py and app.py
+    assert "bob/ex" in named_repo_ids(texts["metric-space/README.md"])  # the Space names itself
+    readme = texts["metric-space/README.md"] + texts["model/README.md"]
+    assert "pip install slmsql-hub" not in readme  # on no index
+    wheel = next(e["path"] for t in plan["targets"] if t["what"] == "metric-space" for e in t["files"]
+                 if e["path"].endswith(".whl"))  # fmt: skip
+    install = f'pip install "slmsql-hub @ https://huggingface.co/spaces/bob/ex/resolve/main/{wheel}"'
+    assert install in texts["metric-space/README.md"] and install in texts["model/README.md"]
 
 
 @pytest.mark.slow

@@ -148,15 +148,6 @@ def project_license() -> str | None:
     return text.strip().lower() if text else None
 
 
-def _project_url() -> str | None:
-    meta = _package_metadata()
-    for entry in (None if meta is None else meta.get_all("Project-URL")) or []:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "homepage":
-            return url.strip()
-    return None
-
-
 def _base_info(run: Run, options: CardOptions) -> dict[str, Any]:
     recorded = str(run.shipped.summary.get("base_model") or "")
     hub_id = options.base_model_id or (recorded if looks_like_hub_id(recorded, run) else None)
@@ -365,9 +356,12 @@ def card_context(
     plots: Iterable[str] = (),
     files: Sequence[str] = (),
     configs: Mapping[str, str] | None = None,
+    install: str | None = None,
+    source_url: str | None = None,
 ) -> dict[str, Any]:
     """Every value the template renders; ``plots``: the stems drawn, ``files``: the folder's top-level entries,
-    ``configs``: stage -> shipped config."""
+    ``configs``: stage -> shipped config; ``install``: the requirement that installs slmsql-hub (the wheel a push
+    uploads; ``None``: from its source) and ``source_url`` the page holding it."""
     options = options or CardOptions()
     rows = result_rows(run)
     outcome = is_significant_outcome(rows)
@@ -425,7 +419,8 @@ def card_context(
         "files": list(files),
         "slmsql_package_version": __version__,
         "eval_year": _year(run.eval_results.get("created_at")),
-        "project_url": _project_url(),
+        "project_url": source_url,
+        "install": install,
         "eval_created_at": run.eval_results.get("created_at"),
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
         "ablations": _ablations(run),
@@ -624,11 +619,14 @@ def render_for_repo(
     base_model_id: str | None = None,
     leave_out: Sequence[str] = (),
     datasets: Sequence[str] = (),
+    install: str | None = None,
+    source_url: str | None = None,
 ) -> dict[str, bytes] | None:
     """The card folder's files that name its repository, rendered for ``repo_id``: ``README.md`` and every
     ``.eval_results/*.yaml`` (``{path_in_repo: bytes}``), with the options :func:`build_card` recorded;
     ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded,
-    ``datasets`` training data published beside it (added to ``datasets:``).
+    ``datasets`` training data published beside it (added to ``datasets:``), ``install`` and ``source_url`` the
+    wheel pushed beside it (:func:`card_context`).
     ``None`` when ``card_dir`` was not made by :func:`build_card` (nothing recorded to render it again from).
 
     Example: ``render_for_repo("outputs/quickstart", "outputs/quickstart/card", "alice/x")["README.md"]``.
@@ -652,7 +650,9 @@ def render_for_repo(
     )
     names = {p.name for p in layout.root.iterdir()} - set(leave_out) - {CARD_OPTIONS_FILE}
     top = sorted(names | {CARD_README}, key=lambda n: (n != CARD_README, n))
-    card = render_card(run, options, template_path, plots=plots, files=top, configs=configs)
+    card = render_card(
+        run, options, template_path, plots=plots, files=top, configs=configs, install=install, source_url=source_url
+    )
     import yaml
 
     files = {CARD_README: str(card).encode("utf-8")}

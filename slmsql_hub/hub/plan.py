@@ -9,6 +9,7 @@ import datetime
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..run.files import read_json_object, write_atomic
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import model_ref, read_run
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
-from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements
+from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements, wheel_requirement
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.t
 
 STALE_MODEL_FILES: tuple[str, ...] = ("trl_model_card.md",)
 """Deleted from the model repository on push when present: TRL's draft card, which ours replaces."""
+
+PROJECT_HOME = "https://huggingface.co/slmsql"
+"""pyproject's Homepage, a page no push makes: pushed files name what was pushed instead."""
 
 _CACHE_FOLDERS = (".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache")
 
@@ -209,7 +213,12 @@ def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tu
 
 
 def _model_targets(
-    run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None, band_repo_id: str | None = None
+    run_dir: Path,
+    repo_id: str,
+    base_repo_id: str,
+    revision: str | None,
+    band_repo_id: str | None = None,
+    wheel_space: tuple[str, str] | None = None,
 ) -> list[PushTarget]:
     """The adapter's repository and, when its base is a local folder, the base's (pushed first, and then not
     shipped in the adapter's repository a second time). The card and ``.eval_results`` are rendered again for
@@ -230,6 +239,8 @@ def _model_targets(
         base_model_id=base.repo_id,
         leave_out=leave_out,
         datasets=(band_repo_id,) if band_repo_id else (),
+        install=wheel_space[1] if wheel_space else None,
+        source_url=repo_url("space", wheel_space[0]) if wheel_space else None,
     )
     if rendered is None:
         logger.warning(
@@ -312,6 +323,35 @@ def _space_install(
     return [(f"{WHEEL_FOLDER}/{wheel.name}", wheel), ("requirements.txt", pinned.encode("utf-8"))]
 
 
+NAMED_METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py")
+"""The metric files that name the metric's id, rendered for the Space they are pushed to (:func:`named_metric`)."""
+
+
+def named_metric(text: str, repo_id: str, install: str) -> str:
+    """A metric file's text naming the Space ``repo_id`` it is pushed to instead of ``slmsql/ex``, and installing
+    ``install`` (the wheel's requirement) instead of ``slmsql-hub``, which is on no index; the offline install
+    line, which holds for ``slmsql/ex`` only, goes.
+
+    Example:
+
+    ```python
+    >>> print(named_metric('pip install slmsql-hub\\nevaluate.load("slmsql/ex")  # https://huggingface.co/spaces/slmsql/ex',
+    ...                    "bob/ex", "slmsql-hub @ https://hub/w.whl"))  # doctest: +ELLIPSIS
+    pip install "slmsql-hub @ https://hub/w.whl"
+    evaluate.load("bob/ex")  # https://.../spaces/bob/ex
+
+    ```
+    """
+    from ..metric.install import METRIC_ID
+
+    space = repo_url("space", repo_id)
+    text = text.replace(f"https://huggingface.co/spaces/{METRIC_ID}", space)
+    text = text.replace(PROJECT_HOME, space)
+    text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("slmsql install-metric"))
+    text = text.replace("pip install slmsql-hub", f'pip install "{install}"')
+    return re.sub(rf"(?<![\w/.-]){re.escape(METRIC_ID)}(?![\w/.-])", repo_id, text)
+
+
 def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarget:
     folder = PACKAGE_DIR / "metric"
     missing = [name for name in METRIC_FILES if not (folder / name).is_file()]
@@ -320,7 +360,11 @@ def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarge
             f"the installed slmsql_hub lacks metric files {missing} in {folder}; reinstall the package"
         )
     sdk = _load_card(folder / CARD_README).data.get("sdk", "gradio")
-    files = dict((name, folder / name) for name in METRIC_FILES)
+    files: dict[str, Path | bytes] = dict((name, folder / name) for name in METRIC_FILES)
+    install = wheel_requirement(repo_id, wheel.name, revision=revision)
+    for name in NAMED_METRIC_FILES:
+        text = (folder / name).read_text(encoding="utf-8")
+        files[name] = named_metric(text, repo_id, install).encode("utf-8")
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     return PushTarget(METRIC_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
@@ -444,13 +488,15 @@ def plan_push(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
         )
     built = package_wheel(wheel) if {METRIC_SPACE, DEMO_SPACE} & set(targets) else None
+    space = next((ids[name] for name in (METRIC_SPACE, DEMO_SPACE) if name in targets), None)
+    wheel_space = (space, wheel_requirement(space, built.name, revision=revision)) if space and built else None
     plan = []
     for name in targets:
         if name == MODEL:
             band = (
                 ids[DATASET] if DATASET in targets else None
             )  # the band pushed with it is its training data
-            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band)
+            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band, wheel_space)
         elif name == SFT_MODEL:
             sft = model_ref(RunLayout(run_dir).sft_stage2)
             if sft.hub:  # the study's SFT adapter came from the Hub: the Space and card name it there
