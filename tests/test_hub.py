@@ -322,7 +322,8 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     (wheel,) = [path for path in pushed if path.startswith("wheels/")]
     assert wheel.startswith(f"wheels/slmsql_hub-{slmsql_hub.__version__}-") and wheel.endswith(".whl")
     url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
-    assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
+    requirements = (metric / "requirements.txt").read_text().replace("slmsql-hub\n", f"slmsql-hub @ {url}\n")
+    assert pushed.pop("requirements.txt").decode() == requirements  # this very version, by URL; CPU torch kept
     pushed.pop(wheel)
     named = {name: pushed.pop(name).decode() for name in hub.NAMED_METRIC_FILES}  # rendered for alice/ex
     assert all('"alice/ex"' in text and "slmsql/ex" not in text for text in named.values())

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _helpers import TESTS, hub_client_env, python_json, slmsql
+from _helpers import REPO, TESTS, hub_client_env, python_json, slmsql
 from hub_server import HubServer
 from huggingface_hub import ModelCard
 
@@ -101,6 +101,24 @@ def test_no_pushed_file_names_a_repo_other_than_those_pushed_or_pinned(tmp_path)
                  if e["path"].endswith(".whl"))  # fmt: skip
     install = f'pip install "slmsql-hub @ https://huggingface.co/spaces/bob/ex/resolve/main/{wheel}"'
     assert install in texts["metric-space/README.md"] and install in texts["model/README.md"]
+
+
+@pytest.mark.parametrize("folder", ["slmsql_hub/metric", "spaces/demo"])
+def test_a_cpu_spaces_requirements_install_the_cpu_torch_the_suite_runs_with(folder):
+    """No resolver run: PyTorch's index is out of reach offline; the text says what pip will be asked."""
+    import torch
+    from packaging.requirements import Requirement
+
+    from slmsql_hub.hub.wheel import pinned_requirements
+
+    text = (REPO / folder / "requirements.txt").read_text(encoding="utf-8")
+    pushed = pinned_requirements(text, "alice/x", "slmsql_hub-0.1.0-py3-none-any.whl")
+    lines = [line.strip() for line in pushed.splitlines() if line.strip() and not line.startswith("#")]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines  # today: PyPI's CUDA torch
+    requirements = [Requirement(line) for line in lines if not line.startswith("-")]
+    torch_pins = [str(r.specifier) for r in requirements if r.name == "torch"]
+    assert torch_pins == [f"=={torch.__version__}"] and torch.__version__.endswith("+cpu")  # what the suite ran
+    assert [r.url for r in requirements if r.name == "slmsql-hub"][0].endswith(".whl")
 
 
 @pytest.mark.slow
