@@ -121,6 +121,38 @@ def test_a_cpu_spaces_requirements_install_the_cpu_torch_the_suite_runs_with(fol
     assert [r.url for r in requirements if r.name == "slmsql-hub"][0].endswith(".whl")
 
 
+def test_a_wrong_hub_pin_of_any_stage_is_one_line_before_the_first_stage_runs(tmp_path):
+    """The Qwen study's base from the Hub at a revision it does not have: exit 2 naming the stage, and no stage ran
+    (today: `base` and `sft2` report done without asking the Hub; the filter fails minutes in)."""
+    import yaml
+
+    recipes = tmp_path / "recipes"
+    shutil.copytree(REPO / "recipes" / "qwen2.5-coder-1.5b", recipes)
+    study = yaml.safe_load((recipes / "study.yaml").read_text(encoding="utf-8"))
+    for stage in study["stages"]:
+        if stage["name"] == "base":
+            stage["hub"] = {"repo_id": BASE_ID, "revision": "f" * 40}
+    (recipes / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False), encoding="utf-8")
+    with HubServer({TOKEN: "alice"}) as server:
+        env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
+        python_json(
+            """
+            import sys
+            from huggingface_hub import HfApi
+            HfApi().create_repo(sys.argv[1])
+            HfApi().upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=sys.argv[1])
+            print("{}")
+            """,
+            env, tmp_path, BASE_ID,
+        )  # fmt: skip
+        run = tmp_path / "run"
+        done = slmsql(["quickstart", "--recipes", str(recipes), "--out", str(run)], env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "stage 'base'" in done.stderr and f"no revision '{'f' * 40}'" in done.stderr
+    assert "Traceback" not in done.stderr and "[1/" not in done.stdout  # no stage started
+    assert not (run / "base").exists()
+
+
 @pytest.mark.slow
 def test_after_a_new_commit_to_the_base_a_fresh_cache_still_loads_the_pinned_weights(tmp_path):
     with HubServer({TOKEN: "alice"}) as server:

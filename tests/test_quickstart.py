@@ -172,6 +172,7 @@ def _fake_calls(monkeypatch, calls: list) -> None:
         return call
 
     monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in COMMANDS})
+    monkeypatch.setattr(quickstart, "check_hub_sources", lambda study, stages: None)  # tests/test_hub_pins.py
 
 
 def test_every_command_a_study_may_name_has_a_library_call():

@@ -138,6 +138,19 @@ def _take_from_hub(stage: Stage, run: RunLayout) -> dict[str, Any]:
     return record
 
 
+def check_hub_sources(study: Study, hub_stages: Sequence[str]) -> None:
+    """Every stage taken from the Hub exists at its revision (its config fetched into the cache,
+    :func:`~slmsql_hub.refs.check_hub_repo`), checked before the first stage runs: a wrong id or pin is one line
+    now, not when the first stage that loads it starts, minutes or hours in."""
+    from ..refs import check_hub_repo
+
+    for stage in study.stages:
+        if stage.name in hub_stages and stage.hub is not None:
+            config = "config.json" if stage.folder == "base" else "adapter_config.json"
+            what = f"stage '{stage.name}' ({study.folder / 'study.yaml'})"
+            check_hub_repo(stage.hub.repo_id, config, what=what, revision=stage.hub.revision)
+
+
 def _check_source(stage: Stage, run: RunLayout, from_hub: bool) -> None:
     """One line when the stage's folder already holds the other source (a trained adapter where the study now
     takes it from the Hub, or the reverse), or another Hub repo than the study names."""
@@ -236,6 +249,7 @@ def run_quickstart(
     last = names.index(until) + 1 if until is not None else len(names)
     repo_id = repo_id or study.repo_id
     out = check_output(out if out is not None else study.out, [study.folder], "--out")
+    check_hub_sources(study, hub_stages)
     with output_lock(out):
         return _run_stages(study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, force, on_stage)
 
