@@ -278,3 +278,10 @@ def test_an_unknown_until_stage_is_one_line_and_exit_2_before_anything_runs(tmp_
     assert main(["quickstart", "--out", str(tmp_path / "run"), "--until", "sft3"]) == 2
     err = capsys.readouterr().err
     assert "sft3" in err and "sft2" in err and err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_the_closing_summary_names_the_given_repo_id(tmp_path, monkeypatch, capsys):
+    _fake_calls(monkeypatch, [])
+    args = ["quickstart", "--recipes", str(QWEN), "--out", str(tmp_path / "run"), "--attempt1", "never"]
+    assert main([*args, "--repo-id", "bob/my-sql-grpo"]) == 0
+    assert "--repo-id bob/my-sql-grpo --what all" in capsys.readouterr().out  # today: NAMESPACE/NAME

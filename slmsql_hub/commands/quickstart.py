@@ -406,7 +406,8 @@ def run(args: argparse.Namespace) -> int:
         f"  evaluation:        {run.eval_results}",
         f"  GRPO telemetry:    {run.grpo.telemetry}",
         f"  filter report:     {run.filter_report}",
-        f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
+        f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id "
+        f"{args.repo_id or 'NAMESPACE/NAME'} --what all)",
         f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
     ]
     return print_result(*lines)
