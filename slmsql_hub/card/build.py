@@ -46,6 +46,7 @@ from .context import (
     results_context,
     tldr_numbers,
     training_context,
+    training_scope,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -414,6 +415,7 @@ def card_context(
             "max_new_tokens": max_new_tokens,
         },
         "benchmarks_text": ", ".join(f"{r['benchmark']} {r['split']}".strip() for r in rows),
+        "training_scope": training_scope(run),
         "world": run.world is not None or any(r["benchmark"] == "world" for r in rows),
         "commands": _reproduce(run, options, configs or {}),
         "files": list(files),

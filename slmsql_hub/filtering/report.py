@@ -223,7 +223,7 @@ def _report(
     sft: dict | None,
 ) -> dict:
     """``filter_report.json`` but its ``time`` and ``outputs`` sections."""
-    from ..runtime import loaded_revisions
+    from ..runtime import environment, loaded_revisions
 
     by_difficulty: dict[str, Counter] = {}
     for row in ordered:
@@ -237,6 +237,7 @@ def _report(
         "num_samples": config.num_samples,
         "pass_rate_low": config.pass_rate_low,
         "pass_rate_high": config.pass_rate_high,
+        "environment": environment(),
         "class_rules": CLASS_RULES,
         "mean_pass_rate": sum(scored) / len(scored) if scored else None,
         **(sft or {"excluded_sft": None, "sft_overlap": None, "sft_record": None}),
