@@ -84,13 +84,13 @@ def pin_space_config(content: Path | bytes, api: Any) -> bytes | Path:
 
     text = content.decode("utf-8") if isinstance(content, bytes) else Path(content).read_text(encoding="utf-8")
     config = json.loads(text)
-    for name in MODEL_ENTRIES:
+    for name in (*MODEL_ENTRIES, BENCHMARK_DATA):
         entry = config.get(name)
         if not isinstance(entry, dict) or _is_commit(entry.get("revision")):
             continue
         branch = entry.get("revision") or "main"
         try:
-            entry["revision"] = api.repo_info(entry["repo_id"], revision=branch).sha
+            entry["revision"] = api.repo_info(entry["repo_id"], repo_type=entry.get("repo_type"), revision=branch).sha
         except (RepositoryNotFoundError, RevisionNotFoundError) as err:
             logger.warning("the demo Space loads %s at %s: not pinned to a commit (%s)", entry["repo_id"], branch, err)
     return (json.dumps(config, indent=2) + "\n").encode("utf-8")
@@ -111,19 +111,115 @@ def _world_files(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
     return files, [f"world/{db}" for db in databases]
 
 
+BENCHMARK_DATA = "benchmark_data"
+"""``space_config.json``'s entry naming the dataset repository of the run's benchmark databases (and its
+``repo_type``); the Space downloads it at that revision and shows it as a Spider-layout folder."""
+
+DATABASE_CAP_BYTES = 64 * 2**20
+"""The largest database (all ``.sqlite`` files of its folder) the benchmark repository ships. Spider's dev
+databases are small (the largest of our copy, ``world_1``, is 312 KB; ``wta_1``, absent from it, is a few MB);
+BIRD's dev databases run to hundreds of MB, more than a CPU Space should download at start-up. A database over the
+cap is left out (the push logs it, the repository's README lists it) and its questions are no examples: the
+Space compares on the others; when none fits, it shows the embedded world."""
+
+MAX_EXAMPLES = 200
+"""The example questions the Space lists at most: the run's SFT/GRPO disagreements first, then the rest."""
+
+
+def _evaluated(run: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """``(database path by question id, predictions)`` of every non-world benchmark the run
+    evaluated whose release folder (the eval config's ``<name>_root``) is here."""
+    from ..data.benchmarks import load_benchmark
+    from ..run.files import read_jsonl
+
+    results = run.eval_results or {}
+    config = results.get("config") or {}
+    found = []
+    for key, bench in (results.get("benchmarks") or {}).items():
+        name, root = bench.get("benchmark"), config.get(f"{bench.get('benchmark')}_root")
+        if name == "world" or not bench.get("predictions_file"):
+            continue
+        if not root or not Path(root).is_dir():
+            logger.warning("%s: its databases are not at %s (eval config %s_root); the demo leaves it out", key, root, name)
+            continue
+        rows = load_benchmark(name, root, bench.get("split"), skip_missing_db=True)
+        paths = {row["question_id"]: row["db_path"] for row in rows}
+        found.append((paths, read_jsonl(run.eval_dir / bench["predictions_file"])))
+    return found
+
+
+def benchmark_files(run_dir: Path, cap_bytes: int = DATABASE_CAP_BYTES) -> dict[str, Path | bytes]:
+    """The run's evaluated databases in Spider's layout (``database/<db_id>/*.sqlite``, each at most
+    ``cap_bytes``), ``dev.json`` of example questions (the SFT/GRPO disagreements first, :data:`MAX_EXAMPLES`)
+    and a README saying where they come from and what was left out; ``{}`` when the run evaluated only the world
+    (which the Space ships as it is) or none of its databases is here.
+
+    Example: ``benchmark_files(Path("outputs/qwen2.5-coder-1.5b"))["dev.json"]``.
+    """
+    from ..run.read import read_run
+
+    run = read_run(run_dir)
+    files: dict[str, Path | bytes] = {}
+    left_out: dict[str, int] = {}
+    examples: list[tuple[bool, dict[str, str]]] = []
+    for paths, predictions in _evaluated(run) if run.eval_results else []:
+        for row in predictions:
+            db = Path(paths.get(row.get("question_id"), "")).parent
+            if row.get("db_id") in left_out or not db.name:
+                continue
+            sqlite = sorted(db.glob("*.sqlite"))
+            size = sum(f.stat().st_size for f in sqlite)
+            if size > cap_bytes or not sqlite:
+                left_out[row["db_id"]] = size
+                continue
+            files.update((f"database/{db.name}/{f.name}", f) for f in sqlite)
+            scored = row.get("sft_correct") in (0, 1) and row.get("grpo_correct") in (0, 1)
+            differ = scored and row["sft_correct"] != row["grpo_correct"]
+            examples.append((not differ, {"db_id": db.name, "question": row["question"], "query": row["gold_sql"]}))
+    for db_id, size in left_out.items():
+        logger.warning("demo: database %s (%.1f MB) is over the %.1f MB cap: left out", db_id, size / 2**20, cap_bytes / 2**20)
+    if not files:
+        return {}
+    chosen = [example for _, example in sorted(examples, key=lambda pair: pair[0])[:MAX_EXAMPLES]]
+    files["dev.json"] = (json.dumps(chosen, indent=1) + "\n").encode("utf-8")
+    files[CARD_README] = _benchmark_readme(run_dir, len(chosen), left_out, cap_bytes).encode("utf-8")
+    return files
+
+
+def _benchmark_readme(run_dir: Path, n_examples: int, left_out: dict[str, int], cap_bytes: int) -> str:
+    over = ", ".join(f"`{db}` ({size / 2**20:.0f} MB)" for db, size in left_out.items()) or "none"
+    return (
+        "---\ntags:\n- text-to-sql\n- slmsql-hub\n---\n\n# The databases of an slmsql-hub run's evaluation\n\n"
+        f"The SQLite databases of the questions `{Path(run_dir).name}` was evaluated on, in Spider's layout "
+        f"(`database/<db_id>/<db_id>.sqlite`), with `dev.json`: {n_examples} of its questions, those where the SFT "
+        "and GRPO adapters disagreed first. The run's demo Space reads this repository at a pinned commit.\n\n"
+        f"Left out, over the {cap_bytes // 2**20} MB cap: {over}. The benchmarks' own licenses apply to the "
+        "databases.\n"
+    )
+
+
 def demo_files(
-    card: Any, run_dir: Path, ids: dict[str, str], base: Any, revision: str | None
+    card: Any,
+    run_dir: Path,
+    ids: dict[str, str],
+    base: Any,
+    revision: str | None,
+    benchmark_repo: str | None = None,
 ) -> dict[str, Path | bytes]:
     """``space_config.json``, the world's files and the README (``card``: the demo folder's, loaded) whose
-    metadata names the run's base, SFT and GRPO repositories and, when the run has a band, its dataset."""
+    metadata names the run's base, SFT and GRPO repositories and, when the run has a band, its dataset;
+    ``benchmark_repo``: the dataset repository of the run's benchmark databases (:func:`benchmark_files`)."""
     world, databases = _world_files(run_dir)
     config = space_config(ids, base, revision, databases)
+    if benchmark_repo:
+        config[BENCHMARK_DATA] = {"repo_id": benchmark_repo, "revision": revision or "main", "repo_type": "dataset"}
     sft = model_ref(RunLayout(run_dir).sft_stage2)
     if sft.hub:  # a study that took its SFT adapter from the Hub: the Space loads that one
         config["sft_adapter"] = {"repo_id": sft.name, "revision": sft.revision or "main"}
     card.data.models = [base.repo_id, config["sft_adapter"]["repo_id"], ids[MODEL]]
     band = RunLayout(run_dir).band
-    card.data.datasets = [ids[DATASET]] if DATASET in ids and band.is_dir() else None
+    named = [ids[DATASET]] if DATASET in ids and band.is_dir() else []
+    card.data.datasets = [*named, *([benchmark_repo] if benchmark_repo else [])] or None
     files: dict[str, Path | bytes] = dict(world)
     files[SPACE_CONFIG] = (json.dumps(config, indent=2) + "\n").encode("utf-8")
     files[CARD_README] = str(card).encode("utf-8")

@@ -43,6 +43,10 @@ METRIC_SPACE = "metric-space"
 
 DEMO_SPACE = "demo-space"
 
+DEMO_DATA = "demo-data"
+"""The plan entry (and dry-run folder) of the run's benchmark databases, a dataset repository pushed with
+``demo-space`` when the run was evaluated on Spider or BIRD (``NAMESPACE/NAME-demo-data``), which the Space reads."""
+
 TARGETS: tuple[str, ...] = (MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
@@ -149,6 +153,7 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
         DATASET: f"{repo_id}-band",
         METRIC_SPACE: f"{namespace}/ex",
         DEMO_SPACE: f"{repo_id}-demo",
+        DEMO_DATA: f"{repo_id}-demo-data",
     }
 
 
@@ -404,10 +409,12 @@ def _demo_base(run_dir: Path, base_repo_id: str, revision: str | None) -> Any:
     return BaseModel(base_repo_id)
 
 
-def _demo_target(
+def _demo_targets(
     repo_id: str, demo_dir: Path | None, run_dir: Path, ids: dict[str, str], wheel: Path, revision: str | None
-) -> PushTarget:
-    from .demo import demo_files
+) -> list[PushTarget]:
+    """The demo Space and, before it, the dataset repository of the run's benchmark databases when it has some
+    (:func:`~slmsql_hub.hub.demo.benchmark_files`)."""
+    from .demo import benchmark_files, demo_files
 
     folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
     files = dict(folder_files(folder)) if folder.is_dir() else {}
@@ -422,11 +429,17 @@ def _demo_target(
     sdk = card.data.get("sdk")
     if sdk not in ("gradio", "streamlit", "docker", "static"):
         raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
-    files.update(demo_files(card, run_dir, ids, _demo_base(run_dir, ids[BASE_MODEL], revision), revision))
+    data = benchmark_files(run_dir) if run_dir.is_dir() else {}
+    data_repo = ids[DEMO_DATA] if data else None
+    base = _demo_base(run_dir, ids[BASE_MODEL], revision)
+    files.update(demo_files(card, run_dir, ids, base, revision, benchmark_repo=data_repo))
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     if run_dir.is_dir():  # the run's trained-on databases, so the Space can name a held-out one
         files = dict(with_trained_databases(list(files.items()), read_run(run_dir)))
-    return PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
+    space = PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
+    if data_repo is None:
+        return [space]
+    return [PushTarget(DEMO_DATA, "dataset", data_repo, tuple(sorted(data.items()))), space]
 
 
 def plan_push(
@@ -480,7 +493,7 @@ def plan_push(
     if not derived and any(explicit.get(name) is None for name in targets):
         check_repo_id(repo_id)  # raises: some target has neither its own id nor one to derive it from
     ids = {}
-    for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET) if needs_models else targets:
+    for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET, DEMO_DATA) if needs_models else targets:
         given = explicit.get(name)
         ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
     if ({MODEL, DATASET} | needs_models) & set(targets) and not run_dir.is_dir():
@@ -509,7 +522,7 @@ def plan_push(
             plan.append(_metric_target(ids[name], built, revision))
         else:
             demo = Path(demo_dir) if demo_dir is not None else None
-            plan.append(_demo_target(ids[name], demo, run_dir, ids, built, revision))
+            plan += _demo_targets(ids[name], demo, run_dir, ids, built, revision)
     return plan
 
 
@@ -546,7 +559,7 @@ def _prepare_dry_run_dir(out_dir: Path) -> None:
                 f"{out_dir} is not empty and holds no {PLAN_FILE} from an earlier dry run: pass an empty or new "
                 "--dry-run-dir"
             )
-        for name in (*TARGETS, BASE_MODEL):
+        for name in (*TARGETS, BASE_MODEL, DEMO_DATA):
             if (out_dir / name).is_dir():
                 shutil.rmtree(out_dir / name)
         (out_dir / PLAN_FILE).unlink()

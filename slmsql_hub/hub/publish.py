@@ -78,6 +78,7 @@ from .band import BAND_SPLIT, load_band
 from .plan import (
     BASE_MODEL,
     DATASET,
+    DEMO_DATA,
     DEMO_SPACE,
     IGNORE_PATTERNS,
     METRIC_SPACE,
@@ -350,7 +351,7 @@ def space_token_note(results: Sequence[PushResult]) -> str | None:
     ```
     """
     spaces = [r.repo_id for r in results if r.what == DEMO_SPACE]
-    hidden = [r.repo_id for r in results if r.repo_type == "model" and r.private]
+    hidden = [r.repo_id for r in results if (r.repo_type == "model" or r.what == DEMO_DATA) and r.private]
     if not spaces or not hidden:
         return None
     return (
@@ -407,6 +408,7 @@ def _push_one(
                 BASE_MODEL: "Base model of a GRPO adapter, from slmsql-hub",
                 METRIC_SPACE: "slmsql ex metric: script, card, Gradio app and the slmsql-hub wheel",
                 DEMO_SPACE: "slmsql-hub demo Space: app, its configuration, databases and the slmsql-hub wheel",
+                DEMO_DATA: "The databases of the run's evaluated questions and example questions, for its demo Space",
             }[target.what]
         )
         commit = _upload(api, target, target.files, revision=revision, create_pr=create_pr, message=message)

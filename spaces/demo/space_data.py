@@ -333,11 +333,42 @@ def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceDa
     return folders.get("grpo")
 
 
+def _run_benchmarks(settings: SpaceSettings, run: RunLayout, problems: list[str]) -> str | None:
+    """A run's own benchmark databases and its SFT/GRPO disagreements as a Spider-layout folder in the cache (what
+    ``slmsql push`` ships in the demo's dataset repository, :func:`slmsql_hub.hub.demo.benchmark_files`); ``None``
+    when the run evaluated only the world."""
+    import hashlib
+    import shutil
+
+    from slmsql_hub.hub.demo import benchmark_files
+    from slmsql_hub.hub.plan import stage_files
+
+    try:
+        files = benchmark_files(run.root)
+    except UsageError as err:
+        problems.append(f"the run's benchmark databases: {err}")
+        return None
+    if not files:
+        return None
+    cache = Path(settings.cache_dir or Path.home() / ".cache" / "slmsql-hub").expanduser()
+    folder = cache / f"benchmarks-{hashlib.sha256(str(run.root.resolve()).encode()).hexdigest()[:12]}"
+    shutil.rmtree(folder, ignore_errors=True)
+    stage_files(files.items(), folder, link=True, desc="the run's benchmark databases")
+    return str(folder)
+
+
 def _load_databases(settings: SpaceSettings, run: RunLayout, run_exists: bool, data: SpaceData) -> None:
-    """The world's databases and example questions (built at startup for Hub models without one), and Spider's."""
+    """The world's databases and example questions (built at startup for Hub models without one, unless the Space
+    has benchmark databases), and Spider's: ``spider_dir``, else the run's own (:func:`_run_benchmarks`)."""
     problems = data.problems
+    spider_dir = settings.spider_dir or (_run_benchmarks(settings, run, problems) if run_exists else None)
     world = Path(settings.world_dir).expanduser() if settings.world_dir else run.world
-    if not (world / WORLD_MANIFEST).is_file() and settings.world_dir is None and settings.hub_models:
+    if (
+        not (world / WORLD_MANIFEST).is_file()
+        and settings.world_dir is None
+        and settings.hub_models
+        and not spider_dir
+    ):
         try:
             world = _build_world(settings)
         except (UsageError, OSError) as err:  # an unwritable cache, a folder holding something else
@@ -349,10 +380,10 @@ def _load_databases(settings: SpaceSettings, run: RunLayout, run_exists: bool, d
         data.databases.update((db.key, db) for db in databases)
         data.examples.update(examples)
         data.sources["world"] = str(world)
-    elif run_exists or settings.world_dir:
+    elif settings.world_dir or (run_exists and not spider_dir):
         problems.append(f"no embedded world at {world}: build it with `slmsql world build --out {world}`")
-    if settings.spider_dir:
-        spider = Path(settings.spider_dir).expanduser()
+    if spider_dir:
+        spider = Path(spider_dir).expanduser()
         if spider.is_dir():
             databases, examples = _spider_databases(spider, problems)
             data.databases.update((db.key, db) for db in databases)
