@@ -282,6 +282,27 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
     return data
 
 
+_SNAPSHOT = re.compile(r"(?:models|datasets|spaces)--([^/\\]+)--([^/\\]+)[/\\]snapshots[/\\]([0-9a-f]{40})")
+
+
+def hub_name(ref: str) -> str:
+    """A model as the page names it: a Hub snapshot folder (a pinned revision) as ``owner/name@commit``, else as
+    it is.
+
+    Example:
+
+    ```python
+    >>> hub_name("/home/u/.cache/huggingface/hub/models--alice--tiny-sft/snapshots/" + "a" * 40)
+    'alice/tiny-sft@aaaaaaaaaaaa'
+    >>> hub_name("alice/tiny-sft")
+    'alice/tiny-sft'
+
+    ```
+    """
+    match = _SNAPSHOT.search(str(ref))
+    return f"{match.group(1)}/{match.group(2)}@{match.group(3)[:12]}" if match else str(ref)
+
+
 def _pinned_ref(ref: Any, record: Path) -> str:
     """A run's stage (:class:`~slmsql_hub.run.read.ModelRef`) as the Space loads it: a folder or Hub id at its
     default branch as it is, a Hub id at a pinned revision as the snapshot of that revision."""
@@ -328,8 +349,8 @@ def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceDa
             data.policies[name] = PolicySpec(
                 name, str(folders[name]), str(refs[name]), resolve_prompt_config(folders[name])
             )
-        data.sources["base model"] = base
-        data.sources.update({f"{POLICY_LABELS[n]} adapter": str(refs[n]) for n in POLICY_NAMES})
+        data.sources["base model"] = hub_name(base)
+        data.sources.update({f"{POLICY_LABELS[n]} adapter": hub_name(str(refs[n])) for n in POLICY_NAMES})
     return folders.get("grpo")
 
 
