@@ -22,7 +22,20 @@ def set_num_threads(num_threads: int | None) -> int:
 
 
 def environment() -> dict[str, str]:
-    """Versions of the libraries a run depends on, for the summary."""
+    """Versions of the libraries a run depends on and the device torch runs on (``device``: ``cuda``, ``mps`` or
+    ``cpu``; with CUDA its version and the GPU's name), for every stage's summary and the card.
+
+    Example:
+
+    ```python
+    >>> import torch
+    >>> environment()["device"] == ("cuda" if torch.cuda.is_available() else environment()["device"])
+    True
+    >>> torch.cuda.is_available() or "gpu" not in environment()
+    True
+
+    ```
+    """
     import datasets
     import peft
     import torch
@@ -39,7 +52,16 @@ def environment() -> dict[str, str]:
         "trl": trl.__version__,
         "peft": peft.__version__,
         "datasets": datasets.__version__,
+        **_device(torch),
     }
+
+
+def _device(torch) -> dict[str, str]:
+    if torch.cuda.is_available():
+        return {"device": "cuda", "cuda": str(torch.version.cuda), "gpu": torch.cuda.get_device_name(0)}
+    if torch.backends.mps.is_available():
+        return {"device": "mps"}
+    return {"device": "cpu"}
 
 
 def hub_commit(

@@ -703,3 +703,19 @@ def test_maj_at_k_table_equals_eval_results_and_is_absent_for_older_results(text
         assert discordant == f"{comparison['discordant']['a_only']} / {comparison['discordant']['b_only']}"
         assert verdict == comparison["verdict"]
         assert (sft, grpo) != (greedy_row[3], greedy_row[4])  # the maj@K numbers, not greedy's again
+
+
+def test_the_scope_device_and_environment_lines_are_read_from_the_runs_files(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    summary = json.loads((run / "grpo" / "run_summary.json").read_text())
+    summary["environment"].update(device="cuda", cuda="12.8", gpu="NVIDIA H100 80GB HBM3")
+    (run / "grpo" / "run_summary.json").write_text(json.dumps(summary))
+    config = (run / "grpo" / "config.yaml").read_text().replace("use_cpu: true", "use_cpu: false")
+    (run / "grpo" / "config.yaml").write_text(config)
+    text = render_card(load_run(run)).text
+    # today: "trained and evaluated on world dev" and "the default device (GPU when present)"
+    assert "trained on SFT stage 1: `foundation`; SFT stage 2: `grounding`; GRPO: the pass-rate band" in text
+    assert "GRPO: the pass-rate band (of world:rl_pool); evaluated on world dev, world test only" in text
+    assert "on\nGPU (NVIDIA H100 80GB HBM3, CUDA 12.8);" in text
+    assert "Software:\nslmsql_hub 0.1.0" in text and "gpu NVIDIA" not in text

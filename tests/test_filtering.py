@@ -765,3 +765,14 @@ def test_vllm_filter_draws_the_same_samples_whatever_else_is_in_the_call(policy_
     together = generate_keyed_samples(model, None, prompts, ["a", "b", "c"], config)
     alone = generate_keyed_samples(model, None, prompts[1:2], ["b"], config)
     assert [c.text for c in together[1]] == [c.text for c in alone[0]]
+
+
+def test_a_pool_smaller_than_its_limit_is_a_warning_and_a_line_in_the_report(policy, spider_root, tmp_path, caplog):
+    asked = len(QUESTIONS) + 10
+    with caplog.at_level(logging.WARNING, logger="slmsql_hub.filtering"):
+        report = run_filter(make_config(spider_root, tmp_path, limit=asked), policy=policy, progress=False)
+    said = f"the pool holds {len(QUESTIONS)} questions, fewer than the {asked} spider:dev:{asked} asked"
+    assert report["dataset"]["shortfall"] == said  # today: nothing said, anywhere
+    assert any(said in record.getMessage() for record in caplog.records)
+    on_disk = json.loads((tmp_path / "filter_report.json").read_text())
+    assert on_disk["dataset"]["shortfall"] == said

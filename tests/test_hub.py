@@ -330,10 +330,16 @@ def test_dry_run_writes_the_exact_folders_and_sends_nothing(server, run_dir, tmp
     (wheel,) = [path for path in pushed if path.startswith("wheels/")]
     assert wheel.startswith(f"wheels/slmsql_hub-{slmsql_hub.__version__}-") and wheel.endswith(".whl")
     url = f"{server.endpoint}/spaces/alice/ex/resolve/main/{wheel}"
-    assert pushed.pop("requirements.txt").decode() == f"slmsql-hub @ {url}\n"  # this very version, by URL
+    requirements = (metric / "requirements.txt").read_text().replace("slmsql-hub\n", f"slmsql-hub @ {url}\n")
+    assert pushed.pop("requirements.txt").decode() == requirements  # this very version, by URL; CPU torch kept
     pushed.pop(wheel)
+    named = {name: pushed.pop(name).decode() for name in hub.NAMED_METRIC_FILES}  # rendered for alice/ex
+    assert all('"alice/ex"' in text and "slmsql/ex" not in text for text in named.values())
+    assert f'pip install "slmsql-hub @ {url}"' in named["README.md"]
     assert pushed == {
-        name: (metric / name).read_bytes() for name in hub.METRIC_FILES if name != "requirements.txt"
+        name: (metric / name).read_bytes()
+        for name in hub.METRIC_FILES
+        if name not in ("requirements.txt", *hub.NAMED_METRIC_FILES)
     }
     demo = _files(out / "demo-space")
     assert set(demo) - set(_files(run_dir / "demo")) == {"space_config.json", "requirements.txt", wheel}
@@ -633,12 +639,18 @@ def test_model_round_trip_loads_with_the_ecosystems_one_liner_in_a_fresh_cache(s
     assert done.returncode == 0, done.stderr
     assert f"base-model -> {server.endpoint}/alice/world-grpo-base" in done.stdout
     assert f"model -> {server.endpoint}/alice/world-grpo" in done.stdout
+    base_commit = server.state.repos[("model", "alice/world-grpo-base")].branches["main"]
+    pinned = ("adapter_config.json", "README.md")  # the dry run names the base's branch; the push, its new commit
     for what, repo in (("model", "alice/world-grpo"), ("base-model", "alice/world-grpo-base")):
         stored = server.files("model", repo)  # what the dry run showed, and no TRL draft
-        assert {k: v for k, v in stored.items() if k != ".gitattributes"} == _files(
-            run / "push_dry_run" / what
-        )
+        shown = _files(run / "push_dry_run" / what)
+        assert {k: v for k, v in stored.items() if k not in (".gitattributes", *pinned)} == {
+            k: v for k, v in shown.items() if k not in pinned
+        }
         assert server.state.repos[("model", repo)].private
+    stored = server.files("model", "alice/world-grpo")
+    assert json.loads(stored["adapter_config.json"])["revision"] == base_commit
+    assert f"base_model_revision: {base_commit}" in stored["README.md"].decode()
     assert "adapter_model.safetensors" in server.lfs_paths("model", "alice/world-grpo")
     assert "model.safetensors" in server.lfs_paths("model", "alice/world-grpo-base")
 
@@ -742,7 +754,9 @@ def test_metric_space_round_trip_loads_with_evaluate_in_a_clean_cache(server, ru
     )
     assert result["scores"]["execution_accuracy"] == 0.5
     assert result["scores"]["num_correct"] == 1 and result["scores"]["num_scored"] == 2
-    assert result["script"] == (REPO / "slmsql_hub" / "metric" / "ex.py").read_text()
+    script = (REPO / "slmsql_hub" / "metric" / "ex.py").read_text()  # named for the Space it was pushed to
+    script = script.replace("https://huggingface.co/spaces/slmsql/ex", f"{server.endpoint}/spaces/alice/ex")
+    assert result["script"] == script.replace("slmsql/ex", "alice/ex")
     assert any(path == "/spaces/alice/ex/resolve/main/ex.py" for _, path in server.state.requests)
 
 
@@ -772,8 +786,10 @@ def test_metric_space_app_builds_on_gradio_6_from_the_pushed_files(server, run_d
         tmp_path,
     )
     assert result["gradio"].split(".")[0] == "6" and result["blocks"]
-    assert result["sdk"] == "gradio" and result["requirements"][:2] == ["slmsql-hub", "@"]
-    assert result["requirements"][2].startswith(f"{server.endpoint}/spaces/alice/ex-app/resolve/main/wheels/")
+    assert result["sdk"] == "gradio" and "torch==2.13.0+cpu" in result["requirements"]
+    at = result["requirements"].index("@")
+    assert result["requirements"][at - 1] == "slmsql-hub"
+    assert result["requirements"][at + 1].startswith(f"{server.endpoint}/spaces/alice/ex-app/resolve/main/wheels/")
 
 
 def _seed(server, tmp_path, repo_type: str, repo_id: str, path: str) -> None:

@@ -240,3 +240,14 @@ def test_the_ablation_splits_a_pushed_band_named_by_its_hub_id(server, pushed_ba
         "db_paths"
     ]  # absolute, in the downloaded repository: band_train trains wherever it is saved
     assert Path(db).is_absolute() and Path(db).read_bytes() == pushed_band["databases/shop/shop.sqlite"]
+
+
+def test_the_band_card_names_the_policy_by_the_commits_the_filter_recorded():
+    from slmsql_hub.hub import dataset_card
+
+    report = json.loads((FIXTURE_RUN / "filter" / "filter_report.json").read_text())
+    report["policy"] = {"base": "alice/tiny-qwen", "adapter": "alice/tiny-qwen-sft", "adapter_sha256": None,
+                        "model_commit": "a" * 40, "adapter_commit": "b" * 40}  # fmt: skip
+    card = dataset_card(report, "alice/shop-grpo-band", n_databases=3)
+    line = f"base `alice/tiny-qwen` at commit `{'a' * 40}`, SFT adapter `alice/tiny-qwen-sft` at commit `{'b' * 40}`."
+    assert line in card and "sha256 `n/a`" not in card  # today: "(sha256 n/a)" and no commit

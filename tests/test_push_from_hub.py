@@ -159,7 +159,8 @@ def test_the_demo_space_downloaded_from_the_hub_answers_compare_with_both_adapte
         tmp_path,
     )
     config = json.loads((space / "space_config.json").read_text())
-    assert config["grpo_adapter"] == {"repo_id": "alice/tiny", "revision": "main"}
+    grpo_commit = server.state.repos[("model", "alice/tiny")].branches["main"]
+    assert config["grpo_adapter"] == {"repo_id": "alice/tiny", "revision": grpo_commit}  # pinned at push
     assert (
         config["sft_adapter"]["repo_id"] == "alice/tiny-sft"
         and config["base_model"]["repo_id"] == "alice/tiny-base"
@@ -176,6 +177,64 @@ def test_the_demo_space_downloaded_from_the_hub_answers_compare_with_both_adapte
     assert "No run folder" not in page and "Not everything could be loaded" not in page
     assert "alice/tiny-sft" in page and "alice/tiny-base" in page  # the About tab's sources: the Hub ids
     assert "building the embedded world" not in log  # the run's world, shipped in the Space
+    assert (result[0], result[3]) == (SFT_SQL, GRPO_SQL)
+    assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
+
+
+@pytest.mark.slow
+def test_the_demo_space_of_a_spider_run_answers_compare_on_a_spider_database_it_was_shipped_with(
+    server, tmp_path_factory, tmp_path
+):
+    """Issue #35's "done when": pushed, downloaded into an empty folder and started alone, the Space compares on a
+    database of the run's own Spider evaluation, read from the dataset repository its config pins."""
+    import sqlite3
+
+    from gradio_client import Client
+
+    run = _space_card_folder(space_run_once(tmp_path_factory), tmp_path / "run")
+    spider = tmp_path / "spider"
+    db = spider / "database" / "school" / "school.sqlite"
+    db.parent.mkdir(parents=True)
+    with sqlite3.connect(db) as conn:  # test fixture: a Spider-layout database the policies' answers fit
+        conn.execute("CREATE TABLE student (name TEXT)")
+        conn.executemany("INSERT INTO student VALUES (?)", [("Ann",), ("Bob",), ("Cy",)])
+    (spider / "dev.json").write_text(json.dumps([{"db_id": "school", "question": QUESTION, "query": SFT_SQL}]))
+    results = json.loads((run / "eval" / "eval_results.json").read_text())
+    results["config"]["spider_root"] = str(spider)
+    first = next(iter(results["benchmarks"].values()))
+    results["benchmarks"]["spider_dev"] = {**first, "benchmark": "spider", "split": "dev",
+                                           "predictions_file": "predictions/spider_dev.jsonl"}  # fmt: skip
+    (run / "eval" / "eval_results.json").write_text(json.dumps(results))
+    row = {"question_id": "spider-dev-0", "db_id": "school", "question": QUESTION, "gold_sql": SFT_SQL,
+           "sft_correct": 1, "grpo_correct": 0}  # fmt: skip
+    (run / "eval" / "predictions" / "spider_dev.jsonl").write_text(json.dumps(row) + "\n")
+    env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
+    done = subprocess.run(
+        [sys.executable, "-m", "slmsql_hub.cli", "push", str(run), "--repo-id", "alice/spider",
+         "--what", "model,sft-model,demo-space"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "HF_TOKEN secret" in done.stdout  # the models and the databases are private
+    space = tmp_path / "space"
+    client_env = hub_client_env(server.endpoint, tmp_path / "fresh-cache", TOKEN)
+    python_json(
+        f"""
+        from huggingface_hub import snapshot_download
+        snapshot_download("alice/spider-demo", repo_type="space", local_dir={str(space)!r})
+        print("{{}}")
+        """,
+        client_env,
+        tmp_path,
+    )
+    config = json.loads((space / "space_config.json").read_text())
+    data_commit = server.state.repos[("dataset", "alice/spider-demo-data")].branches["main"]
+    assert config["benchmark_data"] == {"repo_id": "alice/spider-demo-data", "revision": data_commit,
+                                        "repo_type": "dataset"}  # fmt: skip
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    with launched_app([], tmp_path / "app.log", env=client_env, app=space / "app.py", cwd=cwd) as url:
+        result = Client(url, verbose=False).predict("spider/school", QUESTION, api_name="/compare")
     assert (result[0], result[3]) == (SFT_SQL, GRPO_SQL)
     assert (result[-1]["sft"]["status"], result[-1]["grpo"]["status"]) == ("matches_gold", "wrong")
 

@@ -172,6 +172,7 @@ def _fake_calls(monkeypatch, calls: list) -> None:
         return call
 
     monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in COMMANDS})
+    monkeypatch.setattr(quickstart, "check_hub_sources", lambda study, stages: None)  # tests/test_hub_pins.py
 
 
 def test_every_command_a_study_may_name_has_a_library_call():
@@ -277,3 +278,37 @@ def test_an_unknown_until_stage_is_one_line_and_exit_2_before_anything_runs(tmp_
     assert main(["quickstart", "--out", str(tmp_path / "run"), "--until", "sft3"]) == 2
     err = capsys.readouterr().err
     assert "sft3" in err and "sft2" in err and err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_the_closing_summary_names_the_given_repo_id(tmp_path, monkeypatch, capsys):
+    _fake_calls(monkeypatch, [])
+    args = ["quickstart", "--recipes", str(QWEN), "--out", str(tmp_path / "run"), "--attempt1", "never"]
+    assert main([*args, "--repo-id", "bob/my-sql-grpo"]) == 0
+    assert "--repo-id bob/my-sql-grpo --what all" in capsys.readouterr().out  # today: NAMESPACE/NAME
+
+
+def test_set_overrides_every_stage_whose_configuration_has_the_field_and_is_recorded(tmp_path, monkeypatch):
+    calls: list = []
+    _fake_calls(monkeypatch, calls)
+    sets = {"max_steps": "2", "model_name_or_path": "alice/tiny-qwen"}
+    run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never", sets=sets)
+    by_recipe = {recipe: options for _, recipe, options in calls}
+    assert by_recipe["grpo_band.yaml"]["--max_steps"] == "2"  # the study's own options lose to --set
+    assert {r for r, o in by_recipe.items() if o.get("--model_name_or_path") == "alice/tiny-qwen"} == {
+        "filter_synsql.yaml", "grpo_band.yaml", "eval_bird_spider.yaml"
+    }  # fmt: skip
+    assert "--max_steps" not in by_recipe["eval_bird_spider.yaml"]  # no such field: left alone
+    recorded = json.loads((tmp_path / "run" / "quickstart_overrides.json").read_text())
+    assert recorded == {"set": sets}
+    with pytest.raises(UsageError, match=r"was run with --set .*max_steps.* give the same overrides"):
+        run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never", sets={"max_steps": "3"})
+
+
+def test_a_set_field_no_stage_has_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["quickstart", "--recipes", str(QWEN), "--out", str(out), "--set", "max_stepz=2"]) == 2
+    err = capsys.readouterr().err
+    assert "--set max_stepz: no stage of" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert main(["quickstart", "--set", "max_steps"]) == 2
+    assert "argument --set: expected FIELD=VALUE" in capsys.readouterr().err

@@ -47,6 +47,7 @@ from .context import (
     results_context,
     tldr_numbers,
     training_context,
+    training_scope,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,6 +114,10 @@ _CARD_ENTRIES = frozenset(
 )
 
 
+BASE_REVISION_KEY = "base_model_revision"
+"""The card metadata key naming the commit of the base the adapter loads (the Hub has no field of its own)."""
+
+
 @dataclass
 class CardOptions:
     """What the run's files cannot say. ``repo_id=None``: a local folder (the usage snippet loads from
@@ -145,22 +150,17 @@ def project_license() -> str | None:
     return text.strip().lower() if text else None
 
 
-def _project_url() -> str | None:
-    meta = _package_metadata()
-    for entry in (None if meta is None else meta.get_all("Project-URL")) or []:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "homepage":
-            return url.strip()
-    return None
-
-
 def _base_info(run: Run, options: CardOptions) -> dict[str, Any]:
     recorded = str(run.shipped.summary.get("base_model") or "")
     hub_id = options.base_model_id or (recorded if looks_like_hub_id(recorded, run) else None)
     local = run.local(recorded) if recorded and not hub_id else None
     ships = bool(local is not None and (local / "config.json").is_file())
     stage = run.stages.get("base")
-    info: dict[str, Any] = {"recorded": recorded, "hub_id": hub_id, "ships": ships, "local": local}
+    revisions = run.shipped.summary.get("revisions") or {}
+    commit = revisions.get("model_commit") if hub_id and hub_id == recorded else None
+    info: dict[str, Any] = {
+        "recorded": recorded, "hub_id": hub_id, "ships": ships, "local": local, "revision": commit or None
+    }  # fmt: skip
     if stage is not None:
         model = stage.summary.get("model", {})
         info["from_scratch"] = stage.summary.get("kind") == "base"
@@ -347,6 +347,8 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     )
     if base["hub_id"]:
         data.base_model_relation = "adapter"
+    if base["revision"]:
+        setattr(data, BASE_REVISION_KEY, base["revision"])
     return data
 
 
@@ -356,9 +358,12 @@ def card_context(
     plots: Iterable[str] = (),
     files: Sequence[str] = (),
     configs: Mapping[str, str] | None = None,
+    install: str | None = None,
+    source_url: str | None = None,
 ) -> dict[str, Any]:
     """Every value the template renders; ``plots``: the stems drawn, ``files``: the folder's top-level entries,
-    ``configs``: stage -> shipped config."""
+    ``configs``: stage -> shipped config; ``install``: the requirement that installs slmsql-hub (the wheel a push
+    uploads; ``None``: from its source) and ``source_url`` the page holding it."""
     options = options or CardOptions()
     rows = result_rows(run)
     outcome = is_significant_outcome(rows)
@@ -369,7 +374,7 @@ def card_context(
     max_new_tokens = eval_config.get("max_new_tokens") or shipped.config.get("max_completion_length")
     folder = options.card_path or str(RunLayout(run.root).card.root)
     if base["hub_id"]:
-        base_load = f'"{base["hub_id"]}"'
+        base_load = f'"{base["hub_id"]}"' + (f', revision="{base["revision"]}"' if base["revision"] else "")
     elif base["ships"]:
         # Not `from_pretrained(repo, subfolder="base")`: transformers then finds the adapter_config.json at the
         # repo's root and loads the base named there (a local path of the training machine) instead.
@@ -412,12 +417,14 @@ def card_context(
             "max_new_tokens": max_new_tokens,
         },
         "benchmarks_text": ", ".join(f"{r['benchmark']} {r['split']}".strip() for r in rows),
+        "training_scope": training_scope(run),
         "world": run.world is not None or any(r["benchmark"] == "world" for r in rows),
         "commands": _reproduce(run, options, configs or {}),
         "files": list(files),
         "slmsql_package_version": __version__,
         "eval_year": _year(run.eval_results.get("created_at")),
-        "project_url": _project_url(),
+        "project_url": source_url,
+        "install": install,
         "eval_created_at": run.eval_results.get("created_at"),
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
         "ablations": _ablations(run),
@@ -624,11 +631,14 @@ def render_for_repo(
     base_model_id: str | None = None,
     leave_out: Sequence[str] = (),
     datasets: Sequence[str] = (),
+    install: str | None = None,
+    source_url: str | None = None,
 ) -> dict[str, bytes] | None:
     """The card folder's files that name its repository, rendered for ``repo_id``: ``README.md`` and every
     ``.eval_results/*.yaml`` (``{path_in_repo: bytes}``), with the options :func:`build_card` recorded;
     ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded,
-    ``datasets`` training data published beside it (added to ``datasets:``).
+    ``datasets`` training data published beside it (added to ``datasets:``), ``install`` and ``source_url`` the
+    wheel pushed beside it (:func:`card_context`).
     ``None`` when ``card_dir`` was not made by :func:`build_card` (nothing recorded to render it again from).
 
     Example: ``render_for_repo("outputs/quickstart", "outputs/quickstart/card", "alice/x")["README.md"]``.
@@ -652,7 +662,9 @@ def render_for_repo(
     )
     names = {p.name for p in layout.root.iterdir()} - set(leave_out) - {CARD_OPTIONS_FILE}
     top = sorted(names | {CARD_README}, key=lambda n: (n != CARD_README, n))
-    card = render_card(run, options, template_path, plots=plots, files=top, configs=configs)
+    card = render_card(
+        run, options, template_path, plots=plots, files=top, configs=configs, install=install, source_url=source_url
+    )
     import yaml
 
     files = {CARD_README: str(card).encode("utf-8")}

@@ -146,6 +146,42 @@ def describe_data(run: Run, attempt: Attempt, with_count: bool = True) -> str:
     return f"{what} ({data.get('prompts', 'n/a')} prompts)" if with_count else what
 
 
+def training_scope(run: Run) -> str:
+    """What the adapter was trained on, stage by stage, from the run's files: each SFT stage's benchmarks (else its
+    datasets' folder names; a stage taken from the Hub by its id) and the shipped GRPO attempt's data, the band
+    named with the pool it was filtered from. The card's scope line sets it against what was evaluated.
+
+    Example:
+
+    ```python
+    >>> from pathlib import Path, PurePosixPath
+    >>> from slmsql_hub.run.read import Attempt, Run, Stage
+    >>> sft = Stage("sft_stage2", Path("r/sft/stage2"), {}, {"benchmarks": ["bird:train", "spider:train"]})
+    >>> grpo = Attempt("grpo", 2, Path("r/grpo"), {"data": {"source": ["r/filter/band"]}}, {}, [])
+    >>> run = Run(Path("r"), PurePosixPath("r"), {}, [grpo], {"dataset": {"benchmark": "synsql", "split": "train"}},
+    ...           stages={"sft_stage2": sft})
+    >>> training_scope(run)
+    'SFT stage 2: bird:train, spider:train; GRPO: the pass-rate band (of synsql:train)'
+
+    ```
+    """
+    parts = []
+    for name, label in (("sft_stage1", "SFT stage 1"), ("sft_stage2", "SFT stage 2")):
+        if name in run.hub_stages:
+            parts.append(f"{label}: the Hub adapter `{run.hub_stages[name].name}`")
+        elif name in run.stages:
+            config = run.stages[name].config
+            named = [str(b) for b in config.get("benchmarks") or []]
+            named += [f"`{PurePosixPath(str(d)).name}`" for d in config.get("dataset_paths") or []]
+            parts.append(f"{label}: {', '.join(named) or 'unknown data'}")
+    grpo = describe_data(run, run.shipped, with_count=False)
+    pool = (run.filter_report or {}).get("dataset") or {}
+    if "pass-rate band" in grpo and pool.get("benchmark"):
+        grpo += f" (of {pool['benchmark']}:{pool.get('split')})"
+    parts.append(f"GRPO: {grpo}")
+    return "; ".join(parts)
+
+
 def result_rows(run: Run) -> list[dict[str, Any]]:
     rows = []
     for key, entry in run.eval_results["benchmarks"].items():
@@ -498,13 +534,15 @@ def training_context(run: Run) -> dict[str, Any]:
         "has_execution": "execution" in funcs,
         "has_format": "format" in funcs,
     }
-    environment = shipped.summary.get("environment") or {}
+    environment = dict(shipped.summary.get("environment") or {})
+    device = {key: environment.pop(key, None) for key in ("device", "cuda", "gpu")}
     compute = {
         "processes": shipped.summary.get("processes"),
         "threads": shipped.summary.get("threads"),
         "train_seconds": number(shipped.summary.get("train_seconds"), 0),
         "wall_seconds": number(shipped.summary.get("wall_seconds"), 0),
         "use_cpu": bool(config.get("use_cpu")),
+        "device": device_text(device),
         "environment": ", ".join(f"{k} {v}" for k, v in environment.items()),
     }
     parameters = shipped.summary.get("parameters") or {}
@@ -519,6 +557,30 @@ def training_context(run: Run) -> dict[str, Any]:
         "generation": generation,
         "parameters": {k: f"{v:,}" for k, v in parameters.items() if isinstance(v, int)},
     }
+
+
+def device_text(recorded: Mapping[str, Any]) -> str | None:
+    """The device a stage's ``environment`` records, as the card says it (``None``: not recorded, a run from
+    before it was).
+
+    Example:
+
+    ```python
+    >>> device_text({"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "cuda": "12.8"})
+    'GPU (NVIDIA H100 80GB HBM3, CUDA 12.8)'
+    >>> device_text({"device": "cpu"}), device_text({})
+    ('CPU', None)
+
+    ```
+    """
+    device = recorded.get("device")
+    if not device:
+        return None
+    if device != "cuda":
+        return str(device).upper()
+    details = [str(recorded["gpu"])] if recorded.get("gpu") else []
+    details += [f"CUDA {recorded['cuda']}"] if recorded.get("cuda") else []
+    return "GPU" + (f" ({', '.join(details)})" if details else "")
 
 
 def guards_context(run: Run) -> list[dict[str, str]]:

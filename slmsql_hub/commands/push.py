@@ -101,7 +101,7 @@ def _human(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the push; then write the dry-run folders, or upload."""
-    from ..hub import push
+    from ..hub import push, space_token_note
     from ..run.guard import check_output, output_lock
     from ..run.layout import RunLayout
     from ..run.read import read_run
@@ -122,10 +122,13 @@ def run(args: argparse.Namespace) -> int:
     )
     lines = []
     for result in results:
-        lines.append(f"{result.what} -> {result.url}")
+        lines.append(f"{result.what} -> {result.url} ({'private' if result.private else 'public'})")
         lines.append(f"  commit {result.commit_url}")
         if result.pr_url:
             lines.append(f"  pull request {result.pr_url}")
+    note = space_token_note(results)
+    if note:
+        lines.append(f"note: {note}")
     return print_result(*lines)
 
 

@@ -17,18 +17,19 @@ A stage whose output marker exists is reused, so re-running after an interruptio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from ..run.artifacts import ADAPTER_CONFIG, BASE_CONFIG, check_model_folder
-from ..run.files import write_atomic
+from ..run.files import read_json_object, write_atomic
 from ..run.guard import check_output, output_lock
 from ..run.layout import RunLayout
 from ..run.read import Run, model_ref, read_run
@@ -118,6 +119,74 @@ _CALLS: dict[str, Callable[[RunLayout, Options, Path | None], dict[str, Any]]] =
 }
 
 
+OVERRIDES_FILE = "quickstart_overrides.json"
+"""The run folder's record of ``--set`` (``{"set": {field: value}}``): a rerun must give the same ones."""
+
+
+def _config_types(command: str | None) -> tuple[type, ...]:
+    """The configuration dataclasses a stage's command parses its recipe into (none for the world, card, push)."""
+    if command in ("train base", "train sft", "train grpo"):
+        from ..training import configs
+
+        return {"train base": configs.BASE_ARGUMENTS, "train sft": configs.SFT_ARGUMENTS,
+                "train grpo": configs.GRPO_ARGUMENTS}[command]  # fmt: skip
+    if command == "filter":
+        from ..filtering.config import FilterConfig
+
+        return (FilterConfig,)
+    if command == "eval":
+        from ..evaluation.config import EvalConfig
+
+        return (EvalConfig,)
+    return ()
+
+
+def stage_overrides(study: Study, sets: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``--set`` fields by stage: each field goes to every stage whose configuration has it (its recipe parser
+    types and validates the value as it would the recipe's); a field no stage has is a UsageError, before
+    anything runs.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.commands.study import default_recipes_dir
+    >>> by_stage = stage_overrides(load_study(default_recipes_dir()), {"max_steps": "2"})
+    >>> sorted(by_stage)
+    ['base', 'grpo', 'grpo_attempt1', 'sft1', 'sft2']
+
+    ```
+    """
+    fields = {
+        stage.name: {f.name for t in _config_types(stage.command) for f in dataclasses.fields(t)}
+        for stage in study.stages
+    }
+    unknown = sorted(key for key in sets if not any(key in names for names in fields.values()))
+    if unknown:
+        raise UsageError(
+            f"--set {', '.join(unknown)}: no stage of {study.folder} has such a field (a field of its training, "
+            "filter or eval configuration, e.g. max_steps or model_name_or_path)"
+        )
+    return {
+        name: {key: value for key, value in sets.items() if key in names}
+        for name, names in fields.items()
+        if any(key in names for key in sets)
+    }
+
+
+def _record_overrides(run: RunLayout, sets: Mapping[str, str], force: bool) -> None:
+    """Record ``sets`` in the run folder; a run made with other ones is a UsageError (its stages would mix them)."""
+    path = run.root / OVERRIDES_FILE
+    recorded = read_json_object(path, "remove it and rerun with --force").get("set") if path.is_file() else None
+    if recorded is None:
+        recorded = {} if any(run.root.iterdir()) else dict(sets)  # a run made before --set had none
+    if not force and recorded != dict(sets):
+        raise UsageError(
+            f"{run.root} was run with --set {recorded or 'none'}, not {dict(sets) or 'none'}: give the same "
+            "overrides to resume it, or --force to start over"
+        )
+    write_atomic(path, json.dumps({"set": dict(sets)}, indent=2) + "\n")
+
+
 @dataclass
 class QuickstartResult:
     """What ran, what was reused, what was skipped, and how long each stage took."""
@@ -137,6 +206,19 @@ def _take_from_hub(stage: Stage, run: RunLayout) -> dict[str, Any]:
     record = {"repo_id": stage.hub.repo_id, "revision": stage.hub.revision}
     write_atomic(folder.hub, json.dumps(record, indent=2) + "\n")
     return record
+
+
+def check_hub_sources(study: Study, hub_stages: Sequence[str]) -> None:
+    """Every stage taken from the Hub exists at its revision (its config fetched into the cache,
+    :func:`~slmsql_hub.refs.check_hub_repo`), checked before the first stage runs: a wrong id or pin is one line
+    now, not when the first stage that loads it starts, minutes or hours in."""
+    from ..refs import check_hub_repo
+
+    for stage in study.stages:
+        if stage.name in hub_stages and stage.hub is not None:
+            config = "config.json" if stage.folder == "base" else "adapter_config.json"
+            what = f"stage '{stage.name}' ({study.folder / 'study.yaml'})"
+            check_hub_repo(stage.hub.repo_id, config, what=what, revision=stage.hub.revision)
 
 
 def _check_source(stage: Stage, run: RunLayout, from_hub: bool) -> None:
@@ -178,17 +260,25 @@ def _check_finished_model(stage: Stage, run: RunLayout, from_hub: bool) -> None:
 
 
 def run_stage(
-    stage: Stage, run: RunLayout, recipes: Path, repo_id: str, *, from_hub: bool = False
+    stage: Stage,
+    run: RunLayout,
+    recipes: Path,
+    repo_id: str,
+    *,
+    from_hub: bool = False,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run one stage into the run folder (its subcommand's library call, or its Hub record), check it wrote its
-    marker and return what the call returned; a UsageError names the stage that failed or wrote no marker."""
+    marker and return what the call returned; a UsageError names the stage that failed or wrote no marker.
+    ``overrides`` (its fields of ``--set``, :func:`stage_overrides`) win over the study's options and the recipe."""
     _check_source(stage, run, from_hub)
     if from_hub:
         logger.info("%s: from the Hub, %s at %s", stage.name, stage.hub.repo_id, stage.hub.revision or "main")
         return _take_from_hub(stage, run)
-    logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id)))
+    argv = [*stage.argv(run.root, recipes, repo_id), *flat_options({f"--{k}": v for k, v in (overrides or {}).items()})]
+    logger.info("%s: slmsql %s", stage.name, " ".join(argv))
     recipe = Path(recipes) / stage.recipe if stage.recipe else None
-    options = stage.options(run, repo_id)
+    options = {**stage.options(run, repo_id), **{f"--{k}": v for k, v in (overrides or {}).items()}}
     try:
         result = _CALLS[stage.command](run, options, recipe)
     except UsageError as err:
@@ -226,6 +316,7 @@ def run_quickstart(
     until: str | None = None,
     force: bool = False,
     on_stage: Callable[[int, int, Stage, str], None] | None = None,
+    sets: Mapping[str, str] | None = None,
 ) -> QuickstartResult:
     """Run (or resume) every stage of the study in ``recipes`` (default ``recipes/world``) into ``out`` (default:
     the study's ``out``); ``force`` deletes it first.
@@ -235,8 +326,10 @@ def run_quickstart(
     ``from_hub``; ``"none"``: train them all). With ``attempt1="auto"`` attempt #1 runs only when ``budget_s``
     leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the
     study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
-    stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``. A
-    failed stage is a UsageError naming it; rerunning resumes from it.
+    stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``.
+    ``sets`` (``--set FIELD=VALUE``) go to every stage whose configuration has the field (:func:`stage_overrides`)
+    and are recorded in the run folder (:data:`OVERRIDES_FILE`). A failed stage is a UsageError naming it;
+    rerunning resumes from it.
     """
     study = load_study(Path(recipes) if recipes is not None else default_recipes_dir())
     attempt1 = attempt1 or study.attempt1
@@ -249,19 +342,25 @@ def run_quickstart(
     last = names.index(until) + 1 if until is not None else len(names)
     repo_id = repo_id or study.repo_id
     out = check_output(out if out is not None else study.out, [study.folder], "--out")
+    overrides = stage_overrides(study, sets or {})
+    check_hub_sources(study, hub_stages)
     with output_lock(out):
-        return _run_stages(study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, force, on_stage)
+        if force and Path(out).exists():
+            shutil.rmtree(out)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        _record_overrides(RunLayout(out), sets or {}, force)
+        return _run_stages(
+            study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, on_stage, overrides
+        )
 
 
 def _run_stages(
     study: Study, run: RunLayout, hub_stages: tuple[str, ...], until: tuple[int, str | None], repo_id: str,
-    budget_s: float, attempt1: str, force: bool, on_stage: Callable[[int, int, Stage, str], None] | None,
+    budget_s: float, attempt1: str, on_stage: Callable[[int, int, Stage, str], None] | None,
+    overrides: Mapping[str, Mapping[str, str]],
 ) -> QuickstartResult:
     """:func:`run_quickstart`'s loop over the stages, under the run folder's lock."""
     (last, until), out = until, run.root
-    if force and out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
     result = QuickstartResult(out=out)
     started = time.monotonic()
     total = len(study.stages)
@@ -292,7 +391,7 @@ def _run_stages(
             continue
         notify(i, stage, "start")
         t0 = time.monotonic()
-        run_stage(stage, run, study.folder, repo_id, from_hub=hub)
+        run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
         result.ran[stage.name] = time.monotonic() - t0
         notify(i, stage, "done")
     result.wall_s = time.monotonic() - started
@@ -368,9 +467,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         metavar="STAGE",
         help="the last stage to run (e.g. sft2 for a world that only feeds `slmsql ablate`); the rest are skipped",
     )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        type=_field_value,
+        metavar="FIELD=VALUE",
+        help="override FIELD in every stage whose configuration has it (repeatable), e.g. --set max_steps=2; "
+        "recorded in the run folder",
+    )
     parser.add_argument("--force", action="store_true", help="delete the run folder and start over")
     parser.set_defaults(run=run)
     return parser
+
+
+def _field_value(text: str) -> tuple[str, str]:
+    """``FIELD=VALUE`` as a pair (an ``argparse`` ``type``: anything else is the parser's one line)."""
+    field_name, equals, value = text.partition("=")
+    if not equals or not field_name.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE (e.g. max_steps=2), got {text!r}")
+    return field_name.strip(), value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -390,6 +507,7 @@ def run(args: argparse.Namespace) -> int:
         until=args.until,
         force=args.force,
         on_stage=progress,
+        sets=dict(args.sets),
     )
     run = RunLayout(result.out)
     out = run.root
@@ -406,7 +524,8 @@ def run(args: argparse.Namespace) -> int:
         f"  evaluation:        {run.eval_results}",
         f"  GRPO telemetry:    {run.grpo.telemetry}",
         f"  filter report:     {run.filter_report}",
-        f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id NAMESPACE/NAME --what all)",
+        f"  dry-run push:      {run.push_dry_run}/  (publish: slmsql push {out} --repo-id "
+        f"{args.repo_id or 'NAMESPACE/NAME'} --what all)",
         f"  open the Space:    python spaces/demo/app.py --run-dir {out}   (then http://127.0.0.1:7860)",
     ]
     return print_result(*lines)

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..recipes import config_to_dict
 from ..run.files import write_atomic
 from ..run.layout import PREDICTIONS_DIR, WORLD_MANIFEST
+from ..runtime import environment
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
     BREAKDOWNS,
@@ -191,6 +192,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     results = {
         "created_at": created_at,
         "slmsql_hub_version": __version__,
+        "environment": environment(),
         "config": _config_record(config),
         **policy_records,
         LIMITS_KEY: limits_record(config.sql_limits()),

@@ -16,6 +16,7 @@ from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import REPORT_FILE, RESULTS_FILE, FilterConfig
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..data.config import BenchmarkEntry
     from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,27 @@ def classify(n_correct: int, n_scorable: int, low: float = 0.2, high: float = 0.
     if pass_rate >= high:
         return ALL_PASS
     return BAND
+
+
+def pool_shortfall(pool: BenchmarkEntry, drawn: int, excluded: int | None) -> str | None:
+    """The line the log and the report carry when the pool (``pool``: its ``NAME:SPLIT:LIMIT`` entry) holds fewer
+    questions than its limit asked; ``None`` when it holds them all (or no limit was set).
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.data.config import BenchmarkEntry
+    >>> pool_shortfall(BenchmarkEntry.parse("synsql:train:1367"), 400, 12)
+    'the pool holds 400 questions, fewer than the 1367 synsql:train:1367 asked (after leaving out 12 SFT training questions)'
+    >>> pool_shortfall(BenchmarkEntry.parse("synsql:train:400"), 400, 0) is None
+    True
+
+    ```
+    """
+    if pool.limit is None or drawn >= pool.limit:
+        return None
+    left_out = f" (after leaving out {excluded} SFT training questions)" if excluded else ""
+    return f"the pool holds {drawn} questions, fewer than the {pool.limit} {pool} asked{left_out}"
 
 
 def summary_line(counts: dict[str, int]) -> str:
@@ -201,7 +223,7 @@ def _report(
     sft: dict | None,
 ) -> dict:
     """``filter_report.json`` but its ``time`` and ``outputs`` sections."""
-    from ..runtime import loaded_revisions
+    from ..runtime import environment, loaded_revisions
 
     by_difficulty: dict[str, Counter] = {}
     for row in ordered:
@@ -215,6 +237,7 @@ def _report(
         "num_samples": config.num_samples,
         "pass_rate_low": config.pass_rate_low,
         "pass_rate_high": config.pass_rate_high,
+        "environment": environment(),
         "class_rules": CLASS_RULES,
         "mean_pass_rate": sum(scored) / len(scored) if scored else None,
         **(sft or {"excluded_sft": None, "sft_overlap": None, "sft_record": None}),
@@ -236,6 +259,7 @@ def _report(
             "limit": config.pool.limit,
             "seed": config.seed,
             "questions": len(ordered),
+            "shortfall": pool_shortfall(config.pool, len(ordered), (sft or {}).get("excluded_sft")),
         },
         "generation": {
             "temperature": config.temperature,

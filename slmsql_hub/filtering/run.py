@@ -15,7 +15,7 @@ from ..data.prompts import build_prompts
 from ..data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from ..errors import UsageError
 from .config import RESULTS_FILE, FilterConfig
-from .report import ALL_FAIL, ALL_PASS, BAND, _finish, classify
+from .report import ALL_FAIL, ALL_PASS, BAND, _finish, classify, pool_shortfall
 from .resume import (
     _adapter_digest,
     _append_rows,
@@ -59,6 +59,9 @@ def _load_pool(config: FilterConfig, record: SFTRecord | None) -> tuple[list[dic
         raise UsageError(f"the pool is empty: {config.pool} under {config.pool_root}{why}")
     if excluded:
         logger.info("left %d SFT training questions out of the pool (%s)", excluded, record.path)
+    shortfall = pool_shortfall(config.pool, len(pool), excluded)
+    if shortfall:
+        logger.warning("%s; filter_report.json says so too (dataset.shortfall)", shortfall)
     return pool, excluded
 
 

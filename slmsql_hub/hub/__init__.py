@@ -12,6 +12,7 @@ from .plan import (
     METRIC_FILES,
     METRIC_SPACE,
     MODEL,
+    NAMED_METRIC_FILES,
     SFT_MODEL,
     TARGETS,
     PushTarget,
@@ -21,7 +22,7 @@ from .plan import (
     plan_push,
     write_dry_run,
 )
-from .publish import PushResult, push, push_training_card, training_card
+from .publish import PushResult, push, push_training_card, space_token_note, training_card
 
 __all__ = [
     "BAND_SHARD",
@@ -32,6 +33,7 @@ __all__ = [
     "METRIC_FILES",
     "METRIC_SPACE",
     "MODEL",
+    "NAMED_METRIC_FILES",
     "SFT_MODEL",
     "TARGETS",
     "PushResult",
@@ -47,6 +49,7 @@ __all__ = [
     "push",
     "push_training_card",
     "repo_url",
+    "space_token_note",
     "training_card",
     "write_dry_run",
 ]

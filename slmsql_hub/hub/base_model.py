@@ -4,11 +4,13 @@ Hub links the two through the card's ``base_model``. A run's adapter names its b
 local folder; :func:`resolve_base` decides, from the card folder alone, which repository the pushed adapter names:
 
 1. the card's ``base_model`` when it has one (``slmsql card`` writes it for a Hub base, or from
-   ``--base-model-id``): nothing else is pushed, and a revision the adapter config pins is kept;
+   ``--base-model-id``): nothing else is pushed, and a revision the adapter config pins is kept, else the commit
+   the run loaded it from (``run_summary.json``'s ``revisions.model_commit``: PEFT saves ``revision: null``, which
+   would load whatever the base's main branch holds later);
 2. else the local base ``slmsql card`` ships in ``card/base/``: it is published as its own model repository
    (``NAMESPACE/NAME-base`` unless ``--base-repo-id`` says otherwise) with a short card rendered from
    ``model_card/base_model_card.md``;
-3. else the name in the adapter config, when it is a Hub id.
+3. else the name in the adapter config, when it is a Hub id (pinned as in 1).
 
 The adapter config and the card are rewritten only in what is uploaded (and in the dry run's folder); the card
 folder on disk is left as ``slmsql card`` wrote it.
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..card.build import BASE_REVISION_KEY
 from ..errors import UsageError
 from ..refs import looks_like_hub_id, repo_id_problem
 from ..render import templates
@@ -68,6 +71,30 @@ def read_adapter_config(card_dir: Path) -> dict[str, Any]:
     return read_json_object(card_dir / ADAPTER_CONFIG, "rerun `slmsql card`")
 
 
+def loaded_commit(folder: Path, repo_id: str) -> str | None:
+    """The commit of the Hub base ``repo_id`` that the run in ``folder`` (a card or stage folder) loaded, from its
+    ``run_summary.json`` (``revisions.model_commit``, recorded by every stage); ``None`` when it names another
+    base or none.
+
+    Example:
+
+    ```python
+    >>> import json, tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> summary = {"base_model": "alice/base", "revisions": {"model_revision": "main", "model_commit": "4f2a"}}
+    >>> _ = (folder / "run_summary.json").write_text(json.dumps(summary))
+    >>> loaded_commit(folder, "alice/base"), loaded_commit(folder, "bob/base")
+    ('4f2a', None)
+
+    ```
+    """
+    summary = _read_json(StageFolder(folder).summary)
+    if summary.get("base_model") != repo_id:
+        return None
+    commit = (summary.get("revisions") or {}).get("model_commit")
+    return commit if isinstance(commit, str) and commit else None
+
+
 def resolve_base(
     card_dir: Path, card: ModelCard, base_repo_id: str, *, revision: str | None = None
 ) -> BaseModel:
@@ -89,18 +116,19 @@ def resolve_base(
     """
     config = read_adapter_config(card_dir)
     recorded = config.get("base_model_name_or_path")
-    pinned = config.get("revision")
     named = card.data.base_model
     if named:
         if not isinstance(named, str):
             raise UsageError(f"{card_dir / 'README.md'}: base_model names several models; an adapter has one")
-        return BaseModel(_hub_id(named, f"{card_dir / 'README.md'} base_model"), pinned)
+        named = _hub_id(named, f"{card_dir / 'README.md'} base_model")
+        return BaseModel(named, config.get("revision") or loaded_commit(card_dir, named))
     local = CardLayout(card_dir).lineage["base"].path
     if (local / "config.json").is_file():
         branch = revision if revision and revision != "main" and not revision.startswith("refs/") else None
         return BaseModel(base_repo_id, branch, local)
     if isinstance(recorded, str) and looks_like_hub_id(recorded):
-        return BaseModel(_hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path"), pinned)
+        recorded = _hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path")
+        return BaseModel(recorded, config.get("revision") or loaded_commit(card_dir, recorded))
     raise UsageError(
         f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {local} does "
         "not ship: rerun `slmsql card` (it copies a local base there), or pass `slmsql card --base-model-id HUB_ID` "
@@ -131,9 +159,44 @@ def adapter_config_for_hub(card_dir: Path, base: BaseModel) -> bytes | None:
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
+def _text(content: Path | bytes) -> str:
+    return content.decode("utf-8") if isinstance(content, bytes) else Path(content).read_text(encoding="utf-8")
+
+
+def pin_adapter_config(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
+    """An ``adapter_config.json`` (a file or its bytes) that names ``repo_id`` pinned to ``commit``; any other
+    content unchanged.
+
+    Example:
+
+    ```python
+    >>> json.loads(pin_adapter_config(b'{"base_model_name_or_path": "a/b", "revision": null}', "a/b", "c0ffee"))
+    {'base_model_name_or_path': 'a/b', 'revision': 'c0ffee'}
+
+    ```
+    """
+    config = json.loads(_text(content))
+    if config.get("base_model_name_or_path") != repo_id or config.get("revision") == commit:
+        return content
+    config["revision"] = commit
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def pin_card(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
+    """An adapter's card (a file or its bytes) whose metadata names ``repo_id`` at ``commit``
+    (:func:`card_for_hub`); a card naming another base unchanged."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(_text(content))
+    if card.data.base_model != repo_id:
+        return content
+    return card_for_hub(card, BaseModel(repo_id, commit)) or content
+
+
 def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
     """The adapter's ``README.md`` bytes to upload, its metadata naming ``base`` with ``base_model_relation:
-    adapter``; ``None`` when it already does (the body is never changed).
+    adapter`` and its pinned revision (:data:`BASE_REVISION_KEY`, left out when unpinned); ``None`` when it
+    already does (the body is never changed).
 
     Example:
 
@@ -151,10 +214,11 @@ def card_for_hub(card: ModelCard, base: BaseModel) -> bytes | None:
 
     ```
     """
-    if card.data.base_model == base.repo_id and card.data.get("base_model_relation") == "adapter":
+    wanted = {"base_model": base.repo_id, "base_model_relation": "adapter", BASE_REVISION_KEY: base.revision}
+    if all(card.data.get(key) == value for key, value in wanted.items()):
         return None
-    card.data.base_model = base.repo_id
-    card.data.base_model_relation = "adapter"
+    for key, value in wanted.items():
+        setattr(card.data, key, value)
     return str(card).encode("utf-8")
 
 

@@ -9,6 +9,7 @@ import datetime
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..run.files import read_json_object, write_atomic
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import model_ref, read_run
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
-from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements
+from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements, wheel_requirement
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,10 @@ METRIC_SPACE = "metric-space"
 
 DEMO_SPACE = "demo-space"
 
+DEMO_DATA = "demo-data"
+"""The plan entry (and dry-run folder) of the run's benchmark databases, a dataset repository pushed with
+``demo-space`` when the run was evaluated on Spider or BIRD (``NAMESPACE/NAME-demo-data``), which the Space reads."""
+
 TARGETS: tuple[str, ...] = (MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
@@ -51,6 +56,9 @@ METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.t
 
 STALE_MODEL_FILES: tuple[str, ...] = ("trl_model_card.md",)
 """Deleted from the model repository on push when present: TRL's draft card, which ours replaces."""
+
+PROJECT_HOME = "https://huggingface.co/slmsql"
+"""pyproject's Homepage, a page no push makes: pushed files name what was pushed instead."""
 
 _CACHE_FOLDERS = (".git", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache")
 
@@ -146,6 +154,7 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
         DATASET: f"{repo_id}-band",
         METRIC_SPACE: f"{namespace}/ex",
         DEMO_SPACE: f"{repo_id}-demo",
+        DEMO_DATA: f"{repo_id}-demo-data",
     }
 
 
@@ -213,7 +222,12 @@ def _card_and_base(run_dir: Path, base_repo_id: str, revision: str | None) -> tu
 
 
 def _model_targets(
-    run_dir: Path, repo_id: str, base_repo_id: str, revision: str | None, band_repo_id: str | None = None
+    run_dir: Path,
+    repo_id: str,
+    base_repo_id: str,
+    revision: str | None,
+    band_repo_id: str | None = None,
+    wheel_space: tuple[str, str] | None = None,
 ) -> list[PushTarget]:
     """The adapter's repository and, when its base is a local folder, the base's (pushed first, and then not
     shipped in the adapter's repository a second time). The card and ``.eval_results`` are rendered again for
@@ -234,6 +248,8 @@ def _model_targets(
         base_model_id=base.repo_id,
         leave_out=leave_out,
         datasets=(band_repo_id,) if band_repo_id else (),
+        install=wheel_space[1] if wheel_space else None,
+        source_url=repo_url("space", wheel_space[0]) if wheel_space else None,
     )
     if rendered is None:
         logger.warning(
@@ -317,6 +333,35 @@ def _space_install(
     return [(f"{WHEEL_FOLDER}/{wheel.name}", wheel), ("requirements.txt", pinned.encode("utf-8"))]
 
 
+NAMED_METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py")
+"""The metric files that name the metric's id, rendered for the Space they are pushed to (:func:`named_metric`)."""
+
+
+def named_metric(text: str, repo_id: str, install: str) -> str:
+    """A metric file's text naming the Space ``repo_id`` it is pushed to instead of ``slmsql/ex``, and installing
+    ``install`` (the wheel's requirement) instead of ``slmsql-hub``, which is on no index; the offline install
+    line, which holds for ``slmsql/ex`` only, goes.
+
+    Example:
+
+    ```python
+    >>> print(named_metric('pip install slmsql-hub\\nevaluate.load("slmsql/ex")  # https://huggingface.co/spaces/slmsql/ex',
+    ...                    "bob/ex", "slmsql-hub @ https://hub/w.whl"))  # doctest: +ELLIPSIS
+    pip install "slmsql-hub @ https://hub/w.whl"
+    evaluate.load("bob/ex")  # https://.../spaces/bob/ex
+
+    ```
+    """
+    from ..metric.install import METRIC_ID
+
+    space = repo_url("space", repo_id)
+    text = text.replace(f"https://huggingface.co/spaces/{METRIC_ID}", space)
+    text = text.replace(PROJECT_HOME, space)
+    text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("slmsql install-metric"))
+    text = text.replace("pip install slmsql-hub", f'pip install "{install}"')
+    return re.sub(rf"(?<![\w/.-]){re.escape(METRIC_ID)}(?![\w/.-])", repo_id, text)
+
+
 def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarget:
     folder = PACKAGE_DIR / "metric"
     missing = [name for name in METRIC_FILES if not (folder / name).is_file()]
@@ -325,7 +370,11 @@ def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarge
             f"the installed slmsql_hub lacks metric files {missing} in {folder}; reinstall the package"
         )
     sdk = _load_card(folder / CARD_README).data.get("sdk", "gradio")
-    files = dict((name, folder / name) for name in METRIC_FILES)
+    files: dict[str, Path | bytes] = dict((name, folder / name) for name in METRIC_FILES)
+    install = wheel_requirement(repo_id, wheel.name, revision=revision)
+    for name in NAMED_METRIC_FILES:
+        text = (folder / name).read_text(encoding="utf-8")
+        files[name] = named_metric(text, repo_id, install).encode("utf-8")
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     return PushTarget(METRIC_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
@@ -365,10 +414,12 @@ def _demo_base(run_dir: Path, base_repo_id: str, revision: str | None) -> Any:
     return BaseModel(base_repo_id)
 
 
-def _demo_target(
+def _demo_targets(
     repo_id: str, demo_dir: Path | None, run_dir: Path, ids: dict[str, str], wheel: Path, revision: str | None
-) -> PushTarget:
-    from .demo import demo_files
+) -> list[PushTarget]:
+    """The demo Space and, before it, the dataset repository of the run's benchmark databases when it has some
+    (:func:`~slmsql_hub.hub.demo.benchmark_files`)."""
+    from .demo import benchmark_files, demo_files
 
     folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
     files = dict(folder_files(folder)) if folder.is_dir() else {}
@@ -383,11 +434,17 @@ def _demo_target(
     sdk = card.data.get("sdk")
     if sdk not in ("gradio", "streamlit", "docker", "static"):
         raise UsageError(f"{readme}: set `sdk:` in its YAML metadata to gradio, streamlit, docker or static")
-    files.update(demo_files(card, run_dir, ids, _demo_base(run_dir, ids[BASE_MODEL], revision), revision))
+    data = benchmark_files(run_dir) if run_dir.is_dir() else {}
+    data_repo = ids[DEMO_DATA] if data else None
+    base = _demo_base(run_dir, ids[BASE_MODEL], revision)
+    files.update(demo_files(card, run_dir, ids, base, revision, benchmark_repo=data_repo))
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     if run_dir.is_dir():  # the run's trained-on databases, so the Space can name a held-out one
         files = dict(with_trained_databases(list(files.items()), read_run(run_dir)))
-    return PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
+    space = PushTarget(DEMO_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
+    if data_repo is None:
+        return [space]
+    return [PushTarget(DEMO_DATA, "dataset", data_repo, tuple(sorted(data.items()))), space]
 
 
 def plan_push(
@@ -441,7 +498,7 @@ def plan_push(
     if not derived and any(explicit.get(name) is None for name in targets):
         check_repo_id(repo_id)  # raises: some target has neither its own id nor one to derive it from
     ids = {}
-    for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET) if needs_models else targets:
+    for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET, DEMO_DATA) if needs_models else targets:
         given = explicit.get(name)
         ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
     if ({MODEL, DATASET} | needs_models) & set(targets) and not run_dir.is_dir():
@@ -449,13 +506,15 @@ def plan_push(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
         )
     built = package_wheel(wheel) if {METRIC_SPACE, DEMO_SPACE} & set(targets) else None
+    space = next((ids[name] for name in (METRIC_SPACE, DEMO_SPACE) if name in targets), None)
+    wheel_space = (space, wheel_requirement(space, built.name, revision=revision)) if space and built else None
     plan = []
     for name in targets:
         if name == MODEL:
             band = (
                 ids[DATASET] if DATASET in targets else None
             )  # the band pushed with it is its training data
-            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band)
+            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band, wheel_space)
         elif name == SFT_MODEL:
             sft = model_ref(RunLayout(run_dir).sft_stage2)
             if sft.hub:  # the study's SFT adapter came from the Hub: the Space and card name it there
@@ -468,7 +527,7 @@ def plan_push(
             plan.append(_metric_target(ids[name], built, revision))
         else:
             demo = Path(demo_dir) if demo_dir is not None else None
-            plan.append(_demo_target(ids[name], demo, run_dir, ids, built, revision))
+            plan += _demo_targets(ids[name], demo, run_dir, ids, built, revision)
     return plan
 
 
@@ -505,7 +564,7 @@ def _prepare_dry_run_dir(out_dir: Path) -> None:
                 f"{out_dir} is not empty and holds no {PLAN_FILE} from an earlier dry run: pass an empty or new "
                 "--dry-run-dir"
             )
-        for name in (*TARGETS, BASE_MODEL):
+        for name in (*TARGETS, BASE_MODEL, DEMO_DATA):
             if (out_dir / name).is_dir():
                 shutil.rmtree(out_dir / name)
         (out_dir / PLAN_FILE).unlink()

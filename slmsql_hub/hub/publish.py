@@ -78,6 +78,7 @@ from .band import BAND_SPLIT, load_band
 from .plan import (
     BASE_MODEL,
     DATASET,
+    DEMO_DATA,
     DEMO_SPACE,
     IGNORE_PATTERNS,
     METRIC_SPACE,
@@ -116,6 +117,7 @@ class PushResult:
     commit_url: str | None
     commit_oid: str | None
     pr_url: str | None = None
+    private: bool | None = None
 
 
 def _one_line(err: Exception, limit: int = 300) -> str:
@@ -289,13 +291,13 @@ def push(
         return []
     api, user = _hub_api(token)
     logger.info("pushing as %s to %s", user, api.endpoint)
-    results = []
+    results: list[PushResult] = []
     for target in targets:
         try:
             results.append(
                 _push_one(
                     api,
-                    target,
+                    _pinned(api, target, results, create_pr),
                     private=private,
                     revision=revision,
                     create_pr=create_pr,
@@ -310,6 +312,52 @@ def push(
         except httpx2.TransportError as err:
             raise InfrastructureError(_failed_midway(api, target, results, err)) from err
     return results
+
+
+def _pinned(api: HfApi, target: PushTarget, done: Sequence[PushResult], create_pr: bool) -> PushTarget:
+    """``target`` naming what it loads by commit: an adapter the base pushed before it (its commit), the demo
+    Space every model it loads (:func:`~slmsql_hub.hub.demo.pin_space_config` asks the Hub). A pull request's
+    commits are not on the branch yet: nothing is pinned then."""
+    from . import base_model as bm
+    from .demo import SPACE_CONFIG, pin_space_config
+
+    if create_pr:
+        return target
+    files = dict(target.files)
+    base = next((r for r in done if r.what == BASE_MODEL and r.commit_oid), None)
+    if target.what in (MODEL, SFT_MODEL) and base is not None and bm.ADAPTER_CONFIG in files:
+        files[bm.ADAPTER_CONFIG] = bm.pin_adapter_config(files[bm.ADAPTER_CONFIG], base.repo_id, base.commit_oid)
+        if CARD_README in files:
+            files[CARD_README] = bm.pin_card(files[CARD_README], base.repo_id, base.commit_oid)
+    if target.what == DEMO_SPACE and SPACE_CONFIG in files:
+        files[SPACE_CONFIG] = pin_space_config(files[SPACE_CONFIG], api)
+    return dataclasses.replace(target, files=tuple(sorted(files.items())))
+
+
+def space_token_note(results: Sequence[PushResult]) -> str | None:
+    """What a pushed demo Space needs when a model it loads is private (an ``HF_TOKEN`` secret); ``None`` when
+    nothing is.
+
+    Example:
+
+    ```python
+    >>> model = PushResult("model", "model", "alice/x", "u", None, None, private=True)
+    >>> space = PushResult("demo-space", "space", "alice/x-demo", "u", None, None, private=False)
+    >>> print(space_token_note([model, space]))
+    the Space alice/x-demo loads the private alice/x: add an HF_TOKEN secret (a read token) in its settings, or make them public
+    >>> space_token_note([space]) is None
+    True
+
+    ```
+    """
+    spaces = [r.repo_id for r in results if r.what == DEMO_SPACE]
+    hidden = [r.repo_id for r in results if (r.repo_type == "model" or r.what == DEMO_DATA) and r.private]
+    if not spaces or not hidden:
+        return None
+    return (
+        f"the Space {', '.join(spaces)} loads the private {', '.join(hidden)}: add an HF_TOKEN secret (a read "
+        "token) in its settings, or make them public"
+    )
 
 
 def _failed_midway(api: HfApi, target: PushTarget, done: list[PushResult], err: Exception) -> str:
@@ -360,13 +408,15 @@ def _push_one(
                 BASE_MODEL: "Base model of a GRPO adapter, from slmsql-hub",
                 METRIC_SPACE: "slmsql ex metric: script, card, Gradio app and the slmsql-hub wheel",
                 DEMO_SPACE: "slmsql-hub demo Space: app, its configuration, databases and the slmsql-hub wheel",
+                DEMO_DATA: "The databases of the run's evaluated questions and example questions, for its demo Space",
             }[target.what]
         )
         commit = _upload(api, target, target.files, revision=revision, create_pr=create_pr, message=message)
         pr_url = commit.pr_url
     logger.info("pushed %s to %s (commit %s)", target.what, url, commit.oid)
+    visible = existing.private if existing.private is not None else private
     return PushResult(
-        target.what, target.repo_type, target.repo_id, url, commit.commit_url, commit.oid, pr_url
+        target.what, target.repo_type, target.repo_id, url, commit.commit_url, commit.oid, pr_url, visible
     )
 
 

@@ -122,6 +122,23 @@ def package_wheel(given: str | os.PathLike | None = None) -> Path:
     return target
 
 
+def wheel_requirement(
+    space_id: str, wheel_name: str, *, revision: str | None = None, endpoint: str | None = None
+) -> str:
+    """The requirement that installs the wheel pushed into the Space ``space_id`` (what ``pip install`` takes).
+
+    Example:
+
+    ```python
+    >>> wheel_requirement("alice/ex", "slmsql_hub-0.1.0-py3-none-any.whl", endpoint="https://huggingface.co")
+    'slmsql-hub @ https://huggingface.co/spaces/alice/ex/resolve/main/wheels/slmsql_hub-0.1.0-py3-none-any.whl'
+
+    ```
+    """
+    quoted = urllib.parse.quote(revision or "main", safe="")
+    return f"{PACKAGE_NAME} @ {repo_url('space', space_id, endpoint)}/resolve/{quoted}/{WHEEL_FOLDER}/{wheel_name}"
+
+
 def pinned_requirements(
     text: str, space_id: str, wheel_name: str, *, revision: str | None = None, endpoint: str | None = None
 ) -> str:
@@ -138,9 +155,7 @@ def pinned_requirements(
 
     ```
     """
-    quoted = urllib.parse.quote(revision or "main", safe="")
-    url = f"{repo_url('space', space_id, endpoint)}/resolve/{quoted}/{WHEEL_FOLDER}/{wheel_name}"
-    pin = f"{PACKAGE_NAME} @ {url}"
+    pin = wheel_requirement(space_id, wheel_name, revision=revision, endpoint=endpoint)
     lines, pinned = [], False
     for line in text.splitlines():
         if _requirement_name(line) == PACKAGE_NAME:

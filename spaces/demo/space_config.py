@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slmsql_hub.errors import UsageError
+from slmsql_hub.hub.demo import BENCHMARK_DATA, MODEL_ENTRIES
 from slmsql_hub.run.files import read_json_object
 
 logger = logging.getLogger(__name__)
@@ -20,10 +21,10 @@ CONFIG_FILE = "space_config.json"
 
 _HERE = Path(__file__).resolve().parent
 
-_MODELS = ("base_model", "sft_adapter", "grpo_adapter")
+_MODELS = MODEL_ENTRIES
 
 
-def _model_ref(name: str, entry: Any, where: Path) -> str:
+def model_ref_path(name: str, entry: Any, where: Path) -> str:
     """A repository id at its default branch as is; at another revision, the snapshot of that revision."""
     if isinstance(entry, str):
         return entry
@@ -63,7 +64,14 @@ def config_settings(folder: str | Path | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name in _MODELS:
         if config.get(name):
-            values[name] = _model_ref(name, config[name], path)
+            values[name] = model_ref_path(name, config[name], path)
+    data = config.get(BENCHMARK_DATA)
+    if isinstance(data, dict) and data.get("repo_id"):  # the run's benchmark databases, at their pinned commit
+        from huggingface_hub import snapshot_download
+
+        values["spider_dir"] = snapshot_download(
+            data["repo_id"], repo_type=data.get("repo_type", "dataset"), revision=data.get("revision")
+        )
     if config.get("world_dir"):
         values["world_dir"] = str(root / config["world_dir"])
     if config.get("example_split"):

@@ -282,17 +282,47 @@ def load_space_data(settings: SpaceSettings) -> SpaceData:
     return data
 
 
+_SNAPSHOT = re.compile(r"(?:models|datasets|spaces)--([^/\\]+)--([^/\\]+)[/\\]snapshots[/\\]([0-9a-f]{40})")
+
+
+def hub_name(ref: str) -> str:
+    """A model as the page names it: a Hub snapshot folder (a pinned revision) as ``owner/name@commit``, else as
+    it is.
+
+    Example:
+
+    ```python
+    >>> hub_name("/home/u/.cache/huggingface/hub/models--alice--tiny-sft/snapshots/" + "a" * 40)
+    'alice/tiny-sft@aaaaaaaaaaaa'
+    >>> hub_name("alice/tiny-sft")
+    'alice/tiny-sft'
+
+    ```
+    """
+    match = _SNAPSHOT.search(str(ref))
+    return f"{match.group(1)}/{match.group(2)}@{match.group(3)[:12]}" if match else str(ref)
+
+
+def _pinned_ref(ref: Any, record: Path) -> str:
+    """A run's stage (:class:`~slmsql_hub.run.read.ModelRef`) as the Space loads it: a folder or Hub id at its
+    default branch as it is, a Hub id at a pinned revision as the snapshot of that revision."""
+    from space_config import model_ref_path
+
+    return model_ref_path("base_model", ref.as_record(), record) if ref.hub else ref.name
+
+
 def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceData) -> Path | None:
     """The base once and both adapters into ``data.policies`` (all or none); returns the GRPO adapter's folder."""
     from slmsql_hub.evaluation import resolve_prompt_config
     from slmsql_hub.run.read import model_ref
 
     problems = data.problems
-    # A run's base and SFT adapter are its folders, or the Hub repos their hub.json names (a study's Hub stages).
+    # A run's base and SFT adapter are its folders, or the Hub repos their hub.json names (a study's Hub stages),
+    # at the revision it pins (a snapshot of it: space_config's rule).
     base_ref = model_ref(run.base) if run else None
-    base = settings.base_model or (base_ref.name if base_ref else None)
+    base = settings.base_model or (_pinned_ref(base_ref, run.base.hub) if base_ref else None)
     refs = {
-        "sft": settings.sft_adapter or (model_ref(run.sft_stage2).name if run else None),
+        "sft": settings.sft_adapter or (_pinned_ref(model_ref(run.sft_stage2), run.sft_stage2.hub) if run else None),
         "grpo": settings.grpo_adapter or (str(run.grpo.path) if run else None),
     }
     folders: dict[str, Path] = {}
@@ -319,16 +349,47 @@ def _load_policies(settings: SpaceSettings, run: RunLayout | None, data: SpaceDa
             data.policies[name] = PolicySpec(
                 name, str(folders[name]), str(refs[name]), resolve_prompt_config(folders[name])
             )
-        data.sources["base model"] = base
-        data.sources.update({f"{POLICY_LABELS[n]} adapter": str(refs[n]) for n in POLICY_NAMES})
+        data.sources["base model"] = hub_name(base)
+        data.sources.update({f"{POLICY_LABELS[n]} adapter": hub_name(str(refs[n])) for n in POLICY_NAMES})
     return folders.get("grpo")
 
 
+def _run_benchmarks(settings: SpaceSettings, run: RunLayout, problems: list[str]) -> str | None:
+    """A run's own benchmark databases and its SFT/GRPO disagreements as a Spider-layout folder in the cache (what
+    ``slmsql push`` ships in the demo's dataset repository, :func:`slmsql_hub.hub.demo.benchmark_files`); ``None``
+    when the run evaluated only the world."""
+    import hashlib
+    import shutil
+
+    from slmsql_hub.hub.demo import benchmark_files
+    from slmsql_hub.hub.plan import stage_files
+
+    try:
+        files = benchmark_files(run.root)
+    except UsageError as err:
+        problems.append(f"the run's benchmark databases: {err}")
+        return None
+    if not files:
+        return None
+    cache = Path(settings.cache_dir or Path.home() / ".cache" / "slmsql-hub").expanduser()
+    folder = cache / f"benchmarks-{hashlib.sha256(str(run.root.resolve()).encode()).hexdigest()[:12]}"
+    shutil.rmtree(folder, ignore_errors=True)
+    stage_files(files.items(), folder, link=True, desc="the run's benchmark databases")
+    return str(folder)
+
+
 def _load_databases(settings: SpaceSettings, run: RunLayout, run_exists: bool, data: SpaceData) -> None:
-    """The world's databases and example questions (built at startup for Hub models without one), and Spider's."""
+    """The world's databases and example questions (built at startup for Hub models without one, unless the Space
+    has benchmark databases), and Spider's: ``spider_dir``, else the run's own (:func:`_run_benchmarks`)."""
     problems = data.problems
+    spider_dir = settings.spider_dir or (_run_benchmarks(settings, run, problems) if run_exists else None)
     world = Path(settings.world_dir).expanduser() if settings.world_dir else run.world
-    if not (world / WORLD_MANIFEST).is_file() and settings.world_dir is None and settings.hub_models:
+    if (
+        not (world / WORLD_MANIFEST).is_file()
+        and settings.world_dir is None
+        and settings.hub_models
+        and not spider_dir
+    ):
         try:
             world = _build_world(settings)
         except (UsageError, OSError) as err:  # an unwritable cache, a folder holding something else
@@ -340,10 +401,10 @@ def _load_databases(settings: SpaceSettings, run: RunLayout, run_exists: bool, d
         data.databases.update((db.key, db) for db in databases)
         data.examples.update(examples)
         data.sources["world"] = str(world)
-    elif run_exists or settings.world_dir:
+    elif settings.world_dir or (run_exists and not spider_dir):
         problems.append(f"no embedded world at {world}: build it with `slmsql world build --out {world}`")
-    if settings.spider_dir:
-        spider = Path(settings.spider_dir).expanduser()
+    if spider_dir:
+        spider = Path(spider_dir).expanduser()
         if spider.is_dir():
             databases, examples = _spider_databases(spider, problems)
             data.databases.update((db.key, db) for db in databases)
