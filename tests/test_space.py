@@ -645,6 +645,37 @@ def test_ablations_tab_prefers_the_report_the_card_ships(tmp_path):
     assert "The study the card shipped." in shown
 
 
+def test_diagnosis_tab_shows_the_shipped_section_and_plot_only_when_the_card_folder_has_one(tmp_path):
+    from _diagnosis_report import EXPECTED, write_diagnosis
+    from huggingface_hub.utils import filter_repo_objects
+
+    run = tmp_path / "run"
+    (run / "card").mkdir(parents=True)
+    (run / "card" / "README.md").write_text("# card\n")
+
+    def tabs_and_values() -> tuple[list[str], list]:
+        with ComparisonSpace(SpaceSettings(run_dir=str(run))) as space:
+            demo = demo_app.build_demo(space)
+        labels = [block.label for block in demo.blocks.values() if type(block).__name__ == "Tab"]
+        return labels, component_values(demo)
+
+    labels, _ = tabs_and_values()
+    assert "Ablations" in labels and "Diagnosis" not in labels  # no diagnosis: no tab
+    report = write_diagnosis(run / "card" / "diagnosis")
+    labels, values = tabs_and_values()
+    assert "Diagnosis" in labels
+    [shown] = [v for v in values if isinstance(v, str) and "pass@K (ceiling)" in v]
+    for name, (n, greedy, passk, maj, all_fail) in EXPECTED.items():
+        assert f"| {name} | {n} | {greedy} | {passk} | {maj} | {all_fail} |" in shown
+    assert report["prediction"]["sentence"] in shown and "![" not in shown
+    assert any(isinstance(v, dict) and v.get("path", "").endswith("diagnosis.png") for v in values)
+    fetched = filter_repo_objects(  # what the Space downloads of a Hub GRPO repo holds what the tab reads
+        [p.relative_to(run / "card").as_posix() for p in (run / "card").rglob("*") if p.is_file()],
+        allow_patterns=space_data._HUB_PATTERNS,
+    )
+    assert {"diagnosis/report.json", "diagnosis/diagnosis.png"} <= set(fetched)
+
+
 def test_about_tab_renders_its_template_with_the_card_summary_sources_and_api(tmp_path):
     with ComparisonSpace(SpaceSettings(run_dir=str(tmp_path / "no-run"))) as space:
         space.data.card_text = "# Card\n\n> **TL;DR — GRPO did not move EX.** More.\n"

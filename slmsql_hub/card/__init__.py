@@ -1,6 +1,7 @@
 """The model card (``slmsql card``): :mod:`~slmsql_hub.card.context` turns a run's files into the numbers the
-template shows, :mod:`~slmsql_hub.card.build` renders the card and assembles the model repo folder, and
-:mod:`~slmsql_hub.card.ablations` adds the ablation study's section. ``slmsql_hub.card`` is the one import."""
+template shows, :mod:`~slmsql_hub.card.build` renders the card and assembles the model repo folder,
+:mod:`~slmsql_hub.card.ablations` adds the ablation study's section and :mod:`~slmsql_hub.card.diagnosis` the
+diagnosis's. ``slmsql_hub.card`` is the one import."""
 
 from ..run.read import Run, load_run
 from .build import (

@@ -27,6 +27,7 @@ from ..run.guard import atomic_folder, check_output
 from ..run.layout import (
     ABLATIONS_DIR,
     CARD_README,
+    DIAGNOSIS_DIR,
     RUN_SUMMARY,
     STAGE_CONFIG,
     TELEMETRY,
@@ -49,6 +50,7 @@ from .context import (
     training_context,
     training_scope,
 )
+from .diagnosis import diagnosis_section, find_diagnosis, ship_diagnosis
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import ModelCard, ModelCardData
@@ -110,7 +112,7 @@ _CARD_ENTRIES = frozenset(
     }
     | set(ADAPTER_FILES)
     | set(RUN_FILES)
-    | {ABLATIONS_DIR, CARD_OPTIONS_FILE}
+    | {ABLATIONS_DIR, DIAGNOSIS_DIR, CARD_OPTIONS_FILE}
 )
 
 
@@ -428,6 +430,7 @@ def card_context(
         "eval_created_at": run.eval_results.get("created_at"),
         "slmsql_hub_version": run.eval_results.get("slmsql_hub_version"),
         "ablations": _ablations(run),
+        "diagnosis": diagnosis_section(found) if (found := find_diagnosis(run.root)) else None,
         "plant_statement": _plant_statement(run),
     }
 
@@ -583,6 +586,8 @@ def _assemble(
     # the ablation study's report, and the transfer report that covers the run, ship with the model repo
     transfer = find_transfer(run.root)
     ship_reports(run.ablations or world_report(transfer), transfer, card.root)
+    if (diagnosis := find_diagnosis(run.root)) is not None:  # `slmsql diagnose`'s report ships too
+        ship_diagnosis(diagnosis, card.root)
     base = _base_info(run, options)
     if base["ships"]:
         _copy_files(base["local"], BASE_FILES, card.lineage["base"].path)

@@ -10,6 +10,7 @@
     filter/           filter_report.json, filter_config.json, results.jsonl, band/ (slmsql filter)
     grpo/ grpo_attempt1/      adapter, run_summary.json, config.yaml, telemetry.jsonl      (slmsql train grpo)
     eval/             eval_results.json, predictions/<benchmark>.jsonl            (slmsql eval)
+    diagnosis/        report.json, report.md, diagnosis.png, questions/           (slmsql diagnose)
     card/             the model repo's folder (slmsql card), see :class:`CardLayout`
     push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
 
@@ -51,6 +52,7 @@ ABLATIONS_DIR = "ablations"  # the study beside a run (`make ablations`), and in
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FOREST_PLOT = "plots/forest.png"
+DIAGNOSIS_DIR = "diagnosis"  # `slmsql diagnose`'s report in a run, and inside its card folder
 
 SHIPPED_ATTEMPT = "grpo"  # the GRPO folder whose adapter the card ships (attempt #2, on the pass-rate band)
 ATTEMPT_FOLDERS: dict[str, int] = {"grpo_attempt1": 1, SHIPPED_ATTEMPT: 2}  # folder -> attempt number
@@ -150,6 +152,11 @@ class _Folder:
         return self.eval / PREDICTIONS_DIR / f"{benchmark}.jsonl"
 
     @property
+    def diagnosis(self) -> Path:
+        """``diagnosis/``: ``slmsql diagnose``'s report (``report.json``, ``report.md``, the plot, ``questions/``)."""
+        return self.root / DIAGNOSIS_DIR
+
+    @property
     def grpo_attempt1(self) -> StageFolder:
         """GRPO attempt #1 (unfiltered data, the mechanism's control)."""
         return StageFolder(self.root / "grpo_attempt1")
@@ -244,7 +251,8 @@ class RunLayout(_Folder):
         ```
         """
         stages = [self.world, self.base.path, self.sft_stage1.path.parent, self.filter, self.eval]
-        return stages + [folder.path for folder in self.attempts.values()] + [self.root / ABLATIONS_DIR]
+        studies = [self.root / ABLATIONS_DIR, self.diagnosis]
+        return stages + [folder.path for folder in self.attempts.values()] + studies
 
     @property
     def push_plan(self) -> Path:

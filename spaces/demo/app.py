@@ -11,7 +11,7 @@ or on Hub models, as the real Space does (see README.md for every variable)::
 
 The port is ``--port``, else ``GRADIO_SERVER_PORT``, else 7860. Tabs: Compare (:mod:`space_compare`: both adapters
 answer one question, each answer runs in the sandbox and is judged against the gold; the ``/compare`` endpoint),
-Telemetry, Evaluation, Ablations and About (``about.md``). Importing this module starts nothing: :func:`build_demo` builds the page,
+Telemetry, Evaluation, Ablations, Diagnosis (:mod:`space_diagnosis`, when the run has one) and About (``about.md``). Importing this module starts nothing: :func:`build_demo` builds the page,
 :func:`main` loads everything and launches.
 """
 
@@ -47,6 +47,7 @@ from space_backend import (  # noqa: E402 - after the path fix above
 )
 from space_compare import COMPARE_API_DESCRIPTION, compare_tab, ui_errors, wire_compare  # noqa: E402
 from space_config import config_settings  # noqa: E402
+from space_diagnosis import diagnosis_tab  # noqa: E402
 from space_views import SPACE_CSS, markdown_table, problems_markdown  # noqa: E402
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
@@ -242,6 +243,9 @@ def build_demo(space: ComparisonSpace | None = None) -> gr.Blocks:
                 _evaluation_tab(space)
             with gr.Tab("Ablations", id="ablations"):
                 _ablations_tab(space)
+            if space.data.diagnosis is not None:
+                with gr.Tab("Diagnosis", id="diagnosis"):
+                    diagnosis_tab(space.data.diagnosis)
             with gr.Tab("About", id="about"):
                 _about_tab(space)
         wire_compare(space, compare)

@@ -17,15 +17,17 @@ from typing import Any
 from space_settings import SpaceSettings
 
 from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
+from slmsql_hub.card.diagnosis import find_diagnosis
 from slmsql_hub.data.trained_databases import (
     TRAINED_DATABASES_FILE,
     read_trained_databases,
     trained_databases,
 )
+from slmsql_hub.diagnosis.run import PLOT_FILE, REPORT_FILE
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.files import read_json_object
 from slmsql_hub.run.layout import ABLATIONS_DIR as CARD_FOLDER
-from slmsql_hub.run.layout import WORLD_MANIFEST, CardLayout, RunLayout
+from slmsql_hub.run.layout import DIAGNOSIS_DIR, WORLD_MANIFEST, CardLayout, RunLayout
 from slmsql_hub.run.read import Run, read_run
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ _HUB_PATTERNS = [
     f"{CARD_FOLDER}/{REPORT_MD}",
     f"{CARD_FOLDER}/{REPORT_JSON}",
     f"{CARD_FOLDER}/{FOREST_PLOT}",
+    *(f"{DIAGNOSIS_DIR}/{name}" for name in (REPORT_FILE, PLOT_FILE)),
 ]
 _MISSING_RUN_HINT = (
     "run `make quickstart` (it writes outputs/quickstart), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
@@ -109,9 +112,9 @@ class SpaceData:
 
     ``base_model`` ``None`` and ``policies`` empty when unavailable; ``eval_dir`` holds ``eval_results.json``;
     ``attempts`` are telemetry records per attempt label (attempt #1 first), ``adapter_updates`` each attempt's
-    ``adapter_update``; ``ablations`` the study's report folder; ``trained`` the databases each adapter trained
-    on (``None`` when the run does not record them); ``problems`` one sentence per missing piece, with its fix;
-    ``sources`` what was loaded from where.
+    ``adapter_update``; ``ablations`` the study's report folder, ``diagnosis`` ``slmsql diagnose``'s; ``trained``
+    the databases each adapter trained on (``None`` when the run does not record them); ``problems`` one sentence
+    per missing piece, with its fix; ``sources`` what was loaded from where.
     """
 
     databases: dict[str, Database] = field(default_factory=dict)
@@ -124,6 +127,7 @@ class SpaceData:
     adapter_updates: dict[str, dict] = field(default_factory=dict)
     card_text: str | None = None
     ablations: Path | None = None
+    diagnosis: Path | None = None
     trained: dict[str, list[str]] | None = None
     max_new_tokens: int = 256
     problems: list[str] = field(default_factory=list)
@@ -436,6 +440,7 @@ def _load_run_files(roots: list[Path], grpo_folder: Path | None, data: SpaceData
         data.sources["model card"] = str(carded.layout.card_readme)
     shipped_first = sorted(runs, key=lambda run: not isinstance(run.layout, CardLayout))
     data.ablations = next((run.ablations for run in shipped_first if run.ablations is not None), None)
+    data.diagnosis = next(filter(None, (find_diagnosis(run.root) for run in shipped_first)), None)
     _load_trained(runs, data)
 
 
