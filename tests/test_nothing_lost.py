@@ -260,6 +260,49 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path, capsys):
         first.wait()
 
 
+def test_two_cards_at_once_into_one_folder_one_completes_and_the_other_is_refused(tmp_path):
+    argv, _ = _card(tmp_path)
+    out = tmp_path / "card"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [
+        subprocess.Popen([sys.executable, "-m", "slmsql_hub", *argv(out)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    done = sorted((proc.wait(timeout=300), proc.stdout.read(), proc.stderr.read()) for proc in runs)
+    (ok, stdout, _), (refused, _, err) = done
+    assert (ok, refused) == (0, 2), done
+    errors = [line for line in err.splitlines() if line.startswith("slmsql card: error: ")]
+    assert errors == [err.strip().splitlines()[-1]] and "Traceback" not in err
+    assert "being written by pid" in errors[0] or "holds a finished card" in errors[0]
+    assert len(_hashes(out)) == json.loads(stdout)["files"] and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["card", "ex", "train grpo"])
+def test_an_output_finished_while_waiting_for_its_lock_is_not_replaced(command, tmp_path, capsys, monkeypatch):
+    """The finished check runs under the lock: a writer that finished just before this one took the lock is
+    refused too, not replaced (a check before the lock would let it through)."""
+    root = tmp_path / "in"
+    root.mkdir()
+    argv, _ = CASES[command](root)
+    out = tmp_path / ("verdicts.jsonl" if command == "ex" else "out")
+    acquire, theirs = guard._acquire, {}
+
+    def another_writer_finishes_first(output, lock):
+        if command == "ex":
+            out.write_text("theirs\n")
+        else:
+            _folder(out, "README.md" if command == "card" else "adapter_model.safetensors")
+            (out / "run_summary.json").write_text("{}")
+        theirs.update(_hashes(tmp_path))
+        return acquire(output, lock)
+
+    monkeypatch.setattr(guard, "_acquire", another_writer_finishes_first)
+    assert cli.main(argv(out)) == 2
+    assert "holds a finished" in capsys.readouterr().err
+    assert theirs and _hashes(tmp_path) == theirs
+
+
 def test_a_stale_lock_is_taken_over_and_another_hosts_never(tmp_path, caplog):
     out = tmp_path / "filter"
     lock = guard.lock_path(out)
