@@ -618,6 +618,18 @@ def test_an_interrupted_push_of_all_resumes_with_the_targets_it_had_not_pushed(s
     assert json.loads(server.files("model", "alice/resume")["run_summary.json"])["note"] == "retrained"
 
 
+def test_a_garbled_push_progress_file_is_one_line_before_any_network_call(server, run_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "push_progress.json").write_text('{"pushed": {"model', encoding="utf-8")  # cut short by hand
+    before = len(server.state.requests)
+    done = push(server, run, tmp_path / "home", "--what", "model")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("slmsql push: error: ")]
+    assert done.returncode == 2 and errors == [done.stderr.strip().splitlines()[-1]] and "Traceback" not in done.stderr
+    assert "push_progress.json is not valid JSON" in errors[0] and "to push every target again" in errors[0]
+    assert len(server.state.requests) == before
+
+
 def _without_readme(files: dict[str, bytes]) -> dict[str, bytes]:
     return {k: v for k, v in files.items() if k not in ("README.md", ".gitattributes")}
 
