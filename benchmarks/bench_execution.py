@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--longtail-questions", type=int, default=48, help="questions of the long-tail load, timed with (a) "
         "and (b) in the same run (default 48; 0: skip it)")  # fmt: skip
     add("--runaway-questions", type=int, default=40, help="questions of the runaway load (the default load's "
-        f"shape with {RUNAWAY_SHARE:.0%} of the distinct statements runaways), timed with (a) and (b) in the "
+        f"shape with {RUNAWAY_SHARE:.0%}% of the distinct statements runaways), timed with (a) and (b) in the "
         "same run (default 40; 0: skip it)")  # fmt: skip
     add("--json", metavar="OUT", default=None, help="write every number to this JSON file")
     return parser

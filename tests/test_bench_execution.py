@@ -303,3 +303,9 @@ def test_memory_measure_sees_two_results_just_under_the_byte_budget(measures, tm
     memory = measures.measure_result_memory(tmp_path)
     assert 0.95 * memory["budget_mb"] < memory["result_mb"] <= memory["budget_mb"]
     assert memory["two_at_once_mb"] > memory["result_mb"]  # the two results themselves are held
+
+
+def test_help_prints_every_option(bench, capsys):
+    with pytest.raises(SystemExit) as done:
+        bench.main(["--help"])
+    assert done.value.code == 0 and "5% of the distinct statements runaways" in capsys.readouterr().out

@@ -595,6 +595,47 @@ def test_a_server_error_midway_names_what_was_pushed_and_a_rerun_finishes(server
     }
 
 
+def test_an_interrupted_push_of_all_resumes_with_the_targets_it_had_not_pushed(server, run_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    env = client_env(server.endpoint, tmp_path / "home")
+    args = ["push", str(run), "--repo-id", "alice/resume", "--what", "all", "--demo-dir", str(run / "demo")]
+    last = _push_failing_midway(server, args, env, "alice/resume-band")  # model and sft-model land first
+    assert "failed while pushing dataset to alice/resume-band" in last
+    progress = json.loads((run / "push_progress.json").read_text())["pushed"]
+    assert sorted(progress) == ["model model/alice/resume", "sft-model model/alice/resume-sft"]
+
+    before = len(server.state.requests)
+    again = slmsql(args, env)
+    assert again.returncode == 0, again.stderr
+    sent = [path for method, path in server.state.requests[before:] if method == "POST"]
+    for done in ("alice/resume", "alice/resume-sft"):  # neither pushed again: no repo call, no upload, no commit
+        assert not [p for p in sent if f"/models/{done}/" in p or p.endswith(f"/models/{done}")], sent
+    assert "model -> " in again.stdout and again.stdout.count("not sent again") == 2
+    for repo_type, repo_id in (("dataset", "alice/resume-band"), ("space", "alice/ex"), ("space", "alice/resume-demo")):
+        assert server.files(repo_type, repo_id), repo_id
+    assert "adapter_model.safetensors" in server.files("model", "alice/resume")
+    assert not (run / "push_progress.json").exists()  # a finished push leaves no progress behind
+
+    changed = json.loads((run / "card" / "run_summary.json").read_text()) | {"note": "retrained"}
+    (run / "card" / "run_summary.json").write_text(json.dumps(changed))
+    (run / "push_progress.json").write_text(json.dumps({"pushed": progress}))  # as if interrupted again
+    assert slmsql([*args[:-4], "--what", "model"], env).returncode == 0
+    assert json.loads(server.files("model", "alice/resume")["run_summary.json"])["note"] == "retrained"
+
+
+def test_a_garbled_push_progress_file_is_one_line_before_any_network_call(server, run_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "push_progress.json").write_text('{"pushed": {"model', encoding="utf-8")  # cut short by hand
+    before = len(server.state.requests)
+    done = push(server, run, tmp_path / "home", "--what", "model")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("slmsql push: error: ")]
+    assert done.returncode == 2 and errors == [done.stderr.strip().splitlines()[-1]] and "Traceback" not in done.stderr
+    assert "push_progress.json is not valid JSON" in errors[0] and "to push every target again" in errors[0]
+    assert len(server.state.requests) == before
+
+
 def _without_readme(files: dict[str, bytes]) -> dict[str, bytes]:
     return {k: v for k, v in files.items() if k not in ("README.md", ".gitattributes")}
 

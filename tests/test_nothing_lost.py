@@ -260,6 +260,49 @@ def test_a_second_writer_is_refused_naming_the_first(tmp_path, capsys):
         first.wait()
 
 
+def test_two_cards_at_once_into_one_folder_one_completes_and_the_other_is_refused(tmp_path):
+    argv, _ = _card(tmp_path)
+    out = tmp_path / "card"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [
+        subprocess.Popen([sys.executable, "-m", "slmsql_hub", *argv(out)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    done = sorted((proc.wait(timeout=300), proc.stdout.read(), proc.stderr.read()) for proc in runs)
+    (ok, stdout, _), (refused, _, err) = done
+    assert (ok, refused) == (0, 2), done
+    errors = [line for line in err.splitlines() if line.startswith("slmsql card: error: ")]
+    assert errors == [err.strip().splitlines()[-1]] and "Traceback" not in err
+    assert "being written by pid" in errors[0] or "holds a finished card" in errors[0]
+    assert len(_hashes(out)) == json.loads(stdout)["files"] and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["card", "ex", "train grpo"])
+def test_an_output_finished_while_waiting_for_its_lock_is_not_replaced(command, tmp_path, capsys, monkeypatch):
+    """The finished check runs under the lock: a writer that finished just before this one took the lock is
+    refused too, not replaced (a check before the lock would let it through)."""
+    root = tmp_path / "in"
+    root.mkdir()
+    argv, _ = CASES[command](root)
+    out = tmp_path / ("verdicts.jsonl" if command == "ex" else "out")
+    acquire, theirs = guard._acquire, {}
+
+    def another_writer_finishes_first(output, lock):
+        if command == "ex":
+            out.write_text("theirs\n")
+        else:
+            _folder(out, "README.md" if command == "card" else "adapter_model.safetensors")
+            (out / "run_summary.json").write_text("{}")
+        theirs.update(_hashes(tmp_path))
+        return acquire(output, lock)
+
+    monkeypatch.setattr(guard, "_acquire", another_writer_finishes_first)
+    assert cli.main(argv(out)) == 2
+    assert "holds a finished" in capsys.readouterr().err
+    assert theirs and _hashes(tmp_path) == theirs
+
+
 def test_a_stale_lock_is_taken_over_and_another_hosts_never(tmp_path, caplog):
     out = tmp_path / "filter"
     lock = guard.lock_path(out)
@@ -275,6 +318,16 @@ def test_a_stale_lock_is_taken_over_and_another_hosts_never(tmp_path, caplog):
     assert lock.exists()  # never taken over nor removed
     with guard.output_lock(out, main_process=False) as held:  # a non-main rank writes under its launcher's lock
         assert held is None
+
+
+def test_taking_over_a_killed_writers_lock_puts_back_the_folder_it_had_moved_aside(tmp_path):
+    out, dead = tmp_path / "card", subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)  # fmt: skip
+    _folder(tmp_path / ".card.old-1a2b3c4d", "README.md")  # killed between replace_folder's two renames
+    _folder(tmp_path / ".card.tmp-5e6f7a8b", "README.md")
+    before = _hashes(tmp_path / ".card.old-1a2b3c4d")
+    guard.lock_path(out).write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}))
+    with guard.output_lock(out):
+        assert _hashes(out) == before and _leftovers(tmp_path) == []
 
 
 # -- atomic writes ------------------------------------------------------------------------------------------------
@@ -339,6 +392,43 @@ def test_sigkill_of_ex_leaves_no_partial_verdicts(tmp_path):
         if out.exists():  # the old file or the whole new one, never a part (a kill leaves its lock, taken over)
             rows = [json.loads(line) for line in out.read_text().splitlines()]
             assert len(rows) == 3000
+
+
+def _kill_while_staging(argv: list[str], out: Path) -> None:
+    """Start ``slmsql ARGV``, SIGKILL it as soon as its staging folder beside ``out`` appears (the card renders its
+    plots there for seconds), and wait for it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "slmsql_hub", *argv], env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.parent.glob(f".{out.name}.tmp-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the card never started staging"
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_sigkill_of_card_mid_write_leaves_the_old_card_or_none_and_a_rerun_finishes(tmp_path):
+    run = _run_folder(tmp_path)
+    out = tmp_path / "card"
+    argv = ["card", "--run-dir", str(run), "--out", str(out)]
+    _kill_while_staging(argv, out)
+    assert not out.exists()  # no card at all rather than part of one
+    assert guard.lock_path(out).exists() and list(tmp_path.glob(".card.tmp-*"))  # what a kill leaves
+
+    done = subprocess.run(
+        [sys.executable, "-m", "slmsql_hub", *argv], env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "taking over the stale lock" in done.stderr and "left by a killed writer" in done.stderr
+    assert _leftovers(tmp_path) == [] and not guard.lock_path(out).exists()
+    whole = _hashes(out)
+    assert len(whole) == json.loads(done.stdout)["files"] and "adapter_model.safetensors" in whole
+
+    _kill_while_staging([*argv, "--overwrite"], out)
+    assert _hashes(out) == whole  # the previous complete card, untouched
 
 
 def test_a_failed_rename_keeps_the_old_adapter_and_dataset(tmp_path, monkeypatch):

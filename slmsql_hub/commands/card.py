@@ -77,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
 
     run = RunLayout(read_run(args.run_dir).root)  # a missing run folder: one line, before a lock creates it
     out = check_output(args.out or run.card.root, [*run.stage_folders, args.template], "--out")
-    refuse_finished(out, CardLayout(out).readme.is_file() and not args.overwrite, "--out", "card")
     options = CardOptions(
         repo_id=args.repo_id,
         base_model_id=args.base_model_id,
@@ -85,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         datasets=tuple(args.dataset),
     )
-    with output_lock(out):
+    with output_lock(out):  # a card finished while this one waited for the lock counts too
+        refuse_finished(out, CardLayout(out).readme.is_file() and not args.overwrite, "--out", "card")
         result = build_card(args.run_dir, Path(out), options=options, template_path=args.template)
     return print_result(
         json.dumps(

@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = _checked_out(args)
     with output_lock(out) if out is not None else contextlib.nullcontext():
+        if out is not None:  # under the lock: a file another run finished meanwhile counts too
+            refuse_finished(out, out.exists() and not args.overwrite, "--out", "verdict file")
         fmt = args.format or detect_format(args.pred)
         records = load_prediction_records(args.pred, args.gold, fmt=fmt, difficulty_path=args.difficulty)
         db_paths = resolve_db_paths(records, args.db_root)
@@ -136,9 +138,7 @@ def _checked_out(args: argparse.Namespace) -> Path | None:
         return None
     if out.is_dir():
         raise UsageError(f"--out {out} is a folder: give a file name, e.g. {out / 'per_example.jsonl'}")
-    check_output(out, [args.pred, args.gold, args.difficulty, args.db_root], "--out")
-    refuse_finished(out, out.exists() and not args.overwrite, "--out", "verdict file")
-    return out
+    return check_output(out, [args.pred, args.gold, args.difficulty, args.db_root], "--out")
 
 
 def _write_per_question(out: Path, records, db_paths, judgements, breakdown_by: str, levels) -> None:

@@ -9,6 +9,7 @@ comma-separated, or ``all``); the dataset and Space ids default to names derived
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from . import folder_to_write, print_result, repo_id
@@ -113,16 +114,20 @@ def run(args: argparse.Namespace) -> int:
         with output_lock(check_output(args.dry_run_dir or run.push_dry_run, inputs, "--dry-run-dir")):
             return _dry_run(args, run)
     targets = _targets(args)
-    results = push(
-        targets,
-        private=args.private,
-        revision=args.revision,
-        create_pr=args.create_pr,
-        commit_message=args.commit_message,
-    )
+    progress = run.push_progress if run.root.is_dir() else None  # a Space alone needs no run folder
+    with output_lock(progress) if progress is not None else contextlib.nullcontext():
+        results = push(
+            targets,
+            private=args.private,
+            revision=args.revision,
+            create_pr=args.create_pr,
+            commit_message=args.commit_message,
+            progress=progress,
+        )
     lines = []
     for result in results:
-        lines.append(f"{result.what} -> {result.url} ({'private' if result.private else 'public'})")
+        resumed = " (pushed by the interrupted push before; not sent again)" if result.resumed else ""
+        lines.append(f"{result.what} -> {result.url} ({'private' if result.private else 'public'}){resumed}")
         lines.append(f"  commit {result.commit_url}")
         if result.pr_url:
             lines.append(f"  pull request {result.pr_url}")

@@ -5,7 +5,9 @@ recipe."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Iterator
 
 from . import OneLineParser, print_result
 from ._recipe import add_recipe_parser
@@ -46,17 +48,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         parser.set_defaults(run=run)
 
 
-def _guarded(configs: tuple, overwrite: bool):
-    """Refuse an ``output_dir`` that overlaps the run's inputs, or holds a finished run (unless ``overwrite``, or
-    GRPO's ``resume_from_checkpoint``), before anything loads; then the output's lock (main process only)."""
+@contextlib.contextmanager
+def _guarded(configs: tuple, overwrite: bool) -> Iterator[None]:
+    """Refuse an ``output_dir`` that overlaps the run's inputs; take its lock (main process only); refuse one that
+    holds a finished run (unless ``overwrite``, or GRPO's ``resume_from_checkpoint``), a run finished while this
+    one waited included; all before anything loads."""
     from ..run.guard import check_output, config_inputs, output_lock, refuse_finished
     from ..run.layout import StageFolder
 
     training = configs[-1]
     out = check_output(training.output_dir, config_inputs(*configs), "output_dir")
     resuming = bool(getattr(training, "resume_from_checkpoint", None))
-    refuse_finished(out, StageFolder(out).finished and not (overwrite or resuming), "output_dir")
-    return output_lock(out, main_process=training.process_index == 0)
+    with output_lock(out, main_process=training.process_index == 0):
+        refuse_finished(out, StageFolder(out).finished and not (overwrite or resuming), "output_dir")
+        yield
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import logging
 import os
@@ -549,10 +550,13 @@ def stage_files(
             shutil.copyfile(local, destination)
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(content: Path | bytes) -> str:
+    """The hex sha256 of a file (``huggingface_hub``'s, as the Hub computes it) or of bytes."""
     from huggingface_hub.utils.sha import sha_fileobj
 
-    with open(path, "rb") as handle:
+    if isinstance(content, bytes):
+        return hashlib.sha256(content).hexdigest()
+    with open(content, "rb") as handle:
         return sha_fileobj(handle).hex()
 
 
@@ -611,7 +615,7 @@ def _plan_entry(
         "create_pr": create_pr,
         "folder": str(folder),
         "files": [
-            {"path": path, "size": local.stat().st_size, "sha256": _sha256(local)}
+            {"path": path, "size": local.stat().st_size, "sha256": sha256_of(local)}
             for path, local in folder_files(folder)
         ],
     }

@@ -89,6 +89,7 @@ from .plan import (
     folder_files,
     stage_files,
 )
+from .progress import PushProgress, fingerprint
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -118,6 +119,8 @@ class PushResult:
     commit_oid: str | None
     pr_url: str | None = None
     private: bool | None = None
+    resumed: bool = False
+    """Pushed by an earlier, interrupted run of the same push (:mod:`slmsql_hub.hub.progress`); not sent again."""
 
 
 def _one_line(err: Exception, limit: int = 300) -> str:
@@ -278,32 +281,34 @@ def push(
     revision: str | None = None,
     create_pr: bool = False,
     commit_message: str | None = None,
+    progress: str | os.PathLike | None = None,
 ) -> list[PushResult]:
     """Create each target repository of :func:`plan_push` if needed and upload its files; one
     :class:`PushResult` per target (``private``, ``None``: models and datasets private, Spaces public;
     ``revision``, ``create_pr``: module docstring; ``token=None``
-    uses ``HF_TOKEN`` or the stored login). UsageError: no token, a rejected token, a namespace the token cannot
-    write to, or offline mode; InfrastructureError: the Hub failed, naming what was pushed before."""
+    uses ``HF_TOKEN`` or the stored login). ``progress``: the file recording the targets pushed
+    (:mod:`slmsql_hub.hub.progress`), so a rerun after a failure skips those whose content is unchanged.
+    UsageError: no token, a rejected token, a namespace the token cannot write to, or offline mode;
+    InfrastructureError: the Hub failed, naming what was pushed before."""
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
     if not targets:
         return []
+    done = PushProgress(progress)  # a garbled file: one line before any network call
     api, user = _hub_api(token)
     logger.info("pushing as %s to %s", user, api.endpoint)
+    settings = {"private": private, "revision": revision, "create_pr": create_pr, "commit_message": commit_message}
     results: list[PushResult] = []
     for target in targets:
+        key, print_ = f"{target.what} {target.repo_type}/{target.repo_id}", fingerprint(target, **settings)
+        recorded = done.pushed(key, print_)
+        if recorded is not None:
+            logger.info("%s: pushed to %s by the interrupted push before; not pushed again", key, recorded["url"])
+            results.append(PushResult(**{**recorded, "resumed": True}))
+            continue
         try:
-            results.append(
-                _push_one(
-                    api,
-                    _pinned(api, target, results, create_pr),
-                    private=private,
-                    revision=revision,
-                    create_pr=create_pr,
-                    commit_message=commit_message,
-                )
-            )
+            results.append(_push_one(api, _pinned(api, target, results, create_pr), **settings))
         except HfHubHTTPError as err:
             refused = _forbidden(err, target)
             if refused is not None:
@@ -311,6 +316,8 @@ def push(
             raise InfrastructureError(_failed_midway(api, target, results, err)) from err
         except httpx2.TransportError as err:
             raise InfrastructureError(_failed_midway(api, target, results, err)) from err
+        done.record(key, print_, dataclasses.asdict(results[-1]))
+    done.finish()
     return results
 
 
@@ -365,7 +372,7 @@ def _failed_midway(api: HfApi, target: PushTarget, done: list[PushResult], err: 
     pushed = ", ".join(f"{r.what} ({r.repo_id})" for r in done) if done else "nothing"
     return (
         f"the Hub at {api.endpoint} failed while pushing {target.what} to {target.repo_id} ({_one_line(err)}); "
-        f"pushed before it: {pushed}; rerun the same command to finish (pushing the same files again is safe)"
+        f"pushed before it: {pushed}; rerun the same command to push the rest (what was pushed is not sent again)"
     )
 
 

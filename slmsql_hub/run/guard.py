@@ -6,7 +6,8 @@
 - :func:`output_lock`: one writer per output. The lock is a sibling file ``.NAME.slmsql.lock`` beside the output
   (not inside it, so a folder replaced by a rename, or uploaded as it is, never carries or loses it), holding
   the writer's host and pid. A second writer is refused naming them; a lock left by a dead process of this host
-  is taken over with a warning; one from another host is never taken over (it may be a live cluster node).
+  is taken over with a warning, and what that writer left beside the output is cleaned up (its temporary
+  siblings removed, an output it had moved aside put back); one from another host is never taken over (it may be a live cluster node).
   Under ``accelerate launch`` only the main process (``RANK`` 0) takes it; the other ranks write under it.
 - :func:`atomic_folder`: a folder (a card, a dataset: :func:`save_dataset`) built in a temporary sibling and
   renamed into place; a failure leaves the old folder and no temporary one. Files go through
@@ -197,7 +198,25 @@ def _acquire(output: Path, lock: Path) -> dict:
     lock.unlink(missing_ok=True)
     if not _try_create(lock, me):
         raise UsageError(f"{output} was taken by another writer while its stale lock {lock} was replaced; rerun")
+    _clean_after_dead_writer(output)
     return me
+
+
+def _clean_after_dead_writer(output: Path) -> None:
+    """What a killed writer of ``output`` left beside it, once its lock is ours: an ``output`` it had moved aside
+    (killed between :func:`replace_folder`'s two renames) goes back, and its temporary siblings
+    (:func:`atomic_folder`'s, :func:`~slmsql_hub.run.files.write_atomic`'s) are removed."""
+    real = output.expanduser().resolve()
+    aside = sorted(real.parent.glob(f".{real.name}.old-*"), key=lambda p: p.stat().st_mtime)
+    if aside and not os.path.lexists(real):
+        logger.warning("putting back %s, which a killed writer had moved aside to %s", real, aside[-1])
+        os.rename(aside.pop(), real)
+    for left in [*real.parent.glob(f".{real.name}.tmp*"), *aside]:
+        logger.warning("removing %s, left by a killed writer of %s", left, real)
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+        else:
+            left.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@
     diagnosis/        report.json, report.md, diagnosis.png, questions/           (slmsql diagnose)
     card/             the model repo's folder (slmsql card), see :class:`CardLayout`
     push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
+    push_progress.json   the targets an interrupted push landed, skipped by its rerun  (slmsql push)
 
 ``slmsql quickstart --recipes recipes/<study>`` writes every study in this layout; a stage a study takes from the
 Hub (its ``study.yaml`` says which) has its folder, holding ``hub.json`` (``{"repo_id", "revision"}``) instead of
@@ -48,6 +49,7 @@ EVAL_RESULTS = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
 CARD_README = "README.md"
 PLAN_FILE = "plan.json"
+PUSH_PROGRESS = "push_progress.json"
 ABLATIONS_DIR = "ablations"  # the study beside a run (`make ablations`), and inside its card folder
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -257,6 +259,10 @@ class RunLayout(_Folder):
     @property
     def push_plan(self) -> Path:
         return self.push_dry_run / PLAN_FILE
+
+    @property
+    def push_progress(self) -> Path:
+        return self.root / PUSH_PROGRESS
 
 
 @dataclass(frozen=True)
