@@ -165,6 +165,12 @@ def test_a_world_run_pushed_with_all_names_the_pushed_benchmark_which_loads_from
             tmp_path,
         )
         stored = server.files("dataset", "alice/wr-world-benchmark")
+        heads = {key: repo.branches["main"] for key, repo in server.state.repos.items()}
+        again = slmsql(["push", str(run), "--repo-id", "alice/wr", "--what", "all"],
+                       hub_client_env(server.endpoint, tmp_path / "home", TOKEN))  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        # the benchmark rebuilt from the same world is the same files: no new commit, and the card's pin holds
+        assert {key: repo.branches["main"] for key, repo in server.state.repos.items()} == heads
     assert result["splits"] == {"dev": 6, "test": 10} and set(result["columns"]) == COLUMNS
     assert result["db_path"] in stored  # the databases the rows name are in the repository
     spec = check_eval_yaml(result["eval_yaml"], BENCHMARK_SPLITS, COLUMNS)
