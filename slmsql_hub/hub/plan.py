@@ -49,8 +49,7 @@ DEMO_DATA = "demo-data"
 ``demo-space`` when the run was evaluated on Spider or BIRD (``NAMESPACE/NAME-demo-data``), which the Space reads."""
 
 WORLD_BENCHMARK = "world-benchmark"
-"""The world's evaluation splits as a benchmark dataset repository (``NAMESPACE/NAME-world-benchmark``), pushed before
-the model whose card names it (:mod:`slmsql_hub.hub.world_benchmark`); ``all`` includes it for a world run."""
+"""A world run's evaluation splits as a benchmark dataset, pushed before the model: :mod:`~slmsql_hub.hub.world_benchmark`."""
 
 TARGETS: tuple[str, ...] = (WORLD_BENCHMARK, MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
@@ -486,6 +485,8 @@ def plan_push(
 
     ```
     """
+    from .world_benchmark import eval_datasets, world_benchmark_targets
+
     targets = parse_what(what)
     run_dir = Path(run_dir)
     explicit = {
@@ -522,16 +523,11 @@ def plan_push(
     plan = []
     for name in targets:
         if name == WORLD_BENCHMARK:
-            from .world_benchmark import named_explicitly, world_benchmark_target
-
-            bench = world_benchmark_target(run_dir, ids[name], explicit=named_explicitly(what))
-            plan += [bench] if bench is not None else []
+            plan += world_benchmark_targets(run_dir, ids[name], what)
         elif name == MODEL:
             band = (
                 ids[DATASET] if DATASET in targets else None
             )  # the band pushed with it is its training data
-            from .world_benchmark import eval_datasets
-
             plan += _model_targets(
                 run_dir, ids[name], ids[BASE_MODEL], revision, band, wheel_space, eval_datasets(plan)
             )
@@ -648,14 +644,9 @@ def _plan_entry(
     if target.what == SFT_MODEL:
         entry["base_model"] = _base_of(folder)
     if target.what == WORLD_BENCHMARK:
-        from .world_benchmark import task_ids
+        from .world_benchmark import plan_entry
 
-        entry["task_ids"] = task_ids(target)
-        entry["note"] = (
-            "the world's evaluation splits (load_dataset) with their databases and eval.yaml, pushed before the "
-            "model: the model card pushed with it names this dataset in model-index and .eval_results, at the "
-            "commit this push makes"
-        )
+        entry.update(plan_entry(target))
     if target.what == DATASET:
         entry["note"] = (
             "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "

@@ -65,6 +65,13 @@ def _prompt_config(run_dir: Path) -> Any:
     return PromptConfig(**fields)
 
 
+def world_benchmark_targets(run_dir: str | Path, repo_id: str, what: str | Sequence[str]) -> list[PushTarget]:
+    """The plan's world benchmark for ``--what`` (:func:`world_benchmark_target`, explicit when ``what`` names it):
+    one target or none."""
+    target = world_benchmark_target(run_dir, repo_id, explicit=named_explicitly(what))
+    return [target] if target is not None else []
+
+
 def world_benchmark_target(run_dir: str | Path, repo_id: str, *, explicit: bool) -> PushTarget | None:
     """The dataset repository ``repo_id`` of the run's world benchmark, its folder (re)built in
     ``RUN_DIR/world_benchmark/``; ``None`` (nothing to push) when ``explicit`` is false and the run evaluated no
@@ -110,15 +117,21 @@ def world_benchmark_target(run_dir: str | Path, repo_id: str, *, explicit: bool)
     return PushTarget(WORLD_BENCHMARK, "dataset", repo_id, tuple(folder_files(folder)))
 
 
-def task_ids(target: PushTarget) -> list[str]:
-    """The task ids the benchmark's ``eval.yaml`` defines (what the card's ``.eval_results`` may name)."""
+def plan_entry(target: PushTarget) -> dict[str, Any]:
+    """What ``plan.json`` says of the benchmark beyond its files: the task ids its ``eval.yaml`` defines (what the
+    card's ``.eval_results`` name) and a note."""
     import yaml
 
     from ..data.world_benchmark import EVAL_YAML
 
     local = dict(target.files).get(EVAL_YAML)
-    text = local if isinstance(local, bytes) else Path(local).read_bytes() if local else b"{}"
-    return [str(task["id"]) for task in (yaml.safe_load(text) or {}).get("tasks") or []]
+    spec = yaml.safe_load(_text(local)) if local is not None else {}
+    return {
+        "task_ids": [str(task["id"]) for task in (spec or {}).get("tasks") or []],
+        "note": "the world's evaluation splits (load_dataset) with their databases and eval.yaml, pushed before "
+        "the model: the model card pushed with it names this dataset in model-index and .eval_results, at the "
+        "commit this push makes",
+    }
 
 
 def eval_datasets(plan: Sequence[PushTarget]) -> dict[str, str]:
