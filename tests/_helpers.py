@@ -1,5 +1,6 @@
 """Set-ups several test modules share: a clean subprocess environment, a fresh interpreter that answers in
-JSON, a one-database Spider-layout slice, a one-table shop database and a tiny embedded world."""
+JSON, a one-database Spider-layout slice, a one-table shop database, a tiny embedded world, and the check of an
+``eval.yaml`` against the Hub's eval-results specification."""
 
 from __future__ import annotations
 
@@ -177,3 +178,27 @@ def add_maj_at_k(run: Path, k: int = 8) -> dict:
                                    "key_namespace": "eval-sc"}  # fmt: skip
     path.write_text(json.dumps(results, indent=2), encoding="utf-8")
     return results
+
+
+# https://huggingface.co/docs/hub/eval-results, "Eval.yaml specification", and huggingface.js's
+# packages/tasks/src/eval.ts (EVALUATION_FRAMEWORKS, the enum the Hub validates against; an excerpt)
+EVAL_YAML_REQUIRED = ("name", "description", "evaluation_framework", "tasks")
+EVAL_FRAMEWORKS = ("inspect-ai", "math-arena", "mteb", "olmocr-bench", "harbor", "swe-bench", "nemo-evaluator")
+INSPECT_TASK_REQUIRED = ("field_spec", "solvers", "scorers")
+
+
+def check_eval_yaml(text: str, splits: tuple[str, ...], columns: set[str]) -> dict:
+    """Assert that ``text`` is an ``eval.yaml`` the Hub's specification accepts (the fields it requires, a known
+    framework, Inspect's per-task fields, no YAML anchors) with one task per split of ``splits`` (task id = split)
+    reading ``columns``; returns the parsed mapping. Acceptance by the real Hub is not tested (offline)."""
+    import yaml
+
+    assert "&" not in text.replace("&&", "")  # no YAML anchors or aliases: plain mappings any reader takes
+    spec = yaml.safe_load(text)
+    assert all(spec.get(key) for key in EVAL_YAML_REQUIRED)
+    assert spec["evaluation_framework"] in EVAL_FRAMEWORKS
+    assert [task["id"] for task in spec["tasks"]] == list(splits)  # the card's .eval_results task_id
+    for task in spec["tasks"]:
+        assert all(task.get(key) for key in INSPECT_TASK_REQUIRED)
+        assert task["split"] in splits and {*task["field_spec"].values()} <= columns
+    return spec

@@ -7,17 +7,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from _helpers import tiny_world
+from _helpers import check_eval_yaml, tiny_world
 
 from slmsql_hub.data.benchmarks import BENCHMARK_COLUMNS, load_world
 from slmsql_hub.data.world_benchmark import BENCHMARK_SPLITS, build_world_benchmark
 from slmsql_hub.errors import UsageError
-
-# https://huggingface.co/docs/hub/eval-results, "Eval.yaml specification", and huggingface.js's
-# packages/tasks/src/eval.ts (EVALUATION_FRAMEWORKS, the enum the Hub validates against; an excerpt)
-REQUIRED_TOP = ("name", "description", "evaluation_framework", "tasks")
-FRAMEWORKS = ("inspect-ai", "math-arena", "mteb", "olmocr-bench", "harbor", "swe-bench", "nemo-evaluator")
-INSPECT_REQUIRED = ("field_spec", "solvers", "scorers")
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +40,7 @@ def test_the_benchmark_loads_with_load_dataset_and_holds_the_worlds_eval_splits(
 
 def test_eval_yaml_follows_the_hub_specification(built):
     _, folder = built
-    text = (folder / "eval.yaml").read_text()
-    assert "&" not in text.replace("&&", "")  # no YAML anchors or aliases: plain mappings any reader takes
-    spec = yaml.safe_load(text)
-    assert all(spec.get(key) for key in REQUIRED_TOP)
-    assert spec["evaluation_framework"] in FRAMEWORKS
-    columns = {*BENCHMARK_COLUMNS, "prompt"}
-    assert [task["id"] for task in spec["tasks"]] == list(BENCHMARK_SPLITS)  # the card's .eval_results task_id
-    for task in spec["tasks"]:
-        assert all(task.get(key) for key in INSPECT_REQUIRED)
-        assert task["split"] in BENCHMARK_SPLITS and {*task["field_spec"].values()} <= columns
+    check_eval_yaml((folder / "eval.yaml").read_text(), BENCHMARK_SPLITS, {*BENCHMARK_COLUMNS, "prompt"})
 
 
 def test_eval_yaml_tasks_are_what_inspect_runs_from_the_hub(built):

@@ -9,6 +9,8 @@ module does no I/O.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import os
 import shutil
@@ -628,6 +630,18 @@ def recorded_options(card_dir: str | os.PathLike) -> dict[str, Any] | None:
     return read_json_object(path, "rerun `slmsql card`") if path.is_file() else None
 
 
+def _naming_datasets(run: Run, eval_datasets: Mapping[str, str]) -> Run:
+    """``run`` with the evaluated benchmarks of ``eval_datasets`` (``{benchmark: dataset id}``) naming that
+    dataset (``dataset_id``); the files on disk are left as they are."""
+    if not eval_datasets:
+        return run
+    results = copy.deepcopy(run.eval_results)
+    for entry in results["benchmarks"].values():
+        if entry.get("benchmark") in eval_datasets:
+            entry["dataset_id"] = eval_datasets[entry["benchmark"]]
+    return dataclasses.replace(run, eval_results=results)
+
+
 def render_for_repo(
     run_dir: str | os.PathLike,
     card_dir: str | os.PathLike,
@@ -638,12 +652,14 @@ def render_for_repo(
     datasets: Sequence[str] = (),
     install: str | None = None,
     source_url: str | None = None,
+    eval_datasets: Mapping[str, str] | None = None,
 ) -> dict[str, bytes] | None:
     """The card folder's files that name its repository, rendered for ``repo_id``: ``README.md`` and every
     ``.eval_results/*.yaml`` (``{path_in_repo: bytes}``), with the options :func:`build_card` recorded;
     ``base_model_id`` names a base published as its own repository, ``leave_out`` top-level entries not uploaded,
     ``datasets`` training data published beside it (added to ``datasets:``), ``install`` and ``source_url`` the
-    wheel pushed beside it (:func:`card_context`).
+    wheel pushed beside it (:func:`card_context`), ``eval_datasets`` (``{benchmark: dataset id}``) the benchmark
+    datasets published beside it, which its evaluation results then name (``model-index``, ``.eval_results``).
     ``None`` when ``card_dir`` was not made by :func:`build_card` (nothing recorded to render it again from).
 
     Example: ``render_for_repo("outputs/quickstart", "outputs/quickstart/card", "alice/x")["README.md"]``.
@@ -657,7 +673,7 @@ def render_for_repo(
     if base_model_id:
         fields["base_model_id"] = base_model_id
     options = CardOptions(**{**fields, "repo_id": repo_id, "card_path": None})
-    run = load_run(run_dir)
+    run = _naming_datasets(load_run(run_dir), eval_datasets or {})
     layout = CardLayout(Path(card_dir))
     plots = sorted(p.stem for p in layout.plots.glob("*.png")) if layout.plots.is_dir() else []
     configs = (

@@ -1,7 +1,7 @@
 """``slmsql push RUN_DIR --repo-id NAMESPACE/NAME``: publish a run to the Hugging Face Hub.
 
-``--what`` picks the targets (``model`` by default; ``sft-model``, ``dataset``, ``metric-space``, ``demo-space``,
-comma-separated, or ``all``); the dataset and Space ids default to names derived from ``--repo-id`` (see
+``--what`` picks the targets (``model`` by default; ``world-benchmark``, ``sft-model``, ``dataset``,
+``metric-space``, ``demo-space``, comma-separated, or ``all``); the dataset and Space ids default to names derived from ``--repo-id`` (see
 :func:`slmsql_hub.hub.default_repo_ids`). ``--dry-run`` writes the exact folders that would be uploaded under
 ``RUN_DIR/push_dry_run/`` and prints files and targets without touching the network.
 """
@@ -28,8 +28,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "adapter (RUN_DIR/sft/stage2) to NAMESPACE/NAME-sft; metric-space = the ex metric (script, card, "
             "Gradio app) to NAMESPACE/ex; demo-space = spaces/demo with its configuration (the run's base, SFT and "
             "GRPO repos) and databases to NAMESPACE/NAME-demo. Both Spaces carry the slmsql-hub wheel of this "
-            "version, pinned in requirements.txt. Models and datasets are created private, Spaces public, unless "
-            "--private or --public. "
+            "version, pinned in requirements.txt. world-benchmark = a world run's evaluation splits, their "
+            "databases and eval.yaml (RUN_DIR/world_benchmark, built from RUN_DIR/world) to "
+            "NAMESPACE/NAME-world-benchmark, pushed first; the model card pushed with it names it, at its commit, in "
+            "model-index and .eval_results (all includes it for a run evaluated on the world that names no "
+            "benchmark dataset). Models and datasets are created private, Spaces public, unless --private or "
+            "--public. "
             "The token comes from HF_TOKEN or `hf auth login`; HF_ENDPOINT selects another Hub. "
             "Example: slmsql push outputs/quickstart --repo-id alice/qwen-grpo --what all --dry-run"
         ),
@@ -41,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument(
         "--what",
         default="model",
-        help="model (default), sft-model, dataset, metric-space, demo-space: comma-separated, or all",
+        help="model (default), world-benchmark, sft-model, dataset, metric-space, demo-space: comma-separated, or "
+        "all",
     )
     visibility = parser.add_mutually_exclusive_group()
     visibility.add_argument(
@@ -70,6 +75,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--dataset-repo-id", type=repo_id(), help="dataset repository (default NAMESPACE/NAME-band)"
+    )
+    parser.add_argument(
+        "--benchmark-repo-id",
+        type=repo_id(),
+        help="the world benchmark's dataset repository (default NAMESPACE/NAME-world-benchmark)",
     )
     parser.add_argument("--metric-space-id", type=repo_id(), help="metric Space (default NAMESPACE/ex)")
     parser.add_argument("--demo-space-id", type=repo_id(), help="demo Space (default NAMESPACE/NAME-demo)")
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     run = RunLayout(args.run_dir)
     if args.dry_run:
         read_run(run.root)  # a missing run folder: one line, before a lock creates it
-        inputs = [*run.stage_folders, run.card.root, args.demo_dir, args.wheel]
+        inputs = [*run.stage_folders, run.card.root, run.world_benchmark, args.demo_dir, args.wheel]
         with output_lock(check_output(args.dry_run_dir or run.push_dry_run, inputs, "--dry-run-dir")):
             return _dry_run(args, run)
     targets = _targets(args)
@@ -153,6 +163,7 @@ def _targets(args: argparse.Namespace) -> list:
         sft_repo_id=args.sft_repo_id,
         revision=args.revision,
         wheel=args.wheel,
+        benchmark_repo_id=args.benchmark_repo_id,
     )
 
 

@@ -49,7 +49,10 @@ DEMO_DATA = "demo-data"
 """The plan entry (and dry-run folder) of the run's benchmark databases, a dataset repository pushed with
 ``demo-space`` when the run was evaluated on Spider or BIRD (``NAMESPACE/NAME-demo-data``), which the Space reads."""
 
-TARGETS: tuple[str, ...] = (MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
+WORLD_BENCHMARK = "world-benchmark"
+"""A world run's evaluation splits as a benchmark dataset, pushed before the model: :mod:`~slmsql_hub.hub.world_benchmark`."""
+
+TARGETS: tuple[str, ...] = (WORLD_BENCHMARK, MODEL, SFT_MODEL, DATASET, METRIC_SPACE, DEMO_SPACE)
 """The ``--what`` choices, in the order they are pushed."""
 
 METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py", "requirements.txt")
@@ -116,7 +119,7 @@ def parse_what(text: str | Sequence[str]) -> tuple[str, ...]:
     >>> parse_what("dataset,model")
     ('model', 'dataset')
     >>> parse_what("all")
-    ('model', 'sft-model', 'dataset', 'metric-space', 'demo-space')
+    ('world-benchmark', 'model', 'sft-model', 'dataset', 'metric-space', 'demo-space')
 
     ```
     """
@@ -156,6 +159,7 @@ def default_repo_ids(repo_id: str) -> dict[str, str]:
         METRIC_SPACE: f"{namespace}/ex",
         DEMO_SPACE: f"{repo_id}-demo",
         DEMO_DATA: f"{repo_id}-demo-data",
+        WORLD_BENCHMARK: f"{repo_id}-world-benchmark",
     }
 
 
@@ -229,11 +233,13 @@ def _model_targets(
     revision: str | None,
     band_repo_id: str | None = None,
     wheel_space: tuple[str, str] | None = None,
+    eval_datasets: dict[str, str] | None = None,
 ) -> list[PushTarget]:
     """The adapter's repository and, when its base is a local folder, the base's (pushed first, and then not
     shipped in the adapter's repository a second time). The card and ``.eval_results`` are rendered again for
     ``repo_id`` (:func:`~slmsql_hub.card.render_for_repo`), so every id, URL and snippet they hold is its own;
-    ``band_repo_id`` (the band pushed with it) joins the card's ``datasets:``."""
+    ``band_repo_id`` (the band pushed with it) joins the card's ``datasets:``; ``eval_datasets`` (``{benchmark:
+    dataset id}``, the world benchmark pushed with it) are the datasets its evaluation results name."""
     from . import base_model as bm
 
     card_dir, card, base = _card_and_base(run_dir, base_repo_id, revision)
@@ -251,6 +257,7 @@ def _model_targets(
         datasets=(band_repo_id,) if band_repo_id else (),
         install=wheel_space[1] if wheel_space else None,
         source_url=repo_url("space", wheel_space[0]) if wheel_space else None,
+        eval_datasets=eval_datasets or {},
     )
     if rendered is None:
         logger.warning(
@@ -461,6 +468,7 @@ def plan_push(
     sft_repo_id: str | None = None,
     revision: str | None = None,
     wheel: str | os.PathLike | None = None,
+    benchmark_repo_id: str | None = None,
 ) -> list[PushTarget]:
     """One :class:`PushTarget` per target of ``what`` (:func:`parse_what`), in push order, a local base
     model's (:data:`BASE_MODEL`) just before the model's, decided from ``run_dir`` alone (no network).
@@ -478,6 +486,8 @@ def plan_push(
 
     ```
     """
+    from .world_benchmark import eval_datasets, world_benchmark_targets
+
     targets = parse_what(what)
     run_dir = Path(run_dir)
     explicit = {
@@ -486,6 +496,7 @@ def plan_push(
         DEMO_SPACE: demo_space_id,
         BASE_MODEL: base_repo_id,
         SFT_MODEL: sft_repo_id,
+        WORLD_BENCHMARK: benchmark_repo_id,
     }
     options = {
         DATASET: "--dataset-repo-id",
@@ -493,6 +504,7 @@ def plan_push(
         DEMO_SPACE: "--demo-space-id",
         BASE_MODEL: "--base-repo-id",
         SFT_MODEL: "--sft-repo-id",
+        WORLD_BENCHMARK: "--benchmark-repo-id",
     }
     needs_models = {MODEL, SFT_MODEL, DEMO_SPACE} & set(targets)
     derived = default_repo_ids(check_repo_id(repo_id)) if repo_id or needs_models else {}
@@ -502,7 +514,7 @@ def plan_push(
     for name in (*targets, BASE_MODEL, MODEL, SFT_MODEL, DATASET, DEMO_DATA) if needs_models else targets:
         given = explicit.get(name)
         ids[name] = check_repo_id(given or derived[name], options.get(name, "--repo-id"))
-    if ({MODEL, DATASET} | needs_models) & set(targets) and not run_dir.is_dir():
+    if ({MODEL, DATASET, WORLD_BENCHMARK} | needs_models) & set(targets) and not run_dir.is_dir():
         raise UsageError(
             f"run folder not found: {run_dir}; pass the folder `slmsql quickstart` wrote (--out)"
         )
@@ -511,11 +523,15 @@ def plan_push(
     wheel_space = (space, wheel_requirement(space, built.name, revision=revision)) if space and built else None
     plan = []
     for name in targets:
-        if name == MODEL:
+        if name == WORLD_BENCHMARK:
+            plan += world_benchmark_targets(run_dir, ids[name], what)
+        elif name == MODEL:
             band = (
                 ids[DATASET] if DATASET in targets else None
             )  # the band pushed with it is its training data
-            plan += _model_targets(run_dir, ids[name], ids[BASE_MODEL], revision, band, wheel_space)
+            plan += _model_targets(
+                run_dir, ids[name], ids[BASE_MODEL], revision, band, wheel_space, eval_datasets(plan)
+            )
         elif name == SFT_MODEL:
             sft = model_ref(RunLayout(run_dir).sft_stage2)
             if sft.hub:  # the study's SFT adapter came from the Hub: the Space and card name it there
@@ -631,6 +647,10 @@ def _plan_entry(
         )
     if target.what == SFT_MODEL:
         entry["base_model"] = _base_of(folder)
+    if target.what == WORLD_BENCHMARK:
+        from .world_benchmark import plan_entry
+
+        entry.update(plan_entry(target))
     if target.what == DATASET:
         entry["note"] = (
             "pushed with Dataset.push_to_hub (parquet through LFS), which adds dataset_info to README.md; "

@@ -34,6 +34,9 @@ The targets (``--what``, comma-separated, or ``all``) and their default reposito
 ``demo-space``    space       ``NAMESPACE/NAME-demo``      ``spaces/demo/``, its ``space_config.json`` naming the
                                                            base, SFT and GRPO repositories (and revision), the
                                                            run's world databases, README ``models:``/``datasets:``
+world-benchmark   dataset     ``NAME-world-benchmark``     a world run's evaluation splits as a benchmark: parquet,
+                              (in ``NAMESPACE``)           databases, ``eval.yaml``; pushed first, the model card
+                                                           names it (:mod:`slmsql_hub.hub.world_benchmark`)
 ================  ==========  ===========================  ===================================================
 
 Both Spaces carry the slmsql-hub wheel of the running version (``wheels/``) and a ``requirements.txt`` pinning it
@@ -85,6 +88,7 @@ from .plan import (
     MODEL,
     SFT_MODEL,
     STALE_MODEL_FILES,
+    WORLD_BENCHMARK,
     PushTarget,
     folder_files,
     stage_files,
@@ -322,8 +326,8 @@ def push(
 
 
 def _pinned(api: HfApi, target: PushTarget, done: Sequence[PushResult], create_pr: bool) -> PushTarget:
-    """``target`` naming what it loads by commit: an adapter the base pushed before it (its commit), the demo
-    Space every model it loads (:func:`~slmsql_hub.hub.demo.pin_space_config` asks the Hub). A pull request's
+    """``target`` naming what it loads by commit: an adapter the base pushed before it (its commit) and the world
+    benchmark its card names, the demo Space every model it loads (:func:`~slmsql_hub.hub.demo.pin_space_config` asks the Hub). A pull request's
     commits are not on the branch yet: nothing is pinned then."""
     from . import base_model as bm
     from .demo import SPACE_CONFIG, pin_space_config
@@ -338,6 +342,11 @@ def _pinned(api: HfApi, target: PushTarget, done: Sequence[PushResult], create_p
             files[CARD_README] = bm.pin_card(files[CARD_README], base.repo_id, base.commit_oid)
     if target.what == DEMO_SPACE and SPACE_CONFIG in files:
         files[SPACE_CONFIG] = pin_space_config(files[SPACE_CONFIG], api)
+    bench = next((r for r in done if r.what == WORLD_BENCHMARK and r.commit_oid), None)
+    if target.what == MODEL and bench is not None:  # the benchmark dataset its evaluation results name
+        from .world_benchmark import pin_benchmark
+
+        files = pin_benchmark(files, bench.repo_id, bench.commit_oid)
     return dataclasses.replace(target, files=tuple(sorted(files.items())))
 
 
@@ -416,6 +425,7 @@ def _push_one(
                 METRIC_SPACE: "slmsql ex metric: script, card, Gradio app and the slmsql-hub wheel",
                 DEMO_SPACE: "slmsql-hub demo Space: app, its configuration, databases and the slmsql-hub wheel",
                 DEMO_DATA: "The databases of the run's evaluated questions and example questions, for its demo Space",
+                WORLD_BENCHMARK: "The world's evaluation splits, their databases and eval.yaml, from slmsql-hub",
             }[target.what]
         )
         commit = _upload(api, target, target.files, revision=revision, create_pr=create_pr, message=message)

@@ -14,6 +14,7 @@
     card/             the model repo's folder (slmsql card), see :class:`CardLayout`
     push_dry_run/     plan.json and one folder per push target                    (slmsql push --dry-run)
     push_progress.json   the targets an interrupted push landed, skipped by its rerun  (slmsql push)
+    world_benchmark/  the world's eval splits as a Hub benchmark dataset   (slmsql push --what world-benchmark)
 
 ``slmsql quickstart --recipes recipes/<study>`` writes every study in this layout; a stage a study takes from the
 Hub (its ``study.yaml`` says which) has its folder, holding ``hub.json`` (``{"repo_id", "revision"}``) instead of
@@ -239,6 +240,11 @@ class RunLayout(_Folder):
     @property
     def push_dry_run(self) -> Path:
         return self.root / "push_dry_run"
+
+    @property
+    def world_benchmark(self) -> Path:
+        """``world_benchmark``: the world's evaluation splits as the benchmark dataset ``slmsql push`` publishes."""
+        return self.root / "world_benchmark"
 
     @property
     def stage_folders(self) -> list[Path]:
