@@ -12,6 +12,23 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
+def bar_disabled(progress: object = True) -> bool | None:
+    """tqdm's ``disable`` for one of the package's progress bars: off when ``progress`` is false, else tqdm's own
+    rule (``None``: shown only where its stream is a terminal), so a log file gets no carriage returns or the
+    cursor codes of nested bars.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.runtime import bar_disabled
+    >>> bar_disabled(False), bar_disabled(True), bar_disabled("executing SQL")
+    (True, None, None)
+
+    ```
+    """
+    return None if progress else True
+
+
 def set_num_threads(num_threads: int | None) -> int:
     """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
     import torch

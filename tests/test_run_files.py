@@ -123,3 +123,19 @@ def test_the_card_reader_needs_the_shipped_telemetry(tmp_path):
     RunLayout(run_dir).grpo.telemetry.unlink()
     with pytest.raises(UsageError, match=r"telemetry\.jsonl not found: the card's mechanism section"):
         load_run(run_dir)
+
+
+def test_progress_bars_write_nothing_into_a_log_file(tmp_path):
+    """#35: nested bars wrote carriage returns and cursor codes into logs; the package's bars follow tqdm's own
+    rule (shown only on a terminal), and a bar turned off stays off."""
+    from tqdm.auto import tqdm
+
+    from slmsql_hub.runtime import bar_disabled
+
+    log = tmp_path / "log.txt"
+    with log.open("w") as stream:
+        for _ in tqdm(range(3), file=stream, disable=bar_disabled(True)):
+            for _ in tqdm(range(2), file=stream, leave=False, disable=bar_disabled(True)):
+                pass
+    assert log.read_text() == ""
+    assert bar_disabled(False) is True

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..recipes import config_to_dict
 from ..run.files import write_atomic
 from ..run.layout import PREDICTIONS_DIR, WORLD_MANIFEST
-from ..runtime import environment
+from ..runtime import bar_disabled, environment
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
     BREAKDOWNS,
@@ -173,7 +173,7 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     sampling_seconds = 0.0
     with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
         schema_cache: dict = {}
-        for piece in tqdm(slices, desc="eval slices", unit="slice", disable=not progress or len(slices) < 2):
+        for piece in tqdm(slices, desc="eval slices", unit="slice", disable=bar_disabled(progress and len(slices) > 1)):
             prompts = {
                 name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
                 for name in POLICIES

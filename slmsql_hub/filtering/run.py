@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from ..data.prompts import build_prompts
 from ..data.sft_record import SFTRecord, read_sft_record, report_fields, row_keys
 from ..errors import UsageError
+from ..runtime import bar_disabled
 from .config import RESULTS_FILE, FilterConfig
 from .report import ALL_FAIL, ALL_PASS, BAND, _finish, classify, pool_shortfall
 from .resume import (
@@ -226,7 +227,7 @@ def _sample_and_judge(
                 initial=len(pool) - len(todo),
                 desc=f"filter (K={config.num_samples})",
                 unit="q",
-                disable=not progress,
+                disable=bar_disabled(progress),
             ) as bar,
         ):
             for batch in batches:

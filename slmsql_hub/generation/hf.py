@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm.auto import tqdm
 
 from ..errors import UsageError
+from ..runtime import bar_disabled
 from .config import Completion, GenerationConfig, Prompt, render_prompts, stop_token_ids
 from .vllm_backend import VLLMPolicy
 
@@ -228,7 +229,7 @@ def _generate_transformers(
     results: list[list[Completion]] = [[] for _ in texts]
     with _eval_mode(model):
         for batch_index, batch in enumerate(
-            tqdm(batches, desc=f"generate (K={k})", unit="batch", disable=not progress)
+            tqdm(batches, desc=f"generate (K={k})", unit="batch", disable=bar_disabled(progress))
         ):
             input_ids, attention_mask = _left_pad([encoded[i] for i in batch], pad_id, device)
             seed = None if config.seed is None else config.seed + batch_index

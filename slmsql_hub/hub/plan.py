@@ -26,6 +26,7 @@ from ..run.artifacts import check_model_folder
 from ..run.files import read_json_object, write_atomic
 from ..run.layout import CARD_README, PLAN_FILE, CardLayout, RunLayout
 from ..run.read import model_ref, read_run
+from ..runtime import bar_disabled
 from .band import BAND_SHARD, band_databases, dataset_card, load_band
 from .wheel import WHEEL_FOLDER, package_wheel, pinned_requirements, wheel_requirement
 
@@ -555,7 +556,8 @@ def stage_files(
     local files copied (``link=True``: symlinked, for a folder that is only uploaded)."""
     from tqdm.auto import tqdm
 
-    for path_in_repo, local in tqdm(list(files), desc=desc or "staging", unit="file", leave=False):
+    for path_in_repo, local in tqdm(list(files), desc=desc or "staging", unit="file", leave=False,
+                                  disable=bar_disabled()):
         destination = folder / path_in_repo
         destination.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(local, bytes):

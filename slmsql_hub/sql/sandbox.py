@@ -91,6 +91,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ..runtime import bar_disabled
 from ._process import _KILL_GRACE_S, SandboxError, _limits_key, _Outcome, _Worker
 from .extract import first_keyword, skip_quoted_or_comment
 from .result import ExecResult, ExecStatus, Limits
@@ -348,8 +349,9 @@ class Sandbox:
         bar = None
         if progress and len(items) > 1:
             bar = tqdm(
-                total=len(items), desc=progress if isinstance(progress, str) else "executing SQL", unit="q"
-            )
+                total=len(items), desc=progress if isinstance(progress, str) else "executing SQL", unit="q",
+                disable=bar_disabled(),
+            )  # fmt: skip
         try:
             if len(items) == 1 or self.workers == 1:
                 out = []

@@ -17,7 +17,7 @@ from ..run.artifacts import load_saved_dataset
 from ..run.files import write_atomic
 from ..run.guard import staged_files
 from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
-from ..runtime import Stopwatch
+from ..runtime import Stopwatch, bar_disabled
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -187,7 +187,7 @@ def row_schemas(
     schemas, paths = [], []
     try:
         for schema, db_value, source in tqdm(
-            zip(given, rows["db_path"], sources), total=n, desc="reading schemas", leave=False, disable=not progress
+            zip(given, rows["db_path"], sources), total=n, desc="reading schemas", leave=False, disable=bar_disabled(progress)
         ):
             db_path = str(resolve_db_path(db_value, source).resolve()) if db_paths or not schema else ""
             if not schema:
@@ -261,7 +261,7 @@ def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> t
         len(tokenizer.apply_chat_template(chat, add_generation_prompt=not examples, tokenize=True, return_dict=True)[
             "input_ids"
         ])
-        for chat in tqdm(chats, desc="measuring examples", leave=False)
+        for chat in tqdm(chats, desc="measuring examples", leave=False, disable=bar_disabled())
     ]
     keep = [i for i, n in enumerate(lengths) if n <= max_length]
     dropped = len(dataset) - len(keep)
