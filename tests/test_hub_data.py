@@ -109,10 +109,11 @@ def test_a_name_that_is_neither_a_folder_nor_a_hub_id_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_bad_dataset_names_stop_before_the_model_loads_with_exit_code_2(server, tmp_path):
-    """The model is a folder that holds no model: had it been loaded first, the error would name it."""
+    """The model is a whole base (the fixture run's), checked before the data: the dataset's name is what fails,
+    before the model loads (loading it would take seconds and name it)."""
     env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
-    (tmp_path / "no-such-model").mkdir()
-    recipe = grpo_recipe(tmp_path / "grpo.yaml", tmp_path / "out", str(tmp_path / "no-such-model"))
+    base = Path(__file__).parent / "fixtures" / "run" / "base"
+    recipe = grpo_recipe(tmp_path / "grpo.yaml", tmp_path / "out", str(base))
     for name, message in (
         ("my band!", "is neither a dataset folder nor a Hub dataset id"),
         ("alice/no-such-band", "no such folder here, and no dataset"),
@@ -120,7 +121,7 @@ def test_bad_dataset_names_stop_before_the_model_loads_with_exit_code_2(server, 
         done = slmsql(["train", "grpo", "--config", str(recipe), "--dataset_paths", name], env)
         assert done.returncode == 2, done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert message in lines[-1] and "Traceback" not in done.stderr and "no-such-model" not in done.stderr
+        assert message in lines[-1] and "Traceback" not in done.stderr and "fixtures/run/base" not in done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def test_grpo_trains_one_step_from_a_pushed_band_by_its_hub_id(server, pushed_ba
 
     unknown = slmsql(
         ["train", "grpo", "--config", str(recipe), "--dataset_paths", "alice/shop-grpo-band",
-         "--dataset_revision", "no-such-branch"],
+         "--dataset_revision", "no-such-branch", "--output_dir", str(tmp_path / "grpo-again")],
         hub_client_env(server.endpoint, home, TOKEN),
         cwd=tmp_path,
     )  # fmt: skip
