@@ -468,7 +468,7 @@ def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(c
         assert (
             again.count(": reused") == 7 and again.count(": skipped") == 2
         )  # 9 stages: sft1, grpo_attempt1 skipped
-        _slmsql(["card", "--run-dir", str(run), "--repo-id", "alice/qwen-grpo"], env, chain.root)
+        _slmsql(["card", "--run-dir", str(run), "--repo-id", "alice/qwen-grpo", "--overwrite"], env, chain.root)
         card = (run / "card" / "README.md").read_text(encoding="utf-8")
         assert "base_model: alice/tiny-qwen" in card and "recipes/world" not in card
         pushed = _slmsql(["push", str(run), "--repo-id", "alice/qwen-grpo", "--what", "all"], env, chain.root)
