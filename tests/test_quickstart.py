@@ -312,3 +312,21 @@ def test_a_set_field_no_stage_has_is_one_line_and_exit_2_before_anything_runs(tm
     assert not out.exists()
     assert main(["quickstart", "--set", "max_steps"]) == 2
     assert "argument --set: expected FIELD=VALUE" in capsys.readouterr().err
+
+
+def test_a_world_of_another_version_is_not_reused_silently(tmp_path):
+    """A run folder whose world an older version of the world code built: quickstart refuses to reuse it (its
+    questions differ and the later stages trained on it), naming both versions and --force."""
+    from slmsql_hub.world.build import WORLD_VERSION
+
+    for stage in STAGES:
+        marker = stage.marker(RunLayout(tmp_path))
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("{}")
+    world = RunLayout(tmp_path).world / "world.json"
+    world.write_text(json.dumps({"version": "1", "seed": 0}))
+    assert WORLD_VERSION != "1"
+    with pytest.raises(UsageError, match=rf"world of version 1, this code builds version {WORLD_VERSION}.*--force"):
+        run_quickstart(tmp_path, recipes=REPO / "recipes" / "world")
+    world.write_text(json.dumps({"version": WORLD_VERSION, "seed": 0}))
+    assert "world" in run_quickstart(tmp_path, recipes=REPO / "recipes" / "world").reused

@@ -31,7 +31,7 @@ from ..errors import UsageError
 from ..run.artifacts import ADAPTER_CONFIG, BASE_CONFIG, check_model_folder
 from ..run.files import read_json_object, write_atomic
 from ..run.guard import check_output, output_lock
-from ..run.layout import RunLayout
+from ..run.layout import WORLD_MANIFEST, RunLayout
 from ..run.read import Run, model_ref, read_run
 from . import existing_folder, folder_to_write, number, print_result, repo_id
 from .study import Options, Stage, Study, default_recipes_dir, flat_options, load_study
@@ -259,6 +259,22 @@ def _check_finished_model(stage: Stage, run: RunLayout, from_hub: bool) -> None:
         check_model_folder(folder.path, kind, fix)
 
 
+def _check_world_version(stage: Stage, run: RunLayout) -> None:
+    """A reused world built by another version of the world code is not reused silently: its questions differ
+    (version 2 keeps dev and test apart from training by meaning), and every later stage trained on it."""
+    from ..world.build import WORLD_VERSION
+
+    manifest = stage.marker(run)
+    if manifest.name != WORLD_MANIFEST:
+        return
+    version = read_json_object(manifest, "rebuild the run with --force").get("version")
+    if version is not None and str(version) != WORLD_VERSION:
+        raise UsageError(
+            f"stage '{stage.name}': {manifest} is a world of version {version}, this code builds version "
+            f"{WORLD_VERSION}; rerun with --force to rebuild the run (its later stages trained on the old world)"
+        )
+
+
 def run_stage(
     stage: Stage,
     run: RunLayout,
@@ -374,6 +390,7 @@ def _run_stages(
         if stage.marker(run, from_hub=hub).is_file():
             _check_source(stage, run, hub)
             _check_finished_model(stage, run, hub)
+            _check_world_version(stage, run)
             result.reused.append(stage.name)
             notify(i, stage, "reused")
             continue
