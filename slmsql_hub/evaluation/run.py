@@ -149,7 +149,6 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
 
     ```
     """
-    from ..sql import Sandbox
     from .stats import SIGNIFICANCE_RULE
 
     started = time.perf_counter()
@@ -169,25 +168,9 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     model, tokenizer = policy if policy is not None else _load_eval_policy(config)
     out = Path(str(config.output_dir)).expanduser()
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
-    benchmarks: dict[str, dict] = {}
-    sampling_seconds = 0.0
-    with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
-        schema_cache: dict = {}
-        for piece in tqdm(slices, desc="eval slices", unit="slice", disable=bar_disabled(progress and len(slices) > 1)):
-            prompts = {
-                name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
-                for name in POLICIES
-            }
-            judge = _judge(piece.spec, config, sandbox)
-            outputs = generate_and_judge(
-                model, tokenizer, piece.rows, prompts, judge, generation_config, progress=progress
-            )
-            voted = None
-            if config.self_consistency:
-                sampling_started = time.perf_counter()
-                voted = sample_and_vote(model, tokenizer, piece.rows, prompts, judge, config.sampling_config())
-                sampling_seconds += time.perf_counter() - sampling_started
-            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out, voted)
+    benchmarks, sampling_seconds = _evaluate_slices(
+        config, slices, prompt_configs, generation_config, (model, tokenizer), out, progress
+    )
     policy_records = _policy_records(config, prompt_configs)
     results = {
         "created_at": created_at,
@@ -207,6 +190,38 @@ def run_eval(config: EvalConfig, *, policy: tuple[Any, Any] | None = None, progr
     _remove_stale_predictions(out, benchmarks)
     logger.info("wrote %s", out / RESULTS_FILE)
     return results
+
+
+def _evaluate_slices(
+    config: EvalConfig, slices: list, prompt_configs: dict[str, PromptConfig], generation_config: Any,
+    policy: tuple[Any, Any], out: Path, progress: bool,
+) -> tuple[dict[str, dict], float]:
+    """Answer, judge (and with ``self_consistency``, sample and vote) every slice in one sandbox; write each
+    slice's predictions. Returns the ``benchmarks`` entries and the seconds spent sampling for maj@K."""
+    from ..sql import Sandbox
+
+    model, tokenizer = policy
+    benchmarks: dict[str, dict] = {}
+    sampling_seconds = 0.0
+    with Sandbox(config.sql_limits(), workers=config.sandbox_workers) as sandbox:
+        schema_cache: dict = {}
+        shown = bar_disabled(progress and len(slices) > 1)
+        for piece in tqdm(slices, desc="eval slices", unit="slice", disable=shown):
+            prompts = {
+                name: build_prompts(piece.rows, prompt_configs[name], sandbox, schema_cache)
+                for name in POLICIES
+            }
+            judge = _judge(piece.spec, config, sandbox)
+            outputs = generate_and_judge(
+                model, tokenizer, piece.rows, prompts, judge, generation_config, progress=progress
+            )
+            voted = None
+            if config.self_consistency:
+                sampling_started = time.perf_counter()
+                voted = sample_and_vote(model, tokenizer, piece.rows, prompts, judge, config.sampling_config())
+                sampling_seconds += time.perf_counter() - sampling_started
+            benchmarks[piece.spec.key] = _slice_results(piece, outputs, config, out, voted)
+    return benchmarks, sampling_seconds
 
 
 def _prompt_configs(config: EvalConfig) -> dict[str, PromptConfig]:
