@@ -95,3 +95,19 @@ def test_importing_the_card_does_not_load_the_ablation_grid(tmp_path):
         tmp_path,
     )
     assert report == []
+
+
+def test_no_two_modules_import_each_other_at_any_depth():
+    """The layers contract orders packages; inside one package, modules must not form a cycle either (an import
+    inside a function counts: ``hub/plan`` and ``hub/publish`` once imported each other through function bodies).
+    grimp is import-linter's own graph."""
+    import grimp
+
+    graph = grimp.build_graph("slmsql_hub")
+    cycles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            chain = graph.find_shortest_chain(importer=imported, imported=module)
+            if chain:
+                cycles.add(" -> ".join((module, *chain)))
+    assert sorted(cycles) == []

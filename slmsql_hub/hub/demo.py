@@ -17,7 +17,7 @@ from typing import Any
 
 from ..run.layout import CARD_README, WORLD_MANIFEST, RunLayout
 from ..run.read import model_ref
-from .plan import DATASET, MODEL, SFT_MODEL, folder_files
+from .targets import DATASET, MODEL, SFT_MODEL, folder_files
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.files import read_json_object, write_atomic
-from .plan import PushTarget, folder_files, sha256_of
+from .targets import PushTarget, folder_files, sha256_of
 
 logger = logging.getLogger(__name__)
 

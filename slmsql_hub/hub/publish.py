@@ -70,15 +70,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..card.training import TRAINING_RUN_FILES, training_card
 from ..errors import InfrastructureError, UsageError
-from ..refs import check_repo_id, looks_like_hub_id
-from ..render import templates
-from ..render.fmt import number
+from ..refs import check_repo_id
 from ..run.files import read_json_object
-from ..run.layout import CARD_README, RUN_SUMMARY, STAGE_CONFIG, TELEMETRY, StageFolder
-from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
+from ..run.layout import CARD_README, RUN_SUMMARY, StageFolder
 from .band import BAND_SPLIT, load_band
-from .plan import (
+from .plan import stage_files
+from .progress import PushProgress, fingerprint
+from .targets import (
     BASE_MODEL,
     DATASET,
     DEMO_DATA,
@@ -91,9 +91,7 @@ from .plan import (
     WORLD_BENCHMARK,
     PushTarget,
     folder_files,
-    stage_files,
 )
-from .progress import PushProgress, fingerprint
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -435,62 +433,6 @@ def _push_one(
     return PushResult(
         target.what, target.repo_type, target.repo_id, url, commit.commit_url, commit.oid, pr_url, visible
     )
-
-
-TRAINING_RUN_FILES: tuple[str, ...] = (RUN_SUMMARY, STAGE_CONFIG, TELEMETRY)
-
-
-def training_card(summary: dict, repo_id: str, *, grpo_repo_id: str | None = None) -> str:
-    """The card a repository gets at the end of training (``model_card/training_card.md``), from
-    ``run_summary.json`` only; ``grpo_repo_id``: the GRPO adapter this SFT adapter is published beside (its card
-    holds the evaluation).
-
-    Example:
-
-    ```python
-    >>> card = training_card({"kind": "grpo", "status": "completed", "base_model": "Qwen/Qwen2.5-Coder-1.5B",
-    ...                       "adapter_path": "outputs/sft/stage2", "steps": 3}, "alice/qwen-grpo")
-    >>> "base_model: Qwen/Qwen2.5-Coder-1.5B" in card, "3 steps" in card
-    (True, True)
-
-    ```
-    """
-    from huggingface_hub import ModelCard, ModelCardData
-
-    from ..render.fmt import scientific
-
-    base = summary.get("base_model") or "unknown"
-    kind = str(summary.get("kind") or "grpo")
-    data = ModelCardData(
-        base_model=base if looks_like_hub_id(base) else None,
-        library_name="peft",
-        pipeline_tag="text-generation",
-        tags=["text-to-sql", kind, "trl", "peft", "slmsql-hub"],
-    )
-    means = ((summary.get("telemetry") or {}).get("mean")) or {}
-    relative = (summary.get("adapter_update") or {}).get("relative_norm")
-    guards = summary.get("guards") or {}
-    context = {
-        "model_name": repo_id.split("/")[-1],
-        "repo_id": repo_id,
-        "grpo_repo_id": grpo_repo_id,
-        "kind": kind,
-        "base": base,
-        "summary": summary,
-        "checksum": summary.get("adapter_checksum") or {},
-        "relative_update": None if relative is None else scientific(relative),
-        "telemetry_means": [
-            (name, number(means[name]))
-            for name in (EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC, "reward", "reward_std", "grad_norm")
-            if name in means
-        ],
-        "guards": [(r.get("name"), r.get("status")) for r in guards.get("results", [])]
-        if isinstance(guards, dict)
-        else [],
-        "run_files": TRAINING_RUN_FILES,
-    }
-    path = templates.template_path(templates.TRAINING_CARD)
-    return str(templates.render(ModelCard, data, path, **context))
 
 
 def push_training_card(

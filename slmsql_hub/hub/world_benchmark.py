@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..run.layout import CARD_README, CardLayout, RunLayout
-from .plan import WORLD_BENCHMARK, PushTarget, folder_files
+from .targets import WORLD_BENCHMARK, PushTarget, folder_files
 
 logger = logging.getLogger(__name__)
 
