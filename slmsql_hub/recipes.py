@@ -1,6 +1,11 @@
 """A recipe is one flat YAML file filling a stage's dataclasses (as in open-r1); ``--field value`` on the command
 line wins over the recipe (:func:`parse_recipe`). :func:`save_resolved_config` writes back what a run used.
 
+A stage called in-process (ablate, the quickstart, the sampler) passes typed ``values`` instead of ``--flag value``
+strings to parse again (which once read a negative learning rate as an option, 4fee998): they become the parser's
+defaults as the recipe's keys do, so the dataclasses are built once. ``dataclasses.replace`` on a parsed TRL or
+transformers config would run its ``__post_init__`` again over fields it already derived.
+
 The sections stages share live with their stage: :class:`~slmsql_hub.data.prompts.PromptArguments` and
 :class:`~slmsql_hub.data.config.BenchmarkArguments` (data), :class:`~slmsql_hub.generation.loading.InferenceArguments`
 (the filter's and the evaluation's model and decoding budget).
