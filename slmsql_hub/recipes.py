@@ -1,6 +1,11 @@
 """A recipe is one flat YAML file filling a stage's dataclasses (as in open-r1); ``--field value`` on the command
 line wins over the recipe (:func:`parse_recipe`). :func:`save_resolved_config` writes back what a run used.
 
+A stage called in-process (ablate, the quickstart, the sampler) passes typed ``values`` instead of ``--flag value``
+strings to parse again (which once read a negative learning rate as an option, 4fee998): they become the parser's
+defaults as the recipe's keys do, so the dataclasses are built once. ``dataclasses.replace`` on a parsed TRL or
+transformers config would run its ``__post_init__`` again over fields it already derived.
+
 The sections stages share live with their stage: :class:`~slmsql_hub.data.prompts.PromptArguments` and
 :class:`~slmsql_hub.data.config.BenchmarkArguments` (data), :class:`~slmsql_hub.generation.loading.InferenceArguments`
 (the filter's and the evaluation's model and decoding budget).
@@ -10,13 +15,14 @@ Nothing here reads datasets or models: a recipe for a model this machine cannot 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import enum
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -155,12 +161,15 @@ def parse_recipe(
     dataclass_types: Sequence[type],
     config: str | os.PathLike | None = None,
     overrides: Sequence[str] = (),
+    values: Mapping[str, Any] | None = None,
 ) -> tuple:
-    """Fill ``dataclass_types`` from a flat YAML recipe, then from ``--key value`` overrides (which win).
+    """Fill ``dataclass_types`` from a flat YAML recipe, then from typed ``values`` (``{field: value}``, what a
+    stage called in-process passes: :func:`typed_values`), then from ``--key value`` command-line ``overrides``
+    (later wins).
 
     Returns one validated instance per dataclass, in the order given. Raises :class:`UsageError` when the recipe
-    is missing, empty, malformed or not a mapping, a key is unknown (recipe or overrides; the closest field is
-    suggested), or a value fails validation. Nothing is loaded: every check runs before data or a model.
+    is missing, empty, malformed or not a mapping, a key is unknown (recipe, values or overrides; the closest
+    field is suggested), or a value fails validation. Nothing is loaded: every check runs before data or a model.
 
     Example:
 
@@ -183,16 +192,18 @@ def parse_recipe(
     """
     known = _field_names(dataclass_types)
     classes = ", ".join(c.__name__ for c in dataclass_types)
-    argv: list[str] = []
+    recipe: dict[str, Any] = {}
     if config is not None:
-        path = Path(config)
-        unknown = sorted(set(read_recipe_mapping(path)) - (known | {"env"}))
+        recipe = read_recipe_mapping(config)
+        unknown = sorted(set(recipe) - (known | {"env"}))
         if unknown:
             raise UsageError(
-                f"unknown key(s) in {path}: {_unknown_keys(unknown, known)}; remove them or check the spelling "
+                f"unknown key(s) in {config}: {_unknown_keys(unknown, known)}; remove them or check the spelling "
                 f"(known fields are those of {classes})"
             )
-        argv = ["--config", str(path)]
+    unknown = sorted(set(values or {}) - known)
+    if unknown:
+        raise UsageError(f"unknown field(s) {_unknown_keys(unknown, known)}; known fields are those of {classes}")
     # HfArgumentParser takes --field and --field-name alike, and --no_FIELD for a boolean that defaults to true.
     flags = [arg.split("=", 1)[0][2:].replace("-", "_") for arg in overrides if arg.startswith("--")]
     unknown = [f for f in flags if f not in known | {"config", "help"} and f.removeprefix("no_") not in known]
@@ -203,22 +214,83 @@ def parse_recipe(
         )
     overrides = _glue_negative_numbers(overrides)
     parser = _build_parser(dataclass_types)
+    _set_recipe_env(recipe.pop("env", None), config)
+    # As TrlParser.parse_args_and_config does with its --config file: the recipe (then the values) become the
+    # parser's defaults, and the command line is parsed over them.
+    parser.set_defaults_with_config(**{**recipe, **typed_values(parser, values or {})})
     # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0. The dataclasses'
     # own checks (TRL's and transformers' included) raise ValueError: bad input as well, one line.
     try:
-        parsed = parser.parse_args_and_config(
-            [*argv, *overrides], return_remaining_strings=True, separate_remaining_strings=True
-        )
+        *instances, cli_rest = parser.parse_args_into_dataclasses(args=overrides, return_remaining_strings=True)
     except ValueError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UsageError(f"invalid value in {config or 'the overrides'}: {first}") from err
-    *instances, config_rest, cli_rest = parsed
-    if config_rest or cli_rest:
+    if cli_rest:
         raise UsageError(
-            f"unknown argument(s) {' '.join(config_rest + cli_rest)}; overrides are --field value with fields of "
-            f"{classes}"
+            f"unknown argument(s) {' '.join(cli_rest)}; overrides are --field value with fields of {classes}"
         )
     return tuple(instances)
+
+
+def _set_recipe_env(env: Any, config: str | os.PathLike | None) -> None:
+    """A recipe's ``env: {NAME: value}`` into ``os.environ``, as TRL's parser sets it."""
+    if env is None:
+        return
+    if not isinstance(env, dict):
+        raise UsageError(f"invalid value in {config}: `env` must be a mapping of NAME: value")
+    for key, value in env.items():
+        os.environ[key] = str(value)
+
+
+def typed_values(parser: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` typed as the recipe parser types a field: a string through the field's type (``"2"`` for an
+    int field is 2), a whole number for a float field as a float, a single value for a list field as a
+    one-element list; other values (numbers, lists of them, mappings) as given. One :class:`UsageError` line for
+    a value the field's type or choices refuse.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.training.configs import GRPO_ARGUMENTS
+    >>> parser = _build_parser(GRPO_ARGUMENTS)
+    >>> typed_values(parser, {"learning_rate": 0, "max_steps": "2", "dataset_paths": "runs/q/filter/band"})
+    {'learning_rate': 0.0, 'max_steps': 2, 'dataset_paths': ['runs/q/filter/band']}
+    >>> typed_values(parser, {"beta": "x"})
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: invalid value for beta: 'x' (expected float)
+
+    ```
+    """
+    actions = {action.dest: action for action in parser._actions if action.type is not None}
+    typed: dict[str, Any] = {}
+    for name, value in values.items():
+        action = actions.get(name)
+        if action is None or value is None:
+            typed[name] = value
+        elif action.nargs in ("+", "*"):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            typed[name] = [_typed_value(action, name, item) for item in items]
+        else:
+            typed[name] = _typed_value(action, name, value)
+    return typed
+
+
+def _typed_value(action: Any, name: str, value: Any) -> Any:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, int) and not isinstance(value, bool) and action.type is float:
+        return float(value)
+    if not isinstance(value, str):
+        return value
+    try:
+        typed = action.type(value)
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as err:
+        expected = getattr(action.type, "__name__", "its type")
+        raise UsageError(f"invalid value for {name}: {value!r} (expected {expected})") from err
+    if action.choices is not None and typed not in action.choices:
+        raise UsageError(f"invalid value for {name}: {value!r} (choose from {', '.join(map(str, action.choices))})")
+    return typed
 
 
 _NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|-inf(inity)?", re.IGNORECASE)

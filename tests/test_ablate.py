@@ -201,10 +201,9 @@ def test_unfiltered_trains_on_attempt1_data_and_the_others_on_band_train():
     config = load_ablation_config(WORLD)
     attempt1 = parse_recipe(GRPO_ARGUMENTS, REPO / "recipes" / "world" / "grpo_attempt1.yaml")[0]
     for variant in config.variants:
-        args = config.base_overrides(0, Path("o"), Path("band_train")) + variant.override_args(
-            "outputs/quickstart"
-        )
-        script, _, training = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, args)
+        values = {**config.base_values(0, Path("o"), Path("band_train")),
+                  **variant.override_values("outputs/quickstart")}  # fmt: skip
+        script, _, training = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, values=values)
         if variant.name == "unfiltered":  # attempt #1's split, inside the run's world
             assert [Path(p).name for p in script.dataset_paths] == [
                 Path(p).name for p in attempt1.dataset_paths

@@ -57,9 +57,9 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
     recipes, calls = REPO / "recipes" / "world", []
 
     def fake(command):
-        def call(run, options, recipe):
+        def call(run, values, recipe):
             stage = next(s for s in STAGES if s.command == command and s.name not in [c[0] for c in calls])
-            calls.append((stage.name, recipe, flat_options(options)))
+            calls.append((stage.name, recipe, dict(values)))
             stage.marker(run).parent.mkdir(parents=True, exist_ok=True)
             stage.marker(run).write_text("{}")
             return {}
@@ -69,9 +69,12 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
     monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in quickstart._CALLS})
     result = run_quickstart(tmp_path, recipes=recipes, attempt1="always")
     assert [name for name, _, _ in calls] == [s.name for s in STAGES] == list(result.ran)
-    for (name, recipe, flat), stage in zip(calls, STAGES):
+    for (name, recipe, values), stage in zip(calls, STAGES):
         argv = stage.argv(tmp_path, recipes, WORLD.repo_id)
-        assert argv[len(argv) - len(flat) :] == flat, name  # the same options as the command line
+        flat = flat_options({f"--{key}": value for key, value in values.items()})
+        # the field values of the command line's options, hyphens or underscores as the study spells them
+        assert [a.replace("-", "_") for a in argv[len(argv) - len(flat) :]] == [a.replace("-", "_") for a in flat]
+        assert all(not key.startswith("-") for key in values), name  # typed fields, not --flags
         assert recipe == (recipes / stage.recipe if stage.recipe else None)
 
 
@@ -155,16 +158,16 @@ def test_smoke_quickstart_with_an_empty_band_stops_at_grpo_naming_the_fix(tmp_pa
 
 
 def _fake_calls(monkeypatch, calls: list) -> None:
-    """Every stage's library call replaced by one that records its options and writes the stage's marker."""
+    """Every stage's library call replaced by one that records its field values and writes the stage's marker."""
     import slmsql_hub.commands.quickstart as quickstart
 
     def fake(command):
-        def call(run, options, recipe):
-            calls.append((command, recipe.name if recipe else None, dict(options)))
+        def call(run, values, recipe):
+            calls.append((command, recipe.name if recipe else None, dict(values)))
             marker = {"world build": run.world_manifest, "filter": run.filter_report, "eval": run.eval_results,
                       "card": run.card.readme, "push {out}": run.push_plan}.get(command)  # fmt: skip
-            if marker is None:  # a training stage: its --output_dir's summary
-                marker = Path(str(options["--output_dir"])) / "run_summary.json"
+            if marker is None:  # a training stage: its output_dir's summary
+                marker = Path(str(values["output_dir"])) / "run_summary.json"
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text("{}")
             return {}
@@ -195,11 +198,11 @@ def test_the_qwen_study_takes_its_base_and_sft_adapter_from_the_hub_by_id_and_re
     assert list(result.ran) == ["base", "sft2", "filter", "grpo", "eval", "card", "push_dry_run"]
     by_recipe = {recipe: options for _, recipe, options in calls}
     grpo = by_recipe["grpo_band.yaml"]
-    assert (grpo["--model_name_or_path"], grpo["--model_revision"]) == (base.repo_id, base.revision)
-    assert grpo["--adapter_path"] == sft.repo_id and "--adapter_revision" not in grpo  # unpinned: left out
-    assert (grpo["--dataset_paths"], grpo["--output_dir"]) == (str(run.band), str(run.grpo.path))
-    assert by_recipe["eval_bird_spider.yaml"]["--sft_adapter"] == sft.repo_id
-    assert by_recipe["eval_bird_spider.yaml"]["--grpo_adapter"] == str(run.grpo.path)
+    assert (grpo["model_name_or_path"], grpo["model_revision"]) == (base.repo_id, base.revision)
+    assert grpo["adapter_path"] == sft.repo_id and "adapter_revision" not in grpo  # unpinned: left out
+    assert (grpo["dataset_paths"], grpo["output_dir"]) == (str(run.band), str(run.grpo.path))
+    assert by_recipe["eval_bird_spider.yaml"]["sft_adapter"] == sft.repo_id
+    assert by_recipe["eval_bird_spider.yaml"]["grpo_adapter"] == str(run.grpo.path)
 
     # Rerun: everything reused; asking to train the SFT adapter now is one line naming the folder.
     assert run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never").ran == {}
@@ -216,10 +219,10 @@ def test_with_from_hub_none_the_qwen_study_trains_both_sft_stages_on_the_hub_bas
     run = RunLayout(tmp_path / "run")
     assert list(result.ran)[:3] == ["base", "sft1", "sft2"] and not run.sft_stage2.hub.exists()
     sft2 = next(options for _, recipe, options in calls if recipe == "sft_stage2_bird_spider.yaml")
-    assert sft2["--adapter_path"] == str(run.sft_stage1.path)
-    assert sft2["--model_name_or_path"] == load_study(QWEN).stage("base").hub.repo_id
+    assert sft2["adapter_path"] == str(run.sft_stage1.path)
+    assert sft2["model_name_or_path"] == load_study(QWEN).stage("base").hub.repo_id
     grpo = next(options for _, recipe, options in calls if recipe == "grpo_band.yaml")
-    assert grpo["--adapter_path"] == str(run.sft_stage2.path) and "--adapter_revision" not in grpo
+    assert grpo["adapter_path"] == str(run.sft_stage2.path) and "adapter_revision" not in grpo
 
 
 def test_a_stage_the_study_cannot_take_from_the_hub_is_one_line_before_anything_runs(tmp_path):
@@ -293,11 +296,11 @@ def test_set_overrides_every_stage_whose_configuration_has_the_field_and_is_reco
     sets = {"max_steps": "2", "model_name_or_path": "alice/tiny-qwen"}
     run_quickstart(tmp_path / "run", recipes=QWEN, attempt1="never", sets=sets)
     by_recipe = {recipe: options for _, recipe, options in calls}
-    assert by_recipe["grpo_band.yaml"]["--max_steps"] == "2"  # the study's own options lose to --set
-    assert {r for r, o in by_recipe.items() if o.get("--model_name_or_path") == "alice/tiny-qwen"} == {
+    assert by_recipe["grpo_band.yaml"]["max_steps"] == "2"  # the study's own options lose to --set
+    assert {r for r, o in by_recipe.items() if o.get("model_name_or_path") == "alice/tiny-qwen"} == {
         "filter_synsql.yaml", "grpo_band.yaml", "eval_bird_spider.yaml"
     }  # fmt: skip
-    assert "--max_steps" not in by_recipe["eval_bird_spider.yaml"]  # no such field: left alone
+    assert "max_steps" not in by_recipe["eval_bird_spider.yaml"]  # no such field: left alone
     recorded = json.loads((tmp_path / "run" / "quickstart_overrides.json").read_text())
     assert recorded == {"set": sets}
     with pytest.raises(UsageError, match=r"was run with --set .*max_steps.* give the same overrides"):

@@ -200,3 +200,65 @@ def test_a_negative_number_after_an_override_is_its_value(value, tmp_path):
     recipe = RECIPES / "world" / "sft_stage1.yaml"
     with pytest.raises(UsageError, match=f"learning_rate must be >= 0; got {float(value)}"):
         parse_recipe(SFT_ARGUMENTS, recipe, ["--learning_rate", value, "--output_dir", str(tmp_path)])
+
+
+# Typed values (issue #33): a stage called in-process gets {field: value}, never --flag strings to parse again.
+
+_TYPED = [
+    {"learning_rate": 0.0},
+    {"learning_rate": 0},
+    {"learning_rate": 2.0e-4, "seed": 1},
+    {"reward_funcs": ["execution"], "reward_weights": [1.0], "reward_executes": 0.0, "reward_fails": 0.0},
+    {"scale_rewards": "none"},
+    {"num_iterations": 2},
+    {"beta": 0.04},
+    {"dataset_paths": ["runs/q/world/datasets/grounding", "runs/q/filter/band"]},
+    {"max_train_samples": 8},
+    {"max_train_samples": None},
+]
+
+
+@pytest.mark.parametrize("values", _TYPED, ids=lambda v: ",".join(v))
+def test_typed_values_fill_the_grpo_configs_as_the_same_keys_in_the_recipe_and_on_the_command_line(tmp_path, values):
+    from slmsql_hub.recipes import config_to_dict, parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
+
+    recipe = WORLD / "grpo_band.yaml"
+    typed = config_to_dict(*parse_recipe(GRPO_ARGUMENTS, recipe, values=values))
+    written = tmp_path / "grpo.yaml"
+    written.write_text(yaml.safe_dump({**yaml.safe_load(recipe.read_text(encoding="utf-8")), **values}))
+    assert typed == config_to_dict(*parse_recipe(GRPO_ARGUMENTS, written))
+    argv = [item for key, value in values.items() if value is not None
+            for item in (f"--{key}", *map(str, value if isinstance(value, list) else [value]))]  # fmt: skip
+    assert typed == config_to_dict(*parse_recipe(GRPO_ARGUMENTS, recipe, argv))
+    for key, value in values.items():
+        assert typed[key] == value, key
+    assert isinstance(typed["learning_rate"], float)  # a whole number for a float field, as the parser types it
+
+
+def test_typed_values_win_over_the_recipe_and_lose_to_the_command_line():
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
+
+    _, _, training = parse_recipe(GRPO_ARGUMENTS, WORLD / "grpo_band.yaml", ["--beta", "0.5"],
+                                  values={"beta": 0.04, "max_steps": 3})  # fmt: skip
+    assert (training.beta, training.max_steps) == (0.5, 3)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"learning_rate": -1e-4}, r"learning_rate must be >= 0 .*got -0\.0001"),
+        ({"learning_rate": "-1e-4"}, r"learning_rate must be >= 0 .*got -0\.0001"),
+        ({"learnig_rate": 1e-4}, r"unknown field\(s\) learnig_rate \(did you mean learning_rate\?\)"),
+        ({"beta": "high"}, r"invalid value for beta: 'high' \(expected float\)"),
+        ({"num_iterations": "2.5"}, r"invalid value for num_iterations: '2\.5'"),
+    ],
+)
+def test_a_bad_typed_value_is_one_usage_error_line(values, message):
+    from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.training.configs import GRPO_ARGUMENTS
+
+    with pytest.raises(UsageError, match=message) as err:
+        parse_recipe(GRPO_ARGUMENTS, WORLD / "grpo_band.yaml", values=values)
+    assert "\n" not in str(err.value)

@@ -189,11 +189,12 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     return info
 
 
-def run_pool_filter(filter_recipe: str, overrides: list[str]) -> dict[str, Any]:
-    """Run (or resume) the pass-rate filter on the pool: :func:`~slmsql_hub.filtering.run_filter` as is."""
+def run_pool_filter(filter_recipe: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Run (or resume) the pass-rate filter on the pool: :func:`~slmsql_hub.filtering.run_filter` as is, with the
+    recipe's fields set to ``values``."""
     from ..filtering import load_filter_config, run_filter
 
-    return run_filter(load_filter_config(filter_recipe, overrides))
+    return run_filter(load_filter_config(filter_recipe, values=values))
 
 
 def read_band(ref: str | Path, revision: str | None = None, option: str = "band.band_dir"):

@@ -32,10 +32,10 @@ class Variant:
 
     ```python
     >>> from slmsql_hub.ablate.config import Variant
-    >>> Variant("kl", "a KL penalty", {"beta": 0.04}).override_args("runs/q")
-    ['--beta', '0.04']
-    >>> Variant("x", "", {"dataset_paths": ["{run_dir}/world/datasets/grounding"]}).override_args("runs/q")
-    ['--dataset_paths', 'runs/q/world/datasets/grounding']
+    >>> Variant("kl", "a KL penalty", {"beta": 0.04}).override_values("runs/q")
+    {'beta': 0.04}
+    >>> Variant("x", "", {"dataset_paths": ["{run_dir}/world/datasets/grounding"]}).override_values("runs/q")
+    {'dataset_paths': ['runs/q/world/datasets/grounding']}
 
     ```
     """
@@ -54,13 +54,15 @@ class Variant:
         """False when the variant brings its own training data (``dataset_paths``), as ``unfiltered`` does."""
         return "dataset_paths" not in self.overrides
 
-    def override_args(self, run_dir: str | Path) -> list[str]:
-        """The overrides as ``--field value`` strings, ``{run_dir}`` filled in."""
-        args: list[str] = []
-        for key, value in self.overrides.items():
-            values = value if isinstance(value, list) else [value]
-            args += [f"--{key}", *(str(v).replace(_RUN_DIR, Path(run_dir).as_posix()) for v in values)]
-        return args
+    def override_values(self, run_dir: str | Path) -> dict[str, Any]:
+        """The overrides as typed field values, ``{run_dir}`` filled in (in strings and lists of them)."""
+
+        def filled(value: Any) -> Any:
+            if isinstance(value, list):
+                return [filled(v) for v in value]
+            return value.replace(_RUN_DIR, Path(run_dir).as_posix()) if isinstance(value, str) else value
+
+        return {key: filled(value) for key, value in self.overrides.items()}
 
 
 @dataclass
@@ -224,23 +226,33 @@ class AblationConfig:
             if used
         ]  # fmt: skip
 
-    def base_overrides(self, seed: int, output_dir: Path, dataset: Path) -> list[str]:
-        """The overrides every variant's GRPO run gets: the run's base and SFT adapter, band_train, seed."""
-        args = [
-            "--model_name_or_path", self.base_path,
-            "--adapter_path", self.sft_path,
-            "--dataset_paths", str(dataset),
-            "--output_dir", str(output_dir),
-            "--seed", str(seed),
-            "--save_strategy", "no",
-        ]  # fmt: skip
-        for flag, value in (("--model_revision", self.model_revision), ("--adapter_revision", self.sft_adapter_revision),
-                            ("--max_steps", self.max_steps)):  # fmt: skip
-            if value is not None:
-                args += [flag, str(value)]
-        if self.num_threads is not None:
-            args += ["--num_threads", str(self.num_threads)]
-        return args
+    def base_values(self, seed: int, output_dir: Path, dataset: Path) -> dict[str, Any]:
+        """The GRPO field values every variant's run gets: the run's base and SFT adapter, band_train, seed (an
+        unset revision, ``max_steps`` or ``num_threads`` leaves the recipe's).
+
+        Example:
+
+        ```python
+        >>> from pathlib import Path
+        >>> from slmsql_hub.ablate.config import AblationConfig
+        >>> AblationConfig("g.yaml", "e.yaml", [], run_dir="runs/q", max_steps=2).base_values(
+        ...     1, Path("o"), Path("band_train"))  # doctest: +NORMALIZE_WHITESPACE
+        {'model_name_or_path': 'runs/q/base', 'adapter_path': 'runs/q/sft/stage2', 'dataset_paths': ['band_train'],
+         'output_dir': 'o', 'seed': 1, 'save_strategy': 'no', 'max_steps': 2}
+
+        ```
+        """
+        given = {"model_revision": self.model_revision, "adapter_revision": self.sft_adapter_revision,
+                 "max_steps": self.max_steps, "num_threads": self.num_threads}  # fmt: skip
+        return {
+            "model_name_or_path": self.base_path,
+            "adapter_path": self.sft_path,
+            "dataset_paths": [str(dataset)],
+            "output_dir": str(output_dir),
+            "seed": seed,
+            "save_strategy": "no",
+            **{key: value for key, value in given.items() if value is not None},
+        }
 
 
 def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -373,9 +385,9 @@ def validate_variant(config: AblationConfig, variant: Variant) -> None:
             f"variant {variant.name!r}: unknown GRPO field(s) {', '.join(unknown)} (check the spelling against "
             f"{config.grpo_recipe})"
         )
-    overrides = config.base_overrides(0, Path(config.output_dir), Path(config.output_dir))
+    base = config.base_values(0, Path(config.output_dir), Path(config.output_dir))
     try:
-        parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides + variant.override_args(config.run_dir))
+        parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, values={**base, **variant.override_values(config.run_dir)})
     except UsageError as err:
         raise UsageError(f"variant {variant.name!r}: {err}") from err
 

@@ -22,19 +22,13 @@ def load_eval_settings(config: Any, output_dir: Path) -> Any:
     """The ``EvalConfig`` of the study's ``eval_recipe`` pointed at the run (decoding, SQL limits, bootstrap)."""
     from ..evaluation import load_eval_config
 
-    overrides = [
-        "--model_name_or_path", config.base_path, "--sft_adapter", config.sft_path, "--grpo_adapter",
-        config.sft_path, "--world_root", str(Path(config.run_dir) / "world"), "--output_dir", str(output_dir),
-    ]  # fmt: skip
-    for flag, value in (
-        ("--model_revision", config.model_revision),
-        ("--sft_adapter_revision", config.sft_adapter_revision),
-    ):
-        if value is not None:
-            overrides += [flag, value]
-    if config.num_threads is not None:
-        overrides += ["--num_threads", str(config.num_threads)]
-    return load_eval_config(config.eval_recipe, overrides)
+    values = {
+        "model_name_or_path": config.base_path, "sft_adapter": config.sft_path, "grpo_adapter": config.sft_path,
+        "world_root": str(Path(config.run_dir) / "world"), "output_dir": str(output_dir),
+        "model_revision": config.model_revision, "sft_adapter_revision": config.sft_adapter_revision,
+        "num_threads": config.num_threads,
+    }  # fmt: skip
+    return load_eval_config(config.eval_recipe, values={k: v for k, v in values.items() if v is not None})
 
 
 def load_slices(

@@ -179,15 +179,15 @@ def _pool_band(config: AblationConfig) -> tuple[str, dict[str, Any]]:
         pool["band_revision"] = settings.band_revision
     if settings.pool_rl_pool is not None:
         info = prepare_pool(run / "world", out / "pool", settings.pool_rl_pool)
-        overrides = [
-            "--model_name_or_path", config.base_path, "--adapter_path", config.sft_path,
-            "--world_root", info["world"], "--output_dir", str(out / "pool" / "filter"),
-            "--benchmarks", f"world:{POOL_SPLIT}" + (f":{settings.pool_limit}" if settings.pool_limit is not None else ""),
-        ]  # fmt: skip
+        values = {
+            "model_name_or_path": config.base_path, "adapter_path": config.sft_path,
+            "world_root": info["world"], "output_dir": str(out / "pool" / "filter"),
+            "benchmarks": [f"world:{POOL_SPLIT}" + (f":{settings.pool_limit}" if settings.pool_limit is not None else "")],
+        }  # fmt: skip
         if config.num_threads is not None:
-            overrides += ["--num_threads", str(config.num_threads)]
+            values["num_threads"] = config.num_threads
         started = time.perf_counter()
-        report = run_pool_filter(settings.filter_recipe, overrides)
+        report = run_pool_filter(settings.filter_recipe, values)
         band_dir = str(report["outputs"]["band"])
         pool = {"source": "pool", **info, "filter_summary": report["summary"], "filtered": report["pool"],
                 "excluded_sft": report.get("excluded_sft"), "filter_wall_s": round(time.perf_counter() - started, 1),
@@ -250,10 +250,8 @@ def train_variant(
     from ..training.grpo import train_grpo
     from ..training.telemetry import read_telemetry
 
-    overrides = config.base_overrides(seed, folder / "grpo", band_train) + variant.override_args(
-        config.run_dir
-    )
-    parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, overrides)
+    values = {**config.base_values(seed, folder / "grpo", band_train), **variant.override_values(config.run_dir)}
+    parsed = parse_recipe(GRPO_ARGUMENTS, config.grpo_recipe, values=values)
     affected = affected_prompts(config.plant, parsed[0], parsed[2].seed)
     timer = GenerateTimer()
     with timer.timing():

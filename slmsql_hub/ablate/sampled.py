@@ -55,20 +55,13 @@ def sampler_settings(config: Any, output_dir: Path, num_samples: int | None = No
     """The ``FilterConfig`` of the study's filter recipe pointed at the run's base model, ``num_samples``
     (default ``passk_samples``) samples per question, keyed in :data:`STUDY_KEYS` (its adapter is set per
     call)."""
-    import dataclasses
-
     from ..filtering import load_filter_config
 
     samples = config.passk_samples if num_samples is None else num_samples
-    overrides = [
-        "--model_name_or_path", config.base_path, "--num_samples", str(samples),
-        "--output_dir", str(output_dir),
-    ]  # fmt: skip
-    if config.model_revision is not None:
-        overrides += ["--model_revision", config.model_revision]
-    if config.num_threads is not None:
-        overrides += ["--num_threads", str(config.num_threads)]
-    return dataclasses.replace(load_filter_config(config.band.filter_recipe, overrides), key_namespace=STUDY_KEYS)
+    values = {"model_name_or_path": config.base_path, "num_samples": samples, "output_dir": str(output_dir),
+              "model_revision": config.model_revision, "num_threads": config.num_threads}  # fmt: skip
+    values = {key: value for key, value in values.items() if value is not None}
+    return load_filter_config(config.band.filter_recipe, values={**values, "key_namespace": STUDY_KEYS})
 
 
 def sample_keys(settings: Any) -> dict[str, Any]:

@@ -6,9 +6,10 @@ the two SFT stages, runs the pass-rate filter, trains GRPO on the band (and atte
 time budget allows), evaluates SFT vs GRPO with paired statistics, renders the model card and writes the exact
 folders a push would upload (a dry run). ``--recipes recipes/qwen2.5-coder-1.5b`` runs the GPU study the same
 way, its base model and SFT adapter taken from the Hub. Each stage calls the same library function as its
-``slmsql`` subcommand, with the study's recipe and overrides, which point every path into one run folder laid out
-by :class:`~slmsql_hub.run.layout.RunLayout`; :meth:`~slmsql_hub.commands.study.Stage.argv` is the command line
-that does the same. A stage taken from the Hub writes its folder's ``hub.json`` (repo id and revision).
+``slmsql`` subcommand, with the study's recipe and its options as typed field values
+(:meth:`~slmsql_hub.commands.study.Stage.values`), which point every path into one run folder laid out by
+:class:`~slmsql_hub.run.layout.RunLayout`; :meth:`~slmsql_hub.commands.study.Stage.argv` is the command line that
+does the same (logged, never parsed here). A stage taken from the Hub writes its folder's ``hub.json`` (repo id and revision).
 
 A stage whose output marker exists is reused, so re-running after an interruption continues where it stopped;
 ``--force`` redoes everything.
@@ -34,7 +35,10 @@ from ..run.guard import check_output, output_lock
 from ..run.layout import WORLD_MANIFEST, RunLayout
 from ..run.read import Run, model_ref, read_run
 from . import existing_folder, folder_to_write, number, print_result, repo_id
-from .study import Options, Stage, Study, default_recipes_dir, flat_options, load_study
+from .study import Stage, Study, default_recipes_dir, load_study
+
+Values = Mapping[str, Any]
+"""A stage's field values (:meth:`~slmsql_hub.commands.study.Stage.values` and ``--set``)."""
 
 logger = logging.getLogger(__name__)
 
@@ -47,30 +51,29 @@ DEFAULT_OUT = Path("outputs/quickstart")
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _world(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _world(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
     from ..world.build import WorldSizes, build_world
 
-    manifest = build_world(str(options["--out"]), seed=0, sizes=WorldSizes(), overwrite=False)
+    manifest = build_world(str(values["out"]), seed=0, sizes=WorldSizes(), overwrite=False)
     return {"world": str(manifest.root), "held_out_db": manifest.held_out_db}
 
 
-def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, Any]]:
-    def train(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _train(kind: str) -> Callable[[RunLayout, Values, Path | None], dict[str, Any]]:
+    def train(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
         from ..recipes import parse_recipe
         from ..training import configs
 
-        overrides = flat_options(options)
         if kind == "base":
             from ..training.base import train_base
 
-            return train_base(*parse_recipe(configs.BASE_ARGUMENTS, recipe, overrides))
+            return train_base(*parse_recipe(configs.BASE_ARGUMENTS, recipe, values=values))
         if kind == "sft":
             from ..training.sft import train_sft
 
-            return train_sft(*parse_recipe(configs.SFT_ARGUMENTS, recipe, overrides))
+            return train_sft(*parse_recipe(configs.SFT_ARGUMENTS, recipe, values=values))
         from ..training.grpo import train_grpo
 
-        summary = train_grpo(*parse_recipe(configs.GRPO_ARGUMENTS, recipe, overrides))
+        summary = train_grpo(*parse_recipe(configs.GRPO_ARGUMENTS, recipe, values=values))
         if summary["guards"]["failed"]:
             raise UsageError(f"guards failed after training: {', '.join(summary['guards']['failed'])}")
         return summary
@@ -78,36 +81,34 @@ def _train(kind: str) -> Callable[[RunLayout, Options, Path | None], dict[str, A
     return train
 
 
-def _filter(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _filter(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
     from ..filtering import load_filter_config, run_filter
 
-    return run_filter(load_filter_config(recipe, flat_options(options)))
+    return run_filter(load_filter_config(recipe, values=values))
 
 
-def _eval(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _eval(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
     from ..evaluation import load_eval_config, run_eval
 
-    return run_eval(load_eval_config(recipe, flat_options(options)))
+    return run_eval(load_eval_config(recipe, values=values))
 
 
-def _card(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _card(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
     from ..card import CardOptions, build_card
 
-    result = build_card(
-        str(options["--run-dir"]), None, options=CardOptions(repo_id=str(options["--repo-id"]))
-    )
+    result = build_card(str(values["run_dir"]), None, options=CardOptions(repo_id=str(values["repo_id"])))
     return {"card": str(result.readme), "outcome": result.outcome}
 
 
-def _push_dry_run(run: RunLayout, options: Options, recipe: Path | None) -> dict[str, Any]:
+def _push_dry_run(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
     from ..hub import plan_push, write_dry_run
 
-    targets = plan_push(str(run.root), str(options["--repo-id"]), str(options["--what"]))
+    targets = plan_push(str(run.root), str(values["repo_id"]), str(values["what"]))
     plan = write_dry_run(targets, run.push_dry_run, revision=None, create_pr=False)
     return {"targets": [target["what"] for target in plan["targets"]]}
 
 
-_CALLS: dict[str, Callable[[RunLayout, Options, Path | None], dict[str, Any]]] = {  # keyed by study.COMMANDS
+_CALLS: dict[str, Callable[[RunLayout, Values, Path | None], dict[str, Any]]] = {  # keyed by study.COMMANDS
     "world build": _world,
     "train base": _train("base"),
     "train sft": _train("sft"),
@@ -291,12 +292,10 @@ def run_stage(
     if from_hub:
         logger.info("%s: from the Hub, %s at %s", stage.name, stage.hub.repo_id, stage.hub.revision or "main")
         return _take_from_hub(stage, run)
-    argv = [*stage.argv(run.root, recipes, repo_id), *flat_options({f"--{k}": v for k, v in (overrides or {}).items()})]
-    logger.info("%s: slmsql %s", stage.name, " ".join(argv))
+    logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id, overrides)))
     recipe = Path(recipes) / stage.recipe if stage.recipe else None
-    options = {**stage.options(run, repo_id), **{f"--{k}": v for k, v in (overrides or {}).items()}}
     try:
-        result = _CALLS[stage.command](run, options, recipe)
+        result = _CALLS[stage.command](run, {**stage.values(run, repo_id), **(overrides or {})}, recipe)
     except UsageError as err:
         raise UsageError(
             f"stage '{stage.name}' failed: {err}; fix the cause and rerun: finished stages are reused"

@@ -48,7 +48,7 @@ Options = dict[str, str | bool]
 
 
 def flat_options(options: Options) -> list[str]:
-    """Options as command-line strings (``True``: a bare flag): what the recipe parsers take as overrides."""
+    """Options as command-line strings (``True``: a bare flag): the command line :meth:`Stage.argv` shows."""
     flat: list[str] = []
     for key, value in options.items():
         flat += [key] if value is True else [key, str(value)]
@@ -112,8 +112,27 @@ class Stage:
             options[key] = text.format_map({k: "" if v is None else v for k, v in values.items()})
         return options
 
-    def argv(self, out: str | os.PathLike, recipes: str | os.PathLike, repo_id: str) -> list[str]:
-        """The ``slmsql`` command line that runs this stage.
+    def values(self, run: RunLayout, repo_id: str) -> dict[str, str | bool]:
+        """The options as the field values the stage's library call takes (``--model_name_or_path``:
+        ``model_name_or_path``, ``--run-dir``: ``run_dir``), the run's places filled in.
+
+        Example:
+
+        ```python
+        >>> from slmsql_hub.commands.study import load_study
+        >>> load_study("recipes/world").stage("card").values(RunLayout("runs/q"), "me/model")
+        {'run_dir': 'runs/q', 'repo_id': 'me/model'}
+
+        ```
+        """
+        return {key.lstrip("-").replace("-", "_"): value for key, value in self.options(run, repo_id).items()}
+
+    def argv(
+        self, out: str | os.PathLike, recipes: str | os.PathLike, repo_id: str, sets: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """The ``slmsql`` command line that does what this stage does (``sets``: its fields of ``quickstart
+        --set``, last), for a person to read or rerun: the quickstart logs it and calls the library with
+        :meth:`values`.
 
         Example:
 
@@ -129,7 +148,8 @@ class Stage:
             raise UsageError(f"stage '{self.name}' is taken from the Hub; it has no command line")
         command = [part.format(out=Path(out).as_posix()) for part in self.command.split()]
         config = ["--config", (Path(recipes) / self.recipe).as_posix()] if self.recipe else []
-        return [*command, *config, *flat_options(self.options(RunLayout(out), repo_id))]
+        sets_options = {f"--{key}": value for key, value in (sets or {}).items()}
+        return [*command, *config, *flat_options({**self.options(RunLayout(out), repo_id), **sets_options})]
 
 
 @dataclass(frozen=True)

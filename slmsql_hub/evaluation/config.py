@@ -5,9 +5,9 @@ by :func:`load_eval_config`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..data.config import BenchmarkArguments, BenchmarkEntry
 from ..data.prompts import PromptArguments
@@ -255,7 +255,10 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         return FilterConfig.generation_config(self)
 
 
-def load_eval_config(config: str | os.PathLike | None = None, overrides: Sequence[str] = ()) -> EvalConfig:
-    """Read an :class:`EvalConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
-    (parsed,) = parse_recipe((EvalConfig,), config, overrides)
+def load_eval_config(
+    config: str | os.PathLike | None = None, overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
+) -> EvalConfig:
+    """Read an :class:`EvalConfig` from a YAML recipe (``None``: defaults), typed ``values`` and ``--field value``
+    overrides (later wins; :func:`~slmsql_hub.recipes.parse_recipe`)."""
+    (parsed,) = parse_recipe((EvalConfig,), config, overrides, values)
     return parsed

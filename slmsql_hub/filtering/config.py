@@ -5,7 +5,7 @@ run folder's file names.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -182,8 +182,9 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
 
 
 def load_filter_config(
-    config: str | os.PathLike | None = None, overrides: Sequence[str] = ()
+    config: str | os.PathLike | None = None, overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
 ) -> FilterConfig:
-    """Read a :class:`FilterConfig` from a YAML recipe (``None``: defaults) and ``--field value`` overrides (which win)."""
-    (parsed,) = parse_recipe((FilterConfig,), config, overrides)
+    """Read a :class:`FilterConfig` from a YAML recipe (``None``: defaults), typed ``values`` and ``--field value``
+    overrides (later wins; :func:`~slmsql_hub.recipes.parse_recipe`)."""
+    (parsed,) = parse_recipe((FilterConfig,), config, overrides, values)
     return parsed
