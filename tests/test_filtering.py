@@ -182,20 +182,6 @@ def test_command_line_overrides_win_over_the_recipe():
     assert (config.num_samples, config.pass_rate_low, config.pass_rate_high) == (4, 0.1, 0.8)
 
 
-def test_the_old_pool_spelling_still_loads_with_one_deprecation_line(tmp_path, caplog):
-    recipe = tmp_path / "filter.yaml"
-    recipe.write_text(
-        "model_name_or_path: m\nbenchmark: world\ndata_root: w\nsplit: rl_pool\nlimit: 24\noutput_dir: o\n"
-    )
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.data.config"):
-        config = load_filter_config(recipe)
-    assert (config.benchmarks, config.world_root, config.pool_root) == (["world:rl_pool:24"], "w", "w")
-    assert [r.getMessage() for r in caplog.records] == [
-        "benchmark/data_root/split/limit is deprecated and will be removed in the next release; write "
-        "benchmarks: [world:rl_pool:24] and world_root: w"
-    ]
-
-
 def test_backend_is_part_of_the_config_and_reaches_the_generation_settings():
     values = dict(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir="o")
     assert FilterConfig(**values).generation_config().backend == "transformers"
