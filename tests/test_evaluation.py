@@ -160,7 +160,7 @@ BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_di
         ({"output_dir": None}, "output_dir is not set"),
         ({"benchmarks": []}, "benchmarks is empty"),
         ({"benchmarks": ["world"]}, "must be NAME:SPLIT or NAME:SPLIT:LIMIT"),
-        ({"benchmarks": ["synsql:train"]}, "SynSQL is a training pool"),
+        ({"benchmarks": ["synsql:train"]}, "cannot evaluate on 'synsql' .a training pool"),
         ({"benchmarks": ["world:rl_pool"]}, "evaluate world on dev or test"),
         ({"benchmarks": ["spider:dev:0"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),
         ({"benchmarks": ["spider:dev:ten"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),

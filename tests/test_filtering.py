@@ -134,7 +134,7 @@ def rows_of(out):
         ({"benchmarks": ["world:dev"]}, "held out for evaluation"),
         ({"benchmarks": ["world:test:20"]}, "held out for evaluation"),
         ({"output_dir": None}, "output_dir is not set"),
-        ({"world_root": None}, "world_root is not set"),
+        ({"world_root": None}, "needs world_root"),
         ({"benchmarks": []}, "must name ONE pool"),
         ({"benchmarks": ["world:rl_pool", "synsql:train"], "synsql_root": "s"}, "must name ONE pool"),
         ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),

@@ -113,9 +113,8 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
         InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
-        self.benchmarks = _listed(self.benchmarks)
         self.bands = _listed(self.bands)
-        self._upgrade_old_spellings()
+        self._normalise()
         if not self.benchmarks and not self.bands:
             raise UsageError(
                 "nothing to diagnose: list slices in benchmarks (e.g. world:dev) or bands (a band folder or Hub "
