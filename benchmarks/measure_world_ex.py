@@ -25,11 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-from slmsql_hub.data.benchmarks import load_benchmark
+from slmsql_hub.data.benchmarks import get_benchmark, load_benchmark
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import (
-    BREAKDOWNS,
-    MODES,
     build_prompts,
     generate_and_judge,
     policy_scores,
@@ -43,6 +41,7 @@ logger = logging.getLogger("measure_world_ex")
 
 ARMS = {"adapter": "default", "base": None}
 """Arm name -> the adapter ``use_adapter`` activates (``None``: the base alone)."""
+WORLD = get_benchmark("world")  # its compare mode and breakdown, as slmsql eval reads them
 
 
 def load_split(world: Path, split: str, limit: int | None, seed: int) -> tuple[list[dict], str | None]:
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     with Sandbox() as sandbox:
         prompts = build_prompts(rows, prompt_config, sandbox)
         # slmsql eval's path: each adapter answers in turn, then every answer is judged in one batch.
-        judge = Judge(sandbox=sandbox, mode="bird")
+        judge = Judge(sandbox=sandbox, mode=WORLD.compare_mode)
         outputs = generate_and_judge(model, tokenizer, rows, {name: prompts for name in arms.values()}, judge, config)
     seconds = time.perf_counter() - start
     print(f"\ngeneration + judging: {seconds:.1f} s")
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     by_arm = {}
     for arm, name in arms.items():
         scores = policy_scores(
-            rows, outputs[name], breakdown_by=BREAKDOWNS["world"], held_out_db=held_out, mode=MODES["world"]
+            rows, outputs[name], breakdown_by=WORLD.breakdown, held_out_db=held_out, mode=WORLD.compare_mode.value
         )
         label = f"{arm}: {args.base}" + (f" + {args.adapter}" if name else "")
         print_report(label, scores, len(rows))

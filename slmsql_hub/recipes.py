@@ -30,12 +30,6 @@ from .errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-DEPRECATED_FIELDS = frozenset(
-    {"benchmark_split", "benchmark_limit", "benchmark", "data_root", "split", "limit", "world_dir"}
-)
-"""The old benchmark spellings :class:`~slmsql_hub.data.config.BenchmarkArguments` still reads (left out of saved configs when unset)."""
-
-
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:
     return {f.name for cls in dataclass_types for f in dataclasses.fields(cls) if f.init}
 
@@ -334,8 +328,8 @@ _SECRET_FIELDS = frozenset({"hub_token"})
 
 
 def config_to_dict(*instances: Any) -> dict[str, Any]:
-    """Flatten config dataclasses into one recipe-shaped mapping (later instances win; ``hub_token`` and unset
-    deprecated spellings left out).
+    """Flatten config dataclasses into one recipe-shaped mapping (later instances win; ``hub_token`` and the
+    fields a class names in its ``omit_when_unset`` left out while ``None``).
 
     Example:
 
@@ -350,7 +344,7 @@ def config_to_dict(*instances: Any) -> dict[str, Any]:
     for instance in instances:
         for f in dataclasses.fields(instance):
             value = getattr(instance, f.name)
-            if not f.init or f.name in _SECRET_FIELDS or (f.name in DEPRECATED_FIELDS and value is None):
+            if not f.init or f.name in _SECRET_FIELDS or (value is None and f.name in getattr(instance, "omit_when_unset", ())):
                 continue
             out[f.name] = _plain(value)
     return out

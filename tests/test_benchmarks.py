@@ -195,7 +195,7 @@ def test_synsql_loader_maps_external_knowledge_and_complexity(tmp_path):
     assert data["evidence"] == ["", "cheap means price < 2"]
     assert data["difficulty"] == ["Simple", "Moderate"]
     assert data["gold_sql"][1] == "SELECT name FROM item WHERE price < 2"
-    with pytest.raises(UsageError, match="one split"):
+    with pytest.raises(UsageError, match="synsql has no split .dev.; use train"):
         load_synsql(tmp_path, "dev")
 
 

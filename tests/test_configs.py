@@ -4,7 +4,6 @@ old spellings."""
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -61,60 +60,34 @@ def test_benchmarks_are_name_split_limit_with_one_root_field_each():
         BenchmarkArguments(benchmarks=["world:dev:lots"], world_root="w")
 
 
-def _deprecations(caplog):
-    return [r for r in caplog.records if "deprecated" in r.getMessage()]
-
-
-def test_the_old_sft_spelling_still_loads_with_one_deprecation_line(tmp_path, caplog):
-    recipe = tmp_path / "sft_old.yaml"
-    recipe.write_text(
-        "model_name_or_path: m\noutput_dir: o\nreport_to: none\n"
-        "benchmarks: [bird=data/bird, spider=data/spider]\nbenchmark_split: train\nbenchmark_limit: 50\n"
-    )
+def test_the_old_spellings_are_gone_one_line_names_the_unknown_key(tmp_path):
+    """0.1.0 was never released: benchmark_split, data_root, world_dir... are unknown keys, not silent upgrades."""
     from slmsql_hub.training.configs import SFT_ARGUMENTS
 
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
-        script, _, _ = parse_recipe(SFT_ARGUMENTS, recipe)
-    assert script.benchmarks == ["bird:train:50", "spider:train:50"]
-    assert (script.bird_root, script.spider_root) == ("data/bird", "data/spider")
-    assert (script.benchmark_split, script.benchmark_limit) == (None, None)
-    (line,) = _deprecations(caplog)
-    assert "benchmarks: [bird:train:50, spider:train:50]" in line.getMessage()
-    assert "bird_root: data/bird" in line.getMessage()
+    recipe = tmp_path / "sft_old.yaml"
+    recipe.write_text("model_name_or_path: m\noutput_dir: o\nreport_to: none\nbenchmarks: [bird:train]\n"
+                      "bird_root: data/bird\nbenchmark_split: train\n")  # fmt: skip
+    with pytest.raises(UsageError, match="unknown key.*benchmark_split"):
+        parse_recipe(SFT_ARGUMENTS, recipe)
+    with pytest.raises(UsageError, match="benchmarks entry 'bird=data/bird'"):
+        BenchmarkArguments(benchmarks=["bird=data/bird"])
 
 
-def test_the_old_filter_and_eval_spellings_still_load_with_one_deprecation_line_each(caplog):
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
-        old_filter = BenchmarkArguments(benchmark="world", data_root="outputs/world", split="rl_pool", limit=30)
-    assert (old_filter.benchmarks, old_filter.world_root) == (["world:rl_pool:30"], "outputs/world")
-    assert len(_deprecations(caplog)) == 1
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
-        old_eval = BenchmarkArguments(benchmarks=["world:dev"], world_dir="outputs/world")
-    assert (old_eval.world_root, old_eval.world_dir) == ("outputs/world", None)
-    (line,) = _deprecations(caplog)
-    assert "world_root: outputs/world" in line.getMessage()
-
-
-def test_an_old_run_config_with_only_the_default_benchmark_split_loads_silently(caplog):
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.recipes"):
-        args = BenchmarkArguments(benchmarks=[], benchmark_split="train")
-    assert args.benchmark_split is None and not _deprecations(caplog)
-
-
-def test_a_saved_config_keeps_the_new_spelling_only(tmp_path):
+def test_a_saved_config_records_benchmark_roots_only_when_set(tmp_path):
     from slmsql_hub.recipes import save_resolved_config
 
-    args = BenchmarkArguments(benchmarks=["bird=data/bird"], benchmark_split="train")
-    text = save_resolved_config(tmp_path / "config.yaml", args).read_text()
-    assert "bird_root: data/bird" in text and "- bird:train" in text
-    assert "benchmark_split" not in text and "data_root" not in text and "world_dir" not in text
+    text = save_resolved_config(tmp_path / "a.yaml", BenchmarkArguments(["bird:train"], bird_root="b")).read_text()
+    assert "bird_root: b" in text and "benchmark_roots" not in text  # the files of a run stay as they were
+    mini = BenchmarkArguments(["bird_mini_dev:dev"], benchmark_roots="bird_mini_dev=data/minidev")
+    text = save_resolved_config(tmp_path / "b.yaml", mini).read_text()
+    assert "benchmark_roots:\n- bird_mini_dev=data/minidev" in text
+    assert parse_recipe((BenchmarkArguments,), tmp_path / "b.yaml")[0].root("bird_mini_dev") == "data/minidev"
 
 
-def test_an_old_spelling_that_disagrees_with_the_new_one_is_one_error_not_silently_dropped():
-    with pytest.raises(UsageError, match="world_dir elsewhere disagrees with world_root: outputs/world"):
-        BenchmarkArguments(benchmarks=["world:dev"], world_root="outputs/world", world_dir="elsewhere")
-    with pytest.raises(UsageError, match="both given; keep one"):
-        BenchmarkArguments(benchmarks=["world:rl_pool"], world_root="outputs/world", data_root="elsewhere")
-    same = BenchmarkArguments(benchmarks=["world:dev"], world_root="outputs/world", world_dir="outputs/world")
-    assert same.world_root == "outputs/world"
+def test_a_root_goes_in_one_place_per_benchmark():
+    with pytest.raises(UsageError, match="bird has its own field; write `bird_root: x`"):
+        BenchmarkArguments(["bird:train"], benchmark_roots=["bird=x"])
+    with pytest.raises(UsageError, match=r"needs benchmark_roots.*`benchmark_roots: \[bird_mini_dev=data/bird_mini_dev\]`"):
+        BenchmarkArguments(["bird_mini_dev:dev"])
+    with pytest.raises(UsageError, match="must be NAME=ROOT"):
+        BenchmarkArguments(["bird_mini_dev:dev"], benchmark_roots=["data/minidev"])

@@ -59,7 +59,7 @@ def _recipe(path: Path, spider_root: Path, out: Path, **extra) -> Path:
         (["--benchmarks", "world:rl_pool"], "training splits say nothing"),
         (["--benchmarks", "bird:dev"], "needs bird_root"),
         (["--bands", "not a band"], "neither a dataset folder nor a Hub dataset id"),
-        (["--compare_mode", "exact"], "invalid choice: 'exact'"),
+        (["--compare_mode", "exact"], "unknown compare mode 'exact'"),
         (["--min_consistency", "2"], "min_consistency must be a number in [0, 1]"),
         (["--num_sampels", "4"], "did you mean --num_samples"),
         (["--training_band", "{tmp}/no-band"], "fix training_band"),  # read when the data load, still before

@@ -11,7 +11,6 @@ Two end-to-end setups, both fast:
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from pathlib import Path
 
@@ -161,7 +160,7 @@ BASE = dict(model_name_or_path="m", sft_adapter="a", grpo_adapter="b", output_di
         ({"output_dir": None}, "output_dir is not set"),
         ({"benchmarks": []}, "benchmarks is empty"),
         ({"benchmarks": ["world"]}, "must be NAME:SPLIT or NAME:SPLIT:LIMIT"),
-        ({"benchmarks": ["synsql:train"]}, "SynSQL is a training pool"),
+        ({"benchmarks": ["synsql:train"]}, "cannot evaluate on 'synsql' .a training pool"),
         ({"benchmarks": ["world:rl_pool"]}, "evaluate world on dev or test"),
         ({"benchmarks": ["spider:dev:0"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),
         ({"benchmarks": ["spider:dev:ten"], "spider_root": "s"}, "LIMIT must be a whole number >= 1"),
@@ -222,16 +221,6 @@ def test_command_line_overrides_win_over_the_recipe():
     )
     assert config.benchmarks == ["world:dev:5"]
     assert config.max_new_tokens == 32
-
-
-def test_the_old_world_dir_spelling_still_loads_with_one_deprecation_line(caplog):
-    values = {key: value for key, value in BASE.items() if key != "world_root"}
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.data.config"):
-        config = EvalConfig(**values, world_dir="w")
-    assert (config.world_root, config.world_dir) == ("w", None)
-    assert [r.getMessage() for r in caplog.records] == [
-        "world_dir is deprecated and will be removed in the next release; write world_root: w"
-    ]
 
 
 def test_dataset_ids_override_the_defaults():

@@ -134,7 +134,7 @@ def rows_of(out):
         ({"benchmarks": ["world:dev"]}, "held out for evaluation"),
         ({"benchmarks": ["world:test:20"]}, "held out for evaluation"),
         ({"output_dir": None}, "output_dir is not set"),
-        ({"world_root": None}, "world_root is not set"),
+        ({"world_root": None}, "needs world_root"),
         ({"benchmarks": []}, "must name ONE pool"),
         ({"benchmarks": ["world:rl_pool", "synsql:train"], "synsql_root": "s"}, "must name ONE pool"),
         ({"benchmarks": ["wikisql:train"]}, "unknown benchmark 'wikisql'"),
@@ -180,20 +180,6 @@ def test_command_line_overrides_win_over_the_recipe():
         REPO / "recipes/world/filter.yaml", ["--num_samples", "4", "--pass_rate_low", "0.1"]
     )
     assert (config.num_samples, config.pass_rate_low, config.pass_rate_high) == (4, 0.1, 0.8)
-
-
-def test_the_old_pool_spelling_still_loads_with_one_deprecation_line(tmp_path, caplog):
-    recipe = tmp_path / "filter.yaml"
-    recipe.write_text(
-        "model_name_or_path: m\nbenchmark: world\ndata_root: w\nsplit: rl_pool\nlimit: 24\noutput_dir: o\n"
-    )
-    with caplog.at_level(logging.WARNING, logger="slmsql_hub.data.config"):
-        config = load_filter_config(recipe)
-    assert (config.benchmarks, config.world_root, config.pool_root) == (["world:rl_pool:24"], "w", "w")
-    assert [r.getMessage() for r in caplog.records] == [
-        "benchmark/data_root/split/limit is deprecated and will be removed in the next release; write "
-        "benchmarks: [world:rl_pool:24] and world_root: w"
-    ]
 
 
 def test_backend_is_part_of_the_config_and_reaches_the_generation_settings():

@@ -303,8 +303,6 @@ def test_script_arguments_need_prompts_from_a_training_split():
         GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
         GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="x")
-    with pytest.raises(UsageError, match="what EX is measured on"):  # the old spelling too
-        GRPOScriptArguments(benchmarks=["spider=x"], benchmark_split="dev")
 
 
 def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):

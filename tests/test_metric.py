@@ -195,7 +195,7 @@ def test_no_scorable_example_raises_instead_of_returning_a_number(ex, db, sandbo
 def test_bad_inputs_raise_one_clear_error(db, sandbox, tmp_path):
     with pytest.raises(UsageError, match="got 2, 1 and 1"):
         compute_execution_accuracy(["SELECT 1", "SELECT 2"], ["SELECT 1"], [db], sandbox=sandbox)
-    with pytest.raises(UsageError, match="unknown mode 'exact'"):
+    with pytest.raises(UsageError, match="unknown compare mode 'exact'"):
         compute_execution_accuracy(["SELECT 1"], ["SELECT 1"], [db], mode="exact", sandbox=sandbox)
     with pytest.raises(UsageError, match=r"db_path\[1\]: database file not found: .*missing\.sqlite"):
         compute_execution_accuracy(["SELECT 1"] * 2, ["SELECT 1"] * 2, [db, tmp_path / "missing.sqlite"])

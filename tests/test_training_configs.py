@@ -177,7 +177,7 @@ def test_benchmarks_entries_must_be_name_split_with_a_root():
         SFTScriptArguments(benchmarks=["bird"])
     with pytest.raises(UsageError, match="unknown benchmark 'imdb'"):
         SFTScriptArguments(benchmarks=["imdb:train"])
-    with pytest.raises(UsageError, match="bird_root is not set"):
+    with pytest.raises(UsageError, match="needs bird_root"):
         SFTScriptArguments(benchmarks=["bird:train"])
     with pytest.raises(UsageError, match="listed twice"):
         SFTScriptArguments(benchmarks=["bird:train", "bird:dev"], bird_root="a")

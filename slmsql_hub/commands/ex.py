@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..run.files import write_atomic
 from ..run.guard import check_output, output_lock, refuse_finished
+from ..sql.compare import CompareMode
 from . import existing_folder, number
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--mode",
-        choices=("bird", "spider"),
+        choices=[mode.value for mode in CompareMode],
         default="bird",
         help="comparison rule: bird (set of rows, column order matters; default) or spider (test-suite rule)",
     )

@@ -1,4 +1,11 @@
-"""Benchmark loaders: Spider, BIRD, SynSQL-2.5M and the embedded world, all as one ``datasets.Dataset`` shape.
+"""The benchmark registry and its loaders: Spider, BIRD, BIRD mini-dev, SynSQL-2.5M and the embedded world, all
+as one ``datasets.Dataset`` shape.
+
+Everything the toolkit knows about a benchmark is its :class:`Benchmark` entry (reader, splits, default split,
+compare mode, breakdown, licence, Hub dataset id, root option); :data:`REGISTRY` holds them by name and every
+consumer (recipes, ``slmsql eval``, the Inspect tasks, the band's card) reads it through :func:`get_benchmark`.
+Adding a benchmark is one entry plus its reader: :func:`register_benchmark` from your module, or a dotted path
+``mypkg.bench:ENTRY`` wherever a benchmark name is accepted (imported and registered on first use).
 
 Every loader returns :data:`BENCHMARK_COLUMNS`, all strings: ``question_id`` (unique within the split),
 ``question``, ``evidence`` (BIRD's / SynSQL's external knowledge, ``""`` otherwise), ``db_id``, ``db_path``
@@ -19,6 +26,10 @@ Layouts read:
 - BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``, or the release's layout
   ``<root>/<split>/<split>.json`` and ``<root>/<split>/<split>_databases/`` (one root serves train and dev);
   fields ``question_id``, ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
+- BIRD mini-dev (:data:`BIRD_MINI_DEV`, one split ``dev``): the release's ``<root>/mini_dev_sqlite.json`` (500
+  questions; or ``<root>/MINIDEV/`` as the zip unpacks) and ``<root>/dev_databases/<db>/<db>.sqlite``; fields as
+  BIRD's. Scored with BIRD's official EX rule (``set(pred_rows) == set(gold_rows)``: compare mode ``bird``);
+  its soft-F1 and R-VES are out of scope.
 - SynSQL-2.5M (one split, ``train``, read whole into memory: point ``root`` at a shard for quick runs):
   ``<root>/data.json`` and ``<root>/databases/<db>/<db>.sqlite``; fields ``question``, ``sql``, ``db_id``,
   ``external_knowledge``, ``sql_complexity``.
@@ -58,11 +69,13 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +83,7 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 from ..run.artifacts import load_saved_dataset
 from ..run.layout import WORLD_MANIFEST
+from ..sql.compare import CompareMode
 
 if TYPE_CHECKING:
     import datasets
@@ -87,7 +101,42 @@ BENCHMARK_COLUMNS: tuple[str, ...] = (
     "benchmark",
 )
 
-BENCHMARKS: tuple[str, ...] = ("spider", "bird", "synsql", "world")
+Reader = Callable[[Path, str], "tuple[list[dict], Path]"]
+"""``read(root, split) -> (records, db_dir)``: one dict per question with the columns above but ``db_path``, and
+the folder holding ``<db_id>/<db_id>.sqlite``. ``root`` is an existing directory; raise UsageError on a bad split."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark, everything the toolkit knows of it: register it with :func:`register_benchmark`.
+
+    ``splits``: the splits the release has (empty: the reader decides, as the world's do); ``eval_splits``: the
+    held-out ones ``slmsql eval`` may score (empty: a training pool only); ``compare_mode``: its official EX rule;
+    ``breakdown``: what its ``difficulty`` column holds (``hardness`` or ``difficulty``); ``label``: computes
+    ``difficulty`` from the gold SQL after the subset is drawn (Spider's hardness); ``root_option``: the recipe
+    field holding its folder (``None``: ``benchmark_roots: [NAME=ROOT]``).
+
+    Example:
+
+    ```python
+    >>> get_benchmark("bird_mini_dev").compare_mode, get_benchmark("spider").root_option
+    (<CompareMode.BIRD: 'bird'>, 'spider_root')
+
+    ```
+    """
+
+    name: str
+    read: Reader
+    splits: tuple[str, ...] = ()
+    eval_splits: tuple[str, ...] = ()
+    default_split: str = "dev"
+    compare_mode: CompareMode = CompareMode.BIRD
+    breakdown: str = "difficulty"
+    label: Callable[[str], str] | None = None
+    license: str = "other"
+    dataset_id: str | None = None
+    root_option: str | None = None
+    description: str = ""
 
 
 def benchmark_features() -> datasets.Features:
@@ -168,6 +217,7 @@ def _finish(
             present[db_id] = path.is_file()
             resolved[db_id] = str(path.resolve())
         record["db_path"] = resolved[db_id]
+        record.setdefault("benchmark", name)
     missing = sorted(db for db, ok in present.items() if not ok)
     if missing:
         n_missing = sum(1 for r in records if r["db_id"] in missing)
@@ -186,14 +236,10 @@ def _finish(
         )
         records = [r for r in records if r["db_id"] not in missing]
     records = [records[i] for i in seeded_subset(len(records), limit, seed)]
-    if name == "spider":
-        from ..sql.hardness import spider_hardness
-
+    label = get_benchmark(name).label
+    if label is not None:
         for record in records:
-            try:
-                record["difficulty"] = spider_hardness(record["gold_sql"])
-            except ValueError:
-                record["difficulty"] = ""
+            record["difficulty"] = label(record["gold_sql"])
     columns = {column: [str(r.get(column, "")) for r in records] for column in BENCHMARK_COLUMNS}
     logger.info("%s: %d questions over %d databases", name, len(records), len({r["db_id"] for r in records}))
     return datasets.Dataset.from_dict(columns, features=benchmark_features())
@@ -232,11 +278,8 @@ def _questions(
     return records
 
 
-def _spider(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
-    base = _root(root, "spider")
-    files = {"dev": ["dev.json"], "train": ["train_spider.json", "train_others.json"]}.get(split)
-    if files is None:
-        raise UsageError(f"spider split must be 'dev' or 'train', got {split!r}")
+def _spider(base: Path, split: str) -> tuple[list[dict], Path]:
+    files = {"dev": ["dev.json"], "train": ["train_spider.json", "train_others.json"]}[split]
     records: list[dict] = []
     for n, filename in enumerate(files):
         path = base / filename
@@ -252,8 +295,7 @@ def _spider(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     return records, db_dir
 
 
-def _bird(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
-    base = _root(root, "bird")
+def _bird(base: Path, split: str) -> tuple[list[dict], Path]:
     if not (base / f"{split}.json").is_file() and (base / split / f"{split}.json").is_file():
         base = base / split  # the release's layout: <root>/train/train.json, <root>/dev/dev.json
     records = _questions(
@@ -267,10 +309,21 @@ def _bird(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     return records, base / f"{split}_databases"
 
 
-def _synsql(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
-    if split != "train":
-        raise UsageError(f"SynSQL-2.5M has one split, 'train'; got {split!r}")
-    base = _root(root, "synsql")
+def _bird_mini_dev(base: Path, split: str) -> tuple[list[dict], Path]:
+    if not (base / "mini_dev_sqlite.json").is_file() and (base / "MINIDEV" / "mini_dev_sqlite.json").is_file():
+        base = base / "MINIDEV"  # the folder the release's zip unpacks to
+    records = _questions(
+        base / "mini_dev_sqlite.json",
+        "bird_mini_dev",
+        lambda index, item: f"bird_mini_dev-{item.get('question_id', index)}",
+        gold="SQL",
+        evidence="evidence",
+        difficulty="difficulty",
+    )
+    return records, base / "dev_databases"
+
+
+def _synsql(base: Path, split: str) -> tuple[list[dict], Path]:
     records = _questions(
         base / "data.json",
         "synsql",
@@ -282,9 +335,7 @@ def _synsql(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     return records, base / "databases"
 
 
-def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
-
-    base = _root(root, "world")
+def _world(base: Path, split: str) -> tuple[list[dict], Path]:
     split_dir = base / "datasets" / split
     if not (base / WORLD_MANIFEST).is_file():
         raise UsageError(
@@ -297,7 +348,103 @@ def _world(root: str | os.PathLike, split: str) -> tuple[list[dict], Path]:
     return [{column: row[column] for column in BENCHMARK_COLUMNS} for row in stored], base / "databases"
 
 
-_READERS = {"spider": _spider, "bird": _bird, "synsql": _synsql, "world": _world}
+def _spider_hardness(gold_sql: str) -> str:
+    from ..sql.hardness import spider_hardness
+
+    try:
+        return spider_hardness(gold_sql)
+    except ValueError:
+        return ""
+
+
+REGISTRY: dict[str, Benchmark] = {}
+"""The registered benchmarks by name, in registration order: the built-ins, then yours."""
+
+
+def register_benchmark(entry: Benchmark, *, replace: bool = False) -> Benchmark:
+    """Add ``entry`` to :data:`REGISTRY` and return it; a name taken by another entry is a UsageError unless
+    ``replace``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.data.benchmarks import Benchmark, register_benchmark
+    >>> register_benchmark(Benchmark("bird", read=lambda root, split: ([], root)))
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: benchmark 'bird' is already registered; pick another name or pass replace=True
+
+    ```
+    """
+    name = entry.name
+    if not name or not name.replace("_", "").isalnum() or name != name.lower():
+        raise UsageError(f"benchmark name {name!r} must be lower-case letters, digits and _ (it names files)")
+    if REGISTRY.get(name, entry) != entry and not replace:
+        raise UsageError(f"benchmark {name!r} is already registered; pick another name or pass replace=True")
+    REGISTRY[name] = entry
+    return entry
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The registered benchmark ``name`` (any case), or the :class:`Benchmark` a dotted path ``module:ATTR``
+    names, imported and registered under its own name.
+
+    Example:
+
+    ```python
+    >>> get_benchmark("Spider").eval_splits
+    ('dev',)
+    >>> get_benchmark("wikisql")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: unknown benchmark 'wikisql'; choose one of spider, bird, synsql, world, bird_mini_dev, or give a dotted path module:ENTRY
+
+    ```
+    """
+    key = str(name).strip()
+    if key.lower() in REGISTRY:
+        return REGISTRY[key.lower()]
+    module, sep, attr = key.partition(":")
+    if not sep or not module or not attr.isidentifier():
+        raise UsageError(
+            f"unknown benchmark {name!r}; choose one of {', '.join(REGISTRY)}, or give a dotted path module:ENTRY"
+        )
+    try:
+        entry = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise UsageError(f"benchmark {name!r}: cannot import it ({err})") from None
+    if not isinstance(entry, Benchmark):
+        raise UsageError(f"benchmark {name!r} is a {type(entry).__name__}, not a slmsql_hub Benchmark")
+    return register_benchmark(entry)
+
+
+register_benchmark(Benchmark(
+    "spider", _spider, splits=("dev", "train"), eval_splits=("dev",), compare_mode=CompareMode.SPIDER,
+    breakdown="hardness", label=_spider_hardness, license="cc-by-sa-4.0", dataset_id="xlangai/spider",
+    root_option="spider_root", description="Spider 1.0 (Yu et al., 2018), scored with the test-suite rule.",
+))  # fmt: skip
+register_benchmark(Benchmark(
+    "bird", _bird, splits=("train", "dev"), eval_splits=("dev",), license="cc-by-sa-4.0",
+    dataset_id="birdsql/bird-dev", root_option="bird_root",
+    description="BIRD (Li et al., 2023). Its dev set has no official Hub copy: set dataset_ids: [bird=<yours>].",
+))  # fmt: skip
+register_benchmark(Benchmark(
+    "synsql", _synsql, splits=("train",), default_split="train", root_option="synsql_root",
+    description="SynSQL-2.5M (OmniSQL), a training pool.",
+))  # fmt: skip
+register_benchmark(Benchmark(
+    "world", _world, eval_splits=("dev", "test", "probe_same", "probe_cross", "probe_control"),
+    breakdown="hardness", license="apache-2.0", root_option="world_root",
+    description="The embedded world (slmsql world build): built locally, published nowhere by default.",
+))  # fmt: skip
+
+BIRD_MINI_DEV = register_benchmark(Benchmark(
+    "bird_mini_dev", _bird_mini_dev, splits=("dev",), eval_splits=("dev",), license="cc-by-sa-4.0",
+    dataset_id="birdsql/bird_mini_dev",
+    description="BIRD mini-dev, SQLite edition: 500 dev questions over 11 databases, BIRD's EX (set equality). "
+    "Its soft-F1 and R-VES metrics are out of scope.",
+))  # fmt: skip
+"""BIRD mini-dev: ``benchmarks: [bird_mini_dev:dev]`` with ``benchmark_roots: [bird_mini_dev=data/minidev]``."""
 
 
 def load_benchmark(
@@ -309,28 +456,26 @@ def load_benchmark(
     *,
     skip_missing_db: bool = False,
 ) -> datasets.Dataset:
-    """Split ``split`` of benchmark ``name`` (default split: ``train`` for SynSQL, ``dev`` otherwise), its
-    seeded ``limit`` subset.
+    """Split ``split`` of benchmark ``name`` (a registered name or ``module:ENTRY``; default split: the entry's),
+    its seeded ``limit`` subset.
 
     Example:
 
     ```python
     >>> from slmsql_hub.data.benchmarks import load_benchmark
-    >>> load_benchmark("wikisql", ".")
+    >>> load_benchmark("synsql", ".", "dev")
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: unknown benchmark 'wikisql'; choose one of spider, bird, synsql, world
+    slmsql_hub.errors.UsageError: synsql has no split 'dev'; use train
 
     ```
     """
-    key = name.lower()
-    read = _READERS.get(key)
-    if read is None:
-        raise UsageError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
-    if split is None:
-        split = "train" if key == "synsql" else "dev"
-    records, db_dir = read(root, split)
-    return _finish(records, key, db_dir, limit, seed, skip_missing_db)
+    entry = get_benchmark(name)
+    split = entry.default_split if split is None else split
+    if entry.splits and split not in entry.splits:
+        raise UsageError(f"{entry.name} has no split {split!r}; use {' or '.join(entry.splits)}")
+    records, db_dir = entry.read(_root(root, entry.name), split)
+    return _finish(records, entry.name, db_dir, limit, seed, skip_missing_db)
 
 
 load_spider = partial(load_benchmark, "spider")

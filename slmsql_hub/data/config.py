@@ -1,30 +1,34 @@
 """The benchmark section of a recipe (:class:`BenchmarkArguments`): ``benchmarks: [NAME:SPLIT[:LIMIT], ...]`` plus
-one root folder per benchmark (``world_root``, ``bird_root``, ``spider_root``, ``synsql_root``). The older
-spellings (``benchmarks: [bird=data/bird]`` + ``benchmark_split``; ``benchmark`` + ``data_root`` + ``split``;
-``world_dir``) still load for one release, each with one logged deprecation line naming the new spelling."""
+each benchmark's root folder, in the field its registry entry names (``Benchmark.root_option``: ``world_root``,
+``bird_root``, ``spider_root``, ``synsql_root``) or, for a benchmark without one (BIRD mini-dev, yours),
+``benchmark_roots: [NAME=ROOT]``. NAME is a registered benchmark or a dotted path ``module:ENTRY``
+(:mod:`slmsql_hub.data.benchmarks`)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from ..errors import UsageError
+from .benchmarks import REGISTRY, get_benchmark
 
-logger = logging.getLogger(__name__)
 
-BENCHMARK_NAMES = ("world", "spider", "bird", "synsql")
-"""The benchmarks a recipe can name; each has a ``<name>_root`` field."""
+def _split_name(parts: list[str]) -> tuple[str, list[str]]:
+    """``(benchmark, rest)`` of a ``:``-split entry: a registered name, else a dotted path ``module:ENTRY``."""
+    if parts[0].lower() in REGISTRY or len(parts) < 3:
+        return parts[0], parts[1:]
+    return f"{parts[0]}:{parts[1]}", parts[2:]
 
 
 class BenchmarkEntry(NamedTuple):
-    """One ``NAME:SPLIT[:LIMIT]`` entry of ``benchmarks``.
+    """One ``NAME:SPLIT[:LIMIT]`` entry of ``benchmarks``; ``name`` is the registered name (``ref``: the dotted
+    path as written, which ``str`` gives back).
 
     Example:
 
     ```python
     >>> BenchmarkEntry.parse("spider:dev:200")
-    BenchmarkEntry(name='spider', split='dev', limit=200)
+    BenchmarkEntry(name='spider', split='dev', limit=200, ref=None)
     >>> BenchmarkEntry.parse("spider")
     Traceback (most recent call last):
     ...
@@ -36,37 +40,38 @@ class BenchmarkEntry(NamedTuple):
     name: str
     split: str
     limit: int | None = None
+    ref: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> BenchmarkEntry:
         parts = [part.strip() for part in str(text).split(":")]
-        if len(parts) not in (2, 3) or not all(parts):
+        if len(parts) < 2 or not all(parts):
             raise UsageError(
                 f"benchmarks entry {text!r} must be NAME:SPLIT or NAME:SPLIT:LIMIT, e.g. world:dev:200 or bird:train"
             )
-        name = parts[0].lower()
-        if name not in BENCHMARK_NAMES:
+        written, rest = _split_name(parts)
+        try:
+            name = get_benchmark(written).name
+        except UsageError as err:
+            raise UsageError(f"benchmarks entry {text!r}: {err}") from None
+        if len(rest) not in (1, 2):
             raise UsageError(
-                f"benchmarks entry {text!r}: unknown benchmark {name!r}; use one of {', '.join(BENCHMARK_NAMES)}"
+                f"benchmarks entry {text!r} must be NAME:SPLIT or NAME:SPLIT:LIMIT, e.g. world:dev:200 or bird:train"
             )
         limit = None
-        if len(parts) == 3:
-            if not parts[2].isdigit() or int(parts[2]) < 1:
+        if len(rest) == 2:
+            if not rest[1].isdigit() or int(rest[1]) < 1:
                 raise UsageError(f"benchmarks entry {text!r}: LIMIT must be a whole number >= 1")
-            limit = int(parts[2])
-        return cls(name, parts[1], limit)
+            limit = int(rest[1])
+        return cls(name, rest[0], limit, written if ":" in written else None)
 
     def __str__(self) -> str:
-        return f"{self.name}:{self.split}" + (f":{self.limit}" if self.limit is not None else "")
-
-
-def _deprecated(old: str, new: str) -> None:
-    logger.warning("%s is deprecated and will be removed in the next release; write %s", old, new)
+        return f"{self.ref or self.name}:{self.split}" + (f":{self.limit}" if self.limit is not None else "")
 
 
 @dataclass
 class BenchmarkArguments:
-    """Benchmarks read from their release files: ``benchmarks: [NAME:SPLIT[:LIMIT]]`` plus ``<name>_root``.
+    """Benchmarks read from their release files: ``benchmarks: [NAME:SPLIT[:LIMIT]]`` plus each one's root.
 
     Example:
 
@@ -75,10 +80,13 @@ class BenchmarkArguments:
     ...                           spider_root="data/spider")
     >>> [(entry.name, args.root(entry.name), entry.limit) for entry in args.benchmark_entries()]
     [('bird', 'data/bird', None), ('spider', 'data/spider', 500)]
+    >>> BenchmarkArguments(benchmarks=["bird_mini_dev:dev"], benchmark_roots=["bird_mini_dev=data/minidev"]).root(
+    ...     "bird_mini_dev")
+    'data/minidev'
     >>> BenchmarkArguments(benchmarks=["bird:train"])
     Traceback (most recent call last):
     ...
-    slmsql_hub.errors.UsageError: benchmarks lists bird but bird_root is not set; e.g. `bird_root: data/bird`
+    slmsql_hub.errors.UsageError: benchmark bird:train needs bird_root: set it to the bird folder (e.g. `bird_root: data/bird`)
 
     ```
     """
@@ -93,107 +101,65 @@ class BenchmarkArguments:
         default=None, metadata={"help": "Spider folder (train/dev json, database/)."}
     )
     synsql_root: str | None = field(default=None, metadata={"help": "SynSQL-2.5M folder."})
-    # Deprecated spellings, read for one release (see _upgrade_old_spellings).
-    benchmark_split: str | None = field(
-        default=None, metadata={"help": "Deprecated: NAME:SPLIT in benchmarks."}
+    benchmark_roots: list[str] | None = field(
+        default=None,
+        metadata={"help": "NAME=ROOT for benchmarks without a <name>_root field (bird_mini_dev, registered ones)."},
     )
-    benchmark_limit: int | None = field(default=None, metadata={"help": "Deprecated: NAME:SPLIT:LIMIT."})
-    benchmark: str | None = field(default=None, metadata={"help": "Deprecated: benchmarks: [NAME:SPLIT]."})
-    data_root: str | None = field(default=None, metadata={"help": "Deprecated: <name>_root."})
-    split: str | None = field(default=None, metadata={"help": "Deprecated: NAME:SPLIT in benchmarks."})
-    limit: int | None = field(default=None, metadata={"help": "Deprecated: NAME:SPLIT:LIMIT in benchmarks."})
-    world_dir: str | None = field(default=None, metadata={"help": "Deprecated: world_root."})
+    omit_when_unset: ClassVar[frozenset[str]] = frozenset({"benchmark_roots"})  # saved configs stay as before
 
     def __post_init__(self) -> None:
-        if isinstance(self.benchmarks, str):
-            self.benchmarks = [self.benchmarks]
-        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
-        self._upgrade_old_spellings()
-        entries = self.benchmark_entries()
+        self._normalise()
+        entries = self.benchmark_entries()  # first: a dotted path registers its benchmark
+        self.root_map()
         seen: set[str] = set()
-        for entry in entries:
+        for text, entry in zip(self.benchmarks, entries):
             if entry.name in seen:
                 raise UsageError(f"benchmark {entry.name!r} is listed twice in benchmarks; keep one entry")
             seen.add(entry.name)
-            if not self.root(entry.name):
-                raise UsageError(
-                    f"benchmarks lists {entry.name} but {entry.name}_root is not set; "
-                    f"e.g. `{entry.name}_root: {'outputs/world' if entry.name == 'world' else 'data/' + entry.name}`"
-                )
+            self.check_root(text, entry.name)
+
+    def _normalise(self) -> None:
+        """Lists of stripped strings in ``benchmarks`` and ``benchmark_roots`` (``None`` when empty)."""
+        if isinstance(self.benchmarks, str):
+            self.benchmarks = [self.benchmarks]
+        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
+        if isinstance(self.benchmark_roots, str):
+            self.benchmark_roots = [self.benchmark_roots]
+        roots = [str(r).strip() for r in (self.benchmark_roots or []) if str(r).strip()]
+        self.benchmark_roots = roots or None
 
     def benchmark_entries(self) -> list[BenchmarkEntry]:
         """The parsed ``benchmarks``, in recipe order."""
         return [BenchmarkEntry.parse(text) for text in self.benchmarks]
 
+    def root_map(self) -> dict[str, str]:
+        """``benchmark_roots`` as ``{registered name: root}``; a benchmark with its own root field is refused."""
+        roots: dict[str, str] = {}
+        for item in self.benchmark_roots or []:
+            name, sep, root = (part.strip() for part in item.partition("="))
+            if not sep or not name or not root:
+                raise UsageError(f"benchmark_roots entry {item!r} must be NAME=ROOT, e.g. bird_mini_dev=data/minidev")
+            entry = get_benchmark(name)
+            if entry.root_option:
+                raise UsageError(f"benchmark_roots entry {item!r}: {entry.name} has its own field; write "
+                                 f"`{entry.root_option}: {root}`")  # fmt: skip
+            if roots.setdefault(entry.name, root) != root:
+                raise UsageError(f"benchmark_roots gives {entry.name} two roots; keep one")
+        return roots
+
     def root(self, name: str) -> str | None:
-        """The root folder of benchmark ``name`` (``<name>_root``)."""
-        return getattr(self, f"{name}_root")
+        """The root folder of benchmark ``name`` (its ``root_option`` field, else its ``benchmark_roots`` entry)."""
+        entry = get_benchmark(name)
+        if entry.root_option:
+            return getattr(self, entry.root_option)
+        return self.root_map().get(entry.name)
 
-    def _upgrade_old_spellings(self) -> None:
-        """Rewrite the deprecated spellings into ``benchmarks`` + ``<name>_root``, one warning each."""
-        if self.world_dir is not None:
-            _deprecated("world_dir", f"world_root: {self.world_dir}")
-            self._set_root("world", self.world_dir, "world_dir")
-            self.world_dir = None
-        # Old run folders' config.yaml hold benchmark_split/benchmark_limit beside no NAME=ROOT entry: nothing to read.
-        if not any("=" in b for b in self.benchmarks):
-            self.benchmark_split = self.benchmark_limit = None
-        else:
-            if self.benchmark_limit is not None and self.benchmark_limit < 1:
-                raise UsageError(f"benchmark_limit must be >= 1, or null for all; got {self.benchmark_limit}")
-            upgraded = [self._upgrade_entry(b) if "=" in b else b for b in self.benchmarks]
-            roots = ", ".join(
-                f"{BenchmarkEntry.parse(u).name}_root: {b.partition('=')[2].strip()}"
-                for b, u in zip(self.benchmarks, upgraded)
-                if "=" in b
-            )
-            _deprecated(
-                "benchmarks: [NAME=ROOT] with benchmark_split/benchmark_limit",
-                f"benchmarks: [{', '.join(upgraded)}]" + (f" and {roots}" if roots else ""),
-            )
-            self.benchmarks, self.benchmark_split, self.benchmark_limit = upgraded, None, None
-        if (
-            self.benchmark is not None
-            or self.data_root is not None
-            or self.split is not None
-            or self.limit is not None
-        ):
-            name = (self.benchmark or "world").strip().lower()
-            split = self.split or ("train" if name == "synsql" else "dev")  # the loader's default split
-            if self.limit is not None and self.limit < 1:
-                raise UsageError(f"limit must be >= 1, or null for all; got {self.limit}")
-            entry = f"{name}:{split}" + (f":{self.limit}" if self.limit is not None else "")
-            if self.benchmarks:
-                raise UsageError(
-                    f"benchmarks: {self.benchmarks} and the deprecated benchmark/data_root/split/limit are both "
-                    f"given; keep one: benchmarks: [{entry}] and {name}_root"
-                )
-            if name in BENCHMARK_NAMES and self.data_root:
-                self._set_root(name, self.data_root, "data_root")
-            _deprecated(
-                "benchmark/data_root/split/limit",
-                f"benchmarks: [{entry}]" + (f" and {name}_root: {self.data_root}" if self.data_root else ""),
-            )
-            self.benchmarks = [*self.benchmarks, entry]
-            self.benchmark = self.data_root = self.split = self.limit = None
-
-    def _set_root(self, name: str, root: str, old_field: str) -> None:
-        current = self.root(name)
-        if current and current != root:
-            raise UsageError(f"{old_field} {root} disagrees with {name}_root: {current}; keep {name}_root")
-        setattr(self, f"{name}_root", root)
-
-    def _upgrade_entry(self, text: str) -> str:
-        name, _, root = (part.strip() for part in text.partition("="))
-        name = name.lower()
-        if not root or name not in BENCHMARK_NAMES:
-            raise UsageError(
-                f"benchmarks entry {text!r} must be NAME:SPLIT[:LIMIT] with NAME one of "
-                f"{', '.join(BENCHMARK_NAMES)}, e.g. bird:train (and bird_root: data/bird)"
-            )
-        current = self.root(name)
-        if current and current != root:
-            raise UsageError(f"benchmarks entry {text!r} disagrees with {name}_root: {current}; keep one")
-        setattr(self, f"{name}_root", root)
-        limit = f":{self.benchmark_limit}" if self.benchmark_limit is not None else ""
-        return f"{name}:{self.benchmark_split or 'train'}{limit}"
+    def check_root(self, text: str, name: str) -> None:
+        """UsageError naming the field to set when benchmark ``name`` (entry ``text``) has no root."""
+        if self.root(name):
+            return
+        entry = get_benchmark(name)
+        example = "outputs/world" if entry.name == "world" else f"data/{entry.name}"
+        option = entry.root_option or "benchmark_roots"
+        setting = f"{option}: {example}" if entry.root_option else f"benchmark_roots: [{entry.name}={example}]"
+        raise UsageError(f"benchmark {text} needs {option}: set it to the {entry.name} folder (e.g. `{setting}`)")

@@ -18,6 +18,7 @@ from ..errors import UsageError
 from ..filtering.config import FilterConfig, check_sampling
 from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
+from ..sql.compare import CompareMode
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..evaluation import BenchmarkSpec
@@ -27,7 +28,6 @@ NAMESPACE = "diagnose"
 """The key namespace of the diagnosis's samples: sample ``j`` of question ``q`` is seeded from
 ``sample_seed(seed, q, j, namespace=NAMESPACE)``, so it never reuses a seed of the filter's (namespace ``filter``)."""
 
-_COMPARE_MODES = ("bird", "spider")
 
 
 def sample_key(question_id: str) -> str:
@@ -102,9 +102,7 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (use the filter's)."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
     top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
-    compare_mode: str = field(
-        default="bird", metadata={"help": "Comparison rule of the bands.", "choices": list(_COMPARE_MODES)}
-    )
+    compare_mode: str = field(default="bird", metadata={"help": "Comparison rule of the bands: bird or spider."})
     min_consistency: float = field(
         default=0.5, metadata={"help": "Least consistency for an error class to be predicted fixable."}
     )
@@ -115,9 +113,8 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 raise UsageError(f"{name} is not set: e.g. `{name}: {example}`")
         InferenceArguments.__post_init__(self)
         PromptArguments.__post_init__(self)
-        self.benchmarks = _listed(self.benchmarks)
         self.bands = _listed(self.bands)
-        self._upgrade_old_spellings()
+        self._normalise()
         if not self.benchmarks and not self.bands:
             raise UsageError(
                 "nothing to diagnose: list slices in benchmarks (e.g. world:dev) or bands (a band folder or Hub "
@@ -137,8 +134,7 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         if not _is_int(self.num_samples) or self.num_samples < 2:
             raise UsageError(f"num_samples (K) must be an integer >= 2 (the issue's K is 16); got {self.num_samples!r}")
         check_sampling(self.temperature, self.top_p, self.top_k)
-        if self.compare_mode not in _COMPARE_MODES:
-            raise UsageError(f"compare_mode must be 'bird' or 'spider'; got {self.compare_mode!r}")
+        self.compare_mode = CompareMode.parse(self.compare_mode).value
         if not _number(self.min_consistency) or not 0 <= self.min_consistency <= 1:
             raise UsageError(f"min_consistency must be a number in [0, 1]; got {self.min_consistency!r}")
 
@@ -150,10 +146,11 @@ class DiagnoseConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
         return EvalConfig.benchmark_specs(self)  # the same rule, not a copy of it
 
     def dataset_id_map(self) -> dict[str, str | None]:
-        """The Hub dataset ids of the benchmarks (``slmsql eval``'s defaults)."""
-        from ..evaluation import DEFAULT_DATASET_IDS
+        """The Hub dataset ids of the benchmarks (``slmsql eval``'s defaults: the registry's)."""
+        from ..data.benchmarks import REGISTRY
+        from ..evaluation import eval_benchmarks
 
-        return dict(DEFAULT_DATASET_IDS)
+        return {name: REGISTRY[name].dataset_id for name in eval_benchmarks()}
 
     key_namespace = NAMESPACE  # not a field: the diagnosis never draws in another namespace
 

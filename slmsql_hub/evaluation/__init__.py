@@ -33,14 +33,11 @@ Importing this module does no I/O and imports neither torch nor TRL.
 from ..data.prompts import build_prompts
 from ..run.layout import PREDICTIONS_DIR
 from .config import (
-    BREAKDOWNS,
-    DEFAULT_DATASET_IDS,
-    EVAL_BENCHMARKS,
-    MODES,
     POLICIES,
     RESULTS_FILE,
     BenchmarkSpec,
     EvalConfig,
+    eval_benchmarks,
     load_eval_config,
 )
 from .run import EvalSlice, load_slice, resolve_prompt_config, run_eval
@@ -54,10 +51,6 @@ from .scoring import (
 )
 
 __all__ = [
-    "BREAKDOWNS",
-    "DEFAULT_DATASET_IDS",
-    "EVAL_BENCHMARKS",
-    "MODES",
     "POLICIES",
     "PREDICTIONS_DIR",
     "RESULTS_FILE",
@@ -66,6 +59,7 @@ __all__ = [
     "EvalSlice",
     "PolicyOutput",
     "build_prompts",
+    "eval_benchmarks",
     "generate_and_judge",
     "load_eval_config",
     "load_slice",

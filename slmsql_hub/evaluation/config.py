@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..data.benchmarks import REGISTRY, get_benchmark
 from ..data.config import BenchmarkArguments, BenchmarkEntry
 from ..data.prompts import PromptArguments
 from ..errors import UsageError
@@ -17,7 +18,6 @@ from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 from ..run.artifacts import check_folder_to_write
 from ..run.layout import EVAL_RESULTS
-from ..world.plant import PROBE_SPLITS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -29,32 +29,25 @@ RESULTS_FILE = EVAL_RESULTS
 """The results file in ``output_dir`` (named in :mod:`slmsql_hub.run.layout`, with ``PREDICTIONS_DIR``, where the
 per-question predictions go: ``<output_dir>/predictions/<benchmark_key>.jsonl``)."""
 
-EVAL_BENCHMARKS: tuple[str, ...] = ("world", "spider", "bird")
-"""The benchmarks :class:`EvalConfig` can evaluate on."""
+def eval_benchmarks() -> tuple[str, ...]:
+    """The registered benchmarks :class:`EvalConfig` can evaluate on (those with held-out ``eval_splits``).
 
-MODES: dict[str, str] = {"world": "bird", "spider": "spider", "bird": "bird"}
-"""Each benchmark's own comparison semantics (Spider's test-suite rule; BIRD's set equality)."""
+    Example:
 
-BREAKDOWNS: dict[str, str] = {"world": "hardness", "spider": "hardness", "bird": "difficulty"}
-"""What each benchmark's ``difficulty`` column holds (Spider hardness or BIRD's labels)."""
+    ```python
+    >>> from slmsql_hub.evaluation.config import eval_benchmarks
+    >>> eval_benchmarks()[:4]
+    ('spider', 'bird', 'world', 'bird_mini_dev')
 
-DEFAULT_DATASET_IDS: dict[str, str | None] = {
-    "world": None,
-    "spider": "xlangai/spider",
-    "bird": "birdsql/bird-dev",
-}
-"""The Hub dataset ids written into the results (and the model card's ``model-index`` and ``.eval_results/``,
-which name only a dataset that exists). The embedded world is built locally and published nowhere, so it has
-none: its EX stays in the card's body; set ``dataset_ids: [world=<NS/NAME>]`` once you publish its splits. BIRD's
-dev set has no official Hub copy: set ``dataset_ids: [bird=<the copy you used>]``."""
+    ```
+    """
+    return tuple(name for name, entry in REGISTRY.items() if entry.eval_splits)
+
 
 SC_KEYS = "eval-sc"
 """The key namespace of the maj@K pass's samples (``self_consistency``): sample ``j`` of question ``q`` is seeded
 from ``sample_seed(seed, q, j, namespace=SC_KEYS)``, never a seed of the filter's or the diagnosis's; both
 policies draw with the same seeds (paired noise)."""
-
-_EVAL_SPLITS = {"world": ("dev", "test", *PROBE_SPLITS), "spider": ("dev",), "bird": ("dev",)}
-
 
 class BenchmarkSpec(BenchmarkEntry):
     """One benchmark slice to evaluate: a ``benchmarks`` entry (``NAME:SPLIT[:LIMIT]``) that is a held-out split.
@@ -78,14 +71,15 @@ class BenchmarkSpec(BenchmarkEntry):
     def parse(cls, text: str) -> BenchmarkSpec:
         """Read ``NAME:SPLIT[:LIMIT]`` (:meth:`BenchmarkEntry.parse`) and check it is an evaluation slice."""
         entry = BenchmarkEntry.parse(text)
-        if entry.name not in EVAL_BENCHMARKS:
-            hint = " (SynSQL is a training pool)" if entry.name == "synsql" else ""
+        splits = get_benchmark(entry.name).eval_splits
+        if not splits:
             raise UsageError(
-                f"benchmark {text!r}: cannot evaluate on {entry.name!r}{hint}; choose one of {', '.join(EVAL_BENCHMARKS)}"
+                f"benchmark {text!r}: cannot evaluate on {entry.name!r} (a training pool: it has no held-out "
+                f"split); choose one of {', '.join(eval_benchmarks())}"
             )
-        if entry.split not in _EVAL_SPLITS[entry.name]:
+        if entry.split not in splits:
             raise UsageError(
-                f"benchmark {text!r}: evaluate {entry.name} on {' or '.join(_EVAL_SPLITS[entry.name])}, not "
+                f"benchmark {text!r}: evaluate {entry.name} on {' or '.join(splits)}, not "
                 f"{entry.split!r} (training splits say nothing about held-out accuracy)"
             )
         return cls(*entry)
@@ -97,14 +91,19 @@ class BenchmarkSpec(BenchmarkEntry):
 
     @property
     def mode(self) -> str:
-        """The benchmark's comparison semantics: ``spider`` for Spider, ``bird`` otherwise."""
-        return MODES[self.name]
+        """The benchmark's comparison semantics, its registry entry's ``compare_mode`` (``spider``, ``bird``)."""
+        return get_benchmark(self.name).compare_mode.value
+
+    @property
+    def breakdown(self) -> str:
+        """What the benchmark's ``difficulty`` column holds: ``hardness`` or ``difficulty``."""
+        return get_benchmark(self.name).breakdown
 
 
 @dataclass
 class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     """Everything ``slmsql eval`` needs. ``benchmarks`` are held-out slices ``NAME:SPLIT[:LIMIT]``, each needing
-    its ``<name>_root``; decoding is greedy; ``dataset_ids`` override :data:`DEFAULT_DATASET_IDS`.
+    its root; decoding is greedy; ``dataset_ids`` override the registry's Hub dataset ids.
     ``self_consistency: K`` (0: off) adds execution-majority EX over K keyed samples per question at
     ``temperature`` / ``top_p`` / ``top_k`` (:mod:`slmsql_hub.evaluation.self_consistency`).
 
@@ -169,16 +168,14 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 f"bootstrap_resamples must be >= 10000 for a stable 95% CI (it costs milliseconds); "
                 f"got {self.bootstrap_resamples}"
             )
-        if isinstance(self.benchmarks, str):
-            self.benchmarks = [self.benchmarks]
-        self.benchmarks = [str(b).strip() for b in (self.benchmarks or []) if str(b).strip()]
         # Not BenchmarkArguments.__post_init__: it allows one entry per benchmark, and eval takes world:dev AND
         # world:test; the slices are checked by benchmark_specs below (one per name and split).
-        self._upgrade_old_spellings()
+        self._normalise()
         if isinstance(self.dataset_ids, str):
             self.dataset_ids = [self.dataset_ids]
         self.dataset_ids = [str(d).strip() for d in (self.dataset_ids or []) if str(d).strip()]
         self.benchmark_specs()  # validates every slice and its root
+        self.root_map()
         self.dataset_id_map()
         if not _is_int(self.self_consistency) or self.self_consistency < 0 or self.self_consistency == 1:
             raise UsageError(
@@ -200,26 +197,21 @@ class EvalConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                     f"benchmarks {seen[spec.key]!r} and {text!r} are both {spec.key}: evaluate each split once"
                 )
             seen[spec.key] = text
-            root_field = f"{spec.name}_root"
-            if not self.root(spec.name):
-                raise UsageError(
-                    f"benchmark {text} needs {root_field}: set it to the {spec.name} folder "
-                    f"(e.g. `{root_field}: {'outputs/quickstart/world' if spec.name == 'world' else 'data/' + spec.name}`)"
-                )
+            self.check_root(text, spec.name)
         return specs
 
     def dataset_id_map(self) -> dict[str, str | None]:
-        """:data:`DEFAULT_DATASET_IDS` with the ``dataset_ids`` overrides applied."""
-        ids = dict(DEFAULT_DATASET_IDS)
+        """Each evaluable benchmark's Hub dataset id (its registry entry's), with the ``dataset_ids`` overrides."""
+        ids = {name: REGISTRY[name].dataset_id for name in eval_benchmarks()}
         for item in self.dataset_ids:
             name, sep, repo_id = item.partition("=")
-            name, repo_id = name.strip().lower(), repo_id.strip()
-            if not sep or name not in EVAL_BENCHMARKS or not repo_id:
+            name, repo_id = name.strip(), repo_id.strip()
+            if not sep or not repo_id or get_benchmark(name).name not in ids:
                 raise UsageError(
                     f"dataset_ids entry {item!r} must be benchmark=hub_id with benchmark one of "
-                    f"{', '.join(EVAL_BENCHMARKS)}, e.g. bird=my-org/bird-dev"
+                    f"{', '.join(ids)}, e.g. bird=my-org/bird-dev"
                 )
-            ids[name] = repo_id
+            ids[get_benchmark(name).name] = repo_id
         return ids
 
     def adapters(self) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The Inspect AI tasks and model provider of slmsql-hub, registered for ``inspect eval``.
 
-One ``@task`` per benchmark of :data:`~slmsql_hub.evaluation.config.EVAL_BENCHMARKS` (``world``, ``spider``,
-``bird``; the test suite keeps the two lists equal), each :func:`~slmsql_hub.evaluation.inspect_task.benchmark_task`
-with the benchmark named, and the ``slmsql`` model provider (base + LoRA adapter). Installed with the
+A named ``@task`` for ``world``, ``spider`` and ``bird``, and ``benchmark`` for any evaluable benchmark of the
+registry (``-T name=bird_mini_dev``, or a dotted path ``-T name=mypkg.bench:ENTRY``), each
+:func:`~slmsql_hub.evaluation.inspect_task.benchmark_task`, and the ``slmsql`` model provider (base + LoRA adapter). Installed with the
 ``[inspect]`` extra, the package's ``inspect_ai`` entry point loads this module, so the tasks are
 ``slmsql_hub/world``, ...; from a checkout, name the file: ``inspect eval slmsql_hub/evaluation/inspect_registry.py@world``.
 
@@ -33,6 +33,13 @@ def slmsql() -> type:
     from .inspect_task import model_api
 
     return model_api()
+
+
+@task
+def benchmark(name: str, root: str, split: str | None = None, **options: Any) -> Any:
+    """Any evaluable benchmark of the registry (:mod:`slmsql_hub.data.benchmarks`) under ``root``, its split
+    ``split`` (default: the entry's), judged by its own compare mode."""
+    return benchmark_task(name, root, split, **options)
 
 
 @task

@@ -1,6 +1,6 @@
 """The evaluation as an Inspect AI task: where the field evaluates (LightEval's backend, the Hub's verified results).
 
-One task per benchmark ``slmsql eval`` evaluates (:data:`~slmsql_hub.evaluation.config.EVAL_BENCHMARKS`), built
+One task per benchmark ``slmsql eval`` evaluates (:func:`~slmsql_hub.evaluation.config.eval_benchmarks`), built
 from the same parts, so that the two cannot disagree:
 
 - the samples are :func:`~slmsql_hub.data.benchmarks.load_benchmark`'s rows (``NAME:SPLIT[:LIMIT]`` checked by
@@ -30,10 +30,11 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..data.benchmarks import get_benchmark
 from ..errors import UsageError
 from ..sql.recipe_limits import SQLLimitsArguments, limits_record
 from ..sql.result import Limits
-from .config import EVAL_BENCHMARKS, BenchmarkSpec
+from .config import BenchmarkSpec, eval_benchmarks
 
 if TYPE_CHECKING:  # pragma: no cover
     from inspect_ai import Task
@@ -46,7 +47,6 @@ logger = logging.getLogger(__name__)
 INSPECT_HINT = "the Inspect AI task needs the optional extra: pip install 'slmsql-hub[inspect]'"
 MODEL_API = "slmsql"
 """The Inspect model provider: ``--model slmsql/<base model> -M adapter=<adapter>``."""
-DEFAULT_SPLITS = {"world": "dev", "spider": "dev", "bird": "dev"}
 
 
 def require_inspect() -> None:
@@ -152,7 +152,7 @@ def benchmark_task(
 
     ```
     """
-    spec = BenchmarkSpec.parse(f"{benchmark}:{split or DEFAULT_SPLITS.get(benchmark, 'dev')}")
+    spec = BenchmarkSpec.parse(f"{benchmark}:{split or get_benchmark(benchmark).default_split}")
     spec = BenchmarkSpec(spec.name, spec.split, limit)
     limits = _sql_limits(sql_timeout_s, sql_max_ops, sql_max_rows, sql_max_result_bytes)
     require_inspect()
@@ -255,7 +255,7 @@ def model_api() -> type:
 
 
 __all__ = [
-    "EVAL_BENCHMARKS",
+    "eval_benchmarks",
     "INSPECT_HINT",
     "MODEL_API",
     "benchmark_samples",

@@ -23,7 +23,6 @@ from ..run.layout import PREDICTIONS_DIR, WORLD_MANIFEST
 from ..runtime import bar_disabled, environment
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
 from .config import (
-    BREAKDOWNS,
     POLICIES,
     RESULTS_FILE,
     BenchmarkSpec,
@@ -297,7 +296,7 @@ def _slice_results(
             record.update(prediction_fields(name, voted[name][index]))  # type: ignore[index]
     write_atomic(out / predictions_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     logger.info("%s: %s", spec.key, comparison.summary)
-    breakdown_by = BREAKDOWNS[spec.name]
+    breakdown_by = spec.breakdown
     extra = {}
     if voted is not None:
         extra["self_consistency"] = self_consistency_entry(

@@ -17,6 +17,7 @@ from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 from ..run.artifacts import check_folder_to_write
 from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
+from ..sql.compare import CompareMode
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -26,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # resume must match it); REPORT_FILE the counts per class, thresholds, policy, dataset, time and the pass-rate
 # histogram. The band (``run.layout.BAND_DIR``) is saved with ``datasets.Dataset.save_to_disk``.
 RESULTS_FILE, STATE_FILE, REPORT_FILE = FILTER_RESULTS, FILTER_STATE, FILTER_REPORT
-
-_COMPARE_MODES = ("bird", "spider")
 
 _HELD_OUT_WORLD_SPLITS = ("dev", "test")
 
@@ -86,9 +85,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass."})
     top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
-    compare_mode: str = field(
-        default="bird", metadata={"help": "Result comparison rule.", "choices": list(_COMPARE_MODES)}
-    )
+    compare_mode: str = field(default="bird", metadata={"help": "Result comparison rule: bird or spider."})
     overwrite: bool = field(
         default=False, metadata={"help": "Start over instead of resuming from results in output_dir."}
     )
@@ -123,8 +120,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 f"the world's {pool.split} split is held out for evaluation; filter the GRPO pool instead "
                 "(`benchmarks: [world:rl_pool]`)"
             )
-        if self.compare_mode not in _COMPARE_MODES:
-            raise UsageError(f"compare_mode must be 'bird' or 'spider'; got {self.compare_mode!r}")
+        self.compare_mode = CompareMode.parse(self.compare_mode).value
         if self.keep_distinct and self.compare_mode != "spider":
             raise UsageError(
                 "keep_distinct only applies to compare_mode: spider; remove it or switch the mode"

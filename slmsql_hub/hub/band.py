@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
+from ..data.benchmarks import REGISTRY
 from ..errors import UsageError
 from ..refs import repo_url
 from ..render import templates
@@ -20,9 +21,6 @@ BAND_SPLIT = "train"
 
 BAND_SHARD = f"data/{BAND_SPLIT}-00000-of-00001.parquet"
 """Where ``Dataset.push_to_hub`` puts a one-shard split (``data/<split>-<i>-of-<n>.parquet``)."""
-
-_BENCHMARK_LICENSES = {"spider": "cc-by-sa-4.0", "bird": "cc-by-sa-4.0", "world": "apache-2.0"}
-
 
 def dataset_card(
     report: dict,
@@ -57,7 +55,7 @@ def dataset_card(
     pretty_name = f"{repo_id.split('/')[-1]}: GRPO pass-rate band"
     data = DatasetCardData(
         pretty_name=pretty_name,
-        license=_BENCHMARK_LICENSES.get(benchmark, "other"),
+        license=REGISTRY[benchmark].license if benchmark in REGISTRY else "other",
         task_categories=["text-generation"],
         language=["en"],
         tags=["text-to-sql", "grpo", "dapo", "pass-rate-filter", "slmsql-hub"],

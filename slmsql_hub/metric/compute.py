@@ -99,10 +99,7 @@ def _check_inputs(predictions, references, db_path, mode: str, keep_distinct: bo
         )
     if n == 0:
         raise UsageError("no examples to score: predictions, references and db_path are empty")
-    try:
-        compare_mode = CompareMode(mode)
-    except ValueError:
-        raise UsageError(f"unknown mode {mode!r}: use 'bird' or 'spider'") from None
+    compare_mode = CompareMode.parse(mode)
     if keep_distinct and compare_mode is not CompareMode.SPIDER:
         logger.warning("keep_distinct only changes the spider mode; ignored in %s mode", compare_mode.value)
     if not timeout_s or timeout_s <= 0:

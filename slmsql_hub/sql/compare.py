@@ -88,15 +88,23 @@ class CompareMode(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @classmethod
+    def parse(cls, mode: CompareMode | str) -> CompareMode:
+        """The mode ``mode`` names (any case): the ONE check of a compare mode, wherever a recipe, a CLI flag or
+        a caller gives one.
 
-def _mode(mode: CompareMode | str) -> CompareMode:
-    if isinstance(mode, CompareMode):
-        return mode
-    try:
-        return CompareMode(str(mode).strip().lower())
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in CompareMode)
-        raise UsageError(f"unknown compare mode {mode!r}: use one of {choices}") from None
+        >>> CompareMode.parse("exact")
+        Traceback (most recent call last):
+        ...
+        slmsql_hub.errors.UsageError: unknown compare mode 'exact': use one of 'bird', 'spider'
+        """
+        if isinstance(mode, CompareMode):
+            return mode
+        try:
+            return cls(str(mode).strip().lower())
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in cls)
+            raise UsageError(f"unknown compare mode {mode!r}: use one of {choices}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -183,7 +191,7 @@ def prepare_sql(sql: str, mode: CompareMode | str, keep_distinct: bool = False) 
 
     ```
     """
-    if _mode(mode) is CompareMode.BIRD:
+    if CompareMode.parse(mode) is CompareMode.BIRD:
         return sql
     for spaced, joined in _SPACED_OPERATORS:
         sql = sql.replace(spaced, joined)
@@ -204,7 +212,7 @@ def order_matters(prepared_gold_sql: str, mode: CompareMode | str) -> bool:
 
     ```
     """
-    if _mode(mode) is CompareMode.BIRD:
+    if CompareMode.parse(mode) is CompareMode.BIRD:
         return False
     return "order by" in prepared_gold_sql.lower()
 
@@ -356,7 +364,7 @@ def rows_match(
 
     ```
     """
-    mode = _mode(mode)
+    mode = CompareMode.parse(mode)
     pred = _as_rows(pred_rows)
     gold = _as_rows(gold_rows)
     if mode is CompareMode.BIRD:
@@ -392,7 +400,7 @@ def result_key(rows: Iterable[Sequence], mode: CompareMode | str, *, order_matte
     ```
     """
     rows = _as_rows(rows)
-    if _mode(mode) is CompareMode.BIRD:
+    if CompareMode.parse(mode) is CompareMode.BIRD:
         return ("bird", tuple(sorted(set(rows), key=repr)))
     sorted_rows = [_unordered_row(row) for row in rows]
     if not order_matters:

@@ -133,10 +133,7 @@ class Judge:
         limits: Limits | None = None,
         workers: int | None = None,
     ) -> None:
-        try:
-            self.mode = CompareMode(mode)
-        except ValueError:
-            raise ValueError(f"unknown comparison mode {mode!r}: use 'bird' or 'spider'") from None
+        self.mode = CompareMode.parse(mode)
         self.keep_distinct = keep_distinct
         self.extract = extract
         self._owns_sandbox = sandbox is None

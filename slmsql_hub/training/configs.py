@@ -30,6 +30,7 @@ from ..errors import UsageError
 from ..generation.loading import HUB_KERNELS_HELP
 from ..refs import DTYPES
 from ..rewards import REWARDS
+from ..sql.compare import CompareMode
 from ..sql.recipe_limits import SQLLimitsArguments
 
 
@@ -599,7 +600,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     format_reward_value: float = field(default=0.2, metadata={"help": "Format reward for a ```sql block."})
     reward_compare_mode: str = field(
         default="bird",
-        metadata={"help": "Result comparison rule: bird or spider.", "choices": ["bird", "spider"]},
+        metadata={"help": "Result comparison rule: bird or spider."},
     )
     reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     reward_workers: int | None = field(
@@ -633,8 +634,7 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
                 f"reward_weights has {len(self.reward_weights)} value(s) for {len(self.reward_funcs)} reward "
                 f"function(s) ({', '.join(self.reward_funcs)}); give one weight per reward, or null for all 1.0"
             )
-        if self.reward_compare_mode not in ("bird", "spider"):
-            raise UsageError(f"reward_compare_mode must be bird or spider; got {self.reward_compare_mode!r}")
+        self.reward_compare_mode = CompareMode.parse(self.reward_compare_mode).value
         self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
         if not self.min_relative_update >= 0:
             raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")

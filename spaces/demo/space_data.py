@@ -162,7 +162,7 @@ def _fetch(ref: str, problems: list[str], what: str) -> Path | None:
 def _world_databases(
     world: Path, split: str, problems: list[str]
 ) -> tuple[list[Database], dict[str, list[Example]]]:
-    from slmsql_hub.data.benchmarks import load_world
+    from slmsql_hub.data.benchmarks import get_benchmark, load_world
 
     try:
         manifest = read_json_object(world / WORLD_MANIFEST, "rebuild it with `slmsql world build`")
@@ -173,7 +173,7 @@ def _world_databases(
     for db_id in manifest.get("databases", []):
         path = world / "databases" / db_id / f"{db_id}.sqlite"
         if path.is_file():
-            databases.append(Database(f"world/{db_id}", db_id, "world", path.resolve(), "bird"))
+            databases.append(Database(f"world/{db_id}", db_id, "world", path.resolve(), get_benchmark("world").compare_mode.value))
         else:
             problems.append(
                 f"the world's database {db_id} is missing ({path}); rebuild with `slmsql world build`"
@@ -192,7 +192,7 @@ def _world_databases(
 
 
 def _spider_databases(root: Path, problems: list[str]) -> tuple[list[Database], dict[str, list[Example]]]:
-    from slmsql_hub.data.benchmarks import load_spider
+    from slmsql_hub.data.benchmarks import get_benchmark, load_spider
 
     db_dir = root / "database" if (root / "database").is_dir() else root / "databases"
     databases = [
@@ -201,7 +201,7 @@ def _spider_databases(root: Path, problems: list[str]) -> tuple[list[Database], 
             folder.name,
             "spider",
             (folder / f"{folder.name}.sqlite").resolve(),
-            "spider",
+            get_benchmark("spider").compare_mode.value,
         )
         for folder in sorted(db_dir.glob("*"))
         if (folder / f"{folder.name}.sqlite").is_file()
