@@ -28,18 +28,19 @@ ablations: quickstart
 	$(VENV)/bin/slmsql ablate --config recipes/world/ablations.yaml $(ABLATE_ARGS)
 
 # The transfer study (issue #22, recipes/world/transfer.yaml): each planted world is built with the recipe's
-# plant, the quickstart's stages up to SFT 2 (what `ablate` reads) run on it (a finished stage is reused), then
-# one `slmsql ablate` per world (--run-dir picks it) into outputs/transfer/<world>/; the natural world is the quickstart's run. Finished
+# plant, the quickstart's stages up to SFT 2 (what `ablate` reads) run on it into outputs/transfer/worlds/<world>/ (a
+# finished stage is reused), then one `slmsql ablate` per world (--run-dir picks it) into outputs/transfer/<world>/,
+# apart from the run it reads (#34); the natural world is the quickstart's run. Finished
 # (variant, seed) folders are reused. TRANSFER_ARGS passes e.g. --seeds 0 to every world. The last step joins the
 # worlds into one transfer report (Holm across them) in outputs/transfer/.
 TRANSFER := recipes/world/transfer.yaml
 transfer: quickstart
-	$(VENV)/bin/slmsql world build --out outputs/transfer/plant70/run/world --plant comparison_inclusive --plant-rate 0.7
-	$(VENV)/bin/slmsql quickstart --out outputs/transfer/plant70/run --until sft2
-	$(VENV)/bin/slmsql world build --out outputs/transfer/plant100/run/world --plant comparison_inclusive --plant-rate 1.0
-	$(VENV)/bin/slmsql quickstart --out outputs/transfer/plant100/run --until sft2
-	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/plant70/run $(TRANSFER_ARGS)
-	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/plant100/run $(TRANSFER_ARGS)
+	$(VENV)/bin/slmsql world build --out outputs/transfer/worlds/plant70/world --plant comparison_inclusive --plant-rate 0.7
+	$(VENV)/bin/slmsql quickstart --out outputs/transfer/worlds/plant70 --until sft2
+	$(VENV)/bin/slmsql world build --out outputs/transfer/worlds/plant100/world --plant comparison_inclusive --plant-rate 1.0
+	$(VENV)/bin/slmsql quickstart --out outputs/transfer/worlds/plant100 --until sft2
+	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/worlds/plant70 $(TRANSFER_ARGS)
+	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/worlds/plant100 $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/quickstart $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --combine
 

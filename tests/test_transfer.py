@@ -43,6 +43,18 @@ def test_each_world_loads_alone_with_its_own_variants_output_and_slices():
     assert load_ablation_config(RECIPE).world == "plant70"  # the recipe's run_dir: the main arm
 
 
+def test_no_world_reads_a_run_inside_a_study_output_folder():
+    """`slmsql ablate` refuses an output folder that contains its inputs (#34), but only once the run exists: a
+    recipe whose world runs sit inside a study's output (``outputs/transfer/plant70/run`` once did) fails only when
+    `make transfer` reaches ablate, after the world and its SFT were built."""
+    worlds = _worlds().values()
+    for arm in worlds:
+        run = Path(arm["run_dir"])
+        for other in worlds:
+            out = Path(other["output_dir"])
+            assert not (run == out or out in run.parents or run in out.parents), (arm["run_dir"], other["output_dir"])
+
+
 def test_the_arms_the_issue_asks_for_are_there():
     worlds = _worlds()
     rates = {name: (arm.get("plant") or {}).get("rate") for name, arm in worlds.items()}

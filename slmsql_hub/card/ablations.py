@@ -8,7 +8,7 @@ card an "Ablations" section from ``model_card/ablation_card.md``.
 The **transfer report** (``slmsql ablate --combine``, :mod:`slmsql_hub.ablate.transfer`) covers RUN when one of its
 worlds' ``run_dir`` is RUN. :func:`find_transfer` looks, in order, at ``RUN/ablations/transfer/`` (a card folder's
 shipped copy), then ``transfer/report.json`` and ``report.json`` in RUN's parent and in its grandparent
-(``make transfer`` puts it in ``outputs/transfer/``: the grandparent of ``outputs/transfer/plant70/run`` and the
+(``make transfer`` puts it in ``outputs/transfer/``: the grandparent of ``outputs/transfer/worlds/plant70`` and the
 parent's ``transfer/`` of ``outputs/quickstart``), and takes the first whose ``kind`` is ``transfer`` and that names
 RUN. It ships as ``ablations/transfer/``, and the section adds its finding and pass@k plot. A run with no
 ablation report of its own takes its world's (the world's ``output_dir`` the transfer report records).
