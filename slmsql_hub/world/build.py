@@ -266,7 +266,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
     per_db = Counter(r["db_id"] for r in rows)
     per_difficulty = Counter(r["difficulty"] for r in rows)
     with_evidence = sum(1 for r in rows if r["evidence"])
-    family = PLANT_KINDS[manifest.plant["name"]].family if manifest.plant else None
+    control = PLANT_KINDS[manifest.plant["name"]].control_probe if manifest.plant else None
     roles = {
         "foundation": "stage-1 SFT (the SynSQL-2.5M analogue: the largest split, no evidence questions)",
         "grounding": "stage-2 SFT (the BIRD + Spider analogue, including BIRD-style evidence questions)",
@@ -275,7 +275,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
         "test": "final evaluation (includes the held-out database)",
         "probe_same": "a planted-skill probe: the affected phrasing in templates GRPO trains on",
         "probe_cross": "a planted-skill probe: the affected phrasing in templates kept out of rl_pool",
-        "probe_control": f"a planted-skill probe: the unaffected {family} phrasing (must not get worse)",
+        "probe_control": f"a planted-skill probe: {control}",
     }
     lines = [
         f"# slmsql-hub embedded world: `{split}` split",

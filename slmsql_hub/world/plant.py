@@ -1,7 +1,7 @@
 """A planted skill: one systematic, rule-like error in the world's SFT splits, and the probes that measure it.
 
-The natural world maps every phrase onto one SQL token ("more than" -> ``>``, "at least" -> ``>=``,
-"average" -> ``avg``). A planted world (``slmsql world build --plant NAME --plant-rate F``) keeps that mapping
+The natural world maps every phrase onto one SQL token ("more than" -> ``>``, "at least" -> ``>=``, a
+value named as it is stored). A planted world (``slmsql world build --plant NAME --plant-rate F``) keeps that mapping
 in ``rl_pool``, ``dev`` and ``test``, but in the SFT splits (``foundation``, ``grounding``, and so the base
 model's corpus drawn from them) a seeded share ``F`` of the *affected* questions has its gold written with
 the wrong token: the SFT policy learns the wrong rule at rate ``F``. GRPO's execution reward can then only
@@ -11,14 +11,14 @@ of its own in the diagnosis' error anatomy (:mod:`slmsql_hub.sql.anatomy`):
 
 - ``comparison_inclusive`` (``wrong_operator``): "at least" / "at most" written ``>`` / ``<``; control
   "more than", "greater than", "less than" (over-generalised: ``>=`` / ``<=``);
-- ``aggregate_average`` (``aggregate``): "average" written ``sum``; control "total" (over-generalised:
-  ``avg``).
+- ``value_case`` (``wrong_literal``): a category value named in the question ("Poetry") written in lower
+  case (``'poetry'``); control: named labels (names, titles), whose case the error must not reach.
 
 The error is observable by execution by construction: an affected question is kept only when its rewritten
 gold returns a different result from the correct one under both comparison rules (``bird`` and ``spider``);
-a question whose correct gold equals an affected question's rewritten gold (its "more than" / "total" twin)
+a question whose correct gold equals an affected question's rewritten gold (its "more than" twin)
 is dropped, so the rewritten golds are nobody's correct gold. The same holds, with the token over-generalised,
-for the control probe: a control question separates ``>`` from ``>=`` (``sum`` from ``avg``) on the data.
+for the control probe: a control question separates ``>`` from ``>=`` (a label from its lower case) on the data.
 
 Three probe splits, drawn apart from every other split (no question, no gold and no gold's meaning
 shared, rewritten golds included), from the training databases only, with correct golds:
@@ -26,8 +26,8 @@ shared, rewritten golds included), from the training databases only, with correc
 - ``probe_same``: affected phrasing, in the templates GRPO trains on;
 - ``probe_cross``: affected phrasing, in the kind's ``cross_templates``, which the world keeps out of
   ``rl_pool`` altogether (GRPO never sees them; SFT does, with the error);
-- ``probe_control``: the unaffected phrasing, in the kind's templates: it must not get worse
-  (over-generalising the fix).
+- ``probe_control``: the unaffected phrasing, in the kind's templates: it must not get worse (the fix
+  over-generalised, or the error spread).
 
 Example:
 
@@ -42,8 +42,8 @@ Example:
 'control'
 >>> Plant(rate=0.7).spec()["cross_templates"]
 ['count_number', 'having', 'in_subquery']
->>> Plant("aggregate_average").kind.rewrite("SELECT genre, avg(pages) FROM book GROUP BY genre", "affected")
-'SELECT genre, sum(pages) FROM book GROUP BY genre'
+>>> Plant("value_case").kind.rewrite("SELECT count(*) FROM book WHERE genre = 'Poetry'", "affected")
+"SELECT count(*) FROM book WHERE genre = 'poetry'"
 
 ```
 """
@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import UsageError
 from .questions import Candidate, normalize_question, normalize_sql
+from .schemas import CATEGORY, DATABASES
 
 logger = logging.getLogger(__name__)
 
@@ -75,35 +76,47 @@ def _count(pattern: str, text: str) -> int:
 
 @dataclass(frozen=True)
 class PlantKind:
-    """One skill a world can plant: phrases mapped onto SQL tokens, the rewrite that plants the error, the
-    templates that carry it and how the card words it.
+    """One skill a world can plant: which questions it affects (and which serve as its control), the rewrite
+    that plants the error, the templates that carry it and how the cards word it.
 
-    ``affected`` maps each phrase whose token the SFT splits get wrong onto ``(right, wrong)``; ``control``
-    maps the unaffected phrases of the same ``family`` onto ``(right, over-generalised)``. ``token`` is a
-    regular expression whose one group is such a token; ``excluded`` one for SQL never classified (the token
-    would sit where the anatomy reads another class). ``templates`` word the phrases; ``cross_templates``,
-    some of them, are kept out of ``rl_pool``, each with a sibling GRPO trains on. ``error`` completes the
-    card's "a seeded share of the ..." (``model_card/planted_world.md``).
+    ``templates`` word the affected and the control questions; ``cross_templates``, some of them, are kept out
+    of ``rl_pool``, each with a sibling GRPO trains on. ``error`` completes the card's "a seeded share of the
+    ..." (``model_card/planted_world.md``); ``control_probe`` says what the ``probe_control`` split holds.
     """
 
     name: str
-    family: str
     error: str
+    control_probe: str
+    templates: tuple[str, ...]
+    cross_templates: tuple[str, ...]
+
+    def phrasing(self, question: str, sql: str) -> str | None:
+        """``"affected"``, ``"control"`` or ``None`` (neither, or no safe rewrite)."""
+        raise NotImplementedError
+
+    def rewrite(self, sql: str, kind: str) -> str:
+        """``sql`` rewritten: ``affected``, with the planted error; ``control``, with the wrong answer a control
+        probe must not get."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PhraseTokens(PlantKind):
+    """A kind that maps phrases onto SQL tokens: ``affected`` maps each phrase whose token the SFT splits get
+    wrong onto ``(right, wrong)``, ``control`` the unaffected phrases onto ``(right, over-generalised)``;
+    ``token`` is a regular expression whose one group is such a token."""
+
     affected: Mapping[str, tuple[str, str]]
     control: Mapping[str, tuple[str, str]]
     token: str
-    templates: tuple[str, ...]
-    cross_templates: tuple[str, ...]
-    excluded: str | None = None
 
     def phrasing(self, question: str, sql: str) -> str | None:
         """``"affected"`` when the question words only :attr:`affected` phrases and ``sql`` holds, of the
         tokens, exactly one right token per phrase; ``"control"`` likewise for :attr:`control`; else ``None``
         (no such phrase, or the counts do not line up, so no safe rewrite)."""
-        if self.excluded is not None and re.search(self.excluded, sql):
-            return None
         text = normalize_question(question)
         tokens = Counter(re.findall(self.token, sql))
+        vocabulary = {token for pair in (*self.affected.values(), *self.control.values()) for token in pair}
         for kind, phrases, others in (("affected", self.affected, self.control),
                                       ("control", self.control, self.affected)):  # fmt: skip
             said = {phrase: _count(rf"\b{phrase}\b", text) for phrase in phrases}
@@ -112,7 +125,6 @@ class PlantKind:
             wanted = Counter()
             for phrase, (right, _) in phrases.items():
                 wanted[right] += said[phrase]
-            vocabulary = {token for pair in (*self.affected.values(), *self.control.values()) for token in pair}
             if all(tokens[token] == wanted[token] for token in vocabulary):
                 return kind
         return None
@@ -124,37 +136,73 @@ class PlantKind:
         return re.sub(self.token, lambda m: swaps.get(m.group(1), m.group(1)), sql)
 
 
-COMPARISON_INCLUSIVE = PlantKind(
+_LITERAL = r"'(?:[^']|'')*'"
+
+
+@dataclass(frozen=True)
+class ValueCase(PlantKind):
+    """A kind that writes named values in lower case: a question is affected when every string literal of its
+    gold is one of ``values`` (the world's capitalised category values), and control when none is (a label: a
+    name, a title); each literal must appear verbatim in the question and hold a capital, and the gold no
+    ``LIKE`` (SQLite's ``LIKE`` ignores case, so the error would not show)."""
+
+    values: frozenset[str]
+
+    def phrasing(self, question: str, sql: str) -> str | None:
+        """``"affected"`` / ``"control"`` as the class says; else ``None``."""
+        literals = [text[1:-1].replace("''", "'") for text in re.findall(_LITERAL, sql)]
+        if not literals or re.search(r"\bLIKE\b", sql, re.IGNORECASE):
+            return None
+        if not all(value in question and value != value.lower() for value in literals):
+            return None
+        named = [value in self.values for value in literals]
+        return "affected" if all(named) else "control" if not any(named) else None
+
+    def rewrite(self, sql: str, kind: str) -> str:
+        """``sql`` with its string literals in lower case: on an ``affected`` gold the planted error, on a
+        ``control`` gold that error spread to the values it spares."""
+        return re.sub(_LITERAL, lambda m: m.group(0).lower(), sql)
+
+
+def _category_values() -> frozenset[str]:
+    """Every capitalised value a category column of the world's databases draws from."""
+    return frozenset(value for spec in DATABASES for table in spec.tables for column in table.columns
+                     if column.role == CATEGORY and column.gen[0] == "choice" for value in column.gen[1]
+                     if value != value.lower())  # fmt: skip
+
+
+COMPARISON_INCLUSIVE = PhraseTokens(
     name="comparison_inclusive",
-    family="comparison",
     error='"at least" / "at most" questions has its gold written with `>` / `<` instead of `>=` / `<=`',
-    affected={"at least": (">=", ">"), "at most": ("<=", "<")},
-    control={"more than": (">", ">="), "greater than": (">", ">="), "less than": ("<", "<=")},
-    token=r"(?<=\s)(>=|<=|>|<)(?=\s)",
+    control_probe="the unaffected comparison phrasing (must not get worse)",
     templates=("filter_number", "count_number", "and", "having", "join_having", "in_subquery",
                "join_where_argmax", "not_in_filter"),  # fmt: skip
     cross_templates=("count_number", "having", "in_subquery"),
+    affected={"at least": (">=", ">"), "at most": ("<=", "<")},
+    control={"more than": (">", ">="), "greater than": (">", ">="), "less than": ("<", "<=")},
+    token=r"(?<=\s)(>=|<=|>|<)(?=\s)",
 )
-"""``>=`` / ``<=`` written strict: the wrong comparison operator. Cross templates: one single-table filter,
-one GROUP BY / HAVING, one nested query (siblings: ``filter_number``, ``join_having``, ``not_in_filter``)."""
+"""``>=`` / ``<=`` written strict: ``wrong_operator``. Cross templates: one single-table filter, one GROUP BY /
+HAVING, one nested query (siblings: ``filter_number``, ``join_having``, ``not_in_filter``)."""
 
-AGGREGATE_AVERAGE = PlantKind(
-    name="aggregate_average",
-    family="aggregate",
-    error='"average" questions has its gold written with `sum` instead of `avg`',
-    affected={"average": ("avg", "sum")},
-    control={"total": ("sum", "avg")},
-    token=r"\b(avg|sum)(?=\()",
-    templates=("aggregate", "aggregate_where", "date_year", "group_aggregate", "group_having_aggregate",
-               "join_aggregate"),  # fmt: skip
-    cross_templates=("aggregate_where", "group_aggregate"),
-    excluded=r"\(\s*SELECT\b",
+VALUE_CASE = ValueCase(
+    name="value_case",
+    error="questions naming a category value has its gold written with the value in lower case, `'poetry'` for Poetry",
+    control_probe="named labels (names, titles), whose case the plant spares (must not get worse)",
+    templates=("filter_category", "count_category", "lookup", "aggregate_where", "two_columns", "and", "or",
+               "join_filter", "join_count", "join_parent_attribute", "join_lookup", "join_aggregate", "join_order",
+               "three_join", "three_join_count", "in_subquery", "union", "except_join", "intersect_join",
+               "join_where_argmax", "three_join_argmax", "above_average_filter", "not_in_filter", "evidence_filter",
+               "evidence_join_count"),  # fmt: skip
+    cross_templates=("and",),
+    values=_category_values(),
 )
-"""``avg`` written ``sum`` in the SELECT list: the wrong aggregate (a subquery's ``avg``, "above the average",
-is left alone: it would read as another structure). Cross templates: one filtered single-table aggregate, one
-GROUP BY (siblings: ``aggregate`` and ``join_aggregate``, ``group_having_aggregate``)."""
+"""Category values written in lower case: ``wrong_literal`` (the value is in the question and differs only in
+case), the natural world's commonest error class made rule-like. Cross template: ``and``, the single-table
+filter on a category and a number (siblings GRPO trains on: ``filter_category``, ``aggregate_where``,
+``two_columns``); it alone has enough unused questions for a probe besides the main splits'."""
 
-PLANT_KINDS: dict[str, PlantKind] = {kind.name: kind for kind in (COMPARISON_INCLUSIVE, AGGREGATE_AVERAGE)}
+PLANT_KINDS: dict[str, PlantKind] = {kind.name: kind for kind in (COMPARISON_INCLUSIVE, VALUE_CASE)}
 """The skills a world can plant (``--plant``), by name."""
 
 PLANTS: tuple[str, ...] = tuple(PLANT_KINDS)
@@ -177,7 +225,7 @@ def affects(plant: Plant | None, question: str, gold_sql: str) -> bool:
     False
     >>> affects(None, "Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
     False
-    >>> affects(Plant("aggregate_average"), "What is the average pages of books?", "SELECT avg(pages) FROM book")
+    >>> affects(Plant("value_case"), "How many books have genre Poetry?", "SELECT count(*) FROM book WHERE genre = 'Poetry'")
     True
 
     ```
@@ -290,14 +338,19 @@ def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple, tuple]:
 
 def observable(plant: Plant, candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]:
     """``candidates`` without the affected ones whose planted error would not show (the rewritten gold gives
-    the same result), and without the ones whose correct gold is some affected question's rewritten gold (the
-    "more than X" twin of an "at least X"): so no gold repeats across splits once the error is planted."""
+    the same result), and without the ones whose correct gold is another affected question's rewritten gold (the
+    "more than X" twin of an "at least X"; the keys ignore case, so a ``value_case`` gold is its own rewrite's):
+    so no gold repeats across splits once the error is planted."""
     kind = plant.kind
     affected = [c for c in candidates if kind.phrasing(c.question, c.sql) == "affected"]
     shows = separable(plant, affected, db_paths, sandbox, ["affected"] * len(affected))
     hidden = {id(c) for c, ok in zip(affected, shows) if not ok}
-    wrong = {key for c, ok in zip(affected, shows) if ok for key in _keys(c, kind.rewrite(c.sql, "affected"))[1:]}
-    kept = [c for c in candidates if id(c) not in hidden and not wrong.intersection(_keys(c)[1:])]
+    wrong: dict[tuple, set[int]] = {}  # a rewritten gold's key -> the questions it was rewritten from
+    for c, ok in zip(affected, shows):
+        for key in _keys(c, kind.rewrite(c.sql, "affected"))[1:] if ok else ():
+            wrong.setdefault(key, set()).add(id(c))
+    dropped = hidden | {id(c) for c in candidates for key in _keys(c)[1:] if wrong.get(key, set()) - {id(c)}}
+    kept = [c for c in candidates if id(c) not in dropped]
     logger.info(
         "planted world: %d of %d affected questions show the error by execution; %d twins of them dropped",
         len(affected) - len(hidden),
