@@ -4,7 +4,6 @@ lower case), a class of its own in the error anatomy, planted and probed as the 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -125,37 +124,37 @@ def test_the_anatomy_classifies_each_plants_rewrite_as_its_own_class(name, error
 
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory):
+    """The ``PLANT`` world and the same world planted at rate 0 (every gold correct), in one sandbox."""
     from slmsql_hub.sql import Limits, Sandbox
 
+    root = tmp_path_factory.mktemp("value_case")
     with Sandbox(Limits(timeout_s=10), workers=2) as sandbox:
-        world = build_world(tmp_path_factory.mktemp("value_case") / "w", sizes=SIZES, sandbox=sandbox, plant=PLANT)
-        yield world, sandbox
-
-
-def _was_rewritten(row: dict) -> bool:
-    """A question whose gold names its values only in lower case where the question has capitals."""
-    literals = [text[1:-1] for text in re.findall(r"'(?:[^']|'')*'", row["gold_sql"])]
-    question = row["question"]
-    return bool(literals) and all(v == v.lower() and v not in question and v in question.lower() for v in literals)
+        world = build_world(root / "w", sizes=SIZES, sandbox=sandbox, plant=PLANT)
+        clean = build_world(root / "clean", sizes=SIZES, sandbox=sandbox, plant=Plant("value_case", 0.0, 40))
+        yield world, clean, sandbox
 
 
 def test_a_value_case_world_plants_sft_only_and_its_probes_show_by_execution(lowered):
-    world, sandbox = lowered
+    world, clean, sandbox = lowered
     record = json.loads((world.root / "world.json").read_text())["plant"]
     assert record["name"] == "value_case" and record["cross_templates"] == ["and"]
     assert world.split_names == SPLITS + PROBE_SPLITS and world.splits["probe_control"] == 40
     card = (world.split_path("probe_control") / "README.md").read_text()
     assert "a planted-skill probe: named labels (names, titles), whose case the plant spares" in card
     assert "naming a category value has its gold written with the value in lower case" in plant_statement(record)
-    for split in world.split_names:
-        rows = _rows(world, split)
-        rewritten = [row for row in rows if _was_rewritten(row)]
+    for split in world.split_names:  # the same questions; the golds differ where the rate lowered a value
+        ours, theirs = _rows(world, split), _rows(clean, split)
+        assert [r["question"] for r in ours] == [r["question"] for r in theirs], split
+        changed = [(a, b) for a, b in zip(ours, theirs) if a["gold_sql"] != b["gold_sql"]]
+        assert all(a["gold_sql"] == CASE.rewrite(b["gold_sql"], "affected") for a, b in changed)
         if split in SFT_SPLITS:
             affected = record["sft"][split]["affected"]
-            assert affected >= 10 and len(rewritten) == record["sft"][split]["rewritten"] == round(0.7 * affected)
-            assert sum(affects(PLANT, r["question"], r["gold_sql"]) for r in rows) == affected - len(rewritten)
+            assert affected >= 10 and len(changed) == record["sft"][split]["rewritten"] == round(0.7 * affected)
+            assert sum(affects(PLANT, r["question"], r["gold_sql"]) for r in ours) == affected - len(changed)
+            for wrong, right in changed:
+                assert _differs(sandbox, right["db_path"], right["gold_sql"], wrong["gold_sql"])
         else:
-            assert not rewritten, split
+            assert not changed, split
     for split, kind in (("probe_same", "affected"), ("probe_cross", "affected"), ("probe_control", "control")):
         for row in _rows(world, split):
             assert CASE.phrasing(row["question"], row["gold_sql"]) == kind, row
@@ -163,7 +162,7 @@ def test_a_value_case_world_plants_sft_only_and_its_probes_show_by_execution(low
 
 
 def test_a_value_case_worlds_cross_templates_never_reach_the_rl_pool(lowered):
-    world, _ = lowered
+    world, _, _ = lowered
     templates = _templates_by_question(SIZES, CASE)
     template_of = {split: {templates[r["db_id"], normalize_question(r["question"])] for r in _rows(world, split)}
                    for split in world.split_names}  # fmt: skip
