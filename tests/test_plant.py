@@ -17,27 +17,26 @@ from slmsql_hub.sql import Limits, Sandbox
 from slmsql_hub.sql.compare import order_matters, prepare_sql, rows_match
 from slmsql_hub.world import DATABASES, HELD_OUT_DB, SPLITS, WorldManifest, WorldSizes, build_world
 from slmsql_hub.world.build import _databases_and_candidates
-from slmsql_hub.world.plant import (
-    COMPARISON_TEMPLATES,
-    CROSS_TEMPLATES,
-    PROBE_SPLITS,
-    SFT_SPLITS,
-    Plant,
-    phrasing,
-    rewrite,
-)
+from slmsql_hub.world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
 from slmsql_hub.world.populate import generate_rows
 from slmsql_hub.world.questions import generate_candidates, normalize_question, normalize_sql
 from slmsql_hub.world.templates import TEMPLATES
 
 SIZES = WorldSizes(foundation=600, grounding=300, rl_pool=100, dev=60, test=60)
 PLANT = Plant(rate=0.7, probe=40)
+KIND = PLANT.kind
+phrasing, rewrite = KIND.phrasing, KIND.rewrite
+COMPARISON_TEMPLATES, CROSS_TEMPLATES = KIND.templates, KIND.cross_templates
 TRAINING = ("foundation", "grounding", "rl_pool")
 
 NATURAL_DIGEST = "62202017dd2975db7e14a04ddda8913cff2a1378f6abb2a55f1feb4d26d997b6"
 """world.json, the rows (db_path aside) and dataset cards of ``SIZES`` at seed 0, as built before planting
 existed. A deliberate change to the generator bumps WORLD_VERSION and this digest together (version 2, #32:
 world.json's version only; the meaning rule drops nothing at these sizes, so the rows are as before)."""
+
+PLANTED_DIGEST = "b946de23f36035ee083ae65000501a7079fcb69fd3c2b11dadc9d989baa1af82"
+"""The same digest over every split of ``PLANT``'s world (probes included), as built before plants became a
+registry (#36): comparison_inclusive must stay byte-identical."""
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +63,7 @@ def _was_rewritten(row: dict) -> bool:
 
 def _digest(manifest: WorldManifest) -> str:
     digest = hashlib.sha256((manifest.root / "world.json").read_bytes())
-    for split in SPLITS:
+    for split in manifest.split_names:
         rows = [{k: v for k, v in row.items() if k != "db_path"} for row in _rows(manifest, split)]
         digest.update(json.dumps(rows, sort_keys=True).encode())
         digest.update((manifest.split_path(split) / "README.md").read_bytes())
@@ -76,6 +75,11 @@ def test_a_natural_world_is_what_it_was_before_planting_existed(tmp_path, sandbo
     assert "plant" not in json.loads((tmp_path / "w" / "world.json").read_text())
     assert natural.split_names == SPLITS
     assert _digest(natural) == NATURAL_DIGEST
+
+
+def test_a_comparison_inclusive_world_is_what_it_was_before_plants_became_a_registry(planted):
+    """The planted ``SIZES`` world (probes included) as main's code built it before #36's second plant."""
+    assert _digest(planted) == PLANTED_DIGEST
 
 
 def test_world_json_records_the_plant_and_every_split(planted):
@@ -146,13 +150,14 @@ def test_every_planted_error_and_every_probe_shows_by_execution(planted, sandbox
                 )
 
 
-def _templates_by_question(sizes: WorldSizes = SIZES) -> dict[tuple[str, str], str]:
-    """The generator's template of each question a seed-0 world of ``sizes`` can hold (main and probe draws)."""
+def _templates_by_question(sizes: WorldSizes = SIZES, kind=KIND) -> dict[tuple[str, str], str]:
+    """The generator's template of each question a seed-0 world of ``sizes`` planted with ``kind`` can hold
+    (main and probe draws)."""
     candidates, _ = _databases_and_candidates(Path(tempfile.mkdtemp()), 0, sizes, DATABASES, HELD_OUT_DB)
-    comparison = tuple(t for t in TEMPLATES if t.id in COMPARISON_TEMPLATES)
+    carriers = tuple(t for t in TEMPLATES if t.id in kind.templates)
     for spec in DATABASES:
         rows = generate_rows(spec, 0)
-        candidates += generate_candidates(spec, rows, 1000, seed=0, templates=comparison, stream="probes")
+        candidates += generate_candidates(spec, rows, 1000, seed=0, templates=carriers, stream="probes")
     return {(c.db_id, normalize_question(c.question)): c.template for c in candidates}
 
 

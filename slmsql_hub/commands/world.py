@@ -49,7 +49,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--plant",
         choices=PLANTS,
         help="plant one systematic error in the SFT splits and add probe splits (comparison_inclusive: "
-        '"at least" / "at most" golds written with > / <)',
+        '"at least" / "at most" golds written with > / <; value_case: category values written in lower case)',
     )
     build.add_argument(
         "--plant-rate",

@@ -39,7 +39,7 @@ from ..run.artifacts import check_json, check_sqlite
 from ..run.guard import replace_folder
 from ..run.layout import WORLD_MANIFEST
 from .plant import (
-    COMPARISON_TEMPLATES,
+    PLANT_KINDS,
     PROBE_SPLITS,
     Plant,
     observable,
@@ -266,6 +266,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
     per_db = Counter(r["db_id"] for r in rows)
     per_difficulty = Counter(r["difficulty"] for r in rows)
     with_evidence = sum(1 for r in rows if r["evidence"])
+    control = PLANT_KINDS[manifest.plant["name"]].control_probe if manifest.plant else None
     roles = {
         "foundation": "stage-1 SFT (the SynSQL-2.5M analogue: the largest split, no evidence questions)",
         "grounding": "stage-2 SFT (the BIRD + Spider analogue, including BIRD-style evidence questions)",
@@ -274,7 +275,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
         "test": "final evaluation (includes the held-out database)",
         "probe_same": "a planted-skill probe: the affected phrasing in templates GRPO trains on",
         "probe_cross": "a planted-skill probe: the affected phrasing in templates kept out of rl_pool",
-        "probe_control": "a planted-skill probe: the unaffected comparison phrasing (must not get worse)",
+        "probe_control": f"a planted-skill probe: {control}",
     }
     lines = [
         f"# slmsql-hub embedded world: `{split}` split",
@@ -411,7 +412,7 @@ def build_world(
         candidates, tmp_paths = _databases_and_candidates(tmp, seed, sizes, databases, held_out_db)
         kept = _executable(candidates, tmp_paths, sandbox)
         if plant is not None:
-            kept = observable(kept, tmp_paths, sandbox)
+            kept = observable(plant, kept, tmp_paths, sandbox)
         train = [c for c in kept if c.db_id != held_out_db]
         held = [c for c in kept if c.db_id == held_out_db]
         splits = _assign(train, held, sizes, seed, plant.cross_templates if plant is not None else ())
@@ -474,17 +475,17 @@ def _plant(
     held_out_db: str,
 ) -> dict:
     """Add the probe splits to ``splits`` and plant the error in its SFT splits; return the ``plant`` record."""
-    comparison = tuple(t for t in TEMPLATES if t.id in COMPARISON_TEMPLATES)
+    carriers = tuple(t for t in TEMPLATES if t.id in plant.kind.templates)
     train_dbs = [spec for spec in databases if spec.db_id != held_out_db]
     per_db = math.ceil(25 * plant.probe / max(1, len(train_dbs))) + 100
     drawn = [
         c
         for spec in train_dbs
         for c in generate_candidates(
-            spec, generate_rows(spec, seed), per_db, seed=seed, templates=comparison, stream="probes"
+            spec, generate_rows(spec, seed), per_db, seed=seed, templates=carriers, stream="probes"
         )
     ]
-    pools = probe_pools(plant, _executable(drawn, db_paths, sandbox), taken_keys(kept), db_paths, sandbox)
+    pools = probe_pools(plant, _executable(drawn, db_paths, sandbox), taken_keys(plant, kept), db_paths, sandbox)
     rng = random.Random(f"{seed}:probes")
     for split, pool in pools.items():
         if len(pool) < plant.probe:
