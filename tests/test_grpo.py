@@ -95,7 +95,7 @@ def _recipe(world: Path, out: Path, **overrides) -> Path:
         "learning_rate": 5.0e-3,
         "temperature": 1.0,
         "beta": 0.0,
-        "reward_workers": 1,
+        "sandbox_workers": 1,
         "num_threads": 1,
         "save_strategy": "no",
         "report_to": "none",
@@ -237,7 +237,7 @@ def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path)
     db = nums_database(tmp_path / "t.sqlite")
     big = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 20000) SELECT n FROM c"
     filter_config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o")
-    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_workers=1)
+    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sandbox_workers=1)
     rewards = grpo.build_reward_funcs(args)
     try:
         assert rewards[0].func.judge.sandbox.limits == args.sql_limits() == filter_config.sql_limits()
@@ -373,7 +373,7 @@ def test_rewards_come_from_the_recipe_with_its_values(world):
         reward_funcs=["execution", "result_f1", "format"],
         reward_correct=2.0,
         reward_executes=0.5,
-        reward_workers=1,
+        sandbox_workers=1,
     )
     rewards = grpo.build_reward_funcs(args)
     try:
