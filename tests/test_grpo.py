@@ -811,3 +811,20 @@ def test_every_reward_of_the_table_builds_from_a_recipe_with_its_values():
         assert (by_name["execution"].correct, by_name["format"].value) == (3.0, 0.5)
     finally:
         close_rewards(rewards)
+
+
+def test_a_dotted_path_reward_trains_and_is_recorded(world, tmp_path, monkeypatch):
+    (tmp_path / "r33_grpo_rewards.py").write_text(
+        "def length_penalty(prompts, completions, **kwargs):\n"
+        "    return [-len(str(c)) / 100 for c in completions]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "path_reward"
+    spec = "r33_grpo_rewards:length_penalty"
+    summary = grpo.train_grpo(*_parse(_recipe(world, out, max_steps=1, reward_funcs=["execution", spec])))
+    assert summary["steps"] == 1
+    assert summary["rewards"][spec] == {"path": spec, "module": "r33_grpo_rewards", "function": "length_penalty",
+                                        "distribution": None, "version": None}  # fmt: skip
+    logged = read_telemetry(out / "telemetry.jsonl")
+    assert any(key.startswith("rewards/length_penalty/") for row in logged for key in row), logged
