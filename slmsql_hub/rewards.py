@@ -1,5 +1,11 @@
 """Reward functions for TRL's ``GRPOTrainer``: execution, format, result-F1, and a random-reward control.
 
+:data:`REWARDS` is the one place a reward is added: each class there owns its TRL name (``name``), its parameters
+(:class:`RewardParam`: the recipe field that sets each one, its default and help, from which the GRPO recipe's
+fields are made) and its card text (``card``). A recipe may also name a function by dotted path,
+``module:function`` (or TRL's ``module.function``) with TRL's signature ``(prompts, completions, **kwargs)``; see
+:func:`resolve_reward` and :func:`reward_record`.
+
 Each is a picklable class following TRL's reward-function contract: called with ``completions``, every dataset
 column as a keyword argument (here ``gold_sql`` and ``db_path``), ``prompts`` and the ``log_metric`` /
 ``log_extra`` hooks, it returns one ``float | None`` per completion under a stable ``__name__`` (TRL's
@@ -41,11 +47,16 @@ result_f1 [1.0, 0.6666666666666666, 0.0, None]
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from .errors import UsageError
 from .sql import Judge, Limits, Verdict
 from .sql.compare import CompareMode
 from .sql.extract import has_sql_block
@@ -135,13 +146,62 @@ class BatchJudge:
             self._judge = None
 
 
+@dataclass(frozen=True)
+class RewardParam:
+    """One argument of a reward's constructor (its default is the constructor's): the GRPO recipe ``field`` that
+    sets it (``None``: fixed at the default) and its ``help``. ``owned=False``: a field another part of the recipe
+    declares (the trainer's ``seed``), read but not declared again."""
+
+    arg: str
+    field: str | None
+    help: str = ""
+    owned: bool = True
+
+
 class _JudgedReward:
     """``None`` without a verdict, else :meth:`_score` of the completion and its judgement; its own
     :class:`BatchJudge` unless given ``judging``."""
 
     name = ""  # TRL's name of the reward (``rewards/<name>/...``), set as the instance's ``__name__``
-    recipe_fields: dict[str, str] = {}  # constructor argument -> the GRPO recipe field that sets it
+    params: tuple[RewardParam, ...] = ()  # what a recipe sets, in the constructor's terms
+    card = ""  # what it rewards, for the model card: one or two sentences, ``{arg}`` and ``{mode}`` filled in
+    scores_results = False  # its score reads the judged results (the card says how queries are judged there)
     logs_verdicts = False
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The parameters' defaults, read from the constructor (said once, there).
+
+        Example:
+
+        ```python
+        >>> RandomReward.defaults()
+        {'p': 0.5, 'seed': 0}
+
+        ```
+        """
+        signature = inspect.signature(cls)
+        return {p.arg: signature.parameters[p.arg].default for p in cls.params}
+
+    @classmethod
+    def values(cls, source: Any) -> dict[str, Any]:
+        """The constructor arguments a recipe (any object with the fields) gives, e.g. ``{"value": 0.2}``."""
+        defaults = cls.defaults()
+        return {p.arg: defaults[p.arg] if p.field is None else getattr(source, p.field) for p in cls.params}
+
+    @classmethod
+    def describe(cls, values: Mapping[str, Any], mode: str = "") -> str:
+        """The card text with ``values`` (missing ones: the defaults) and the comparison rule ``mode``.
+
+        Example:
+
+        ```python
+        >>> FormatReward.describe({"value": 0.5})
+        '0.5 for an answer in a ```` ```sql ```` block.'
+
+        ```
+        """
+        return cls.card.format(**{**cls.defaults(), **values, "mode": mode})
 
     def __init__(self, *, judging: BatchJudge | None = None, **judge_kwargs) -> None:
         if judging is not None and judge_kwargs:
@@ -183,7 +243,16 @@ class ExecutionReward(_JudgedReward):
     otherwise; ``None`` with no verdict. The defaults are the study's (the Arctic-Text2SQL-R1 shape)."""
 
     name = "execution"
-    recipe_fields = {"correct": "reward_correct", "executes": "reward_executes", "fails": "reward_fails"}
+    params = (
+        RewardParam("correct", "reward_correct", "Execution reward of a correct query."),
+        RewardParam("executes", "reward_executes", "Execution reward of a wrong query that runs."),
+        RewardParam("fails", "reward_fails", "Execution reward of a failing or missing query."),
+    )
+    card = (
+        "{correct} when the query's result matches the gold's ({mode}), {executes} when it runs but differs, "
+        "{fails} when it fails, runs out of its time or instruction budget or has no SQL."
+    )
+    scores_results = True
     logs_verdicts = True
 
     def __init__(self, correct: float = 1.0, executes: float = 0.1, fails: float = 0.0, **kwargs) -> None:
@@ -213,7 +282,8 @@ class FormatReward(_JudgedReward):
     """
 
     name = "format"
-    recipe_fields = {"value": "format_reward_value"}
+    params = (RewardParam("value", "format_reward_value", "Format reward for a ```sql block."),)
+    card = "{value} for an answer in a ```` ```sql ```` block."
 
     def __init__(self, value: float = 0.2, judging: BatchJudge | None = None) -> None:
         self.__name__ = self.name
@@ -231,6 +301,11 @@ class ResultF1Reward(_JudgedReward):
     prediction fails, ``None`` with no verdict."""
 
     name = "result_f1"
+    card = (
+        "partial credit, the F1 of the predicted and the gold result rows (as multisets): 1.0 when the result "
+        "matches the gold's ({mode}), 0.0 when the query fails, runs out of its budget or has no SQL."
+    )
+    scores_results = True
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -261,7 +336,14 @@ class RandomReward(_JudgedReward):
     """
 
     name = "random"
-    recipe_fields = {"seed": "seed"}
+    params = (
+        RewardParam("p", None, "Probability of a 1.0."),
+        RewardParam("seed", "seed", "Seed of the draws: the run's seed.", owned=False),
+    )
+    card = (
+        "a control, 1.0 with probability {p} and else 0.0 whatever the completion says (draws seeded by the "
+        "run's seed, {seed}): a policy trained on it must not get better at SQL."
+    )
 
     def __init__(self, p: float = 0.5, seed: int = 0, judging: BatchJudge | None = None) -> None:
         if not 0.0 <= p <= 1.0:
@@ -281,7 +363,142 @@ REWARDS: dict[str, type[_JudgedReward]] = {
     cls.name: cls for cls in (ExecutionReward, FormatReward, ResultF1Reward, RandomReward)
 }
 """The reward table: the names a GRPO recipe's ``reward_funcs`` may list (TRL logs ``rewards/<name>/...``) and
-their classes; a class's ``recipe_fields`` name the recipe fields that set its arguments."""
+their classes, each owning its parameters and card text. Add a reward here (and its tests): the recipe's fields,
+its ``--help``, the run summary and the card follow."""
+
+
+def reward_fields() -> list[tuple[str, Any, str]]:
+    """``(field, default, help)`` of the recipe fields the table's rewards own, in table order (the GRPO recipe
+    declares them from here).
+
+    Example:
+
+    ```python
+    >>> [field[:2] for field in reward_fields()]
+    [('reward_correct', 1.0), ('reward_executes', 0.1), ('reward_fails', 0.0), ('format_reward_value', 0.2)]
+
+    ```
+    """
+    return [
+        (p.field, cls.defaults()[p.arg], p.help)
+        for cls in REWARDS.values()
+        for p in cls.params
+        if p.owned and p.field is not None
+    ]
+
+
+def is_reward_path(spec: str) -> bool:
+    """Whether a ``reward_funcs`` entry is a dotted path (``module:function`` or ``module.function``), not a name."""
+    return spec not in REWARDS and (":" in spec or "." in spec)
+
+
+def _split_path(spec: str) -> tuple[str, str]:
+    module, sep, name = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    if not (sep and module and name.isidentifier()):
+        raise UsageError(f"reward_funcs: {spec!r} is not a dotted path; write it as module:function")
+    return module, name
+
+
+def resolve_reward(spec: str) -> type[_JudgedReward] | Callable[..., list]:
+    """The table's class for a name, or the function a dotted path names (imported now, so a bad path is one
+    :class:`~slmsql_hub.errors.UsageError` line before any model loads). A function must take TRL's reward
+    signature ``(prompts, completions, **kwargs)`` and return one float (or ``None``) per completion.
+
+    Example:
+
+    ```python
+    >>> resolve_reward("format") is FormatReward, resolve_reward("slmsql_hub.rewards:rows_f1")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: reward_funcs: slmsql_hub.rewards:rows_f1 must take TRL's reward signature (prompts, completions, **kwargs)
+
+    ```
+    """
+    if spec in REWARDS:
+        return REWARDS[spec]
+    if not is_reward_path(spec):
+        raise UsageError(
+            f"unknown reward function {spec}; choose from {', '.join(REWARDS)} or give a dotted path module:function"
+        )
+    module_name, name = _split_path(spec)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UsageError(f"reward_funcs: cannot import {module_name!r} for {spec} ({err}); is it installed or on "
+                         "PYTHONPATH?") from err  # fmt: skip
+    func = getattr(module, name, None)
+    if not callable(func):
+        raise UsageError(f"reward_funcs: module {module_name} has no function {name!r} (from {spec})")
+    try:
+        signature = inspect.signature(func)
+        signature.bind(prompts=[], completions=[], completion_ids=[], trainer_state=None)
+    except (TypeError, ValueError) as err:
+        raise UsageError(
+            f"reward_funcs: {spec} must take TRL's reward signature (prompts, completions, **kwargs)"
+        ) from err
+    return func
+
+
+def reward_record(spec: str, source: Any) -> Any:
+    """What the run summary records of one reward: a table reward's values (one value bare, e.g. ``format:
+    0.2``); for a dotted path its module, function and the version of the distribution that ships the module
+    (``None``: not an installed distribution).
+
+    Example:
+
+    ```python
+    >>> from types import SimpleNamespace
+    >>> reward_record("execution", SimpleNamespace(reward_correct=1.0, reward_executes=0.1, reward_fails=0.0))
+    {'correct': 1.0, 'executes': 0.1, 'fails': 0.0}
+    >>> reward_record("yaml:safe_load", None)["distribution"]
+    'PyYAML'
+
+    ```
+    """
+    if spec in REWARDS:
+        values = REWARDS[spec].values(source)
+        return next(iter(values.values())) if len(values) == 1 else values
+    from importlib import metadata
+
+    module, function = _split_path(spec)
+    distributions = metadata.packages_distributions().get(module.split(".")[0]) or []
+    distribution = distributions[0] if distributions else None
+    return {
+        "path": spec,
+        "module": module,
+        "function": function,
+        "distribution": distribution,
+        "version": metadata.version(distribution) if distribution else None,
+    }
+
+
+def describe_reward(spec: str, recorded: Any, mode: str = "") -> str:
+    """The card's sentence for one reward of a run from what the summary recorded (``None``: not recorded, the
+    defaults; a bare value: the reward's one parameter); ``mode``: the comparison rule as the card words it.
+
+    Example:
+
+    ```python
+    >>> describe_reward("format", 0.2)
+    '0.2 for an answer in a ```` ```sql ```` block.'
+    >>> describe_reward("mypkg.rewards:speed", {"module": "mypkg.rewards", "function": "speed",
+    ...                 "distribution": "mypkg", "version": "1.2"})
+    'a user reward, `speed` from `mypkg.rewards` (mypkg 1.2); what it rewards is in its code.'
+
+    ```
+    """
+    if spec in REWARDS:
+        cls = REWARDS[spec]
+        if recorded is not None and not isinstance(recorded, Mapping):
+            recorded = {cls.params[0].arg: recorded}
+        return cls.describe(recorded or {}, mode)
+    recorded = recorded if isinstance(recorded, Mapping) else {}
+    module, function = recorded.get("module"), recorded.get("function")
+    if not (module and function):
+        module, function = _split_path(spec)
+    shipped = recorded.get("distribution")
+    version = f" ({shipped} {recorded.get('version')})" if shipped else " (not from an installed distribution)"
+    return f"a user reward, `{function}` from `{module}`{version}; what it rewards is in its code."
 
 
 def rows_f1(pred_rows: Sequence[tuple], gold_rows: Sequence[tuple]) -> float:

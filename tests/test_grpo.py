@@ -95,7 +95,7 @@ def _recipe(world: Path, out: Path, **overrides) -> Path:
         "learning_rate": 5.0e-3,
         "temperature": 1.0,
         "beta": 0.0,
-        "reward_workers": 1,
+        "sandbox_workers": 1,
         "num_threads": 1,
         "save_strategy": "no",
         "report_to": "none",
@@ -237,7 +237,7 @@ def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path)
     db = nums_database(tmp_path / "t.sqlite")
     big = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 20000) SELECT n FROM c"
     filter_config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o")
-    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_workers=1)
+    args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sandbox_workers=1)
     rewards = grpo.build_reward_funcs(args)
     try:
         assert rewards[0].func.judge.sandbox.limits == args.sql_limits() == filter_config.sql_limits()
@@ -371,7 +371,7 @@ def test_rewards_come_from_the_recipe_with_its_values(world):
         reward_funcs=["execution", "result_f1", "format"],
         reward_correct=2.0,
         reward_executes=0.5,
-        reward_workers=1,
+        sandbox_workers=1,
     )
     rewards = grpo.build_reward_funcs(args)
     try:
@@ -809,3 +809,20 @@ def test_every_reward_of_the_table_builds_from_a_recipe_with_its_values():
         assert (by_name["execution"].correct, by_name["format"].value) == (3.0, 0.5)
     finally:
         close_rewards(rewards)
+
+
+def test_a_dotted_path_reward_trains_and_is_recorded(world, tmp_path, monkeypatch):
+    (tmp_path / "r33_grpo_rewards.py").write_text(
+        "def length_penalty(prompts, completions, **kwargs):\n"
+        "    return [-len(str(c)) / 100 for c in completions]\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "path_reward"
+    spec = "r33_grpo_rewards:length_penalty"
+    summary = grpo.train_grpo(*_parse(_recipe(world, out, max_steps=1, reward_funcs=["execution", spec])))
+    assert summary["steps"] == 1
+    assert summary["rewards"][spec] == {"path": spec, "module": "r33_grpo_rewards", "function": "length_penalty",
+                                        "distribution": None, "version": None}  # fmt: skip
+    logged = read_telemetry(out / "telemetry.jsonl")
+    assert any(key.startswith("rewards/length_penalty/") for row in logged for key in row), logged

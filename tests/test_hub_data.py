@@ -76,7 +76,7 @@ def grpo_recipe(path: Path, out: Path, model: str) -> Path:
         "max_steps": 1,
         "logging_steps": 1,
         "beta": 0.0,
-        "reward_workers": 1,
+        "sandbox_workers": 1,
         "num_threads": 1,
         "save_strategy": "no",
         "report_to": "none",

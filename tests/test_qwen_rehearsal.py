@@ -75,7 +75,7 @@ OVERRIDES: dict[str, dict[str, dict[str, str]]] = {
             "model": {"model_name_or_path": "{tiny}", "adapter_path": SFT_STAGE2},
             "length": {"max_steps": "1"},
             "precision": TRAIN,
-            "cores": {"num_threads": "1", "reward_workers": "1"},
+            "cores": {"num_threads": "1", "sandbox_workers": "1"},
         }
         for name in ("grpo_band.yaml", "grpo_band_lora_lr.yaml", "grpo_spider.yaml")
     },

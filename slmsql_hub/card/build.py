@@ -39,6 +39,7 @@ from ..run.layout import (
 from ..run.read import Run, load_run
 from .ablations import card_section, find_transfer, ship_reports, world_report
 from .context import (
+    COMPARE_RULES,
     describe_data,
     filter_context,
     guards_context,
@@ -409,6 +410,7 @@ def card_context(
         "base": base,
         "lineage": lineage_items(run, base),
         "training": training_context(run),
+        "compare_modes": COMPARE_RULES,
         "limits": limits_context(run),
         "guards": guards,
         "failed_guards": [g for g in guards if g["status"] == "FAIL"],

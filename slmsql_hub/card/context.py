@@ -12,6 +12,7 @@ from typing import Any
 
 from ..refs import looks_like_hub_id
 from ..render.fmt import number, percent, scientific
+from ..rewards import REWARDS, describe_reward
 from ..run.files import read_json_object
 from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from ..run.read import Attempt, Run
@@ -495,6 +496,58 @@ def lineage_items(run: Run, base: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+COMPARE_RULES = {
+    "bird": "BIRD semantics: the result rows of prediction and gold are compared as sets; column order matters",
+    "spider": "Spider test-suite semantics: DISTINCT removed, columns may be permuted, rows compared as multisets, "
+    "order checked only when the gold has ORDER BY",
+}
+"""Each comparison rule as the card words it."""
+
+
+def reward_context(rewards: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The card's reward paragraph: the weights line and one item per reward the run used (its sentence from
+    :func:`~slmsql_hub.rewards.describe_reward`; ``judging``: the first whose score reads results, where the card
+    says how queries are judged). A run that recorded no values for a reward: its ``config.yaml``'s.
+
+    Example:
+
+    ```python
+    >>> context = reward_context({"funcs": ["result_f1", "format"], "weights": [1.0, 0.5], "format": 0.3}, {})
+    >>> context["weights"], [(i["name"], i["judging"]) for i in context["items"]]
+    ('result_f1 × 1.0, format × 0.5', [('result_f1', True), ('format', False)])
+    >>> context["items"][1]["text"]
+    '0.3 for an answer in a ```` ```sql ```` block.'
+
+    ```
+    """
+    funcs = list(rewards.get("funcs") or config.get("reward_funcs") or [])
+    weights = list(rewards.get("weights") or config.get("reward_weights") or [1.0] * len(funcs))
+    mode = rewards.get("compare_mode", config.get("reward_compare_mode"))
+    items, judged = [], False
+    for spec in funcs:
+        cls = REWARDS.get(spec)
+        recorded = rewards.get(spec)
+        if cls is not None and recorded is None:  # a run from before every reward was recorded
+            recorded = {p.arg: config[p.field] for p in cls.params if p.field in config}
+        if isinstance(recorded, Mapping) and cls is not None:
+            recorded = {k: _yaml_scalar(v) for k, v in recorded.items()}
+        elif cls is not None:
+            recorded = _yaml_scalar(recorded)
+        judging = bool(cls is not None and cls.scores_results and not judged)
+        judged = judged or judging
+        name = spec if cls is not None else (recorded or {}).get("function") or spec
+        rule = f"{mode}: {COMPARE_RULES.get(str(mode), '')}"
+        items.append({"name": name, "text": describe_reward(spec, recorded, rule), "judging": judging})
+    return {
+        "funcs": funcs,
+        "weights": ", ".join(f"{f} × {_yaml_scalar(w)}" for f, w in zip(funcs, weights)),
+        "items": items,
+        "mode": mode,
+        # runs from before `limits` was recorded; newer ones state their limits in their own row
+        "timeout": _yaml_scalar(config["reward_timeout_s"]) if config.get("reward_timeout_s") is not None else None,
+    }
+
+
 def training_context(run: Run) -> dict[str, Any]:
     shipped = run.shipped
     config = shipped.config or shipped.summary.get("config") or {}
@@ -515,25 +568,7 @@ def training_context(run: Run) -> dict[str, Any]:
         "dropout": adapter_config.get("lora_dropout", config.get("lora_dropout")),
         "targets": ", ".join(sorted({str(t).split(".")[-1] for t in targets})),
     }
-    rewards = shipped.summary.get("rewards") or {}
-    execution = rewards.get("execution") or {}
-    funcs = list(rewards.get("funcs") or config.get("reward_funcs") or [])
-    weights = list(rewards.get("weights") or config.get("reward_weights") or [1.0] * len(funcs))
-    reward = {
-        "funcs": funcs,
-        "weights": ", ".join(f"{f} × {_yaml_scalar(w)}" for f, w in zip(funcs, weights)),
-        "correct": _yaml_scalar(execution.get("correct", config.get("reward_correct"))),
-        "executes": _yaml_scalar(execution.get("executes", config.get("reward_executes"))),
-        "fails": _yaml_scalar(execution.get("fails", config.get("reward_fails"))),
-        "format": _yaml_scalar(rewards.get("format", config.get("format_reward_value"))),
-        "mode": rewards.get("compare_mode", config.get("reward_compare_mode")),
-        # runs from before `limits` was recorded; newer ones state their limits in their own row
-        "timeout": _yaml_scalar(config["reward_timeout_s"])
-        if config.get("reward_timeout_s") is not None
-        else None,
-        "has_execution": "execution" in funcs,
-        "has_format": "format" in funcs,
-    }
+    reward = reward_context(shipped.summary.get("rewards") or {}, config)
     environment = dict(shipped.summary.get("environment") or {})
     device = {key: environment.pop(key, None) for key in ("device", "cuda", "gpu")}
     compute = {

@@ -18,7 +18,7 @@ Each field's meaning is its ``help`` metadata (what ``--help`` prints); the clas
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
 from transformers import TrainingArguments
 from trl import GRPOConfig, ModelConfig, SFTConfig
@@ -29,7 +29,7 @@ from ..data.sources import check_dataset_name
 from ..errors import UsageError
 from ..generation.loading import HUB_KERNELS_HELP
 from ..refs import DTYPES
-from ..rewards import REWARDS
+from ..rewards import REWARDS, resolve_reward, reward_fields
 from ..sql.compare import CompareMode
 from ..sql.recipe_limits import SQLLimitsArguments
 
@@ -558,27 +558,9 @@ class GRPOScriptArguments(SFTScriptArguments):
 
 
 @dataclass
-class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
-    """``trl.GRPOConfig`` plus the study's setup: ``adapter_path`` (the SFT adapter, a folder or Hub id, loaded
-    **trainable**; ``None``: a fresh LoRA adapter), the :mod:`slmsql_hub.rewards` named in ``reward_funcs`` (weighted
-    by TRL's ``reward_weights``) and the sandbox limits they judge under (set as in the filter and eval recipes).
-    The defaults are the study's (1.0 / 0.1 / 0.0 execution, 0.2 format).
-
-    Example:
-
-    ```python
-    >>> config = GRPOTrainingConfig(output_dir="out/grpo", num_generations=4, per_device_train_batch_size=4,
-    ...                             report_to="none", use_cpu=True)
-    >>> config.reward_funcs, config.reward_weights
-    (['execution', 'format'], None)
-    >>> GRPOTrainingConfig(output_dir="out/grpo", reward_funcs=["execution", "speed"], report_to="none",
-    ...                    use_cpu=True)
-    Traceback (most recent call last):
-    ...
-    slmsql_hub.errors.UsageError: unknown reward function(s) speed; choose from execution, format, result_f1, random
-
-    ```
-    """
+class _AdapterAndRewards:
+    """GRPO's first own fields; the rewards' parameters follow (from the reward table), then the rest, so a
+    resolved ``config.yaml`` lists them in one order."""
 
     adapter_path: str | None = field(
         default=None,
@@ -588,22 +570,53 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
     )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["execution", "format"],
-        metadata={"help": "Reward functions: execution, format, result_f1, random (a control)."},
+        metadata={
+            "help": f"Reward functions: {', '.join(REWARDS)} (random: a control), or a dotted path "
+            "module:function with TRL's signature (prompts, completions, **kwargs)."
+        },
     )
-    reward_correct: float = field(default=1.0, metadata={"help": "Execution reward of a correct query."})
-    reward_executes: float = field(
-        default=0.1, metadata={"help": "Execution reward of a wrong query that runs."}
-    )
-    reward_fails: float = field(
-        default=0.0, metadata={"help": "Execution reward of a failing or missing query."}
-    )
-    format_reward_value: float = field(default=0.2, metadata={"help": "Format reward for a ```sql block."})
+
+
+_RewardParameters = make_dataclass(
+    "_RewardParameters",
+    [(name, type(default), field(default=default, metadata={"help": text})) for name, default, text in reward_fields()],
+)
+_RewardParameters.__module__ = __name__
+_RewardParameters.__doc__ = "The recipe fields of the rewards' parameters, from :data:`slmsql_hub.rewards.REWARDS`."
+
+
+@dataclass
+class GRPOTrainingConfig(
+    _RewardParameters, _AdapterAndRewards, _CheckpointingAlias, GRPOConfig, SQLLimitsArguments
+):
+    """``trl.GRPOConfig`` plus the study's setup: ``adapter_path`` (the SFT adapter, a folder or Hub id, loaded
+    **trainable**; ``None``: a fresh LoRA adapter), the rewards named in ``reward_funcs`` (weighted by TRL's
+    ``reward_weights``: names from :data:`slmsql_hub.rewards.REWARDS`, whose parameters are fields here, or dotted
+    paths, imported when the recipe is read) and the sandbox limits they judge under (set as in the filter and
+    eval recipes).
+
+    Example:
+
+    ```python
+    >>> config = GRPOTrainingConfig(output_dir="out/grpo", num_generations=4, per_device_train_batch_size=4,
+    ...                             report_to="none", use_cpu=True)
+    >>> config.reward_funcs, config.reward_weights, config.reward_correct, config.format_reward_value
+    (['execution', 'format'], None, 1.0, 0.2)
+    >>> GRPOTrainingConfig(output_dir="out/grpo", reward_funcs=["execution", "speed"], report_to="none",
+    ...                    use_cpu=True)
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: unknown reward function speed; choose from execution, format, result_f1, random or give a dotted path module:function
+
+    ```
+    """
+
     reward_compare_mode: str = field(
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider."},
     )
     reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
-    reward_workers: int | None = field(
+    sandbox_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
     min_relative_update: float = field(
@@ -622,11 +635,8 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         self.reward_funcs = [str(name).strip() for name in (self.reward_funcs or []) if str(name).strip()]
         if not self.reward_funcs:
             raise UsageError("reward_funcs is empty: use e.g. `reward_funcs: [execution, format]`")
-        unknown = [name for name in self.reward_funcs if name not in REWARDS]
-        if unknown:
-            raise UsageError(
-                f"unknown reward function(s) {', '.join(unknown)}; choose from {', '.join(REWARDS)}"
-            )
+        for spec in self.reward_funcs:
+            resolve_reward(spec)
         if len(set(self.reward_funcs)) != len(self.reward_funcs):
             raise UsageError(f"reward_funcs lists a reward twice: {self.reward_funcs}; give each once")
         if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
@@ -638,9 +648,9 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
         self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
         if not self.min_relative_update >= 0:
             raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")
-        if self.reward_workers is not None and self.reward_workers < 1:
+        if self.sandbox_workers is not None and self.sandbox_workers < 1:
             raise UsageError(
-                f"reward_workers must be >= 1, or null for the default; got {self.reward_workers}"
+                f"sandbox_workers must be >= 1, or null for the default; got {self.sandbox_workers}"
             )
         if self.temperature <= 0:
             raise UsageError(
@@ -648,8 +658,6 @@ class GRPOTrainingConfig(_CheckpointingAlias, GRPOConfig, SQLLimitsArguments):
             )
         if self.beta < 0 or self.epsilon < 0:
             raise UsageError(f"beta and epsilon must be >= 0; got beta={self.beta}, epsilon={self.epsilon}")
-        if self.learning_rate < 0:
-            raise UsageError(f"learning_rate must be >= 0 (0 is the ablations' frozen control); got {self.learning_rate}")
         if self.max_completion_length is not None and self.max_completion_length < 8:
             raise UsageError(f"max_completion_length must be >= 8 tokens; got {self.max_completion_length}")
         if self.num_iterations < 1:

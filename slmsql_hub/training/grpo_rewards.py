@@ -1,5 +1,6 @@
-"""GRPO's rewards by name (:data:`slmsql_hub.rewards.REWARDS`, like open-r1's ``REWARD_FUNCS_REGISTRY``), each wrapped in
-:class:`~slmsql_hub.training.telemetry.TimedReward` and all reading one :class:`~slmsql_hub.rewards.BatchJudge`
+"""GRPO's rewards by name (:data:`slmsql_hub.rewards.REWARDS`, like open-r1's ``REWARD_FUNCS_REGISTRY``) or dotted
+path (a user's function, as TRL and open-r1 take it), each wrapped in
+:class:`~slmsql_hub.training.telemetry.TimedReward`; the table's all read one :class:`~slmsql_hub.rewards.BatchJudge`
 (why: :mod:`slmsql_hub.rewards`)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..rewards import REWARDS, BatchJudge
+from ..rewards import BatchJudge, resolve_reward
 from .configs import GRPOTrainingConfig
 from .telemetry import TimedReward
 
@@ -28,12 +29,13 @@ def reward_judging(training_args: GRPOTrainingConfig):
     return BatchJudge(
         mode=training_args.reward_compare_mode,
         limits=training_args.sql_limits(),
-        workers=training_args.reward_workers,
+        workers=training_args.sandbox_workers,
     )
 
 
 def build_reward_funcs(training_args: GRPOTrainingConfig, judging: Any = None) -> list[TimedReward]:
-    """The rewards the recipe names, with its values, sharing ``judging`` (else :func:`reward_judging`).
+    """The rewards the recipe names, with its values, sharing ``judging`` (else :func:`reward_judging`); a dotted
+    path's function as it is.
 
     Example:
 
@@ -47,15 +49,13 @@ def build_reward_funcs(training_args: GRPOTrainingConfig, judging: Any = None) -
     ```
     """
     judging = judging if judging is not None else reward_judging(training_args)
-    return [
-        TimedReward(
-            REWARDS[name](
-                judging=judging,
-                **{arg: getattr(training_args, field) for arg, field in REWARDS[name].recipe_fields.items()},
-            )
-        )
-        for name in training_args.reward_funcs
-    ]
+    rewards = []
+    for spec in training_args.reward_funcs:
+        reward = resolve_reward(spec)
+        if isinstance(reward, type):
+            reward = reward(judging=judging, **reward.values(training_args))
+        rewards.append(TimedReward(reward))
+    return rewards
 
 
 def close_rewards(reward_funcs: Sequence[Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..recipes import config_to_dict
 from ..render.fmt import number
+from ..rewards import reward_record
 from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from ..runtime import environment
 from ..sql.recipe_limits import LIMITS_KEY, limits_record
@@ -35,6 +36,29 @@ def recipe_view(training_args: GRPOTrainingConfig) -> GRPOTrainingConfig:
     view.generation_batch_size = None
     view.resume_from_checkpoint = None
     return view
+
+
+def rewards_record(training_args: GRPOTrainingConfig) -> dict[str, Any]:
+    """The summary's ``rewards``: names (or dotted paths), weights, each reward's record
+    (:func:`~slmsql_hub.rewards.reward_record`) and the comparison rule.
+
+    Example:
+
+    ```python
+    >>> args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True)
+    >>> record = rewards_record(args)
+    >>> list(record), record["execution"], record["format"]
+    (['funcs', 'weights', 'execution', 'format', 'compare_mode'], {'correct': 1.0, 'executes': 0.1, 'fails': 0.0}, 0.2)
+
+    ```
+    """
+    funcs = list(training_args.reward_funcs)
+    return {
+        "funcs": funcs,
+        "weights": list(training_args.reward_weights or [1.0] * len(funcs)),
+        **{spec: reward_record(spec, training_args) for spec in funcs},
+        "compare_mode": training_args.reward_compare_mode,
+    }
 
 
 def start_summary(
@@ -68,13 +92,7 @@ def start_summary(
             "max_value_chars": prompt_config.max_value_chars,
             "source": prompt_source,
         },
-        "rewards": {
-            "funcs": list(args.reward_funcs),
-            "weights": list(args.reward_weights or [1.0] * len(args.reward_funcs)),
-            "execution": {"correct": args.reward_correct, "executes": args.reward_executes, "fails": args.reward_fails},
-            "format": args.format_reward_value,
-            "compare_mode": args.reward_compare_mode,
-        },
+        "rewards": rewards_record(args),
         LIMITS_KEY: limits_record(args.sql_limits()),
         "parameters": parameters,
         "processes": args.world_size,
