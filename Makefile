@@ -44,18 +44,18 @@ transfer: quickstart
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/quickstart $(TRANSFER_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --combine
 
-# The held-out world for the diagnosis rule (issue #36, recipes/world/heldout_plant.yaml): a second plant
+# The held-out world for the diagnosis rule (issue #36, recipes/world/transfer_heldout.yaml): a second plant
 # (value_case: category values written in lower case) at a rate in support and one out of support, each built
 # and run up to SFT 2 as in `transfer`, one `slmsql ablate` per world into outputs/heldout/<world>/, then one
 # report across them. HELDOUT_ARGS passes e.g. --seeds 0 to every world.
-HELDOUT := recipes/world/heldout_plant.yaml
+HELDOUT := recipes/world/transfer_heldout.yaml
 heldout: setup
-	$(VENV)/bin/slmsql world build --out outputs/heldout/value_case70/run/world --plant value_case --plant-rate 0.7
-	$(VENV)/bin/slmsql quickstart --out outputs/heldout/value_case70/run --until sft2
-	$(VENV)/bin/slmsql world build --out outputs/heldout/value_case100/run/world --plant value_case --plant-rate 1.0
-	$(VENV)/bin/slmsql quickstart --out outputs/heldout/value_case100/run --until sft2
-	$(VENV)/bin/slmsql ablate --config $(HELDOUT) --run-dir outputs/heldout/value_case70/run $(HELDOUT_ARGS)
-	$(VENV)/bin/slmsql ablate --config $(HELDOUT) --run-dir outputs/heldout/value_case100/run $(HELDOUT_ARGS)
+	$(VENV)/bin/slmsql world build --out outputs/heldout/worlds/value_case70/world --plant value_case --plant-rate 0.7
+	$(VENV)/bin/slmsql quickstart --out outputs/heldout/worlds/value_case70 --until sft2
+	$(VENV)/bin/slmsql world build --out outputs/heldout/worlds/value_case100/world --plant value_case --plant-rate 1.0
+	$(VENV)/bin/slmsql quickstart --out outputs/heldout/worlds/value_case100 --until sft2
+	$(VENV)/bin/slmsql ablate --config $(HELDOUT) --run-dir outputs/heldout/worlds/value_case70 $(HELDOUT_ARGS)
+	$(VENV)/bin/slmsql ablate --config $(HELDOUT) --run-dir outputs/heldout/worlds/value_case100 $(HELDOUT_ARGS)
 	$(VENV)/bin/slmsql ablate --config $(HELDOUT) --combine
 
 # The GPU check (issue #39, benchmarks/README.md): the world's stages on CUDA in bf16, small, timed, into

@@ -175,7 +175,7 @@ def test_a_value_case_worlds_cross_templates_never_reach_the_rl_pool(lowered):
     assert rl_affected and rl_affected <= set(PLANT.same_templates)
 
 
-HELDOUT = REPO / "recipes" / "world" / "heldout_plant.yaml"
+HELDOUT = REPO / "recipes" / "world" / "transfer_heldout.yaml"
 TRANSFER = REPO / "recipes" / "world" / "transfer.yaml"
 
 

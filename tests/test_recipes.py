@@ -248,8 +248,8 @@ def test_typed_values_win_over_the_recipe_and_lose_to_the_command_line():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"learning_rate": -1e-4}, r"learning_rate must be >= 0 .*got -0\.0001"),
-        ({"learning_rate": "-1e-4"}, r"learning_rate must be >= 0 .*got -0\.0001"),
+        ({"learning_rate": -1e-4}, r"learning_rate must be >= 0.*got -0\.0001"),
+        ({"learning_rate": "-1e-4"}, r"learning_rate must be >= 0.*got -0\.0001"),
         ({"learnig_rate": 1e-4}, r"unknown field\(s\) learnig_rate \(did you mean learning_rate\?\)"),
         ({"beta": "high"}, r"invalid value for beta: 'high' \(expected float\)"),
         ({"num_iterations": "2.5"}, r"invalid value for num_iterations: '2\.5'"),

@@ -43,11 +43,12 @@ def test_each_world_loads_alone_with_its_own_variants_output_and_slices():
     assert load_ablation_config(RECIPE).world == "plant70"  # the recipe's run_dir: the main arm
 
 
-def test_no_world_reads_a_run_inside_a_study_output_folder():
+@pytest.mark.parametrize("recipe", sorted((REPO / "recipes").rglob("*.yaml")), ids=lambda p: p.name)
+def test_no_world_reads_a_run_inside_a_study_output_folder(recipe):
     """`slmsql ablate` refuses an output folder that contains its inputs (#34), but only once the run exists: a
     recipe whose world runs sit inside a study's output (``outputs/transfer/plant70/run`` once did) fails only when
     `make transfer` reaches ablate, after the world and its SFT were built."""
-    worlds = _worlds().values()
+    worlds = (read_yaml_mapping(recipe).get("worlds") or {}).values()
     for arm in worlds:
         run = Path(arm["run_dir"])
         for other in worlds:
