@@ -105,8 +105,6 @@ def train_sft(
     """
     from trl import SFTTrainer
 
-    from ..data.prompts import PromptConfig
-
     clock = Stopwatch()
     threads = set_num_threads(script_args.num_threads)
     check_local_inputs(
@@ -114,9 +112,7 @@ def train_sft(
         training_args.adapter_path,
         "run stage 1 first (`slmsql train sft --config recipes/world/sft_stage1.yaml`) or fix adapter_path",
     )
-    prompt_config = PromptConfig(
-        sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
-    )
+    prompt_config, _ = script_args.resolve_prompt_config(training_args.adapter_path)  # stage 2: stage 1's text
 
     dataset, n_rows, n_used = _prompt_dataset(script_args, training_args, prompt_config)
     model, peft_config, tokenizer = load_model_and_tokenizer(model_args, training_args.adapter_path)
@@ -213,10 +209,7 @@ def _summary(
             "file": record.path.name,
             "stage_questions": len(set(trained_keys)),
         },
-        "prompt": {
-            "sample_rows": prompt_config.sample_rows,
-            "max_value_chars": prompt_config.max_value_chars,
-        },
+        "prompt": prompt_config.record(),
         "lora": {
             "r": model_args.lora_r,
             "alpha": model_args.lora_alpha,
