@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
+ROW_COLUMNS = ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
+"""The columns training keeps of a source (then adds ``_source``): what
+:func:`~slmsql_hub.data.prompts.build_prompts` reads, the gold SQL and the database id."""
 
 
 def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = None) -> Dataset:
@@ -71,12 +74,7 @@ def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = Non
             raise UsageError(
                 f"{raw} lacks column(s) {', '.join(missing)}; it has {', '.join(loaded.column_names)}"
             )
-        keep = [
-            c
-            for c in ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
-            if c in loaded.column_names
-        ]
-        loaded = loaded.select_columns(keep)
+        loaded = loaded.select_columns([c for c in ROW_COLUMNS if c in loaded.column_names])
         loaded = loaded.add_column("_source", [source] * len(loaded))
         parts.append(loaded)
     if not parts and empty:

@@ -22,6 +22,7 @@ from ..data.sft_record import row_databases, row_keys, write_sft_record
 from ..errors import UsageError
 from ..runtime import Stopwatch, environment, loaded_revisions, set_num_threads
 from .common import (
+    ROW_COLUMNS,
     count_parameters,
     drop_too_long,
     final_loss,
@@ -57,7 +58,7 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
 
         root = script_args.root(entry.name)
         loaded = load_benchmark(entry.name, root, entry.split, limit=entry.limit, seed=seed)
-        loaded = loaded.select_columns(["question", "gold_sql", "evidence", "db_path", "db_id"])
+        loaded = loaded.select_columns([c for c in ROW_COLUMNS if c in loaded.column_names])
         parts.append(loaded.add_column("_source", [str(Path(root).expanduser().resolve())] * len(loaded)))
     if len(parts) == 1:
         return parts[0]
