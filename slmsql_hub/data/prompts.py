@@ -293,7 +293,9 @@ def _trained_prompt(adapter: str | os.PathLike | None) -> dict[str, Any]:
     try:
         return json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
     except json.JSONDecodeError as err:
-        raise UsageError(f"{summary_file} is not valid JSON ({err}); fix it or set prompt_sample_rows") from err
+        raise UsageError(
+            f"{summary_file} is not valid JSON ({err}); fix it, or set every prompt_* field in the recipe"
+        ) from err
 
 
 @dataclass
