@@ -335,8 +335,8 @@ def config_to_dict(*instances: Any) -> dict[str, Any]:
 
     ```python
     >>> from slmsql_hub.data.prompts import PromptArguments
-    >>> config_to_dict(PromptArguments(prompt_sample_rows=0))
-    {'prompt_sample_rows': 0, 'prompt_max_value_chars': None}
+    >>> list(config_to_dict(PromptArguments(prompt_sample_rows=0)).items())[:2]
+    [('prompt_sample_rows', 0), ('prompt_max_value_chars', None)]
 
     ```
     """

@@ -38,8 +38,11 @@ def test_a_broken_adapter_summary_is_one_usage_error(tmp_path):
     (tmp_path / "run_summary.json").write_text("{not json")
     with pytest.raises(UsageError, match="not valid JSON"):
         resolve_prompt_config(tmp_path)
-    # Both values set: the file is never read.
-    assert resolve_prompt_config(tmp_path, 1, 5)[1] == "recipe"
+    with pytest.raises(UsageError, match="set every prompt_"):  # the prompt's text would come from it
+        resolve_prompt_config(tmp_path, 1, 5)
+    # Every field set: the file is never read.
+    text = {"system_prompt": "", "template": "{schema} {question}", "evidence_template": ""}
+    assert resolve_prompt_config(tmp_path, 1, 5, **text)[1] == "recipe"
 
 
 def test_prompt_fields_are_checked():

@@ -319,7 +319,7 @@ def test_results_file_is_the_returned_results_with_policies_and_prompt(spider_ru
     results, out, _ = spider_run
     assert read_eval_results(out) == results
     assert results["policies"]["grpo"]["adapter"].endswith("grpo")
-    assert results["prompt"]["sft"] == {"sample_rows": 0, "max_value_chars": 40}  # from run_summary.json
+    assert results["prompt"]["sft"] == PromptConfig(sample_rows=0).record()  # run_summary.json, then the defaults
     assert results["config"]["benchmarks"] == ["spider:dev"]
     assert results["limits"] == {**results["limits"], "timeout_s": 10.0, "max_ops": 200_000_000, "max_rows": 100_000}
     assert results["slmsql_hub_version"]

@@ -61,7 +61,7 @@ def answer(
 
     Returns ``{slice: [{"question_id", "db_id", "correct", "sql"}]}`` in row order.
     """
-    from ..evaluation import build_prompts, generate_and_judge, resolve_prompt_config
+    from ..evaluation import build_prompts, generate_and_judge
     from ..runtime import set_num_threads
     from ..sql import Judge, Sandbox
 
@@ -69,9 +69,7 @@ def answer(
     loaded = settings.load_policy(adapters={"policy": str(adapter)}, adapter_revisions={"policy": revision})
     # as run_eval: the vLLM backend returns one VLLMPolicy that tokenizes for itself (unverified here)
     model, tokenizer = (loaded, None) if settings.backend == "vllm" else loaded
-    prompt_config = resolve_prompt_config(
-        adapter, settings.prompt_sample_rows, settings.prompt_max_value_chars
-    )
+    prompt_config, _ = settings.resolve_prompt_config(adapter)
     answers: dict[str, list[dict]] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     with Sandbox(settings.sql_limits(), workers=settings.sandbox_workers) as sandbox:

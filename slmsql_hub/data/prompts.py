@@ -10,18 +10,23 @@ The wording is deliberately short: the world's tiny models train on it on two CP
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..run.layout import RUN_SUMMARY
+from ..runtime import bar_disabled
 
 if TYPE_CHECKING:
     from ..sql.sandbox import Sandbox
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = "You are a SQLite expert."
 
@@ -99,6 +104,12 @@ def format_answer(sql: str) -> str:
     return f"```sql\n{sql.strip()}\n```"
 
 
+DEFAULT_PROMPT_SAMPLE_ROWS = 3
+"""Sample rows per table in the schema text when neither the recipe nor the adapter says."""
+DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
+"""Longest value shown in a sample row when neither the recipe nor the adapter says."""
+
+
 @dataclass(frozen=True)
 class PromptConfig:
     """Everything that shapes a prompt, in one place (recipes set it; training and evaluation share it):
@@ -115,8 +126,8 @@ class PromptConfig:
     ```
     """
 
-    sample_rows: int = 3
-    max_value_chars: int = 40
+    sample_rows: int = DEFAULT_PROMPT_SAMPLE_ROWS
+    max_value_chars: int = DEFAULT_PROMPT_MAX_VALUE_CHARS
     system_prompt: str = SYSTEM_PROMPT
     template: str = USER_TEMPLATE
     evidence_template: str = EVIDENCE_TEMPLATE
@@ -129,6 +140,14 @@ class PromptConfig:
         for placeholder in ("{schema}", "{question}"):
             if placeholder not in self.template:
                 raise UsageError(f"PromptConfig.template must contain {placeholder}; got {self.template!r}")
+        try:
+            self.template.format(schema="", evidence="", question="")
+            self.evidence_template.format(evidence="")
+        except (KeyError, IndexError, ValueError) as err:
+            raise UsageError(
+                "the prompt template may only use {schema}, {evidence} and {question}, its evidence template only "
+                f"{{evidence}} (double other braces): {err!r}"
+            ) from err
 
     def schema(self, db_path: str | os.PathLike, sandbox: Sandbox | None = None) -> str:
         """The schema text of ``db_path`` with this config's sample rows and value length."""
@@ -137,6 +156,25 @@ class PromptConfig:
         return schema_text(
             db_path, sandbox, sample_rows=self.sample_rows, max_value_chars=self.max_value_chars
         )
+
+    def record(self) -> dict[str, Any]:
+        """Every field by name: the ``prompt`` section of each run's summary, which :func:`resolve_prompt_config`
+        reads back from an adapter.
+
+        Example:
+
+        ```python
+        >>> PromptConfig.from_record(PromptConfig(sample_rows=1).record()) == PromptConfig(sample_rows=1)
+        True
+
+        ```
+        """
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, recorded: Mapping[str, Any]) -> PromptConfig:
+        """The config a :meth:`record` describes; missing or ``null`` fields (older runs) take the defaults."""
+        return cls(**{f: recorded[f] for f in PROMPT_FIELDS if recorded.get(f) is not None})
 
     def messages(self, question: str, schema: str, evidence: str = "") -> list[dict[str, str]]:
         """:func:`build_messages` with this config's system prompt and templates."""
@@ -150,15 +188,26 @@ class PromptConfig:
         )
 
 
+PROMPT_FIELDS = tuple(f.name for f in dataclasses.fields(PromptConfig))
+"""The fields of :class:`PromptConfig`: recipes set each as ``prompt_<field>``, summaries record each by name."""
+PROMPT_TEXT_FIELDS = ("system_prompt", "template", "evidence_template")
+"""The fields that are text (the others are numbers of the schema text)."""
+
+
 def build_prompts(
     rows: Iterable[Mapping[str, Any]],
     prompt_config: PromptConfig,
     sandbox: Sandbox | None = None,
     schema_cache: dict[tuple[str, PromptConfig], str] | None = None,
+    *,
+    locate: Callable[[Mapping[str, Any]], str] | None = None,
+    progress: bool = False,
 ) -> list[list[dict[str, str]]]:
-    """The chat prompt of every row (``question``, ``db_path``, optionally ``evidence`` and ``schema``, used as is
-    when non-empty). Each database's schema is read once through ``sandbox`` into ``schema_cache`` (keyed by
-    ``(db_path, prompt_config)``; pass a dict to share it across calls).
+    """The chat prompt of every row: the one place a row's columns become a prompt (SFT, GRPO, the filter,
+    eval, the study and the Space all call it). A row has ``question``, optionally ``evidence``, and a non-empty
+    ``schema`` (used as is) or a ``db_path``, whose schema is read once per database through ``sandbox``
+    (``None``: one short-lived sandbox) into ``schema_cache`` (keyed by ``(db_path, prompt_config)``; pass a dict
+    to share it across calls). ``locate`` maps a row to its database file (default: its ``db_path`` as is).
 
     Example:
 
@@ -170,76 +219,99 @@ def build_prompts(
 
     ```
     """
+    from tqdm.auto import tqdm
+
     cache = {} if schema_cache is None else schema_cache
     prompts = []
-    for row in rows:
-        schema = row.get("schema")
-        if not schema:
-            key = (str(row["db_path"]), prompt_config)
-            if key not in cache:
-                cache[key] = prompt_config.schema(row["db_path"], sandbox)
-            schema = cache[key]
-        prompts.append(prompt_config.messages(row["question"], schema, row.get("evidence") or ""))
+    box, own = sandbox, False
+    try:
+        for row in tqdm(rows, desc="building prompts", leave=False, disable=bar_disabled(progress)):
+            schema = row.get("schema")
+            if not schema:
+                db_path = locate(row) if locate is not None else str(row["db_path"])
+                key = (db_path, prompt_config)
+                if key not in cache:
+                    if box is None:
+                        from ..sql.sandbox import Sandbox
+
+                        box, own = Sandbox(workers=1), True
+                    cache[key] = prompt_config.schema(db_path, box)
+                schema = cache[key]
+            prompts.append(prompt_config.messages(row["question"], schema, row.get("evidence") or ""))
+    finally:
+        if own:
+            box.close()
+    logger.debug("%d prompt(s)", len(prompts))
     return prompts
 
 
-DEFAULT_PROMPT_SAMPLE_ROWS = 3
-"""Sample rows per table in the schema text when neither the recipe nor the adapter says."""
-DEFAULT_PROMPT_MAX_VALUE_CHARS = 40
-"""Longest value shown in a sample row when neither the recipe nor the adapter says."""
-
-
 def resolve_prompt_config(
-    adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
+    adapter: str | os.PathLike | None,
+    sample_rows: int | None = None,
+    max_value_chars: int | None = None,
+    *,
+    system_prompt: str | None = None,
+    template: str | None = None,
+    evidence_template: str | None = None,
 ) -> tuple[PromptConfig, str]:
-    """``(PromptConfig, source)``: the given values, else the ``prompt`` section of a local adapter's
-    ``run_summary.json``, else the defaults; ``source`` (``recipe``, ``adapter`` or ``default``) says where
-    ``sample_rows`` came from. :class:`UsageError` when that file is not valid JSON.
+    """``(PromptConfig, source)``: each given field, else that field of the ``prompt`` section of a local
+    adapter's ``run_summary.json`` (what its training used), else the default; ``source`` (``recipe``,
+    ``adapter`` or ``default``) says where ``sample_rows`` came from. :class:`UsageError` when that file is not
+    valid JSON.
 
     Example:
 
     ```python
     >>> config, source = resolve_prompt_config("org/hub-adapter", sample_rows=0)
-    >>> config.sample_rows, config.max_value_chars, source
-    (0, 40, 'recipe')
+    >>> config.sample_rows, config.max_value_chars, config.system_prompt, source
+    (0, 40, 'You are a SQLite expert.', 'recipe')
 
     ```
     """
+    given = {
+        "sample_rows": sample_rows,
+        "max_value_chars": max_value_chars,
+        "system_prompt": system_prompt,
+        "template": template,
+        "evidence_template": evidence_template,
+    }
+    values = {name: value for name, value in given.items() if value is not None}
     source = "recipe" if sample_rows is not None else "default"
+    if len(values) < len(PROMPT_FIELDS):
+        trained = _trained_prompt(adapter)
+        values = {**{k: v for k, v in trained.items() if k in PROMPT_FIELDS and v is not None}, **values}
+        if sample_rows is None and trained.get("sample_rows") is not None:
+            source = "adapter"
+    return PromptConfig(**values), source
+
+
+def _trained_prompt(adapter: str | os.PathLike | None) -> dict[str, Any]:
+    """The ``prompt`` section of a local adapter's ``run_summary.json``; ``{}`` when there is none."""
     summary_file = Path(adapter).expanduser() / RUN_SUMMARY if adapter else None
-    if (
-        (sample_rows is None or max_value_chars is None)
-        and summary_file is not None
-        and summary_file.is_file()
-    ):
-        try:
-            trained = json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
-        except json.JSONDecodeError as err:
-            raise UsageError(
-                f"{summary_file} is not valid JSON ({err}); fix it or set prompt_sample_rows"
-            ) from err
-        if sample_rows is None and "sample_rows" in trained:
-            sample_rows, source = int(trained["sample_rows"]), "adapter"
-        if max_value_chars is None and "max_value_chars" in trained:
-            max_value_chars = int(trained["max_value_chars"])
-    return (
-        PromptConfig(
-            sample_rows=DEFAULT_PROMPT_SAMPLE_ROWS if sample_rows is None else sample_rows,
-            max_value_chars=DEFAULT_PROMPT_MAX_VALUE_CHARS if max_value_chars is None else max_value_chars,
-        ),
-        source,
-    )
+    if summary_file is None or not summary_file.is_file():
+        return {}
+    try:
+        return json.loads(summary_file.read_text(encoding="utf-8")).get("prompt") or {}
+    except json.JSONDecodeError as err:
+        raise UsageError(
+            f"{summary_file} is not valid JSON ({err}); fix it, or set every prompt_* field in the recipe"
+        ) from err
 
 
 @dataclass
 class PromptArguments:
-    """How the schema text of a prompt is built (``None``: as the adapter was trained, else the defaults).
+    """The prompt of a stage, as recipe fields ``prompt_<field>`` of :class:`PromptConfig` (``None``: as the
+    adapter was trained, else the defaults). A new prompt template is a recipe's ``prompt_template``.
 
     Example:
 
     ```python
     >>> PromptArguments(prompt_sample_rows=0).resolve_prompt_config(None)[0].max_value_chars
     40
+    >>> PromptArguments(prompt_template="Q: {question}")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: prompt_template must contain {schema}; got 'Q: {question}'
     >>> PromptArguments(prompt_sample_rows=-1)
     Traceback (most recent call last):
     ...
@@ -257,6 +329,21 @@ class PromptArguments:
     prompt_max_value_chars: int | None = field(
         default=None, metadata={"help": "Longest value shown in a sample row; null: as the adapter, else 40."}
     )
+    prompt_system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "The system turn ('' for none); null: as the adapter, else 'You are a SQLite expert.'"},
+    )
+    prompt_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "The user turn, with {schema}, {question} and {evidence} (other braces doubled); null: as "
+            "the adapter, else the project's (slmsql_hub/data/prompts.py USER_TEMPLATE)."
+        },
+    )
+    prompt_evidence_template: str | None = field(
+        default=None,
+        metadata={"help": "What non-empty evidence puts in {evidence}; null: as the adapter, else 'Evidence: {evidence}\\n'."},
+    )
 
     def __post_init__(self) -> None:
         rows, chars = self.prompt_sample_rows, self.prompt_max_value_chars
@@ -266,6 +353,16 @@ class PromptArguments:
             )
         if chars is not None and (isinstance(chars, bool) or not isinstance(chars, int) or chars < 1):
             raise UsageError(f"prompt_max_value_chars must be >= 1, or null; got {chars!r}")
+        for name in PROMPT_TEXT_FIELDS:
+            value = getattr(self, f"prompt_{name}")
+            if value is not None and not isinstance(value, str):
+                raise UsageError(f"prompt_{name} must be a string, or null; got {value!r}")
+        if self.prompt_template is not None:
+            for placeholder in ("{schema}", "{question}"):
+                if placeholder not in self.prompt_template:
+                    raise UsageError(f"prompt_template must contain {placeholder}; got {self.prompt_template!r}")
+        texts = {name: getattr(self, f"prompt_{name}") for name in PROMPT_TEXT_FIELDS}
+        PromptConfig(**{name: text for name, text in texts.items() if text is not None})  # the placeholders
 
     def fill_prompt_defaults(self) -> None:
         """Set unset prompt fields to the defaults (for stages that start from a base model)."""
@@ -276,4 +373,4 @@ class PromptArguments:
 
     def resolve_prompt_config(self, adapter: str | os.PathLike | None) -> tuple[PromptConfig, str]:
         """:func:`resolve_prompt_config` with this recipe's values."""
-        return resolve_prompt_config(adapter, self.prompt_sample_rows, self.prompt_max_value_chars)
+        return resolve_prompt_config(adapter, **{k: getattr(self, f"prompt_{k}") for k in PROMPT_FIELDS})

@@ -83,7 +83,10 @@ def load_slice(spec: BenchmarkSpec, config: EvalConfig) -> EvalSlice:
 
 
 def resolve_prompt_config(
-    adapter: str | os.PathLike | None, sample_rows: int | None = None, max_value_chars: int | None = None
+    adapter: str | os.PathLike | None,
+    sample_rows: int | None = None,
+    max_value_chars: int | None = None,
+    **text: str | None,
 ) -> PromptConfig:
     """:func:`slmsql_hub.data.prompts.resolve_prompt_config` without its ``source`` (the Space and
     ``benchmarks/measure_world_ex.py`` call it this way).
@@ -97,7 +100,7 @@ def resolve_prompt_config(
 
     ```
     """
-    return prompt_settings.resolve_prompt_config(adapter, sample_rows, max_value_chars)[0]
+    return prompt_settings.resolve_prompt_config(adapter, sample_rows, max_value_chars, **text)[0]
 
 
 def _config_record(config: EvalConfig) -> dict:
@@ -226,8 +229,7 @@ def _evaluate_slices(
 def _prompt_configs(config: EvalConfig) -> dict[str, PromptConfig]:
     """Each adapter's prompt settings (the recipe's overrides, else what the adapter was trained with)."""
     prompt_configs = {
-        name: resolve_prompt_config(path, config.prompt_sample_rows, config.prompt_max_value_chars)
-        for name, path in config.adapters().items()
+        name: config.resolve_prompt_config(path)[0] for name, path in config.adapters().items()
     }
     if len(set(prompt_configs.values())) > 1:
         logger.warning(
@@ -345,10 +347,7 @@ def _policy_records(config: EvalConfig, prompt_configs: dict[str, PromptConfig])
             }
             for name in POLICIES
         },
-        "prompt": {
-            name: {"sample_rows": c.sample_rows, "max_value_chars": c.max_value_chars}
-            for name, c in prompt_configs.items()
-        },
+        "prompt": {name: c.record() for name, c in prompt_configs.items()},
     }
 
 

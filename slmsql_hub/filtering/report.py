@@ -272,10 +272,7 @@ def _report(
         },
         "judging": {"compare_mode": config.compare_mode, "keep_distinct": config.keep_distinct},
         LIMITS_KEY: limits_record(config.sql_limits()),
-        "prompt": {
-            "sample_rows": prompt_config.sample_rows,
-            "max_value_chars": prompt_config.max_value_chars,
-        },
+        "prompt": prompt_config.record(),
         "by_difficulty": {
             d: {name: c.get(name, 0) for name in CLASSES} for d, c in sorted(by_difficulty.items())
         },

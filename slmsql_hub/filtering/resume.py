@@ -9,18 +9,16 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..data.config import BenchmarkArguments
+from ..data.prompts import PROMPT_TEXT_FIELDS, PromptConfig
 from ..errors import UsageError
 from ..generation.config import FILTER_KEYS
 from ..recipes import config_to_dict
 from ..run.files import read_json_object, read_jsonl, write_atomic
 from ..run.layout import BAND_DIR
 from .config import REPORT_FILE, RESULTS_FILE, STATE_FILE, FilterConfig
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..data.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +133,12 @@ def _fingerprint(
     values["split"] = config.pool.split
     values["adapter_sha256"] = adapter_sha256
     values["sft_record_sha256"] = sft_record_sha256
-    values["prompt_sample_rows"] = prompt_config.sample_rows
-    values["prompt_max_value_chars"] = prompt_config.max_value_chars
+    default = PromptConfig().record()
+    for name, value in prompt_config.record().items():  # prompt text as the default: as runs before it recorded
+        if name in PROMPT_TEXT_FIELDS and value == default[name]:
+            values.pop(f"prompt_{name}", None)
+        else:
+            values[f"prompt_{name}"] = value
     return values
 
 

@@ -61,8 +61,7 @@ def _prompt_config(run_dir: Path) -> Any:
     from ..run.read import read_run
 
     recorded = ((read_run(run_dir).eval_results or {}).get("prompt") or {}).get("grpo") or {}
-    fields = {k: recorded[k] for k in ("sample_rows", "max_value_chars") if recorded.get(k) is not None}
-    return PromptConfig(**fields)
+    return PromptConfig.from_record(recorded)
 
 
 def world_benchmark_targets(run_dir: str | Path, repo_id: str, what: str | Sequence[str]) -> list[PushTarget]:

@@ -111,11 +111,9 @@ def commented_sql(question: str, sql: str) -> str:
 def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[str], dict[str, int]]:
     """``(documents, counts)``: the pretraining text documents drawn from the world's corpus splits (ChatML
     special tokens inside prompt documents), shuffled with ``seed``, and how many there are of each kind."""
-    from ..data.prompts import PromptConfig, format_answer
+    from ..data.prompts import format_answer
 
-    prompt_config = PromptConfig(
-        sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
-    )
+    prompt_config, _ = script_args.resolve_prompt_config(None)
     rows = load_datasets(split_folders(script_args.world_dir, script_args.corpus_splits))
     rng = random.Random(seed)
     # One prompt (schema + a question of that database) per database and repeat: the model learns each schema

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
+ROW_COLUMNS = ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
+"""The columns training keeps of a source (then adds ``_source``): what
+:func:`~slmsql_hub.data.prompts.build_prompts` reads, the gold SQL and the database id."""
 
 
 def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = None) -> Dataset:
@@ -71,12 +74,7 @@ def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = Non
             raise UsageError(
                 f"{raw} lacks column(s) {', '.join(missing)}; it has {', '.join(loaded.column_names)}"
             )
-        keep = [
-            c
-            for c in ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
-            if c in loaded.column_names
-        ]
-        loaded = loaded.select_columns(keep)
+        loaded = loaded.select_columns([c for c in ROW_COLUMNS if c in loaded.column_names])
         loaded = loaded.add_column("_source", [source] * len(loaded))
         parts.append(loaded)
     if not parts and empty:
@@ -160,48 +158,11 @@ def resolve_db_path(value: str | os.PathLike, source: str | os.PathLike) -> Path
     raise UsageError(f"database {value!r} not found next to {source} or its parents, nor in {Path.cwd()}")
 
 
-def row_schemas(
-    rows: Dataset,
-    prompt_config: PromptConfig,
-    sandbox: Sandbox | None = None,
-    *,
-    db_paths: bool = False,
-    progress: bool = False,
-) -> tuple[list[str], list[str]]:
-    """Each row's schema text: its ``schema`` column, else read once per database through ``sandbox`` (``None``:
-    a short-lived one). With ``db_paths``, also every row's absolute ``db_path`` (resolved against ``_source``);
-    otherwise the second list is empty."""
-    from tqdm.auto import tqdm
-
-    from ..sql.sandbox import Sandbox
-
-    columns = rows.column_names
-    n = len(rows)
-    given = rows["schema"] if "schema" in columns else [None] * n
-    if all(given) and not db_paths:
-        return list(given), []
-    sources = rows["_source"] if "_source" in columns else [str(Path.cwd())] * n
-    own = sandbox is None
-    box = Sandbox(workers=1) if own else sandbox
-    cache: dict[str, str] = {}
-    schemas, paths = [], []
-    try:
-        for schema, db_value, source in tqdm(
-            zip(given, rows["db_path"], sources), total=n, desc="reading schemas", leave=False, disable=bar_disabled(progress)
-        ):
-            db_path = str(resolve_db_path(db_value, source).resolve()) if db_paths or not schema else ""
-            if not schema:
-                if db_path not in cache:
-                    cache[db_path] = prompt_config.schema(db_path, box)
-                schema = cache[db_path]
-            schemas.append(schema)
-            if db_paths:
-                paths.append(db_path)
-    finally:
-        if own:
-            box.close()
-    logger.info("%d schema(s) for %d rows", len(set(schemas)), n)
-    return schemas, paths
+def row_db_path(row: Mapping[str, Any]) -> str:
+    """A training row's database as an absolute path: its ``db_path`` resolved against its ``_source``
+    (:func:`resolve_db_path`; without one, the working directory). The ``locate`` of
+    :func:`~slmsql_hub.data.prompts.build_prompts` for training rows."""
+    return str(resolve_db_path(row["db_path"], row.get("_source") or Path.cwd()).resolve())
 
 
 def to_prompt_completion(
@@ -228,19 +189,13 @@ def to_prompt_completion(
     """
     from datasets import Dataset as _Dataset
 
-    from ..data.prompts import format_answer
+    from ..data.prompts import build_prompts, format_answer
 
     columns = dataset.column_names
     if not ("schema" in columns and all(dataset["schema"])) and "db_path" not in columns:
         raise UsageError("rows without a schema need a db_path column to read the schema from")
-    schemas, _ = row_schemas(dataset, prompt_config, sandbox)
-    evidences = dataset["evidence"] if "evidence" in columns else [""] * len(dataset)
-    prompts, completions = [], []
-    for question, gold_sql, evidence, schema in zip(
-        dataset["question"], dataset["gold_sql"], evidences, schemas
-    ):
-        prompts.append(prompt_config.messages(question, schema, evidence or ""))
-        completions.append([{"role": "assistant", "content": format_answer(gold_sql)}])
+    prompts = build_prompts(dataset, prompt_config, sandbox, locate=row_db_path)
+    completions = [[{"role": "assistant", "content": format_answer(gold_sql)}] for gold_sql in dataset["gold_sql"]]
     return _Dataset.from_dict({"prompt": prompts, "completion": completions})
 
 

@@ -30,7 +30,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from .common import row_schemas
+from .common import row_db_path
 from .configs import GRPOScriptArguments, GRPOTrainingConfig
 
 if TYPE_CHECKING:
@@ -70,15 +70,14 @@ def build_prompt_dataset(
     progress: bool = True,
 ) -> Dataset:
     """Rows (``question``, ``gold_sql``, ``db_path``, optional ``evidence``/``schema``/``_source``) -> TRL's
-    conversational prompt dataset: ``prompt``, ``gold_sql`` and an absolute ``db_path`` (:func:`row_schemas`)."""
+    conversational prompt dataset: ``prompt`` (:func:`~slmsql_hub.data.prompts.build_prompts`), ``gold_sql`` and
+    an absolute ``db_path`` (:func:`~slmsql_hub.training.common.row_db_path`)."""
     from datasets import Dataset as _Dataset
 
-    schemas, db_paths = row_schemas(rows, prompt_config, sandbox, db_paths=True, progress=progress)
-    evidences = rows["evidence"] if "evidence" in rows.column_names else [""] * len(rows)
-    prompts = [
-        prompt_config.messages(question, schema, evidence or "")
-        for question, schema, evidence in zip(rows["question"], schemas, evidences)
-    ]
+    from ..data.prompts import build_prompts
+
+    db_paths = [row_db_path(row) for row in rows]
+    prompts = build_prompts(rows, prompt_config, sandbox, locate=row_db_path, progress=progress)
     return _Dataset.from_dict({"prompt": prompts, "gold_sql": list(rows["gold_sql"]), "db_path": db_paths})
 
 

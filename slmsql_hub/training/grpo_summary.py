@@ -87,11 +87,7 @@ def start_summary(
         "fresh_adapter": args.adapter_path is None,
         "output_dir": str(Path(args.output_dir)),
         "data": data,
-        "prompt": {
-            "sample_rows": prompt_config.sample_rows,
-            "max_value_chars": prompt_config.max_value_chars,
-            "source": prompt_source,
-        },
+        "prompt": {**prompt_config.record(), "source": prompt_source},
         "rewards": rewards_record(args),
         LIMITS_KEY: limits_record(args.sql_limits()),
         "parameters": parameters,

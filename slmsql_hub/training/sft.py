@@ -22,6 +22,7 @@ from ..data.sft_record import row_databases, row_keys, write_sft_record
 from ..errors import UsageError
 from ..runtime import Stopwatch, environment, loaded_revisions, set_num_threads
 from .common import (
+    ROW_COLUMNS,
     count_parameters,
     drop_too_long,
     final_loss,
@@ -57,7 +58,7 @@ def load_training_rows(script_args: SFTScriptArguments, seed: int = 0):
 
         root = script_args.root(entry.name)
         loaded = load_benchmark(entry.name, root, entry.split, limit=entry.limit, seed=seed)
-        loaded = loaded.select_columns(["question", "gold_sql", "evidence", "db_path", "db_id"])
+        loaded = loaded.select_columns([c for c in ROW_COLUMNS if c in loaded.column_names])
         parts.append(loaded.add_column("_source", [str(Path(root).expanduser().resolve())] * len(loaded)))
     if len(parts) == 1:
         return parts[0]
@@ -105,8 +106,6 @@ def train_sft(
     """
     from trl import SFTTrainer
 
-    from ..data.prompts import PromptConfig
-
     clock = Stopwatch()
     threads = set_num_threads(script_args.num_threads)
     check_local_inputs(
@@ -114,9 +113,7 @@ def train_sft(
         training_args.adapter_path,
         "run stage 1 first (`slmsql train sft --config recipes/world/sft_stage1.yaml`) or fix adapter_path",
     )
-    prompt_config = PromptConfig(
-        sample_rows=script_args.prompt_sample_rows, max_value_chars=script_args.prompt_max_value_chars
-    )
+    prompt_config, _ = script_args.resolve_prompt_config(training_args.adapter_path)  # stage 2: stage 1's text
 
     dataset, n_rows, n_used = _prompt_dataset(script_args, training_args, prompt_config)
     model, peft_config, tokenizer = load_model_and_tokenizer(model_args, training_args.adapter_path)
@@ -213,10 +210,7 @@ def _summary(
             "file": record.path.name,
             "stage_questions": len(set(trained_keys)),
         },
-        "prompt": {
-            "sample_rows": prompt_config.sample_rows,
-            "max_value_chars": prompt_config.max_value_chars,
-        },
+        "prompt": prompt_config.record(),
         "lora": {
             "r": model_args.lora_r,
             "alpha": model_args.lora_alpha,

@@ -264,6 +264,16 @@ class ComparisonSpace:
         return text
 
     # -- the comparison ----------------------------------------------------------------------------------------
+    def prompt(
+        self, name: str, database: Database, question: str, example: Example | None = None
+    ) -> list[dict[str, str]]:
+        """Adapter ``name``'s chat prompt for ``question`` on ``database`` (the example's evidence, if any), built
+        as training built it: :func:`~slmsql_hub.data.prompts.build_prompts` with the adapter's prompt config."""
+        from slmsql_hub.data.prompts import build_prompts
+
+        row = {"question": question, "db_path": str(database.path), "evidence": example.evidence if example else ""}
+        return build_prompts([row], self.data.policies[name].prompt, self.sandbox)[0]
+
     def _generate(self, name: str, messages: list[dict[str, str]]) -> tuple[Any, float]:
         from slmsql_hub.generation import GenerationConfig, generate_completions, use_adapter
 
@@ -290,10 +300,8 @@ class ComparisonSpace:
         self.load()
         example = self.find_example(key, question)
         generated = {}
-        for name, spec in self.data.policies.items():
-            schema = spec.prompt.schema(database.path, self.sandbox)
-            messages = spec.prompt.messages(question, schema, example.evidence if example else "")
-            generated[name] = self._generate(name, messages)
+        for name in self.data.policies:
+            generated[name] = self._generate(name, self.prompt(name, database, question, example))
         names = list(generated)
         outputs = [generated[name][0].text for name in names]
         sqls = [extract_sql(text) for text in outputs]
