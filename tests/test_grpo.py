@@ -236,7 +236,7 @@ def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path)
 
     db = nums_database(tmp_path / "t.sqlite")
     big = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 20000) SELECT n FROM c"
-    filter_config = FilterConfig(model_name_or_path="m", data_root="w", split="rl_pool", output_dir="o")
+    filter_config = FilterConfig(model_name_or_path="m", benchmarks=["world:rl_pool"], world_root="w", output_dir="o")
     args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, sandbox_workers=1)
     rewards = grpo.build_reward_funcs(args)
     try:

@@ -118,9 +118,8 @@ def test_the_filter_finds_no_sft_question_in_the_rl_pool(world, tmp_path):
     config = FilterConfig(
         model_name_or_path="a-policy-is-passed",
         adapter_path=str(tmp_path / "sft2"),
-        data_root=str(world.root),
-        split="rl_pool",
-        limit=3,
+        benchmarks=["world:rl_pool:3"],
+        world_root=str(world.root),
         num_samples=2,
         max_new_tokens=2,
         prompt_sample_rows=0,
