@@ -719,3 +719,22 @@ def test_the_scope_device_and_environment_lines_are_read_from_the_runs_files(tmp
     assert "GRPO: the pass-rate band (of world:rl_pool); evaluated on world dev, world test only" in text
     assert "on\nGPU (NVIDIA H100 80GB HBM3, CUDA 12.8);" in text
     assert "Software:\nslmsql_hub 0.1.0" in text and "gpu NVIDIA" not in text
+
+
+def test_the_usage_snippet_builds_the_prompt_the_run_trained_with(tmp_path):
+    """A recipe's system prompt reaches the card's "How to use": the snippet once rebuilt only the two numbers, so a
+    run with another prompt text was shown, and would be used, with the default one."""
+    from slmsql_hub.data.prompts import PromptConfig
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    default = render_card(load_run(run)).text
+    assert "prompt = PromptConfig(sample_rows=" in default and "system_prompt=" not in default
+    summary = json.loads((run / "grpo" / "run_summary.json").read_text())
+    summary["prompt"] = {**summary.get("prompt", {}), "system_prompt": "Answer in SQLite only."}
+    (run / "grpo" / "run_summary.json").write_text(json.dumps(summary))
+    text = render_card(load_run(run)).text
+    line = next(line for line in text.splitlines() if line.startswith("prompt = PromptConfig("))
+    args = line.split("PromptConfig(", 1)[1].rsplit(")  #", 1)[0]
+    assert eval(f"PromptConfig({args})").system_prompt == "Answer in SQLite only."  # noqa: S307 (the card's own line)
+    assert eval(f"PromptConfig({args})") == PromptConfig.from_record(summary["prompt"])  # noqa: S307

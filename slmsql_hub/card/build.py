@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..data.prompts import PromptConfig
 from ..errors import UsageError
 from ..refs import check_repo_id, looks_like_hub_id, repo_url
 from ..render import templates
@@ -418,8 +419,7 @@ def card_context(
         "usage": {
             "folder": folder,
             "base_load": base_load,
-            "sample_rows": prompt.get("sample_rows", 3),
-            "max_value_chars": prompt.get("max_value_chars", 40),
+            "prompt_args": PromptConfig.from_record(prompt).python_args(),
             "max_new_tokens": max_new_tokens,
         },
         "benchmarks_text": ", ".join(f"{r['benchmark']} {r['split']}".strip() for r in rows),

@@ -171,6 +171,27 @@ class PromptConfig:
         """
         return dataclasses.asdict(self)
 
+    def python_args(self) -> str:
+        """The arguments that rebuild this config in Python, for a card's usage snippet: the two numbers always,
+        the texts only where they differ from the defaults.
+
+        Example:
+
+        ```python
+        >>> PromptConfig().python_args()
+        'sample_rows=3, max_value_chars=40'
+        >>> PromptConfig(sample_rows=0, system_prompt="Answer in SQLite.").python_args()
+        "sample_rows=0, max_value_chars=40, system_prompt='Answer in SQLite.'"
+
+        ```
+        """
+        default = PromptConfig()
+        return ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in PROMPT_FIELDS
+            if name in ("sample_rows", "max_value_chars") or getattr(self, name) != getattr(default, name)
+        )
+
     @classmethod
     def from_record(cls, recorded: Mapping[str, Any]) -> PromptConfig:
         """The config a :meth:`record` describes; missing or ``null`` fields (older runs) take the defaults."""
