@@ -318,7 +318,7 @@ def test_stage_one_saves_the_studys_adapter_and_a_summary(trained):
     summary = trained["sft1"]
     assert summary["stage"] == 1 and summary["steps"] == 3
     assert summary["data"]["rows"] == summary["data"]["trained_on"] == 20
-    assert summary["prompt"] == {"sample_rows": 1, "max_value_chars": 40}
+    assert summary["prompt"] == PromptConfig(sample_rows=1).record()  # every prompt field, the texts included
     assert 0 < summary["parameters"]["trainable"] < summary["parameters"]["total"]
     assert math.isfinite(summary["final_loss"])
 

@@ -36,7 +36,7 @@ def _recipe(tmp_path: Path) -> Path:
     text = re.sub(
         r"(?m)^(\s*\w+_recipe: )(\S+)", lambda m: m.group(1) + str(TRANSFER.parent / m.group(2)), text
     )
-    text = re.sub(r"outputs/(transfer/\w+/run|quickstart)", lambda m: str(tmp_path / m.group(0)), text)
+    text = re.sub(r"outputs/(transfer/worlds/\w+|quickstart)", lambda m: str(tmp_path / m.group(0)), text)
     text = re.sub(r"(output_dir: )outputs/", lambda m: m.group(1) + str(tmp_path / "outputs") + "/", text)
     path = tmp_path / "transfer.yaml"
     path.write_text(text, encoding="utf-8")
@@ -242,7 +242,7 @@ PLANT = {"name": "comparison_inclusive", "rate": 0.7, "probe": 40, "cross_templa
 def test_a_card_in_a_planted_world_states_the_plant_and_the_transfer_finding(study, tmp_path):
     from slmsql_hub.card import build_card
 
-    run = _card_run(tmp_path / "outputs" / "transfer" / "plant70" / "run", PLANT)  # the plant70 world's run
+    run = _card_run(tmp_path / "outputs" / "transfer" / "worlds" / "plant70", PLANT)  # the plant70 world's run
     write_transfer_report(study)
     build_card(run)
     text = (run / "card" / "README.md").read_text(encoding="utf-8")
@@ -294,7 +294,7 @@ def test_the_space_shows_the_pass_at_k_plot_and_the_transfer_finding_the_card_sh
 
     from slmsql_hub.card import build_card
 
-    run = _card_run(tmp_path / "outputs" / "transfer" / "plant70" / "run", PLANT)
+    run = _card_run(tmp_path / "outputs" / "transfer" / "worlds" / "plant70", PLANT)
     write_transfer_report(study)
     build_card(run)
     texts, images = _space_ablations(run)
