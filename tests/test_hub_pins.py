@@ -62,6 +62,37 @@ def _hub_base_run(root: Path, commit: str) -> Path:
     return run
 
 
+def _pushed_texts(targets: list, folder: Path) -> tuple[dict, dict[str, str]]:
+    """The dry run of ``targets`` in ``folder`` (exactly the files a push uploads) and the text of each of its text
+    files, by ``WHAT/PATH`` (weights, databases and the wheel are not text)."""
+    plan = hub.write_dry_run(targets, folder)
+    texts = {}
+    for target in plan["targets"]:
+        for entry in target["files"]:
+            try:
+                texts[f"{target['what']}/{entry['path']}"] = (Path(target["folder"]) / entry["path"]).read_text(
+                    encoding="utf-8"
+                )
+            except UnicodeDecodeError:
+                continue
+    return plan, texts
+
+
+def test_the_pushed_demo_space_says_how_it_runs_on_the_hub_and_from_any_run_folder(tmp_path):
+    """Issue #35 item 4: the pushed README told a Hub user to run it with ``--run-dir outputs/quickstart``."""
+    run = _hub_base_run(tmp_path, "c" * 40)
+    _, texts = _pushed_texts(hub.plan_push(run, "bob/my-sql", "model,sft-model,metric-space,demo-space"), tmp_path / "dry")
+    # The model repos' configs and summaries name the folder the fixture run was made in (outputs/quickstart):
+    # records of that run. The Spaces are instructions and name it nowhere.
+    spaces = {where: text for where, text in texts.items() if where.startswith(("demo-space/", "metric-space/"))}
+    assert "demo-space/app.py" in spaces and "demo-space/space_settings.py" in spaces
+    assert [where for where, text in spaces.items() if "outputs/quickstart" in text] == []
+    readme = texts["demo-space/README.md"]
+    hub_part, local_part = readme.split("**On the Hub**", 1)[1].split("**Locally", 1)
+    assert "space_config.json" in hub_part and "--run-dir" not in hub_part
+    assert "app.py --run-dir RUN" in local_part
+
+
 def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
     commit = "a" * 40
     run = _hub_base_run(tmp_path, commit)
@@ -81,18 +112,12 @@ def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
 def test_no_pushed_file_names_a_repo_other_than_those_pushed_or_pinned(tmp_path):
     run = _hub_base_run(tmp_path, "b" * 40)
     targets = hub.plan_push(run, "bob/my-sql", "model,sft-model,metric-space,demo-space")
-    plan = hub.write_dry_run(targets, tmp_path / "dry")  # exactly the files a push uploads
+    plan, texts = _pushed_texts(targets, tmp_path / "dry")
     allowed = {target.repo_id for target in targets} | {BASE_ID}
-    named, texts = {}, {}
-    for target in plan["targets"]:
-        for entry in target["files"]:
-            try:
-                text = (Path(target["folder"]) / entry["path"]).read_text(encoding="utf-8")
-            except UnicodeDecodeError:  # weights, databases, the wheel
-                continue
-            texts[f"{target['what']}/{entry['path']}"] = text
-            for repo_id in named_repo_ids(text) - allowed:
-                named.setdefault(repo_id, []).append(f"{target['what']}/{entry['path']}")
+    named = {}
+    for where, text in texts.items():
+        for repo_id in named_repo_ids(text) - allowed:
+            named.setdefault(repo_id, []).append(where)
     assert named == {}  # today: slmsql/ex in the metric Space's README, ex.py and app.py
     assert "bob/ex" in named_repo_ids(texts["metric-space/README.md"])  # the Space names itself
     readme = texts["metric-space/README.md"] + texts["model/README.md"]
