@@ -473,15 +473,15 @@ def _from_the_hub_after_a_new_base_commit(endpoint: str, tmp_path: Path, chain, 
         settings, _, _ = app.parse_args([])
         space = app.ComparisonSpace(settings)
         assert space.preload()
-        spider = sorted(key for key in space.data.databases if key.startswith("spider/"))
-        example = space.examples(spider[0])[0]
-        *_, details = space_compare._compare_handler(space)(spider[0], example.question)
-        print(json.dumps({"databases": spider, "path": str(space.database(spider[0]).path),
+        spider, key = sorted(key for key in space.data.databases if key.startswith("spider/")), sys.argv[1]
+        example = space.examples(key)[0]
+        *_, details = space_compare._compare_handler(space)(key, example.question)
+        print(json.dumps({"databases": spider, "path": str(space.database(key).path),
                           "gold": details["gold_status"], "gold_rows": details["gold_rows"],
                           "judged": [details[name]["status"] for name in ("sft", "grpo")]}))
         space.close()
         """,
-        env, cwd / "space",
+        env, cwd / "space", "spider/spider_dev",  # Spider dev's database (BIRD dev's is shipped beside it)
     )  # fmt: skip
     config = json.loads((cwd / "space" / "space_config.json").read_text(encoding="utf-8"))
     assert config["benchmark_data"]["repo_id"] == "alice/qwen-grpo-demo-data"
