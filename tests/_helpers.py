@@ -202,3 +202,50 @@ def check_eval_yaml(text: str, splits: tuple[str, ...], columns: set[str]) -> di
         assert all(task.get(key) for key in INSPECT_TASK_REQUIRED)
         assert task["split"] in splits and {*task["field_spec"].values()} <= columns
     return spec
+
+
+def commit_moved_weights(env: dict[str, str], cwd: Path, weights: Path, repo_id: str) -> None:
+    """A new commit to the model repo ``repo_id`` (a fresh interpreter, ``env``'s Hub): ``weights`` (a
+    ``model.safetensors``) with every tensor moved by 1, so a load of the new commit differs from one of the old."""
+    code = """
+        import sys, tempfile, pathlib
+        from huggingface_hub import HfApi
+        from safetensors.torch import load_file, save_file
+        moved = {k: v + 1.0 for k, v in load_file(sys.argv[1]).items()}
+        path = pathlib.Path(tempfile.mkdtemp()) / "model.safetensors"
+        save_file(moved, str(path), metadata={"format": "pt"})
+        HfApi().upload_file(path_or_fileobj=str(path), path_in_repo="model.safetensors", repo_id=sys.argv[2])
+        print("{}")
+    """
+    python_json(code, env, cwd, str(weights), repo_id)
+
+
+def load_adapter_base(env: dict[str, str], cwd: Path, weights: Path, adapter_id: str) -> dict:
+    """Load the adapter repo ``adapter_id`` with ``AutoPeftModelForCausalLM`` by its id alone (a fresh interpreter,
+    ``env``'s Hub and cache) and compare its base's weights with ``weights``: ``{"same", "compared" (tensors
+    compared), "revision" (the base revision the adapter names)}``."""
+    code = """
+        import json, sys, torch
+        from peft import AutoPeftModelForCausalLM
+        from safetensors.torch import load_file
+        model = AutoPeftModelForCausalLM.from_pretrained(sys.argv[2])
+        pinned = load_file(sys.argv[1])
+        loaded = model.get_base_model().state_dict()
+        same = all(torch.equal(loaded[k].float(), v.float()) for k, v in pinned.items() if k in loaded)
+        print(json.dumps({"same": same, "compared": sum(k in loaded for k in pinned),
+                          "revision": model.peft_config["default"].revision}))
+    """
+    return python_json(code, env, cwd, str(weights), adapter_id)
+
+
+def upload_folder(env: dict[str, str], folder: Path, repo_id: str) -> str:
+    """Push ``folder`` to ``env``'s Hub as the model repo ``repo_id`` (made when missing; a fresh interpreter, the
+    real client); the commit's sha."""
+    code = """
+        import json, sys
+        from huggingface_hub import HfApi
+        api = HfApi()
+        api.create_repo(sys.argv[2], exist_ok=True)
+        print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
+    """
+    return python_json(code, env, folder, str(folder), repo_id)["sha"]

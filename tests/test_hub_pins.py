@@ -11,7 +11,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _helpers import REPO, TESTS, hub_client_env, python_json, slmsql
+from _helpers import (
+    REPO,
+    TESTS,
+    clean_env,
+    commit_moved_weights,
+    hub_client_env,
+    load_adapter_base,
+    python_json,
+    slmsql,
+    upload_folder,
+)
 from hub_server import HubServer
 from huggingface_hub import ModelCard
 
@@ -62,6 +72,37 @@ def _hub_base_run(root: Path, commit: str) -> Path:
     return run
 
 
+def _pushed_texts(targets: list, folder: Path) -> tuple[dict, dict[str, str]]:
+    """The dry run of ``targets`` in ``folder`` (exactly the files a push uploads) and the text of each of its text
+    files, by ``WHAT/PATH`` (weights, databases and the wheel are not text)."""
+    plan = hub.write_dry_run(targets, folder)
+    texts = {}
+    for target in plan["targets"]:
+        for entry in target["files"]:
+            try:
+                texts[f"{target['what']}/{entry['path']}"] = (Path(target["folder"]) / entry["path"]).read_text(
+                    encoding="utf-8"
+                )
+            except UnicodeDecodeError:
+                continue
+    return plan, texts
+
+
+def test_the_pushed_demo_space_says_how_it_runs_on_the_hub_and_from_any_run_folder(tmp_path):
+    """Issue #35 item 4: the pushed README told a Hub user to run it with ``--run-dir outputs/quickstart``."""
+    run = _hub_base_run(tmp_path, "c" * 40)
+    _, texts = _pushed_texts(hub.plan_push(run, "bob/my-sql", "model,sft-model,metric-space,demo-space"), tmp_path / "dry")
+    # The model repos' configs and summaries name the folder the fixture run was made in (outputs/quickstart):
+    # records of that run. The Spaces are instructions and name it nowhere.
+    spaces = {where: text for where, text in texts.items() if where.startswith(("demo-space/", "metric-space/"))}
+    assert "demo-space/app.py" in spaces and "demo-space/space_settings.py" in spaces
+    assert [where for where, text in spaces.items() if "outputs/quickstart" in text] == []
+    readme = texts["demo-space/README.md"]
+    hub_part, local_part = readme.split("**On the Hub**", 1)[1].split("**Locally", 1)
+    assert "space_config.json" in hub_part and "--run-dir" not in hub_part
+    assert "app.py --run-dir RUN" in local_part
+
+
 def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
     commit = "a" * 40
     run = _hub_base_run(tmp_path, commit)
@@ -81,18 +122,12 @@ def test_the_planned_adapter_and_card_name_the_commit_the_run_loaded(tmp_path):
 def test_no_pushed_file_names_a_repo_other_than_those_pushed_or_pinned(tmp_path):
     run = _hub_base_run(tmp_path, "b" * 40)
     targets = hub.plan_push(run, "bob/my-sql", "model,sft-model,metric-space,demo-space")
-    plan = hub.write_dry_run(targets, tmp_path / "dry")  # exactly the files a push uploads
+    plan, texts = _pushed_texts(targets, tmp_path / "dry")
     allowed = {target.repo_id for target in targets} | {BASE_ID}
-    named, texts = {}, {}
-    for target in plan["targets"]:
-        for entry in target["files"]:
-            try:
-                text = (Path(target["folder"]) / entry["path"]).read_text(encoding="utf-8")
-            except UnicodeDecodeError:  # weights, databases, the wheel
-                continue
-            texts[f"{target['what']}/{entry['path']}"] = text
-            for repo_id in named_repo_ids(text) - allowed:
-                named.setdefault(repo_id, []).append(f"{target['what']}/{entry['path']}")
+    named = {}
+    for where, text in texts.items():
+        for repo_id in named_repo_ids(text) - allowed:
+            named.setdefault(repo_id, []).append(where)
     assert named == {}  # today: slmsql/ex in the metric Space's README, ex.py and app.py
     assert "bob/ex" in named_repo_ids(texts["metric-space/README.md"])  # the Space names itself
     readme = texts["metric-space/README.md"] + texts["model/README.md"]
@@ -105,7 +140,8 @@ def test_no_pushed_file_names_a_repo_other_than_those_pushed_or_pinned(tmp_path)
 
 @pytest.mark.parametrize("folder", ["slmsql_hub/metric", "spaces/demo"])
 def test_a_cpu_spaces_requirements_install_the_cpu_torch_the_suite_runs_with(folder):
-    """No resolver run: PyTorch's index is out of reach offline; the text says what pip will be asked."""
+    """What pip will be asked, read from the text; :func:`test_a_bare_venv_resolves_a_pushed_spaces_requirements_to_cpu_torch`
+    runs the resolver on it."""
     import torch
     from packaging.requirements import Requirement
 
@@ -119,6 +155,66 @@ def test_a_cpu_spaces_requirements_install_the_cpu_torch_the_suite_runs_with(fol
     torch_pins = [str(r.specifier) for r in requirements if r.name == "torch"]
     assert torch_pins == [f"=={torch.__version__}"] and torch.__version__.endswith("+cpu")  # what the suite ran
     assert [r.url for r in requirements if r.name == "slmsql-hub"][0].endswith(".whl")
+
+
+def _index_answers(url: str = "https://pypi.org/simple/pip/") -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["metric-space", "demo-space"])
+def test_a_bare_venv_resolves_a_pushed_spaces_requirements_to_cpu_torch(tmp_path, what):
+    """``pip install --dry-run --report`` of the pushed ``requirements.txt`` in a bare venv (no site packages, the
+    machine's pip configuration), its slmsql-hub line pointing at the wheel the push uploads (built here by
+    :func:`~slmsql_hub.hub.wheel.package_wheel`) instead of the Space's URL: no ``nvidia-*``, CUDA or triton
+    package, and torch's ``+cpu`` build (issue #35: PyPI's torch pulled 15 nvidia packages into a CPU Space).
+
+    Where this ran, PyTorch's own index (the file's ``--extra-index-url``) was out of reach (pip warns and goes
+    on), so torch's ``+cpu`` build came from the machine's local wheel (its pip ``find-links``), the rest from
+    PyPI; a real Space build on the Hub was not tried."""
+    import subprocess
+    import sys
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not _index_answers():
+        pytest.skip("no package index answers (pypi.org): the resolver dry run needs one")
+    run = _hub_base_run(tmp_path, "d" * 40) if what == "demo-space" else tmp_path
+    [target] = [t for t in hub.plan_push(run, "bob/my-sql", what) if t.what == what]
+    files = dict(target.files)
+    [wheel] = [local for path, local in files.items() if path.endswith(".whl")]
+    lines = []
+    for line in files["requirements.txt"].decode("utf-8").splitlines():
+        try:
+            local = Requirement(line).name == "slmsql-hub"
+        except InvalidRequirement:  # comments and the index option
+            local = False
+        lines.append(f"slmsql-hub @ {Path(wheel).resolve().as_uri()}" if local else line)
+    assert any("download.pytorch.org/whl/cpu" in line for line in lines)  # the pushed index line stays
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--retries", "0", "--timeout", "30", "--report", str(report), "-r", str(requirements)],
+        env=clean_env(), capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    installs = {entry["metadata"]["name"].lower(): entry["metadata"]["version"]
+                for entry in json.loads(report.read_text())["install"]}  # fmt: skip
+    gpu = sorted(name for name in installs if name.startswith(("nvidia-", "triton")) or "cuda" in name)
+    assert gpu == [], gpu
+    assert installs["torch"].endswith("+cpu") and installs["slmsql-hub"]
 
 
 def test_a_wrong_hub_pin_of_any_stage_is_one_line_before_the_first_stage_runs(tmp_path):
@@ -157,50 +253,24 @@ def test_a_wrong_hub_pin_of_any_stage_is_one_line_before_the_first_stage_runs(tm
 def test_after_a_new_commit_to_the_base_a_fresh_cache_still_loads_the_pinned_weights(tmp_path):
     with HubServer({TOKEN: "alice"}) as server:
         env = hub_client_env(server.endpoint, tmp_path / "home", TOKEN)
-        upload = """
-            import json, sys
-            from huggingface_hub import HfApi
-            api = HfApi()
-            api.create_repo(sys.argv[2], exist_ok=True)
-            print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
-        """
-        pinned = python_json(upload, env, tmp_path, str(FIXTURE_RUN / "base"), BASE_ID)["sha"]
+        pinned = upload_folder(env, FIXTURE_RUN / "base", BASE_ID)
         run = _hub_base_run(tmp_path, pinned)
         done = slmsql(["push", str(run), "--repo-id", GRPO_ID, "--what", "model,demo-space"], env)
         assert done.returncode == 0, done.stderr[-3000:]
         grpo_commit = server.state.repos[("model", GRPO_ID)].branches["main"]
 
-        python_json(  # a new commit to the base: every weight moved
-            """
-            import json, sys, tempfile, pathlib
-            from huggingface_hub import HfApi
-            from safetensors.torch import load_file, save_file
-            moved = {k: v + 1.0 for k, v in load_file(sys.argv[1]).items()}
-            path = pathlib.Path(tempfile.mkdtemp()) / "model.safetensors"
-            save_file(moved, str(path), metadata={"format": "pt"})
-            HfApi().upload_file(path_or_fileobj=str(path), path_in_repo="model.safetensors", repo_id=sys.argv[2])
-            print("{}")
-            """,
-            env, tmp_path, str(FIXTURE_RUN / "base" / "model.safetensors"), BASE_ID,
-        )  # fmt: skip
+        commit_moved_weights(env, tmp_path, FIXTURE_RUN / "base" / "model.safetensors", BASE_ID)
         assert server.state.repos[("model", BASE_ID)].branches["main"] != pinned
 
-        result = python_json(  # a fresh cache: only the Hub id
+        fresh = hub_client_env(server.endpoint, tmp_path / "fresh", TOKEN)  # a fresh cache: only the Hub id
+        result = load_adapter_base(fresh, tmp_path, FIXTURE_RUN / "base" / "model.safetensors", GRPO_ID)
+        result["space"] = python_json(
             """
-            import json, sys, torch
+            import json, sys
             from huggingface_hub import hf_hub_download
-            from peft import AutoPeftModelForCausalLM
-            from safetensors.torch import load_file
-            model = AutoPeftModelForCausalLM.from_pretrained(sys.argv[2])
-            pinned = load_file(sys.argv[1])
-            loaded = model.get_base_model().state_dict()
-            same = all(torch.equal(loaded[k].float(), v.float()) for k, v in pinned.items() if k in loaded)
-            space = json.load(open(hf_hub_download(sys.argv[3], "space_config.json", repo_type="space")))
-            print(json.dumps({"same": same, "compared": sum(k in loaded for k in pinned),
-                              "revision": model.peft_config["default"].revision, "space": space}))
+            print(json.dumps(json.load(open(hf_hub_download(sys.argv[1], "space_config.json", repo_type="space")))))
             """,
-            hub_client_env(server.endpoint, tmp_path / "fresh", TOKEN), tmp_path,
-            str(FIXTURE_RUN / "base" / "model.safetensors"), GRPO_ID, f"{GRPO_ID}-demo",
+            fresh, tmp_path, f"{GRPO_ID}-demo",
         )  # fmt: skip
     assert result["compared"] > 0 and result["same"], result
     assert result["revision"] == pinned

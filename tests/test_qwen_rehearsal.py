@@ -38,6 +38,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -380,20 +382,6 @@ def _quickstart_recipes(folder: Path, hub: dict[str, tuple[str, str]]) -> Path:
     return folder
 
 
-def _upload(env: dict[str, str], folder: Path, repo_id: str) -> str:
-    """Push ``folder`` to the local Hub as ``repo_id`` (a fresh interpreter, the real client); its commit sha."""
-    from _helpers import python_json
-
-    code = """
-        import json, sys
-        from huggingface_hub import HfApi
-        api = HfApi()
-        api.create_repo(sys.argv[2], exist_ok=True)
-        print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
-    """
-    return python_json(code, env, folder, str(folder), repo_id)["sha"]
-
-
 def _slmsql(args: list[str], env: dict[str, str], cwd: Path) -> str:
     """``slmsql ARGS`` in a fresh interpreter (offline switches off, the local Hub's endpoint); its stdout."""
     import subprocess
@@ -407,13 +395,113 @@ def _slmsql(args: list[str], env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
+def _python_blocks(markdown: str, section: str) -> list[str]:
+    """The ```` ```python ```` blocks of ``markdown``'s ``## section`` up to the next heading of any level, in order
+    (a block ends at a line ```` ``` ````)."""
+    body = re.split(r"\n#+ ", markdown.split(f"## {section}\n", 1)[1], maxsplit=1)[0]
+    blocks, current = [], None
+    for line in body.splitlines():
+        if current is None and line.strip() == "```python":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def _from_the_hub_after_a_new_base_commit(endpoint: str, tmp_path: Path, chain, base_sha: str) -> None:
+    """After ``push --what all`` of ``alice/qwen-grpo``, a new commit to the base; then each check from an empty
+    cache and an empty folder, in fresh processes: the adapter loads the pinned base's weights, the metric Space's
+    README snippet runs as written, and the demo Space downloaded alone answers ``/compare`` on a Spider database
+    it was shipped with (from ``alice/qwen-grpo-demo-data`` at the commit its ``space_config.json`` pins)."""
+    from _helpers import REPO, commit_moved_weights, hub_client_env, load_adapter_base, python_json
+
+    pinned_weights = chain.tiny / "model.safetensors"
+    commit_moved_weights(hub_client_env(endpoint, tmp_path / "home", HUB_TOKEN), tmp_path, pinned_weights,
+                         "alice/tiny-qwen")  # fmt: skip
+
+    def fresh(name: str) -> tuple[dict[str, str], Path]:  # an empty cache and an empty folder
+        (tmp_path / name / "cwd").mkdir(parents=True)
+        return hub_client_env(endpoint, tmp_path / name / "home", HUB_TOKEN), tmp_path / name / "cwd"
+
+    # (a) The adapter names the base at the commit the run loaded, and gets those weights, not the new commit's.
+    env, cwd = fresh("adapter")
+    loaded = load_adapter_base(env, cwd, pinned_weights, "alice/qwen-grpo")
+    assert (loaded["revision"], loaded["same"]) == (base_sha, True) and loaded["compared"] > 0, loaded
+
+    # (b) The metric Space's "How to Use" snippet, as pushed. Only its `pip install` line is not run: slmsql-hub
+    # comes from this checkout on PYTHONPATH (what the wheel installs). The snippet's database is made where it
+    # says, relative to the folder it runs in.
+    env, cwd = fresh("metric")
+    readme = python_json(
+        """
+        import json, sys
+        from huggingface_hub import hf_hub_download
+        print(json.dumps({"text": open(hf_hub_download("alice/ex", "README.md", repo_type="space")).read()}))
+        """,
+        env, cwd,
+    )["text"]  # fmt: skip
+    [snippet] = _python_blocks(readme, "How to Use")
+    assert 'evaluate.load("alice/ex")' in snippet
+    db = re.search(r'db_path=\["([^"]+)"\]', snippet).group(1)
+    (cwd / db).parent.mkdir(parents=True)  # a `singer` table: the snippet's gold and prediction count its rows
+    with sqlite3.connect(cwd / db) as conn:
+        conn.execute("CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT)")
+    conn.close()
+    assert python_json(snippet, env, cwd) == 1.0  # what the snippet prints, as its comment says
+
+    # (c) The demo Space, downloaded alone, then started from that folder in another process: the /compare handler.
+    env, cwd = fresh("demo")
+    python_json(
+        """
+        import sys
+        from huggingface_hub import snapshot_download
+        snapshot_download("alice/qwen-grpo-demo", repo_type="space", local_dir=sys.argv[1])
+        print("{}")
+        """,
+        env, cwd, str(cwd / "space"),
+    )  # fmt: skip
+    env["PYTHONPATH"] = str(REPO)  # slmsql_hub only (what the Space's wheel installs); the Space's own modules
+    answered = python_json(  # come from the downloaded folder
+        """
+        import json, os, sys
+        sys.path.insert(0, os.getcwd())  # as the Hub runs `python app.py`
+        import app, space_compare
+        assert os.path.dirname(app.__file__) == os.getcwd()
+        settings, _, _ = app.parse_args([])
+        space = app.ComparisonSpace(settings)
+        assert space.preload()
+        spider, key = sorted(key for key in space.data.databases if key.startswith("spider/")), sys.argv[1]
+        example = space.examples(key)[0]
+        *_, details = space_compare._compare_handler(space)(key, example.question)
+        print(json.dumps({"databases": spider, "path": str(space.database(key).path),
+                          "gold": details["gold_status"], "gold_rows": details["gold_rows"],
+                          "judged": [details[name]["status"] for name in ("sft", "grpo")]}))
+        space.close()
+        """,
+        env, cwd / "space", "spider/spider_dev",  # Spider dev's database (BIRD dev's is shipped beside it)
+    )  # fmt: skip
+    config = json.loads((cwd / "space" / "space_config.json").read_text(encoding="utf-8"))
+    assert config["benchmark_data"]["repo_id"] == "alice/qwen-grpo-demo-data"
+    assert re.fullmatch(r"[0-9a-f]{40}", config["benchmark_data"]["revision"])
+    assert config["base_model"] == {"repo_id": "alice/tiny-qwen", "revision": base_sha}
+    assert "spider/spider_dev" in answered["databases"], answered
+    assert "qwen-grpo-demo-data" in answered["path"], answered  # the shipped database, not the run's
+    assert (answered["gold"], answered["gold_rows"]) == ("ok", 1), answered  # the example's gold ran there
+    assert all(status in ("matches_gold", "wrong", "error", "timeout", "too_large", "refused", "no_sql") for status in answered["judged"])
+
+
 @pytest.mark.slow
 def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(chain, tmp_path):
     """The tiny base is pushed to a local Hub and named by id: ``slmsql quickstart`` trains both SFT stages on it,
     filters, trains GRPO and evaluates into one run folder. Its SFT adapter is then pushed too and a second run
     takes it from the Hub (the study's default), which ``slmsql card`` cards and ``slmsql push --what all``
-    publishes; from a fresh cache the GRPO repo loads with ``AutoPeftModelForCausalLM`` by its id alone."""
-    from _helpers import hub_client_env, python_json
+    publishes; from a fresh cache the GRPO repo loads with ``AutoPeftModelForCausalLM`` by its id alone. Then the
+    base gets a new commit, and what was pushed still runs as it was (:func:`_from_the_hub_after_a_new_base_commit`:
+    issue #35's "Done when")."""
+    from _helpers import hub_client_env, python_json, upload_folder
     from hub_server import HubServer
 
     from slmsql_hub.ablate.config import load_ablation_config
@@ -421,7 +509,7 @@ def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(c
 
     with HubServer({HUB_TOKEN: "alice"}) as server:
         env = hub_client_env(server.endpoint, tmp_path / "home", HUB_TOKEN)
-        base_sha = _upload(env, chain.tiny, "alice/tiny-qwen")
+        base_sha = upload_folder(env, chain.tiny, "alice/tiny-qwen")
         flags = ["--attempt1", "never", "--repo-id", "alice/qwen-grpo"]
 
         # 1. Everything trained here but the base, which comes from the Hub by id and revision.
@@ -437,7 +525,7 @@ def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(c
         assert grpo["adapter_path"] == str(trained / "sft" / "stage2")
 
         # 2. The study's way: the SFT adapter from the Hub too; stage 1, which only feeds it, is skipped.
-        sft_sha = _upload(env, trained / "sft" / "stage2", "alice/tiny-qwen-sft")
+        sft_sha = upload_folder(env, trained / "sft" / "stage2", "alice/tiny-qwen-sft")
         run = tmp_path / "runs" / "hub"
         recipes = _quickstart_recipes(
             tmp_path / "recipes_hub",
@@ -493,3 +581,4 @@ def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(c
             tmp_path,
         )
         assert result == {"base": "alice/tiny-qwen", "new_tokens": 6}
+        _from_the_hub_after_a_new_base_commit(server.endpoint, tmp_path, chain, base_sha)

@@ -114,7 +114,7 @@ def test_missing_run_dir_is_a_message_in_the_page_and_the_log_not_a_traceback(tm
         assert not space.ready and not space.preload()
         demo = demo_app.build_demo(space)
         shown = [v for v in component_values(demo) if isinstance(v, str) and "No run folder" in v]
-        assert shown and "make quickstart" in shown[0] and "SLMSQL_RUN_DIR" in shown[0]
+        assert shown and "slmsql quickstart" in shown[0] and "SLMSQL_RUN_DIR" in shown[0]
         with pytest.raises(gr.Error, match="No run folder"):
             compare_fn(demo).fn(None, "How many books are there?")
     finally:

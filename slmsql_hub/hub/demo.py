@@ -116,11 +116,19 @@ BENCHMARK_DATA = "benchmark_data"
 ``repo_type``); the Space downloads it at that revision and shows it as a Spider-layout folder."""
 
 DATABASE_CAP_BYTES = 64 * 2**20
-"""The largest database (all ``.sqlite`` files of its folder) the benchmark repository ships. Spider's dev
-databases are small (the largest of our copy, ``world_1``, is 312 KB; ``wta_1``, absent from it, is a few MB);
-BIRD's dev databases run to hundreds of MB, more than a CPU Space should download at start-up. A database over the
-cap is left out (the push logs it, the repository's README lists it) and its questions are no examples: the
-Space compares on the others; when none fits, it shows the embedded world."""
+"""The largest database (all ``.sqlite`` files of its folder) the benchmark repository ships: 64 MB, set from the
+dev databases' real sizes. Spider dev, measured on our copy (19 of its 20 databases, 0.9 MB together): the five
+largest are ``world_1`` 312 KB, ``flight_2`` 76 KB, ``car_1`` 64 KB, ``student_transcripts_tracking`` and
+``dog_kennels`` 48 KB; ``wta_1``, absent from our copy, was not measured (a few MB by its tables). BIRD dev, as the
+Hugging Face mirror of the release's ``dev_databases`` (``premai-io/birdbench``, commit 8ce15c7, folder
+``validation/dev_databases``) lists them: ``card_games`` 262 MB, ``debit_card_specializing`` 34.6 MB,
+``thrombosis_prediction`` 7.33 MB, ``student_club`` 2.64 MB, ``superhero`` 238 KB; the sizes of the other six
+(``european_football_2``, ``codebase_community``, ``formula_1``, ``california_schools``, ``financial``,
+``toxicology``) were not found, so which of them fit is not known here. So every Spider database fits and BIRD's
+largest known one does not: a CPU Space should not download hundreds of MB at start-up.
+
+What does not fit: the database is left out (the push logs it, the repository's README lists it with its size)
+and its questions are no examples; the Space compares on the others; when none fits, it shows the embedded world."""
 
 MAX_EXAMPLES = 200
 """The example questions the Space lists at most: the run's SFT/GRPO disagreements first, then the rest."""

@@ -1,10 +1,10 @@
 """The comparison Space: the SFT and the GRPO adapter side by side, one question at a time.
 
-Run it on a local run folder (``make quickstart`` writes ``outputs/quickstart``)::
+Run it on the run folder of any run (``slmsql quickstart --out RUN`` writes one)::
 
-    python spaces/demo/app.py --run-dir outputs/quickstart          # or SLMSQL_RUN_DIR=...
+    python spaces/demo/app.py --run-dir RUN          # or SLMSQL_RUN_DIR=RUN
 
-or on Hub models, as the real Space does (see README.md for every variable)::
+or on Hub models (a pushed Space reads them from ``space_config.json``; README.md lists every variable)::
 
     SLMSQL_BASE_MODEL=Qwen/Qwen2.5-Coder-1.5B-Instruct SLMSQL_SFT_ADAPTER=org/sft SLMSQL_GRPO_ADAPTER=org/grpo \\
         python spaces/demo/app.py

@@ -59,7 +59,7 @@ _HUB_PATTERNS = [
     *(f"{DIAGNOSIS_DIR}/{name}" for name in (REPORT_FILE, PLOT_FILE)),
 ]
 _MISSING_RUN_HINT = (
-    "run `make quickstart` (it writes outputs/quickstart), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
+    "run `slmsql quickstart` (it writes a run folder), point --run-dir or SLMSQL_RUN_DIR at a run folder, "
     "or set SLMSQL_BASE_MODEL, SLMSQL_SFT_ADAPTER and SLMSQL_GRPO_ADAPTER (Hub ids or folders)"
 )
 

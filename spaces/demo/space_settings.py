@@ -29,8 +29,9 @@ class SpaceSettings:
 
     ```python
     >>> from space_settings import SpaceSettings
-    >>> SpaceSettings().run_dir
-    'outputs/quickstart'
+    >>> from slmsql_hub.commands.quickstart import DEFAULT_OUT
+    >>> SpaceSettings().run_dir == str(DEFAULT_OUT)  # the quickstart's own default folder
+    True
     >>> SpaceSettings(max_question_chars=0)
     Traceback (most recent call last):
     ...
