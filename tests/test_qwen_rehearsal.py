@@ -48,6 +48,7 @@ from _benchmark_layouts import build_benchmarks, save_tiny_policy
 
 from slmsql_hub.cli import main as slmsql
 from slmsql_hub.commands._recipe import load_recipe, recipe_kind
+from slmsql_hub.data.prompts import PromptConfig
 from slmsql_hub.recipes import config_to_dict
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
@@ -228,7 +229,7 @@ def test_sft_stages_run_from_the_release_layouts(chain, name, capsys):
     out = chain.out / "sft" / ("stage1" if "stage1" in name else "stage2")
     summary = _json(out / "run_summary.json")
     assert summary["steps"] == 1 and summary["data"]["trained_on"] == 8
-    assert summary["prompt"] == {"sample_rows": 3, "max_value_chars": 40}
+    assert summary["prompt"] == PromptConfig().record()  # every prompt field, the texts included
     assert (out / "adapter_model.safetensors").is_file()
 
 
@@ -279,7 +280,7 @@ def test_eval_compares_sft_and_grpo_on_bird_and_spider_dev(chain, capsys):
         assert voted["k"] == 2 and voted["comparison"]["n"] == n and set(voted["policies"]) == {"sft", "grpo"}
     assert (results["self_consistency"]["k"], results["self_consistency"]["temperature"]) == (2, 0.7)
     assert results["policies"]["grpo"]["adapter"] == "outputs/qwen2.5-coder-1.5b/grpo"  # the recipe's
-    assert results["prompt"]["sft"] == {"sample_rows": 3, "max_value_chars": 40}
+    assert results["prompt"]["sft"] == PromptConfig().record()
     for policy in results["policies"].values():
         assert policy["model_revision"] == _pinned("eval_bird_spider.yaml") and policy["model_commit"] is None
     # The recipes run by hand fill the run layout, so the folder cards as the quickstart's does, both attempts too.
