@@ -154,7 +154,7 @@ def build_space_run(root: Path) -> Path:
         dtype="float32",
         device="cpu",
         benchmarks=["world:dev"],
-        world_dir=str(world),
+        world_root=str(world),
         max_new_tokens=16,
         batch_size=8,
         timeout_s=10.0,
