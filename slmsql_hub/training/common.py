@@ -17,7 +17,7 @@ from ..run.artifacts import load_saved_dataset
 from ..run.files import write_atomic
 from ..run.guard import staged_files
 from ..run.layout import RUN_SUMMARY, STAGE_CONFIG
-from ..runtime import Stopwatch, bar_disabled
+from ..runtime import Stopwatch
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -199,6 +199,34 @@ def to_prompt_completion(
     return _Dataset.from_dict({"prompt": prompts, "completion": completions})
 
 
+def chat_lengths(dataset: Dataset, tokenizer: Any) -> list[int]:
+    """Each row's chat length in tokens: ``prompt`` + ``completion`` whole, or a ``prompt`` alone with the
+    generation prompt. One batched ``apply_chat_template`` call (one ``encode_batch`` in the Rust tokenizer): the
+    same ids as one call per row, without a Python round trip per row (``benchmarks/bench_training_prep.py``).
+
+    Example:
+
+    ```python
+    >>> from datasets import Dataset
+    >>> from slmsql_hub.world.tokenizer import train_tokenizer
+    >>> tok = train_tokenizer(["SELECT a FROM t", "How many pets?"] * 10, vocab_size=300)
+    >>> rows = Dataset.from_dict({"prompt": [[{"role": "user", "content": "How many pets?"}]] * 2,
+    ...                           "completion": [[{"role": "assistant", "content": "SELECT a"}],
+    ...                                          [{"role": "assistant", "content": "SELECT a FROM t"}]]})
+    >>> first, second = chat_lengths(rows, tok)
+    >>> second > first
+    True
+
+    ```
+    """
+    examples = "completion" in dataset.column_names
+    chats = [p + c for p, c in zip(dataset["prompt"], dataset["completion"])] if examples else list(dataset["prompt"])
+    if not chats:
+        return []
+    encoded = tokenizer.apply_chat_template(chats, add_generation_prompt=not examples, tokenize=True, return_dict=True)
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
 def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> tuple[Dataset, int]:
     """Drop rows whose chat rendering exceeds ``max_length`` tokens; return the kept dataset and how many went.
 
@@ -208,16 +236,8 @@ def drop_too_long(dataset: Dataset, tokenizer: Any, max_length: int | None) -> t
     """
     if max_length is None or len(dataset) == 0:
         return dataset, 0
-    from tqdm.auto import tqdm
-
     examples = "completion" in dataset.column_names
-    chats = [p + c for p, c in zip(dataset["prompt"], dataset["completion"])] if examples else dataset["prompt"]
-    lengths = [
-        len(tokenizer.apply_chat_template(chat, add_generation_prompt=not examples, tokenize=True, return_dict=True)[
-            "input_ids"
-        ])
-        for chat in tqdm(chats, desc="measuring examples", leave=False, disable=bar_disabled())
-    ]
+    lengths = chat_lengths(dataset, tokenizer)
     keep = [i for i, n in enumerate(lengths) if n <= max_length]
     dropped = len(dataset) - len(keep)
     if dropped:
