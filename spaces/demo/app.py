@@ -52,7 +52,7 @@ from space_views import SPACE_CSS, markdown_table, problems_markdown  # noqa: E4
 
 from slmsql_hub.card.ablations import TRANSFER_DIR, find_transfer, transfer_context  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
-from slmsql_hub.study.report import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
+from slmsql_hub.run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
 
 logger = logging.getLogger("slmsql_space")
 

@@ -26,9 +26,16 @@ from slmsql_hub.diagnosis.run import PLOT_FILE, REPORT_FILE
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.files import read_json_object
 from slmsql_hub.run.layout import ABLATIONS_DIR as CARD_FOLDER
-from slmsql_hub.run.layout import DIAGNOSIS_DIR, WORLD_MANIFEST, CardLayout, RunLayout
+from slmsql_hub.run.layout import (
+    DIAGNOSIS_DIR,
+    FOREST_PLOT,
+    REPORT_JSON,
+    REPORT_MD,
+    WORLD_MANIFEST,
+    CardLayout,
+    RunLayout,
+)
 from slmsql_hub.run.read import Run, read_run
-from slmsql_hub.study.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
 
 logger = logging.getLogger(__name__)
 
