@@ -441,10 +441,10 @@ def card_context(
 
 def _plant_statement(run: Run) -> str | None:
     """What the run's world planted, as the world's dataset card states it
-    (:func:`~slmsql_hub.world.build.plant_statement`), ``None`` in a natural world."""
-    from ..world.build import plant_statement
+    (:func:`~slmsql_hub.world.build.read_plant_statement`), ``None`` in a natural world."""
+    from ..world.build import read_plant_statement
 
-    return plant_statement(RunLayout(run.root).world) if (run.world or {}).get("plant") else None
+    return read_plant_statement(RunLayout(run.root).world) if (run.world or {}).get("plant") else None
 
 
 def _ablations(run: Run) -> str | None:

@@ -323,14 +323,14 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest, plant: WorldPla
 
 
 PLANTED = "**Planted world**"
-"""How a plant's statement opens (``model_card/planted_world.md``): :func:`plant_statement` finds it by it."""
+"""How a plant's statement opens (``model_card/planted_world.md``); :func:`read_plant_statement` looks for it."""
 
 
-def plant_statement(root: str | os.PathLike) -> str | None:
+def read_plant_statement(root: str | os.PathLike) -> str | None:
     """What the world at ``root`` planted, as its plant's :meth:`WorldPlant.statement` wrote it into the dataset
     cards at build time (the world keeps no plant code to say it again); ``None`` when the card states no plant.
 
-    Example: ``plant_statement("outputs/transfer/worlds/plant70/world")`` is ``"**Planted world** (...) ..."``.
+    Example: ``read_plant_statement("outputs/transfer/worlds/plant70/world")`` is ``"**Planted world** (...) ..."``.
     """
     card = Path(root) / "datasets" / SPLITS[0] / "README.md"
     lines = card.read_text(encoding="utf-8").splitlines() if card.is_file() else []
@@ -338,7 +338,8 @@ def plant_statement(root: str | os.PathLike) -> str | None:
 
 
 def _asked_plant(recorded: dict | None, plant: WorldPlant | None) -> dict | None:
-    """The part of a recorded plant that was asked (its counts left out), comparable to ``plant.spec()``."""
+    """The part of a recorded plant that was asked (its counts left out), comparable to ``plant.spec()``; all of
+    it without ``plant`` (a planted world is never a natural one)."""
     if not recorded:
         return None
     return {key: recorded.get(key) for key in (plant.spec() if plant is not None else recorded)}
