@@ -10,7 +10,7 @@ and evaluates SFT against GRPO, each through the package's own stage function wi
 (``recipes/world/*.yaml``) whose CPU pin is lifted and whose sizes are cut with ``dataclasses.replace``. It
 prints, and writes to ``OUT/gpu_check.json``: each stage's wall time, its mean training step time (GRPO: every
 step), generation throughput (new token positions per second of ``generate``,
-:class:`~slmsql_hub.ablate.timing.GenerateTimer`), peak GPU memory (``torch.cuda.max_memory_allocated``, reset
+:class:`~slmsql_hub.study.timing.GenerateTimer`), peak GPU memory (``torch.cuda.max_memory_allocated``, reset
 per stage) and the share of GRPO's step time spent in the reward (``benchmarks/bench_reward.py``). SFT on CUDA
 is what crashed on the offline H200 (transformers' Hub kernels); the recipes keep ``use_kernels: false`` and the
 check runs with ``HF_HUB_OFFLINE=1``, so a fetch fails at once instead of hanging. A stage that raises ends the
@@ -217,7 +217,7 @@ def measure(name: str, run: RunLayout, sizes: Sizes, target: Target) -> dict:
     """Run one stage and return its wall time, step times, generation throughput and peak GPU memory (MiB)."""
     import torch
 
-    from slmsql_hub.ablate.timing import GenerateTimer, split_training_time
+    from slmsql_hub.study.timing import GenerateTimer, split_training_time
     from slmsql_hub.training.telemetry import read_telemetry
 
     cuda = target.device == "cuda"

@@ -1,4 +1,4 @@
-"""`slmsql ablate` (slmsql_hub.ablate): the recipe and its validation, the band split, Holm, and the report built
+"""`slmsql ablate` (slmsql_hub.study): the recipe and its validation, the band split, Holm, and the report built
 from finished folders. The grid itself (training) runs in tests/test_ablate_smoke.py (slow)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.band import split_band
-from slmsql_hub.ablate.config import load_ablation_config
-from slmsql_hub.ablate.report import write_report
 from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation.stats import holm
+from slmsql_hub.study.band import split_band
+from slmsql_hub.study.config import load_ablation_config
+from slmsql_hub.study.report import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD = REPO / "recipes" / "world" / "ablations.yaml"

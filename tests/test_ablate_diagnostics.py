@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.diagnostics import family_comparison, run_divergence, support_curves
 from slmsql_hub.evaluation.stats import holm
 from slmsql_hub.sql.shape import FAMILIES, sql_family
+from slmsql_hub.study.diagnostics import family_comparison, run_divergence, support_curves
 from tests import test_ablate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -191,8 +191,8 @@ def tiny_study(tmp_path, policies):
     answers and one run's (fabricated, as tests/test_ablate.py does), the fixture's GRPO adapter as the run's."""
     import datasets
 
-    from slmsql_hub.ablate.config import load_ablation_config
-    from slmsql_hub.ablate.grid import prepare_band
+    from slmsql_hub.study.config import load_ablation_config
+    from slmsql_hub.study.grid import prepare_band
     from tests._helpers import tiny_world
     from tests.test_ablate import _finished_run
 
@@ -231,11 +231,11 @@ def test_diagnostics_after_the_fact_sample_sft_once_score_every_run_and_reach_th
     import torch
     from transformers import AutoModelForCausalLM
 
-    from slmsql_hub.ablate.diagnostics import run_diagnostics
-    from slmsql_hub.ablate.report import write_report
-    from slmsql_hub.ablate.sampled import STUDY_KEYS
     from slmsql_hub.filtering import KeyedSampler, load_filter_config, sample_seed
     from slmsql_hub.run.files import read_jsonl
+    from slmsql_hub.study.diagnostics import run_diagnostics
+    from slmsql_hub.study.report import write_report
+    from slmsql_hub.study.sampled import STUDY_KEYS
 
     config, band, dev = tiny_study
     out = Path(config.output_dir)
@@ -332,7 +332,7 @@ def test_a_bad_diagnostics_setting_is_one_line_and_exit_2_before_anything_loads(
 
 
 def test_every_study_recipe_turns_the_diagnostics_on():
-    from slmsql_hub.ablate.config import load_ablation_config
+    from slmsql_hub.study.config import load_ablation_config
 
     for path in ("world/ablations.yaml", "world/transfer.yaml", "qwen2.5-coder-1.5b/ablations.yaml"):
         config = load_ablation_config(REPO / "recipes" / path)
@@ -364,10 +364,10 @@ def test_report_only_on_a_band_it_cannot_read_again_says_so_unless_the_diagnosti
 
 
 def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_then_reused(tiny_study):
-    from slmsql_hub.ablate.evaluate import load_eval_settings
-    from slmsql_hub.ablate.grid import RESULT_FILE, _reused
-    from slmsql_hub.ablate.sampled import PASSK_DIR, STUDY_KEYS, sample_counts, sampler_settings
     from slmsql_hub.run.files import read_jsonl
+    from slmsql_hub.study.evaluate import load_eval_settings
+    from slmsql_hub.study.grid import RESULT_FILE, _reused
+    from slmsql_hub.study.sampled import PASSK_DIR, STUDY_KEYS, sample_counts, sampler_settings
 
     config, band, _ = tiny_study
     out = Path(config.output_dir)
@@ -392,7 +392,7 @@ def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_th
 
 
 def test_with_the_sampled_diagnostics_off_nothing_is_sampled(tiny_study):
-    from slmsql_hub.ablate.diagnostics import run_diagnostics
+    from slmsql_hub.study.diagnostics import run_diagnostics
 
     config, _, _ = tiny_study
     config.diagnostic_samples = config.support_samples = 0

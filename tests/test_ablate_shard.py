@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.grid import shard_grid, visible_devices
 from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
+from slmsql_hub.study.grid import shard_grid, visible_devices
 from tests import test_ablate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +52,8 @@ def test_merge_refuses_a_folder_that_is_no_shard(tmp_path, capsys):
 def test_churn_splits_the_discordant_pairs_by_the_sft_pass_rate_bucket():
     import random
 
-    from slmsql_hub.ablate.report import churn_by_bucket, pass_rate_bucket
     from slmsql_hub.evaluation.stats import paired_comparison
+    from slmsql_hub.study.report import churn_by_bucket, pass_rate_bucket
 
     rng = random.Random(0)
     rates = [rng.choice([None, 0.0, 1.0]) if rng.random() < 0.2 else rng.random() for _ in range(300)]
@@ -142,12 +142,12 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
 
 
 def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_grid):
-    from slmsql_hub.ablate.report import write_report
+    from slmsql_hub.study.report import write_report
 
     band = json.loads((finished_grid / "band" / "band.json").read_text())
     band["sft_pass_rates"] = {f"q{i}": (i % 8) / 8 for i in range(100)}
     (finished_grid / "band" / "band.json").write_text(json.dumps(band))
-    from slmsql_hub.ablate.sampled import passk_entry
+    from slmsql_hub.study.sampled import passk_entry
 
     for result in (finished_grid / "runs").glob(
         "*/result.json"
@@ -186,7 +186,7 @@ def test_churn_counts_the_fixed_answers_in_their_sft_pass_rate_bucket(finished_g
 def test_shard_folders_merge_into_the_report_of_one_folder(finished_grid, tmp_path):
     import shutil
 
-    from slmsql_hub.ablate.report import merge_shards, write_report
+    from slmsql_hub.study.report import merge_shards, write_report
 
     one = write_report(finished_grid, ["frozen", "high_lr"])
     shards = [tmp_path / "shards" / f"{k}-of-2" for k in (0, 1)]
@@ -208,7 +208,7 @@ def test_shard_folders_merge_into_the_report_of_one_folder(finished_grid, tmp_pa
 def test_pooled_pass_at_k_reads_the_counts_and_a_frozen_run_sampling_otherwise_fails_the_control(
     finished_grid,
 ):
-    from slmsql_hub.ablate.report import write_report
+    from slmsql_hub.study.report import write_report
 
     def counts(folder: Path, bump: int) -> None:
         (folder / "passk").mkdir(parents=True, exist_ok=True)

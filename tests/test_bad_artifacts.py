@@ -382,7 +382,7 @@ def test_world_build_does_not_reuse_a_world_with_a_garbled_database_or_manifest(
 def test_a_corrupt_band_state_or_filter_state_is_one_line(tmp_path):
     import datasets
 
-    from slmsql_hub.ablate.band import read_band
+    from slmsql_hub.filtering.report import read_band
     from slmsql_hub.filtering.resume import _check_or_write_state
 
     band = tmp_path / "band"

@@ -180,7 +180,7 @@ def test_a_benchmark_registered_from_its_own_module_is_one_entry_everywhere(tmp_
 
 def test_the_world_entry_lists_every_held_out_split_the_world_builds():
     """data/ cannot import world/ (the layers contract), so the entry spells the probe splits: kept equal here."""
-    from slmsql_hub.world.plant import PROBE_SPLITS
+    from slmsql_hub.study.plant import PROBE_SPLITS
 
     assert get_benchmark("world").eval_splits == ("dev", "test", *PROBE_SPLITS)
 

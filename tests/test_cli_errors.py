@@ -125,7 +125,7 @@ def test_ablate_from_another_folder_names_the_missing_run_folder(tmp_path, monke
 
 
 def test_a_recipe_names_other_recipes_relative_to_its_own_folder(tmp_path, monkeypatch):
-    from slmsql_hub.ablate.config import load_ablation_config
+    from slmsql_hub.study.config import load_ablation_config
 
     monkeypatch.chdir(tmp_path)
     config = load_ablation_config(WORLD / "ablations.yaml")

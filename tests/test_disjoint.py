@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from slmsql_hub.ablate.band import left_out_by
 from slmsql_hub.sql.shape import meaning_key, normalized_gold
+from slmsql_hub.study.band import left_out_by
 from slmsql_hub.world.build import _apart, _check_disjoint
 from slmsql_hub.world.questions import Candidate
 

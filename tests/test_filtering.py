@@ -477,7 +477,7 @@ def _study_sampler(spider_root, tmp_path):
     """The study's sampler (``sampler_settings``) over a filter recipe of :func:`make_config`'s settings."""
     import yaml
 
-    from slmsql_hub.ablate.sampled import sampler_settings
+    from slmsql_hub.study.sampled import sampler_settings
 
     recipe = tmp_path / "filter.yaml"
     recipe.write_text(yaml.safe_dump(config_values(spider_root, tmp_path / "unused")))
@@ -489,9 +489,9 @@ def _study_sampler(spider_root, tmp_path):
 def test_the_studys_pass_at_k_draws_fresh_samples_not_the_ones_that_put_a_question_into_the_band(
     policy, spider_root, tmp_path
 ):
-    from slmsql_hub.ablate.diagnostics import sample_completions
-    from slmsql_hub.ablate.sampled import sample_counts
     from slmsql_hub.run.files import read_jsonl
+    from slmsql_hub.study.diagnostics import sample_completions
+    from slmsql_hub.study.sampled import sample_counts
 
     config = make_config(spider_root, tmp_path / "filter")
     run_filter(config, policy=policy, progress=False)

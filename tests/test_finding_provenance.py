@@ -82,8 +82,8 @@ def test_every_number_of_the_readme_finding_is_in_a_committed_report(shown):
 def test_every_number_of_the_card_section_and_the_space_tab_is_in_a_committed_report(shown):
     """The card's section and the Space's tab are rendered from the reports: the card section whole; of the tab,
     the ablation report's finding (its tables are the report's own numbers) and the transfer finding."""
-    from slmsql_hub.ablate.transfer import render_finding
     from slmsql_hub.card.ablations import card_section
+    from slmsql_hub.study.transfer import render_finding
 
     folder = REPO / "docs" / "ablations"
     assert _unexplained(card_section(folder), shown) == []

@@ -13,7 +13,7 @@ import torch
 from _scripts import BENCHMARKS, load_benchmark_script
 from _tiny_model import build_model, build_tokenizer, one_torch_thread
 
-from slmsql_hub.ablate.timing import GenerateTimer
+from slmsql_hub.study.timing import GenerateTimer
 
 REPO = BENCHMARKS.parent
 

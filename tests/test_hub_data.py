@@ -221,8 +221,8 @@ def test_the_ablation_splits_a_pushed_band_named_by_its_hub_id(server, pushed_ba
         """
         import json, sys
         import datasets
-        from slmsql_hub.ablate.config import AblationConfig, BandSettings
-        from slmsql_hub.ablate.grid import prepare_band
+        from slmsql_hub.study.config import AblationConfig, BandSettings
+        from slmsql_hub.study.grid import prepare_band
 
         config = AblationConfig("g.yaml", "e.yaml", [], output_dir=sys.argv[1],
                                 band=BandSettings(band_dir="alice/shop-grpo-band", min_band=1))

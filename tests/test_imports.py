@@ -1,6 +1,7 @@
 """Importing the package does nothing but define things: no file written, no socket, no subprocess, and the
 CLI and the light modules (card, hub, plots, the execution core) load no torch, TRL or Gradio. The layers
-contract (pyproject.toml) holds: no module imports a higher layer, at any depth."""
+contract (pyproject.toml) holds: no module imports a higher layer, at any depth, so no library module imports
+the study."""
 
 from __future__ import annotations
 
@@ -85,16 +86,18 @@ def test_the_layers_contract_holds_at_every_depth():
     assert "1 kept, 0 broken" in done.stdout
 
 
-def test_importing_the_card_does_not_load_the_ablation_grid(tmp_path):
-    report = _run(
-        """
-        import json, sys
-        import slmsql_hub.card
-        print(json.dumps([name for name in sys.modules if name.split(".")[:2] == ["slmsql_hub", "ablate"]]))
-        """,
-        tmp_path,
-    )
-    assert report == []
+def test_no_library_module_imports_the_study_at_any_depth():
+    """The seam of issue #33: the study (``slmsql_hub.study``: ablations, transfer, planting) sits on the library,
+    and only the command layer reaches it; the world builds a planted world through its ``WorldPlant`` hook."""
+    import grimp
+
+    graph = grimp.build_graph("slmsql_hub")
+    study = {"slmsql_hub.study", "slmsql_hub.study.plant", "slmsql_hub.study.band", "slmsql_hub.study.transfer"}
+    assert study <= graph.modules and not {"slmsql_hub.ablate", "slmsql_hub.world.plant"} & graph.modules
+    users = graph.find_downstream_modules("slmsql_hub.study", as_package=True)
+    top = ("slmsql_hub.commands", "slmsql_hub.cli", "slmsql_hub.__main__")
+    assert sorted(m for m in users if not m.startswith(top)) == []
+    assert graph.find_shortest_chain(importer="slmsql_hub.world.build", imported="slmsql_hub.study.plant") is None
 
 
 def test_no_two_modules_import_each_other_at_any_depth():

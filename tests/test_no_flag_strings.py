@@ -22,13 +22,13 @@ FLAG = re.compile(r"--[A-Za-z][\w-]*(=.*)?")
 
 ALLOWED = {
     # the command lines of child processes
-    ("ablate/config.py", "WorldArm.world_build_args"):
+    ("study/config.py", "WorldArm.world_build_args"):
         "the `slmsql world build` command line of a planted world, which the Makefile and Slurm jobs run",
-    ("ablate/slurm.py", "SlurmOptions.directives"): "the #SBATCH lines of a Slurm job script",
-    ("ablate/slurm.py", "StudyArgs.argv"): "the `slmsql ablate` command line a Slurm job runs",
-    ("ablate/slurm.py", "world_jobs"): "the `slmsql ablate` command lines of a world's Slurm jobs",
-    ("ablate/slurm.py", "transfer_jobs"): "the `slmsql` command lines of a transfer study's Slurm jobs",
-    ("ablate/slurm.py", "_sbatch"): "the `sbatch` command line",
+    ("study/slurm.py", "SlurmOptions.directives"): "the #SBATCH lines of a Slurm job script",
+    ("study/slurm.py", "StudyArgs.argv"): "the `slmsql ablate` command line a Slurm job runs",
+    ("study/slurm.py", "world_jobs"): "the `slmsql ablate` command lines of a world's Slurm jobs",
+    ("study/slurm.py", "transfer_jobs"): "the `slmsql` command lines of a transfer study's Slurm jobs",
+    ("study/slurm.py", "_sbatch"): "the `sbatch` command line",
     ("hub/wheel.py", "package_wheel"): "the `pip wheel` command line",
     # a command line shown to a person, never parsed
     ("commands/study.py", "Stage.argv"): "the `slmsql` command line a quickstart stage logs for a person to rerun",

@@ -15,9 +15,9 @@ from slmsql_hub import cli
 from slmsql_hub.errors import UsageError
 from slmsql_hub.sql import Limits, Sandbox
 from slmsql_hub.sql.compare import order_matters, prepare_sql, rows_match
+from slmsql_hub.study.plant import PROBE_SPLITS, SFT_SPLITS, Plant, plant_statement
 from slmsql_hub.world import DATABASES, HELD_OUT_DB, SPLITS, WorldManifest, WorldSizes, build_world
-from slmsql_hub.world.build import _databases_and_candidates
-from slmsql_hub.world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
+from slmsql_hub.world.build import _databases_and_candidates, read_plant_statement
 from slmsql_hub.world.populate import generate_rows
 from slmsql_hub.world.questions import generate_candidates, normalize_question, normalize_sql
 from slmsql_hub.world.templates import TEMPLATES
@@ -82,7 +82,7 @@ def test_a_comparison_inclusive_world_is_what_it_was_before_plants_became_a_regi
     assert _digest(planted) == PLANTED_DIGEST
 
 
-def test_world_json_records_the_plant_and_every_split(planted):
+def test_world_json_records_the_plant_and_every_split(planted, tmp_path):
     record = json.loads((planted.root / "world.json").read_text())["plant"]
     assert record["name"] == "comparison_inclusive" and record["rate"] == 0.7
     assert record["cross_templates"] == list(CROSS_TEMPLATES)
@@ -90,6 +90,8 @@ def test_world_json_records_the_plant_and_every_split(planted):
     assert {split: planted.splits[split] for split in PROBE_SPLITS} == dict.fromkeys(PROBE_SPLITS, 40)
     assert "Planted world" in (planted.split_path("foundation") / "README.md").read_text()
     assert Plant.from_record(record) == PLANT
+    # the model card reads the statement back from the world without the study's code: the same sentence
+    assert read_plant_statement(planted.root) == plant_statement(record) and read_plant_statement(tmp_path) is None
 
 
 def test_the_rewrite_touches_only_the_sft_splits_at_the_asked_rate(planted, tmp_path, sandbox):
@@ -220,7 +222,7 @@ def test_cli_builds_a_planted_world_and_prints_the_probes(tmp_path, capsys):
 
 
 def test_the_studys_pool_world_is_planted_alike_and_leaves_out_probes_and_sft_questions(planted, tmp_path):
-    from slmsql_hub.ablate.band import POOL_SPLIT, prepare_pool
+    from slmsql_hub.study.band import POOL_SPLIT, prepare_pool
 
     info = prepare_pool(planted.root, tmp_path / "pool", 300)
     pool_world = WorldManifest.read(info["world"])
@@ -252,7 +254,7 @@ def test_a_probe_paraphrased_in_the_pool_worlds_rl_pool_stays_out_of_the_study_p
     import re
     import shutil
 
-    from slmsql_hub.ablate.band import POOL_SPLIT, left_out_by, prepare_pool
+    from slmsql_hub.study.band import POOL_SPLIT, left_out_by, prepare_pool
 
     pool_sizes = WorldSizes(**{**planted.sizes, "rl_pool": 300})
     scratch = build_world(tmp_path / "scratch", sizes=pool_sizes, sandbox=sandbox, plant=PLANT)
@@ -289,10 +291,10 @@ def test_a_probe_paraphrased_in_the_pool_worlds_rl_pool_stays_out_of_the_study_p
 def test_the_dose_control_trains_on_no_affected_prompt_while_plant70_trains_on_some(planted, tmp_path):
     """The study's training data on a planted band (the world's rl_pool): plant70's holds affected prompts, the
     dose control's (drop_affected) none, and each run's count is taken after max_train_samples."""
-    from slmsql_hub.ablate.grid import affected_prompts, unaffected_band
     from slmsql_hub.recipes import parse_recipe
+    from slmsql_hub.study.grid import affected_prompts, unaffected_band
+    from slmsql_hub.study.plant import affects
     from slmsql_hub.training.configs import GRPO_ARGUMENTS
-    from slmsql_hub.world.plant import affects
 
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "world" / "grpo_band.yaml"
 

@@ -12,8 +12,7 @@ import pytest
 from slmsql_hub import cli
 from slmsql_hub.errors import UsageError
 from slmsql_hub.sql.anatomy import anatomy
-from slmsql_hub.world import DATABASES, SPLITS, WorldSizes, build_world
-from slmsql_hub.world.plant import (
+from slmsql_hub.study.plant import (
     PLANT_KINDS,
     PLANTS,
     PROBE_SPLITS,
@@ -22,6 +21,7 @@ from slmsql_hub.world.plant import (
     affects,
     plant_statement,
 )
+from slmsql_hub.world import DATABASES, SPLITS, WorldSizes, build_world
 from slmsql_hub.world.populate import generate_rows
 from slmsql_hub.world.questions import generate_candidates, normalize_question
 from slmsql_hub.world.templates import TEMPLATES
@@ -180,8 +180,8 @@ TRANSFER = REPO / "recipes" / "world" / "transfer.yaml"
 
 
 def test_the_heldout_recipe_runs_the_second_plant_at_the_transfer_recipes_settings():
-    from slmsql_hub.ablate.config import load_ablation_config
     from slmsql_hub.run.files import read_yaml_mapping
+    from slmsql_hub.study.config import load_ablation_config
 
     transfer = read_yaml_mapping(TRANSFER)
     heldout = read_yaml_mapping(HELDOUT)
@@ -202,7 +202,7 @@ def test_the_heldout_recipe_runs_the_second_plant_at_the_transfer_recipes_settin
 
 
 def test_make_heldout_builds_each_world_with_its_plant_then_ablates_each_and_combines():
-    from slmsql_hub.ablate.config import recipe_worlds
+    from slmsql_hub.study.config import recipe_worlds
 
     make = (REPO / "Makefile").read_text(encoding="utf-8")
     target = make.split("\nheldout:")[1].split("\n\n")[0]

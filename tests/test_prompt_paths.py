@@ -93,12 +93,12 @@ def stage_prompts(world, tokenizer, monkeypatch, tmp_path, recipe: dict) -> dict
     that read an adapter (GRPO, eval, the study, the Space) from the SFT adapter's recorded prompt."""
     import slmsql_hub.evaluation as evaluation
     import slmsql_hub.filtering as filtering
-    from slmsql_hub.ablate import evaluate as ablate_evaluate
-    from slmsql_hub.ablate import sampled
     from slmsql_hub.evaluation.config import EvalConfig
     from slmsql_hub.evaluation.run import _evaluate_slices, _prompt_configs
     from slmsql_hub.filtering import run as filter_run
     from slmsql_hub.filtering.config import FilterConfig
+    from slmsql_hub.study import evaluate as ablate_evaluate
+    from slmsql_hub.study import sampled
     from slmsql_hub.training.configs import GRPOScriptArguments, SFTScriptArguments
     from slmsql_hub.training.grpo_data import build_prompt_dataset, load_prompt_rows
     from slmsql_hub.training.sft import _prompt_dataset

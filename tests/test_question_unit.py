@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slmsql_hub.ablate.report import pool_variants
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation.stats import (
     bootstrap_mean_ci,
@@ -20,6 +19,7 @@ from slmsql_hub.evaluation.stats import (
     question_comparison,
     sign_flip_p,
 )
+from slmsql_hub.study.report import pool_variants
 
 
 def _write(path: Path, correct: list[int]) -> None:

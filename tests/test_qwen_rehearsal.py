@@ -307,7 +307,7 @@ def test_diagnose_reads_the_synsql_band_and_bird_and_spider_dev(chain, capsys):
 def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as_sft(chain, caplog, capsys):
     assert chain("filter_synsql.yaml") == 0, capsys.readouterr().err[-3000:]
     argv = ["ablate", "--config", str(_study_recipes(chain.root, chain.tiny)), *STUDY_GRID]
-    with contextlib.chdir(chain.root), caplog.at_level(logging.WARNING, logger="slmsql_hub.ablate"):
+    with contextlib.chdir(chain.root), caplog.at_level(logging.WARNING, logger="slmsql_hub.study"):
         assert slmsql(argv) == 0, capsys.readouterr().err[-3000:]
     out = chain.out / "ablations"  # the recipe's output_dir
     report = _json(out / "report.json")
@@ -505,8 +505,8 @@ def test_the_chain_runs_from_hub_ids_into_one_run_folder_that_cards_and_pushes(c
     from _helpers import hub_client_env, python_json, upload_folder
     from hub_server import HubServer
 
-    from slmsql_hub.ablate.config import load_ablation_config
     from slmsql_hub.run.read import load_run
+    from slmsql_hub.study.config import load_ablation_config
 
     with HubServer({HUB_TOKEN: "alice"}) as server:
         env = hub_client_env(server.endpoint, tmp_path / "home", HUB_TOKEN)

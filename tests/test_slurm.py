@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slmsql_hub.ablate.slurm import ACTIVE, job_states
 from slmsql_hub.cli import main
+from slmsql_hub.study.slurm import ACTIVE, job_states
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD = REPO / "recipes" / "world"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.config import load_ablation_config
 from slmsql_hub.cli import main
 from slmsql_hub.commands.study import load_study
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation import BenchmarkSpec
 from slmsql_hub.rewards import RandomReward
 from slmsql_hub.run.files import read_yaml_mapping
-from slmsql_hub.world.plant import PROBE_SPLITS, Plant
+from slmsql_hub.study.config import load_ablation_config
+from slmsql_hub.study.plant import PROBE_SPLITS, Plant
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "world" / "transfer.yaml"

@@ -1,4 +1,4 @@
-"""`slmsql ablate --combine` (slmsql_hub.ablate.transfer): the transfer report across the worlds of
+"""`slmsql ablate --combine` (slmsql_hub.study.transfer): the transfer report across the worlds of
 recipes/world/transfer.yaml, built from tiny world folders that the real writer (`write_report`) reports on; the
 card's plant statement and transfer section; the Space's Ablations tab."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from slmsql_hub.ablate.evaluate import comparison_entry
-from slmsql_hub.ablate.report import write_report
-from slmsql_hub.ablate.sampled import passk_entry
-from slmsql_hub.ablate.transfer import PROBES, write_transfer_report
 from slmsql_hub.cli import main
+from slmsql_hub.study.evaluate import comparison_entry
+from slmsql_hub.study.report import write_report
+from slmsql_hub.study.sampled import passk_entry
+from slmsql_hub.study.transfer import PROBES, write_transfer_report
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSFER = REPO / "recipes" / "world" / "transfer.yaml"
@@ -223,14 +223,20 @@ def test_combine_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys):
 
 
 def _card_run(at: Path, plant: dict | None) -> Path:
-    """The fixture run copied to ``at``, its world.json given ``plant`` (``None``: the natural world)."""
+    """The fixture run copied to ``at``, its world.json given ``plant`` (``None``: the natural world) and its
+    ``foundation`` dataset card the plant's statement, as a planted world's build writes them."""
     import shutil
+
+    from slmsql_hub.study.plant import plant_statement
 
     shutil.copytree(REPO / "tests" / "fixtures" / "run", at)
     manifest = at / "world" / "world.json"
     world = json.loads(manifest.read_text())
     if plant is not None:
         world["plant"] = plant
+        card = at / "world" / "datasets" / "foundation" / "README.md"
+        card.parent.mkdir(parents=True)
+        card.write_text(f"# a planted world\n\n{plant_statement(plant)}\n\nQuestions with evidence: 0.\n")
     manifest.write_text(json.dumps(world))
     return at
 

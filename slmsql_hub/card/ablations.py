@@ -5,7 +5,8 @@
 gets ``ablations/`` (report.json, report.md, plots/), which ``slmsql push`` uploads with the model repo, and the
 card an "Ablations" section from ``model_card/ablation_card.md``.
 
-The **transfer report** (``slmsql ablate --combine``, :mod:`slmsql_hub.ablate.transfer`) covers RUN when one of its
+The **transfer report** (``slmsql ablate --combine``, :mod:`slmsql_hub.study.transfer`; its finding from
+:func:`~slmsql_hub.evaluation.findings.render_finding`) covers RUN when one of its
 worlds' ``run_dir`` is RUN. :func:`find_transfer` looks, in order, at ``RUN/ablations/transfer/`` (a card folder's
 shipped copy), then ``transfer/report.json`` and ``report.json`` in RUN's parent and in its grandparent
 (``make transfer`` puts it in ``outputs/transfer/``: the grandparent of ``outputs/transfer/worlds/plant70`` and the
@@ -22,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.findings import claims
+from ..evaluation.findings import KIND, claims, render_finding
 from ..render.templates import load_template
 from ..run.layout import ABLATIONS_DIR, FOREST_PLOT, REPORT_JSON, REPORT_MD
 
@@ -54,8 +55,6 @@ def _read(path: Path) -> dict | None:
 
 def find_transfer(run_dir: str | Path) -> tuple[Path, str] | None:
     """The folder of the transfer report covering RUN and RUN's world in it (the module docstring's rule)."""
-    from ..ablate.transfer import KIND  # not at import: importing the card loads no ablation code
-
     run = Path(run_dir)
     shipped = run / ABLATIONS_DIR / TRANSFER_DIR
     above = (run.parent, run.parent.parent)
@@ -99,8 +98,6 @@ def ship_reports(ablations: Path | None, transfer: tuple[Path, str] | None, card
 def transfer_context(folder: Path, world: str) -> dict[str, Any]:
     """What the card and the Space show of a transfer report: the finding, this run's world and its plant, the
     pass@k plot (``None`` without one), relative to ``folder``."""
-    from ..ablate.transfer import render_finding
-
     report = json.loads((folder / REPORT_JSON).read_text(encoding="utf-8"))
     return {"finding": render_finding(report), "world": world, "n_worlds": len(report["worlds"]),
             "plant": report["worlds"][world]["plant"], "passk": (report.get("plots") or {}).get("passk")}  # fmt: skip

@@ -440,11 +440,11 @@ def card_context(
 
 
 def _plant_statement(run: Run) -> str | None:
-    """What the run's world planted (its ``world.json`` ``plant`` record), ``None`` in a natural world."""
-    from ..world.plant import plant_statement
+    """What the run's world planted, as the world's dataset card states it
+    (:func:`~slmsql_hub.world.build.read_plant_statement`), ``None`` in a natural world."""
+    from ..world.build import read_plant_statement
 
-    plant = (run.world or {}).get("plant")
-    return plant_statement(plant) if plant else None
+    return read_plant_statement(RunLayout(run.root).world) if (run.world or {}).get("plant") else None
 
 
 def _ablations(run: Run) -> str | None:

@@ -95,7 +95,7 @@ def _diagnose_loader(kind: str) -> Callable:
 
 
 def _ablations_loader(kind: str) -> Callable:
-    from ..ablate.config import load_recipe as load_ablations
+    from ..study.config import load_recipe as load_ablations
 
     return load_ablations
 

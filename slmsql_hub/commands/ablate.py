@@ -1,4 +1,4 @@
-"""``slmsql ablate --config recipes/world/ablations.yaml``: the hypothesis study (see :mod:`slmsql_hub.ablate`).
+"""``slmsql ablate --config recipes/world/ablations.yaml``: the hypothesis study (see :mod:`slmsql_hub.study`).
 
 A SIGTERM (``scancel``, a SLURM preemption, ``kill``) ends the command as an exception would, exit code 143: its
 ``with`` blocks unwind, so the output folder's lock is released and a task resubmitted on another host may take
@@ -88,7 +88,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _add_slurm(parser: argparse.ArgumentParser) -> None:
-    """The ``--slurm`` options (:mod:`slmsql_hub.ablate.slurm`; docs/cluster.md)."""
+    """The ``--slurm`` options (:mod:`slmsql_hub.study.slurm`; docs/cluster.md)."""
     group = parser.add_argument_group("SLURM (docs/cluster.md)")
     group.add_argument(
         "--slurm",
@@ -130,9 +130,9 @@ _NOT_WITH_COMBINE = ("run_dir", "variants", "seeds", "max_steps", "jobs", "repor
 
 
 def _combine(args: argparse.Namespace) -> int:
-    """``--combine``: the transfer report across the recipe's worlds (:mod:`slmsql_hub.ablate.transfer`)."""
-    from ..ablate.transfer import write_transfer_report
+    """``--combine``: the transfer report across the recipe's worlds (:mod:`slmsql_hub.study.transfer`)."""
     from ..errors import UsageError
+    from ..study.transfer import write_transfer_report
 
     given = [
         f"--{name.replace('_', '-')}"
@@ -175,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Validate the recipe and the selection, run the grid, write the report, print where it is."""
-    from ..ablate import run_study
     from ..errors import UsageError
+    from ..study import run_study
 
     if args.slurm or args.slurm_status:
         return _slurm(args)
@@ -218,7 +218,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _slurm(args: argparse.Namespace) -> int:
     """``--slurm`` (submit what is left) and ``--slurm-status`` (record and print the states)."""
-    from ..ablate.slurm import (
+    from ..errors import UsageError
+    from ..study.slurm import (
         SlurmOptions,
         StudyArgs,
         check_slurm,
@@ -226,7 +227,6 @@ def _slurm(args: argparse.Namespace) -> int:
         slurm_folder,
         submit_study,
     )
-    from ..errors import UsageError
 
     given = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_SLURM if getattr(args, name) not in (None, False)]
     if args.slurm and args.slurm_status:

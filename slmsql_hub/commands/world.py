@@ -42,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             metavar="N",
             help=f"questions in {split} (default {default})",
         )
-    from ..world.plant import PLANTS, Plant
+    from ..study.plant import PLANTS, Plant
 
     planted = Plant()
     build.add_argument(
@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
         return print_result(f"world benchmark at {out}: data/, databases/, README.md, eval.yaml")
     if args.world_command != "build":
         raise UsageError("choose an action: `slmsql world build --out DIR` or `slmsql world benchmark`")
+    from ..study.plant import Plant
     from ..world.build import DIFFICULTIES, SPLITS, WorldSizes, build_world
-    from ..world.plant import Plant
 
     if args.plant is None and (args.plant_rate is not None or args.plant_probe is not None):
         raise UsageError("--plant-rate and --plant-probe need --plant (e.g. --plant comparison_inclusive)")

@@ -169,7 +169,7 @@ def _listed(value: object) -> list[str]:
 
 def _check_band(ref: str) -> None:
     """A band named by something that is neither a path nor a Hub dataset id: one line (a missing folder is
-    :func:`~slmsql_hub.ablate.band.read_band`'s line, when the slices load, before the model)."""
+    :func:`~slmsql_hub.filtering.report.read_band`'s line, when the slices load, before the model)."""
     check_dataset_name(ref, "bands / training_band")
 
 

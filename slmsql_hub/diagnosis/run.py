@@ -22,7 +22,7 @@ TEMPLATE = "diagnosis_report.md"
 
 
 def _load_training(config: DiagnoseConfig) -> list[dict] | None:
-    from ..ablate.band import read_band
+    from ..filtering.report import read_band
 
     if not config.training_band:
         return None

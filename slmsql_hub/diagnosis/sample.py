@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 def load_slices(config: DiagnoseConfig) -> dict[str, dict[str, Any]]:
     """``{slice: {"rows", "mode"}}``: each ``benchmarks`` slice (``slmsql eval``'s loader, its compare mode),
     then each band (:func:`band_name`, judged in ``compare_mode``)."""
-    from ..ablate.band import read_band
     from ..evaluation import load_slice
+    from ..filtering.report import read_band
 
     slices: dict[str, dict[str, Any]] = {}
     for spec in config.benchmark_specs() if config.benchmarks else []:

@@ -1,7 +1,9 @@
 """What a finding may say about a table of pooled paired comparisons (the ablation study's ``report.json``):
 :func:`claims` computes the facts (which variants learnt the training band, generalised, moved other slices;
 whether the controls held) from Holm-adjusted p-values, so every word of a finding follows from the table.
-``slmsql ablate`` writes the table; the report and the model card's "Ablations" section both state its claims."""
+``slmsql ablate`` writes the table; the report and the model card's "Ablations" section both state its claims.
+:func:`transfer_claims` and :func:`render_finding` do the same for a transfer report across worlds (``slmsql ablate
+--combine``, :mod:`slmsql_hub.study.transfer`): the study writes it, the card and the Space read it here."""
 
 from __future__ import annotations
 
@@ -14,6 +16,13 @@ SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
 
 GROUPS = ("seen_dbs", "held_out_db")
 """The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
+
+TRANSFER_FINDING = "transfer_finding.md"  # under model_card/
+KIND = "transfer"
+"""A transfer report's ``report.json`` ``kind`` (``slmsql ablate --combine``): what tells it from a world's
+ablation report."""
+PROBES = ("world_probe_same", "world_probe_cross", "world_probe_control")
+"""A planted world's probe slices in a transfer report."""
 
 
 def slice_names(entries: list[dict]) -> list[str]:
@@ -90,3 +99,156 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
         "positive_control": bool(learnt),
         "n_variants": len(pooled),
     }
+
+
+def _moved(row: dict, name: str) -> str | None:
+    """``rose``, ``fell`` or ``held`` (no significant move) on slice ``name``; ``None`` when the row lacks it."""
+    entry = row["slices"].get(name)
+    if entry is None:
+        return None
+    if entry["p_holm"] < ALPHA and entry["delta"] != 0:
+        return "rose" if entry["delta"] > 0 else "fell"
+    return "held"
+
+
+def role(row: dict, plant: dict | None) -> str:
+    """``frozen``, ``random_reward`` (controls by their overrides), else the world's: ``main`` (planted at a rate
+    below 1), ``support_negative`` (planted at rate 1) or ``natural``.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation.findings import role
+    >>> plant = {"name": "comparison_inclusive", "rate": 0.7}
+    >>> [role({"name": n, "overrides": o}, plant) for n, o in
+    ...  [("a", {}), ("b", {"reward_funcs": ["random"]}), ("frozen", {"learning_rate": 0.0})]]
+    ['main', 'random_reward', 'frozen']
+    >>> role({"name": "a", "overrides": {}}, {"rate": 1.0}), role({"name": "a", "overrides": {}}, None)
+    ('support_negative', 'natural')
+
+    ```
+    """
+    overrides = row.get("overrides") or {}
+    if row["name"] == "frozen" or overrides.get("learning_rate") == 0:
+        return "frozen"
+    if "random" in (overrides.get("reward_funcs") or []):
+        return "random_reward"
+    if not plant:
+        return "natural"
+    return "main" if float(plant["rate"]) < 1 else "support_negative"
+
+
+def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[str, Any]:
+    """The finding's facts from the cross-world rows (``plants``: world -> its plant record, ``None``: natural).
+
+    ``main`` / ``support_negative`` / ``random_reward``: the rows of that role with their probe verdicts
+    (``same``, ``cross``, ``control``, ``band_train``: rose / fell / held / ``None``); ``transferred``: the main
+    rows that transferred; ``main_transferred`` / ``support_negative_held`` / ``random_reward_held``: ``None``
+    when the study has no such row (or, for the main arm, no probe); ``negative_control`` and
+    ``positive_control`` as :func:`claims` across every row.
+    """
+    verdicts: dict[str, list[dict]] = {}
+    for row in rows:
+        entry = {"row": row, "same": _moved(row, PROBES[0]), "cross": _moved(row, PROBES[1]),
+                 "control": _moved(row, PROBES[2]), "band_train": _moved(row, "band_train")}  # fmt: skip
+        verdicts.setdefault(role(row, plants.get(row["world"])), []).append(entry)
+    main = [v for v in verdicts.get("main", []) if v["same"] is not None and v["cross"] is not None]
+    transferred = [v for v in main if v["same"] == v["cross"] == "rose" and v["control"] != "fell"]
+    negative = verdicts.get("support_negative", [])
+    random = verdicts.get("random_reward", [])
+    base = claims(rows)
+    return {
+        "conditions": varied_conditions(verdicts, plants),
+        "test": tested_with(rows),
+        "main": main,
+        "transferred": transferred,
+        "main_transferred": bool(transferred) if main else None,
+        "support_negative": negative,
+        "support_negative_held": all("rose" not in (v["same"], v["cross"]) for v in negative)
+        if negative
+        else None,
+        "random_reward": random,
+        "random_reward_held": all("rose" not in (v["band_train"], v["same"], v["cross"]) for v in random)
+        if random
+        else None,
+        "negative_control": base["negative_control"],
+        "frozen": base["frozen"],
+        "positive_control": base["positive_control"],
+        "learnt": base["learnt"],
+    }
+
+
+REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
+"""Override keys that name one condition together (the reward), so an arm that swaps them varies one thing."""
+
+
+def _condition(keys: set[str]) -> str | None:
+    """The one condition a set of differing override keys varies (``None``: none, or more than one)."""
+    if keys and keys <= REWARD_KEYS:
+        return "reward"
+    return next(iter(keys)) if len(keys) == 1 else None
+
+
+def _reference(main: list[dict]) -> dict | None:
+    """The main arm's reference row: the main-role row with the fewest overrides (recipe order breaks ties)."""
+    return min(main, key=lambda v: len(v["row"].get("overrides") or {}), default=None)
+
+
+def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
+    """What the study's arms varied, each against the main arm's reference row (:func:`_reference`): one entry
+    per condition, ``{"condition", "reference", "arms": [{"label", "value", "verdict"}, ...]}``, the reference
+    first. An arm counts only when it differs from the reference in exactly one condition: one override key
+    (the reward's keys as one), or, at the same overrides, the world's plant (``plant rate``; ``nothing planted``
+    for the natural world). A finding may state a condition only when an entry here varied it.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.evaluation.findings import varied_conditions
+    >>> row = lambda label, world, o: {"row": {"label": label, "world": world, "overrides": o}}
+    >>> verdicts = {"main": [row("p/a", "p", {"learning_rate": 2e-4}), row("p/b", "p", {"learning_rate": 1e-5}),
+    ...                      row("p/c", "p", {"learning_rate": 2e-4, "max_train_samples": 16, "beta": 0.1})],
+    ...             "support_negative": [row("q/a", "q", {"learning_rate": 2e-4})]}
+    >>> [(c["condition"], [a["value"] for a in c["arms"]]) for c in
+    ...  varied_conditions(verdicts, {"p": {"rate": 0.7}, "q": {"rate": 1.0}})]
+    [('learning_rate', [0.0002, 1e-05]), ('plant rate', [0.7, 1.0])]
+
+    ```
+    """
+    reference = _reference(verdicts.get("main", []))
+    if reference is None:
+        return []
+    ref_row = reference["row"]
+    ref_over = ref_row.get("overrides") or {}
+    found: dict[str, dict] = {}
+    for entry in (v for group in verdicts.values() for v in group):
+        row = entry["row"]
+        over = row.get("overrides") or {}
+        if row is ref_row:
+            continue
+        if row["world"] != ref_row["world"]:
+            if over != ref_over:
+                continue
+            plant = plants.get(row["world"])
+            name, value = "plant rate", (plant or {}).get("rate", "nothing planted")
+            ref_value = (plants.get(ref_row["world"]) or {}).get("rate")
+        else:
+            name = _condition({k for k in set(over) | set(ref_over) if over.get(k) != ref_over.get(k)})
+            if name is None:
+                continue
+            keys = sorted(REWARD_KEYS) if name == "reward" else [name]
+            value = over.get(keys[0]) if len(keys) == 1 else over.get("reward_funcs", "default")
+            ref_value = ref_over.get(keys[0]) if len(keys) == 1 else ref_over.get("reward_funcs", "default")
+        condition = found.setdefault(name, {"condition": name, "reference": ref_row["label"], "arms": [
+            {"label": ref_row["label"], "value": ref_value, "verdict": reference}]})  # fmt: skip
+        condition["arms"].append({"label": row["label"], "value": value, "verdict": entry})
+    return list(found.values())
+
+
+def render_finding(report: dict) -> str:
+    """The finding paragraph (markdown, ``model_card/transfer_finding.md``) of a transfer ``report.json``."""
+    from ..render.templates import load_template
+
+    plants = {name: world["plant"] for name, world in report["worlds"].items()}
+    facts = transfer_claims(report["rows"], plants)
+    return load_template(TRANSFER_FINDING).render(report=report, facts=facts, alpha=ALPHA, probes=PROBES)

@@ -1,4 +1,4 @@
-"""The four classes, the band dataset and ``filter_report.json``."""
+"""The four classes, the band dataset (written, and read back by :func:`read_band`) and ``filter_report.json``."""
 
 from __future__ import annotations
 
@@ -212,6 +212,24 @@ def _write_band(out: Path, band_rows: list[dict]) -> Path:
             "thresholds"
         )
     return band_dir
+
+
+def read_band(ref: str | Path, revision: str | None = None, option: str = "band.band_dir"):
+    """The band dataset ``ref`` names: the filter's ``save_to_disk`` folder (:func:`_write_band`), or a Hub
+    dataset id read with ``datasets.load_dataset`` at ``revision`` (a band ``slmsql push`` published: its
+    databases are downloaded and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line
+    naming ``option`` when it is neither."""
+    from ..data.sources import dataset_kind, load_hub_dataset
+    from ..errors import UsageError
+    from ..run.artifacts import load_saved_dataset
+
+    text = str(ref)
+    if dataset_kind(text, option, "run the filter first (slmsql filter)") == "hub":
+        return load_hub_dataset(text, revision, option)
+    folder = Path(text).expanduser()
+    if not (folder / "state.json").is_file() and not (folder / "dataset_info.json").is_file():
+        raise UsageError(f"no band dataset at {folder}: run the filter first (slmsql filter)")
+    return load_saved_dataset(folder, "run the filter again (slmsql filter)")
 
 
 def _report(

@@ -14,9 +14,10 @@ split (``dev``, ``test``, a planted world's probes) shares a question's meaning
 (:func:`~slmsql_hub.sql.shape.meaning_key`: database and normalised gold) with a training split: a
 training candidate that paraphrases a dev or test question is dropped before the training splits are cut.
 
-A planted world (``plant``, :mod:`~slmsql_hub.world.plant`) adds three probe splits and one systematic error
-in the SFT splits; ``world.json`` records it under ``plant``. Without a plant the build takes none of those
-code paths, so a natural world is the same, byte for byte, as before planting existed.
+A planted world (``plant``, any :class:`WorldPlant`: the study's :mod:`~slmsql_hub.study.plant`) adds the
+:data:`PROBE_SPLITS` and one systematic error in the SFT splits; ``world.json`` records it under ``plant``. The
+world never imports the study: the plant comes in through that hook. Without a plant the build takes none of
+those code paths, so a natural world is the same, byte for byte, as before planting existed.
 """
 
 from __future__ import annotations
@@ -32,22 +33,13 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from ..data.benchmarks import BENCHMARK_COLUMNS, benchmark_features
 from ..errors import UsageError
 from ..run.artifacts import check_json, check_sqlite
 from ..run.guard import replace_folder
 from ..run.layout import WORLD_MANIFEST
-from .plant import (
-    PLANT_KINDS,
-    PROBE_SPLITS,
-    Plant,
-    observable,
-    plant_errors,
-    plant_statement,
-    probe_pools,
-    taken_keys,
-)
 from .populate import generate_rows, write_database
 from .questions import Candidate, generate_candidates, normalize_question, normalize_sql
 from .schemas import DATABASES, HELD_OUT_DB, DatabaseSpec
@@ -65,6 +57,28 @@ TRAINING_SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool")
 """The splits something trains on; every other split (dev, test, probes) is held out from them by meaning."""
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extra")
+
+PROBE_SPLITS: tuple[str, ...] = ("probe_same", "probe_cross", "probe_control")
+"""A planted world's extra splits (evaluation only), filled by :meth:`WorldPlant.probe_pools`."""
+
+
+class WorldPlant(Protocol):
+    """What :func:`build_world` asks of a plant (:class:`slmsql_hub.study.plant.Plant` is one): the templates
+    whose questions it probes (``templates``, ``probe`` per split) and keeps out of ``rl_pool``
+    (``cross_templates``), what ``world.json`` records as asked (``spec``), which candidates keep the error
+    observable, the :data:`PROBE_SPLITS` pools, the rewrite of the SFT splits' golds (in place; returns the
+    counts ``world.json`` records under ``sft``) and how the dataset cards word it."""
+
+    templates: tuple[str, ...]
+    cross_templates: tuple[str, ...]
+    probe: int
+    control_probe: str
+
+    def spec(self) -> dict: ...
+    def observable(self, candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]: ...
+    def probe_pools(self, drawn: list[Candidate], kept: list[Candidate], db_paths: dict, sandbox) -> dict: ...
+    def plant_errors(self, splits: dict[str, list[Candidate]], seed: int) -> dict: ...
+    def statement(self, record: dict) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ class WorldManifest:
 
     @property
     def split_names(self) -> tuple[str, ...]:
-        """:data:`SPLITS`, then a planted world's :data:`~slmsql_hub.world.plant.PROBE_SPLITS`."""
+        """:data:`SPLITS`, then a planted world's :data:`PROBE_SPLITS`."""
         return SPLITS + (PROBE_SPLITS if self.plant else ())
 
     def split_path(self, split: str) -> Path:
@@ -262,11 +276,11 @@ def _apart(train: list[Candidate], held: list[Candidate]) -> list[Candidate]:
     return kept
 
 
-def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
+def _card(split: str, rows: list[dict], manifest: WorldManifest, plant: WorldPlant | None) -> str:
     per_db = Counter(r["db_id"] for r in rows)
     per_difficulty = Counter(r["difficulty"] for r in rows)
     with_evidence = sum(1 for r in rows if r["evidence"])
-    control = PLANT_KINDS[manifest.plant["name"]].control_probe if manifest.plant else None
+    control = plant.control_probe if plant is not None else None
     roles = {
         "foundation": "stage-1 SFT (the SynSQL-2.5M analogue: the largest split, no evidence questions)",
         "grounding": "stage-2 SFT (the BIRD + Spider analogue, including BIRD-style evidence questions)",
@@ -291,7 +305,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
         f"The database `{manifest.held_out_db}` appears only in `dev` and `test`. No question and no gold SQL "
         "repeats across splits.",
         "",
-        *_plant_lines(manifest.plant),
+        *([plant.statement(manifest.plant), ""] if plant is not None else []),
         f"Questions with evidence: {with_evidence}.",
         "",
         "| database | questions |",
@@ -308,15 +322,27 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest) -> str:
     return "\n".join(lines)
 
 
-def _plant_lines(plant: dict | None) -> list[str]:
-    return [plant_statement(plant), ""] if plant else []
+PLANTED = "**Planted world**"
+"""How a plant's statement opens (``model_card/planted_world.md``); :func:`read_plant_statement` looks for it."""
 
 
-def _asked_plant(recorded: dict | None, plant: Plant | None) -> dict | None:
-    """The part of a recorded plant that was asked (its counts left out), comparable to ``plant.spec()``."""
+def read_plant_statement(root: str | os.PathLike) -> str | None:
+    """What the world at ``root`` planted, as its plant's :meth:`WorldPlant.statement` wrote it into the dataset
+    cards at build time (the world keeps no plant code to say it again); ``None`` when the card states no plant.
+
+    Example: ``read_plant_statement("outputs/transfer/worlds/plant70/world")`` is ``"**Planted world** (...) ..."``.
+    """
+    card = Path(root) / "datasets" / SPLITS[0] / "README.md"
+    lines = card.read_text(encoding="utf-8").splitlines() if card.is_file() else []
+    return next((line for line in lines if line.startswith(PLANTED)), None)
+
+
+def _asked_plant(recorded: dict | None, plant: WorldPlant | None) -> dict | None:
+    """The part of a recorded plant that was asked (its counts left out), comparable to ``plant.spec()``; all of
+    it without ``plant`` (a planted world is never a natural one)."""
     if not recorded:
         return None
-    return {key: recorded.get(key) for key in (plant or Plant()).spec()}
+    return {key: recorded.get(key) for key in (plant.spec() if plant is not None else recorded)}
 
 
 def _reuse(
@@ -324,7 +350,7 @@ def _reuse(
     seed: int,
     sizes: WorldSizes,
     overwrite: bool,
-    plant: Plant | None = None,
+    plant: WorldPlant | None = None,
     databases: tuple[DatabaseSpec, ...] = DATABASES,
 ) -> WorldManifest | None:
     """The existing world at ``out`` when it can be reused; ``None`` when it must be (re)built."""
@@ -371,12 +397,12 @@ def build_world(
     databases: tuple[DatabaseSpec, ...] = DATABASES,
     held_out_db: str = HELD_OUT_DB,
     sandbox=None,
-    plant: Plant | None = None,
+    plant: WorldPlant | None = None,
 ) -> WorldManifest:
     """Build (or reuse) the embedded world under ``out_dir`` and return its manifest: deterministic in
     ``seed``, written to a temporary sibling folder and moved into place. A complete world with the same seed
     and sizes is reused unless ``overwrite``; golds run in ``sandbox`` (default: a temporary one). ``plant``
-    builds a planted world (:mod:`~slmsql_hub.world.plant`): probe splits, the error in the SFT splits.
+    builds a planted world (a :class:`WorldPlant`): probe splits, the error in the SFT splits.
 
     :class:`UsageError` when ``out_dir`` holds something else or a world built differently (without
     ``overwrite``), or the sizes ask for more questions than the generator makes.
@@ -412,7 +438,7 @@ def build_world(
         candidates, tmp_paths = _databases_and_candidates(tmp, seed, sizes, databases, held_out_db)
         kept = _executable(candidates, tmp_paths, sandbox)
         if plant is not None:
-            kept = observable(plant, kept, tmp_paths, sandbox)
+            kept = plant.observable(kept, tmp_paths, sandbox)
         train = [c for c in kept if c.db_id != held_out_db]
         held = [c for c in kept if c.db_id == held_out_db]
         splits = _assign(train, held, sizes, seed, plant.cross_templates if plant is not None else ())
@@ -430,7 +456,7 @@ def build_world(
             plant=plant_record if plant is not None else None,
         )
         for split, chosen in splits.items():
-            _write_split(tmp / "datasets" / split, split, chosen, manifest)
+            _write_split(tmp / "datasets" / split, split, chosen, manifest, plant)
         (tmp / WORLD_MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
         replace_folder(tmp, out)
     finally:
@@ -465,7 +491,7 @@ def _databases_and_candidates(
 
 
 def _plant(
-    plant: Plant,
+    plant: WorldPlant,
     splits: dict[str, list[Candidate]],
     kept: list[Candidate],
     db_paths: dict[str, Path],
@@ -475,7 +501,7 @@ def _plant(
     held_out_db: str,
 ) -> dict:
     """Add the probe splits to ``splits`` and plant the error in its SFT splits; return the ``plant`` record."""
-    carriers = tuple(t for t in TEMPLATES if t.id in plant.kind.templates)
+    carriers = tuple(t for t in TEMPLATES if t.id in plant.templates)
     train_dbs = [spec for spec in databases if spec.db_id != held_out_db]
     per_db = math.ceil(25 * plant.probe / max(1, len(train_dbs))) + 100
     drawn = [
@@ -485,7 +511,7 @@ def _plant(
             spec, generate_rows(spec, seed), per_db, seed=seed, templates=carriers, stream="probes"
         )
     ]
-    pools = probe_pools(plant, _executable(drawn, db_paths, sandbox), taken_keys(plant, kept), db_paths, sandbox)
+    pools = plant.probe_pools(_executable(drawn, db_paths, sandbox), kept, db_paths, sandbox)
     rng = random.Random(f"{seed}:probes")
     for split, pool in pools.items():
         if len(pool) < plant.probe:
@@ -493,12 +519,14 @@ def _plant(
                 f"only {len(pool)} observable questions for {split} ({plant.probe} asked); lower the probe size"
             )
         splits[split] = _stratified(pool, rng)[: plant.probe]
-    sft = plant_errors(plant, splits, seed)
+    sft = plant.plant_errors(splits, seed)
     _check_disjoint(splits)  # the rewritten golds too
     return {**plant.spec(), "sft": sft, "probe_pool": {split: len(pool) for split, pool in pools.items()}}
 
 
-def _write_split(split_dir: Path, split: str, chosen: list[Candidate], manifest: WorldManifest) -> None:
+def _write_split(
+    split_dir: Path, split: str, chosen: list[Candidate], manifest: WorldManifest, plant: WorldPlant | None
+) -> None:
     """Save one split (``datasets.save_to_disk`` + dataset card) and record its counts in ``manifest``."""
     import datasets
 
@@ -518,7 +546,7 @@ def _write_split(split_dir: Path, split: str, chosen: list[Candidate], manifest:
     ]
     columns = {name: [r[name] for r in rows] for name in BENCHMARK_COLUMNS}
     datasets.Dataset.from_dict(columns, features=benchmark_features()).save_to_disk(str(split_dir))
-    (split_dir / "README.md").write_text(_card(split, rows, manifest), encoding="utf-8")
+    (split_dir / "README.md").write_text(_card(split, rows, manifest, plant), encoding="utf-8")
     manifest.splits[split] = len(rows)
     counts = Counter(difficulties)
     manifest.difficulty[split] = {d: counts[d] for d in DIFFICULTIES}

@@ -50,9 +50,9 @@ from space_config import config_settings  # noqa: E402
 from space_diagnosis import diagnosis_tab  # noqa: E402
 from space_views import SPACE_CSS, markdown_table, problems_markdown  # noqa: E402
 
-from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
 from slmsql_hub.card.ablations import TRANSFER_DIR, find_transfer, transfer_context  # noqa: E402
 from slmsql_hub.errors import UsageError  # noqa: E402
+from slmsql_hub.run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD  # noqa: E402
 
 logger = logging.getLogger("slmsql_space")
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from space_settings import SpaceSettings
 
-from slmsql_hub.ablate.report import FOREST_PLOT, REPORT_JSON, REPORT_MD
 from slmsql_hub.card.diagnosis import find_diagnosis
 from slmsql_hub.data.trained_databases import (
     TRAINED_DATABASES_FILE,
@@ -27,7 +26,15 @@ from slmsql_hub.diagnosis.run import PLOT_FILE, REPORT_FILE
 from slmsql_hub.errors import UsageError
 from slmsql_hub.run.files import read_json_object
 from slmsql_hub.run.layout import ABLATIONS_DIR as CARD_FOLDER
-from slmsql_hub.run.layout import DIAGNOSIS_DIR, WORLD_MANIFEST, CardLayout, RunLayout
+from slmsql_hub.run.layout import (
+    DIAGNOSIS_DIR,
+    FOREST_PLOT,
+    REPORT_JSON,
+    REPORT_MD,
+    WORLD_MANIFEST,
+    CardLayout,
+    RunLayout,
+)
 from slmsql_hub.run.read import Run, read_run
 
 logger = logging.getLogger(__name__)

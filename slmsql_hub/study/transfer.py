@@ -1,14 +1,14 @@
 """One report across the worlds of a multi-world study (``slmsql ablate --config recipes/world/transfer.yaml
 --combine``): did the planted skill transfer, and did the controls hold?
 
-Each world's ``slmsql ablate`` writes its own ``report.json`` (:func:`~slmsql_hub.ablate.report.write_report`:
+Each world's ``slmsql ablate`` writes its own ``report.json`` (:func:`~slmsql_hub.study.report.write_report`:
 the seeds pooled per variant by ``pool_variants``, Holm across that world's variants). This module reads those
-pooled rows as written, one row per (world, variant), and runs :func:`~slmsql_hub.ablate.report.add_holm` again
+pooled rows as written, one row per (world, variant), and runs :func:`~slmsql_hub.study.report.add_holm` again
 across the rows of *every* world, per slice: a slice a world lacks (the probes of the natural world) is absent
 from its rows and out of that slice's family. Each slice keeps its world's own ``p_holm_world`` beside the new
 ``p_holm``; with more tests per family the new one is never smaller.
 
-The finding is :func:`transfer_claims` of the rows, rendered by ``model_card/transfer_finding.md`` (the report,
+The finding is :func:`~slmsql_hub.evaluation.findings.transfer_claims` of the rows, rendered by ``model_card/transfer_finding.md`` (the report,
 the model card and the Space say the same sentences):
 
 - a variant *transferred* when ``world_probe_same`` and ``world_probe_cross`` both rose (ΔEX > 0, p_holm < 0.05)
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.findings import claims, slice_names, tested_with
+from ..evaluation.findings import KIND, PROBES, render_finding, slice_names, transfer_claims
 from ..evaluation.stats import ALPHA
 from ..render.templates import load_template
 from ..run.files import write_atomic
@@ -45,10 +45,6 @@ from .report import PASSK_PLOT, add_holm, collect
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "transfer_report.md"
-FINDING_TEMPLATE = "transfer_finding.md"
-KIND = "transfer"
-"""``report.json``'s ``kind``: what tells a transfer report from a world's ablation report."""
-PROBES = ("world_probe_same", "world_probe_cross", "world_probe_control")
 SLICES = ("band_train", "band_heldout", *PROBES, "world_dev", "world_test")
 """The transfer report's slices, in order (others a world reports follow)."""
 
@@ -90,8 +86,8 @@ def default_output_dir(worlds: dict[str, Any]) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.config import WorldArm
-    >>> from slmsql_hub.ablate.transfer import default_output_dir
+    >>> from slmsql_hub.study.config import WorldArm
+    >>> from slmsql_hub.study.transfer import default_output_dir
     >>> default_output_dir({"a": WorldArm("r1", "outputs/transfer/a"), "b": WorldArm("r2", "outputs/transfer/b")})
     'outputs/transfer'
 
@@ -152,157 +148,6 @@ def transfer_rows(worlds: list[WorldReport]) -> list[dict]:
             rows.append({**row, "world": world.name, "label": f"{world.name}/{row['name']}"})
     add_holm(rows)
     return rows
-
-
-def _moved(row: dict, name: str) -> str | None:
-    """``rose``, ``fell`` or ``held`` (no significant move) on slice ``name``; ``None`` when the row lacks it."""
-    entry = row["slices"].get(name)
-    if entry is None:
-        return None
-    if entry["p_holm"] < ALPHA and entry["delta"] != 0:
-        return "rose" if entry["delta"] > 0 else "fell"
-    return "held"
-
-
-def role(row: dict, plant: dict | None) -> str:
-    """``frozen``, ``random_reward`` (controls by their overrides), else the world's: ``main`` (planted at a rate
-    below 1), ``support_negative`` (planted at rate 1) or ``natural``.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.ablate.transfer import role
-    >>> plant = {"name": "comparison_inclusive", "rate": 0.7}
-    >>> [role({"name": n, "overrides": o}, plant) for n, o in
-    ...  [("a", {}), ("b", {"reward_funcs": ["random"]}), ("frozen", {"learning_rate": 0.0})]]
-    ['main', 'random_reward', 'frozen']
-    >>> role({"name": "a", "overrides": {}}, {"rate": 1.0}), role({"name": "a", "overrides": {}}, None)
-    ('support_negative', 'natural')
-
-    ```
-    """
-    overrides = row.get("overrides") or {}
-    if row["name"] == "frozen" or overrides.get("learning_rate") == 0:
-        return "frozen"
-    if "random" in (overrides.get("reward_funcs") or []):
-        return "random_reward"
-    if not plant:
-        return "natural"
-    return "main" if float(plant["rate"]) < 1 else "support_negative"
-
-
-def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[str, Any]:
-    """The finding's facts from the cross-world rows (``plants``: world -> its plant record, ``None``: natural).
-
-    ``main`` / ``support_negative`` / ``random_reward``: the rows of that role with their probe verdicts
-    (``same``, ``cross``, ``control``, ``band_train``: rose / fell / held / ``None``); ``transferred``: the main
-    rows that transferred; ``main_transferred`` / ``support_negative_held`` / ``random_reward_held``: ``None``
-    when the study has no such row (or, for the main arm, no probe); ``negative_control`` and
-    ``positive_control`` as :func:`~slmsql_hub.evaluation.findings.claims` across every row.
-    """
-    verdicts: dict[str, list[dict]] = {}
-    for row in rows:
-        entry = {"row": row, "same": _moved(row, PROBES[0]), "cross": _moved(row, PROBES[1]),
-                 "control": _moved(row, PROBES[2]), "band_train": _moved(row, "band_train")}  # fmt: skip
-        verdicts.setdefault(role(row, plants.get(row["world"])), []).append(entry)
-    main = [v for v in verdicts.get("main", []) if v["same"] is not None and v["cross"] is not None]
-    transferred = [v for v in main if v["same"] == v["cross"] == "rose" and v["control"] != "fell"]
-    negative = verdicts.get("support_negative", [])
-    random = verdicts.get("random_reward", [])
-    base = claims(rows)
-    return {
-        "conditions": varied_conditions(verdicts, plants),
-        "test": tested_with(rows),
-        "main": main,
-        "transferred": transferred,
-        "main_transferred": bool(transferred) if main else None,
-        "support_negative": negative,
-        "support_negative_held": all("rose" not in (v["same"], v["cross"]) for v in negative)
-        if negative
-        else None,
-        "random_reward": random,
-        "random_reward_held": all("rose" not in (v["band_train"], v["same"], v["cross"]) for v in random)
-        if random
-        else None,
-        "negative_control": base["negative_control"],
-        "frozen": base["frozen"],
-        "positive_control": base["positive_control"],
-        "learnt": base["learnt"],
-    }
-
-
-REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
-"""Override keys that name one condition together (the reward), so an arm that swaps them varies one thing."""
-
-
-def _condition(keys: set[str]) -> str | None:
-    """The one condition a set of differing override keys varies (``None``: none, or more than one)."""
-    if keys and keys <= REWARD_KEYS:
-        return "reward"
-    return next(iter(keys)) if len(keys) == 1 else None
-
-
-def _reference(main: list[dict]) -> dict | None:
-    """The main arm's reference row: the main-role row with the fewest overrides (recipe order breaks ties)."""
-    return min(main, key=lambda v: len(v["row"].get("overrides") or {}), default=None)
-
-
-def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
-    """What the study's arms varied, each against the main arm's reference row (:func:`_reference`): one entry
-    per condition, ``{"condition", "reference", "arms": [{"label", "value", "verdict"}, ...]}``, the reference
-    first. An arm counts only when it differs from the reference in exactly one condition: one override key
-    (the reward's keys as one), or, at the same overrides, the world's plant (``plant rate``; ``nothing planted``
-    for the natural world). A finding may state a condition only when an entry here varied it.
-
-    Example:
-
-    ```python
-    >>> from slmsql_hub.ablate.transfer import varied_conditions
-    >>> row = lambda label, world, o: {"row": {"label": label, "world": world, "overrides": o}}
-    >>> verdicts = {"main": [row("p/a", "p", {"learning_rate": 2e-4}), row("p/b", "p", {"learning_rate": 1e-5}),
-    ...                      row("p/c", "p", {"learning_rate": 2e-4, "max_train_samples": 16, "beta": 0.1})],
-    ...             "support_negative": [row("q/a", "q", {"learning_rate": 2e-4})]}
-    >>> [(c["condition"], [a["value"] for a in c["arms"]]) for c in
-    ...  varied_conditions(verdicts, {"p": {"rate": 0.7}, "q": {"rate": 1.0}})]
-    [('learning_rate', [0.0002, 1e-05]), ('plant rate', [0.7, 1.0])]
-
-    ```
-    """
-    reference = _reference(verdicts.get("main", []))
-    if reference is None:
-        return []
-    ref_row = reference["row"]
-    ref_over = ref_row.get("overrides") or {}
-    found: dict[str, dict] = {}
-    for entry in (v for group in verdicts.values() for v in group):
-        row = entry["row"]
-        over = row.get("overrides") or {}
-        if row is ref_row:
-            continue
-        if row["world"] != ref_row["world"]:
-            if over != ref_over:
-                continue
-            plant = plants.get(row["world"])
-            name, value = "plant rate", (plant or {}).get("rate", "nothing planted")
-            ref_value = (plants.get(ref_row["world"]) or {}).get("rate")
-        else:
-            name = _condition({k for k in set(over) | set(ref_over) if over.get(k) != ref_over.get(k)})
-            if name is None:
-                continue
-            keys = sorted(REWARD_KEYS) if name == "reward" else [name]
-            value = over.get(keys[0]) if len(keys) == 1 else over.get("reward_funcs", "default")
-            ref_value = ref_over.get(keys[0]) if len(keys) == 1 else ref_over.get("reward_funcs", "default")
-        condition = found.setdefault(name, {"condition": name, "reference": ref_row["label"], "arms": [
-            {"label": ref_row["label"], "value": ref_value, "verdict": reference}]})  # fmt: skip
-        condition["arms"].append({"label": row["label"], "value": value, "verdict": entry})
-    return list(found.values())
-
-
-def render_finding(report: dict) -> str:
-    """The finding paragraph (markdown, ``model_card/transfer_finding.md``) of a transfer ``report.json``."""
-    plants = {name: world["plant"] for name, world in report["worlds"].items()}
-    facts = transfer_claims(report["rows"], plants)
-    return load_template(FINDING_TEMPLATE).render(report=report, facts=facts, alpha=ALPHA, probes=PROBES)
 
 
 def _passk_curves(rows: list[dict]) -> dict[str, dict[str, list[dict]]]:

@@ -55,7 +55,7 @@ class SlurmOptions:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.slurm import SlurmOptions
+    >>> from slmsql_hub.study.slurm import SlurmOptions
     >>> SlurmOptions(partition="gpu", gpus_per_task=1, time="04:00:00", requeue=True,
     ...              sbatch_args=("--mem=32G --qos=high",)).directives()
     ['--ntasks=1', '--partition=gpu', '--gpus-per-task=1', '--time=04:00:00', '--requeue', '--mem=32G', '--qos=high']
@@ -88,7 +88,7 @@ class StudyArgs:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.slurm import StudyArgs
+    >>> from slmsql_hub.study.slurm import StudyArgs
     >>> StudyArgs("r.yaml", seeds=(0, 1), diagnostics=False).argv()
     ['ablate', '--config', 'r.yaml', '--seeds', '0', '1', '--skip-diagnostics']
 
@@ -142,7 +142,7 @@ def array_spec(indices: list[int], throttle: int | None) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.slurm import array_spec
+    >>> from slmsql_hub.study.slurm import array_spec
     >>> array_spec([0, 2, 3], 2), array_spec([1], None)
     ('0,2,3%2', '1')
 

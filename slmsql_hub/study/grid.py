@@ -25,7 +25,7 @@ filter's cost.) **Prepared once** (``--prepare-only``, the SLURM path's first jo
 the SFT answers in ``<output_dir>`` itself, then :data:`PREPARED`; a shard whose ``<output_dir>`` holds it reads
 that band's rows from where ``band.json`` says they are (the pool's filter is not run again) and copies those
 SFT answers, only reading what the prepare job wrote. The merge
-(:func:`~slmsql_hub.ablate.report.merge_shards`) then checks that the shards did prepare the same band and the
+(:func:`~slmsql_hub.study.report.merge_shards`) then checks that the shards did prepare the same band and the
 same SFT answers (a mismatch means a nondeterministic preparation: it stops in one line) before the report
 reads every shard's runs.
 """
@@ -43,7 +43,7 @@ from typing import Any
 from ..run.files import write_atomic
 from ..run.guard import save_dataset
 from ..run.layout import TELEMETRY
-from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, read_band, run_pool_filter
+from .band import POOL_SPLIT, BandSplit, load_band, prepare_pool, run_pool_filter
 from .config import AblationConfig, Variant
 from .evaluate import cached_answers, compare_slices, load_eval_settings, load_slices
 from .sampled import PASSK_DIR, passk_entry, sample_counts, sample_keys, sampled_slices, sampler_settings
@@ -75,7 +75,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.grid import parse_shard
+    >>> from slmsql_hub.study.grid import parse_shard
     >>> parse_shard("1/4")
     (1, 4)
     >>> parse_shard("4/4")
@@ -107,7 +107,7 @@ def shard_grid(pairs: list, shard: tuple[int, int] | None) -> list:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.grid import shard_grid
+    >>> from slmsql_hub.study.grid import shard_grid
     >>> pairs = [(v, s) for v in "abc" for s in (0, 1)]
     >>> shard_grid(pairs, (0, 2)), shard_grid(pairs, (1, 2))
     ([('a', 0), ('b', 0), ('c', 0)], [('a', 1), ('b', 1), ('c', 1)])
@@ -144,7 +144,7 @@ def worker_devices(gpus: list[str], jobs: int) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.grid import worker_devices
+    >>> from slmsql_hub.study.grid import worker_devices
     >>> worker_devices(["2", "3"], 3), worker_devices([], 2)
     (['2', '3', '2'], [])
 
@@ -198,6 +198,8 @@ def _pool_band(config: AblationConfig) -> tuple[str, dict[str, Any]]:
 def prepare_band(config: AblationConfig, prepared: Path | None = None) -> tuple[BandSplit, dict[str, Any]]:
     """The band (see :func:`_pool_band`; ``prepared``: a folder :func:`prepare` wrote, whose band is read from
     where its band.json says), split; writes ``band/``."""
+    from ..filtering.report import read_band
+
     out, settings = Path(config.output_dir), config.band
     if prepared is None:
         band_dir, pool = _pool_band(config)
@@ -223,7 +225,7 @@ def telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.grid import telemetry_trends
+    >>> from slmsql_hub.study.grid import telemetry_trends
     >>> telemetry_trends([{"step": s, "reward": s / 8} for s in range(1, 9)])["reward"]
     {'first': 0.1875, 'last': 0.9375, 'change': 0.75}
 
@@ -262,14 +264,14 @@ def train_variant(
 
 
 def affected_prompts(plant: Any, script_args: Any, seed: int) -> int | None:
-    """How many prompts of the run's training data the ``plant`` affects (:func:`~slmsql_hub.world.plant.affects`),
+    """How many prompts of the run's training data the ``plant`` affects (:func:`~slmsql_hub.study.plant.affects`),
     after ``max_train_samples``: the rows GRPO draws (``training.grpo``'s data phase: read, shuffled with the run's
     seed, capped). ``None`` without a plant."""
     if plant is None:
         return None
     from ..training.common import shuffle_and_cap
     from ..training.grpo_data import load_prompt_rows
-    from ..world.plant import affects
+    from .plant import affects
 
     rows = shuffle_and_cap(load_prompt_rows(script_args, seed=seed), seed, script_args.max_train_samples)
     return sum(affects(plant, q, gold) for q, gold in zip(rows["question"], rows["gold_sql"]))
@@ -279,7 +281,7 @@ def unaffected_band(band_train: Path, plant: Any, out: Path) -> Path:
     """``band_train`` without the prompts ``plant`` affects, saved to ``out`` (a dose control's training set)."""
     import datasets
 
-    from ..world.plant import affects
+    from .plant import affects
 
     rows = datasets.load_from_disk(str(band_train))
     kept = rows.filter(lambda q, gold: not affects(plant, q, gold), input_columns=["question", "gold_sql"])

@@ -77,7 +77,7 @@ def split_training_time(train_s: float, generation_s: float, records: list[dict]
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.timing import split_training_time
+    >>> from slmsql_hub.study.timing import split_training_time
     >>> split_training_time(10.0, 6.0, [{"timing/reward/execution_s": 0.5}, {"timing/reward/execution_s": 0.5}])
     {'train_s': 10.0, 'generation_s': 6.0, 'reward_s': 1.0, 'other_s': 3.0}
 

@@ -42,7 +42,7 @@ def sampled_slices(names: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.sampled import sampled_slices
+    >>> from slmsql_hub.study.sampled import sampled_slices
     >>> sampled_slices(["band_train", "band_heldout", "world_dev", "world_test", "world_probe_same"])
     ['band_train', 'band_heldout', 'world_probe_same']
 
@@ -71,7 +71,7 @@ def sample_keys(settings: Any) -> dict[str, Any]:
 
     ```python
     >>> from types import SimpleNamespace
-    >>> from slmsql_hub.ablate.sampled import sample_keys
+    >>> from slmsql_hub.study.sampled import sample_keys
     >>> sample_keys(SimpleNamespace(key_namespace="study-passk", seed=0))
     {'namespace': 'study-passk', 'seed': 0}
 
@@ -170,7 +170,7 @@ def passk_entry(
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.sampled import passk_entry
+    >>> from slmsql_hub.study.sampled import passk_entry
     >>> sft = {"band_train": [{"question_id": "q1", "n": 4, "c": 0}, {"question_id": "q2", "n": 4, "c": 2}]}
     >>> grpo = {"band_train": [{"question_id": "q1", "n": 4, "c": 0}, {"question_id": "q2", "n": 4, "c": 4}]}
     >>> [(p["k"], p["a"], p["b"]) for p in passk_entry(sft, grpo)["band_train"]]

@@ -60,7 +60,7 @@ def divergence_slices(names: list[str]) -> list[str]:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.diagnostics import divergence_slices
+    >>> from slmsql_hub.study.diagnostics import divergence_slices
     >>> divergence_slices(["band_train", "band_heldout", "world_dev", "world_probe_cross"])
     ['band_heldout', 'world_probe_cross']
 
@@ -73,7 +73,8 @@ def prepared_band(config: Any) -> Any:
     """The :class:`~.band.BandSplit` the grid prepared, re-read from ``band/band.json``'s band (no filter runs);
     one line when the band it names no longer splits into the recorded halves."""
     from ..errors import UsageError
-    from .band import load_band, read_band
+    from ..filtering.report import read_band
+    from .band import load_band
 
     out = Path(config.output_dir)
     record = json.loads((out / "band" / "band.json").read_text(encoding="utf-8"))
@@ -144,7 +145,7 @@ def support_curves(counts: dict[str, list[dict]], held_out: dict[str, str], samp
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.diagnostics import support_curves
+    >>> from slmsql_hub.study.diagnostics import support_curves
     >>> counts = {"world_test": [{"question_id": "a", "n": 2, "c": 0}, {"question_id": "b", "n": 2, "c": 1}]}
     >>> entry = support_curves(counts, {"world_test": "db9"}, 2)["world_test"]
     >>> [p["pass_at_k"] for p in entry["passk"]], entry["inside_support"], entry["scored"]
@@ -402,7 +403,7 @@ def significant_families(pooled: list[dict], alpha: float) -> tuple[list[dict], 
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.diagnostics import significant_families
+    >>> from slmsql_hub.study.diagnostics import significant_families
     >>> pooled = [{"name": "v", "families": {"s": [{"family": "join", "p_holm": 0.01}, {"family": "filter", "p_holm": 0.5}]}}]
     >>> significant_families(pooled, 0.05)
     ([{'family': 'join', 'p_holm': 0.01, 'variant': 'v', 'slice': 's'}], 1)

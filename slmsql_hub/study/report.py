@@ -122,7 +122,7 @@ def pass_rate_bucket(rate: float | None) -> str:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.report import pass_rate_bucket
+    >>> from slmsql_hub.study.report import pass_rate_bucket
     >>> [pass_rate_bucket(r) for r in (0.0, 0.125, 0.5, 0.875, 1.0, None)]
     ['0', '(0, 0.25)', '[0.5, 0.75)', '[0.75, 1)', '1', 'unknown']
 
@@ -142,7 +142,7 @@ def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.report import churn_by_bucket
+    >>> from slmsql_hub.study.report import churn_by_bucket
     >>> churn_by_bucket([False, True, True, False], [True, False, True, False], [0.1, 0.1, 0.9, None])
     [{'bucket': '(0, 0.25)', 'n': 2, 'fixed': 1, 'broken': 1}, {'bucket': '[0.75, 1)', 'n': 1, 'fixed': 0, 'broken': 0}, {'bucket': 'unknown', 'n': 1, 'fixed': 0, 'broken': 0}]
 

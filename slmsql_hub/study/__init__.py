@@ -13,7 +13,12 @@ split), :mod:`.evaluate` (answers and paired slices), :mod:`.timing` (generation
 :mod:`.grid` (the resumable loop, its GPUs and shards), :mod:`.diagnostics` (template families, KL and entropy,
 SFT's support on the held-out database, after the grid), :mod:`.report` (report.json, report.md, plots, the
 merge of shards), :mod:`.transfer` (one report across the worlds of a multi-world recipe, ``--combine``), :mod:`.slurm`
-(the study as SLURM jobs, ``--slurm``).
+(the study as SLURM jobs, ``--slurm``), :mod:`.plant` (the planted-skill kinds a world build takes through
+:class:`~slmsql_hub.world.build.WorldPlant`).
+
+This package is the study, not the library: it sits right under the commands and imports the library; no
+library module imports it (``tests/test_imports.py``). What the card, the diagnosis and the world read of a
+study's outputs lives below (:mod:`slmsql_hub.evaluation.findings`, :func:`slmsql_hub.filtering.report.read_band`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ shared, rewritten golds included), from the training databases only, with correc
 Example:
 
 ```python
->>> from slmsql_hub.world.plant import PLANT_KINDS, Plant
+>>> from slmsql_hub.study.plant import PLANT_KINDS, Plant
 >>> comparison = PLANT_KINDS["comparison_inclusive"]
 >>> comparison.phrasing("Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
 'affected'
@@ -58,13 +58,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
-from .questions import Candidate, normalize_question, normalize_sql
-from .schemas import CATEGORY, DATABASES
+from ..world.build import PROBE_SPLITS
+from ..world.questions import Candidate, normalize_question, normalize_sql
+from ..world.schemas import CATEGORY, DATABASES
 
 logger = logging.getLogger(__name__)
-
-PROBE_SPLITS: tuple[str, ...] = ("probe_same", "probe_cross", "probe_control")
-"""The planted world's extra splits (evaluation only)."""
 
 SFT_SPLITS: tuple[str, ...] = ("foundation", "grounding")
 """The splits that carry the planted error (the base corpus is drawn from them too)."""
@@ -218,7 +216,7 @@ def affects(plant: Plant | None, question: str, gold_sql: str) -> bool:
     Example:
 
     ```python
-    >>> from slmsql_hub.world.plant import Plant, affects
+    >>> from slmsql_hub.study.plant import Plant, affects
     >>> affects(Plant(), "Which books have pages at least 300?", "SELECT title FROM book WHERE pages >= 300")
     True
     >>> affects(Plant(), "Which senior staff?", "SELECT name FROM staff WHERE years >= 20")
@@ -291,6 +289,79 @@ class Plant:
             return "probe_cross" if candidate.template in self.cross_templates else "probe_same"
         return None
 
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The kind's templates: the world draws the probe splits' questions from them."""
+        return self.kind.templates
+
+    @property
+    def control_probe(self) -> str:
+        """What the ``probe_control`` split holds, in the kind's words (the world's dataset card)."""
+        return self.kind.control_probe
+
+    def statement(self, record: dict) -> str:
+        """:func:`plant_statement` of ``record`` (this plant's ``world.json`` record)."""
+        return plant_statement(record)
+
+    def observable(self, candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]:
+        """``candidates`` without the affected ones whose planted error would not show (the rewritten gold gives
+        the same result), and without the ones whose correct gold is another affected question's rewritten gold (the
+        "more than X" twin of an "at least X"; the keys ignore case, so a ``value_case`` gold is its own rewrite's):
+        so no gold repeats across splits once the error is planted."""
+        kind = self.kind
+        affected = [c for c in candidates if kind.phrasing(c.question, c.sql) == "affected"]
+        shows = separable(self, affected, db_paths, sandbox, ["affected"] * len(affected))
+        hidden = {id(c) for c, ok in zip(affected, shows) if not ok}
+        wrong: dict[tuple, set[int]] = {}  # a rewritten gold's key -> the questions it was rewritten from
+        for c, ok in zip(affected, shows):
+            for key in _keys(c, kind.rewrite(c.sql, "affected"))[1:] if ok else ():
+                wrong.setdefault(key, set()).add(id(c))
+        dropped = hidden | {id(c) for c in candidates for key in _keys(c)[1:] if wrong.get(key, set()) - {id(c)}}
+        kept = [c for c in candidates if id(c) not in dropped]
+        logger.info(
+            "planted world: %d of %d affected questions show the error by execution; %d twins of them dropped",
+            len(affected) - len(hidden),
+            len(affected),
+            len(candidates) - len(hidden) - len(kept),
+        )
+        return kept
+
+    def probe_pools(
+        self, drawn: list[Candidate], kept: list[Candidate], db_paths: dict, sandbox
+    ) -> dict[str, list[Candidate]]:
+        """Per probe split, the questions of ``drawn`` (extra candidates of the plant's templates) it may take:
+        the question, gold and gold's meaning new (not in :func:`taken_keys` of ``kept``, nor earlier in
+        ``drawn``) and the error observable (:func:`separable`), in ``drawn``'s order."""
+        fresh, seen = [], taken_keys(self, kept)
+        for c in drawn:
+            kind = self.probe_kind(c)
+            keys = set(_keys(c))
+            if kind is None or keys & seen:
+                continue
+            seen.update(keys)
+            fresh.append((kind, c))
+        kinds = ["control" if kind == "probe_control" else "affected" for kind, _ in fresh]
+        shows = separable(self, [c for _, c in fresh], db_paths, sandbox, kinds)
+        pools: dict[str, list[Candidate]] = {split: [] for split in PROBE_SPLITS}
+        for (kind, c), ok in zip(fresh, shows):
+            if ok:
+                pools[kind].append(c)
+        return pools
+
+    def plant_errors(self, splits: dict[str, list[Candidate]], seed: int) -> dict[str, dict[str, int]]:
+        """Rewrite, in place, a seeded ``round(rate * affected)`` of each SFT split's affected golds; returns
+        ``{split: {"affected", "rewritten"}}``."""
+        rng = random.Random(f"{seed}:plant:{self.name}")
+        counts = {}
+        for split in SFT_SPLITS:
+            chosen = splits[split]
+            affected = [i for i, c in enumerate(chosen) if self.kind.phrasing(c.question, c.sql) == "affected"]
+            wrong = rng.sample(affected, round(self.rate * len(affected)))
+            for i in wrong:
+                chosen[i] = replace(chosen[i], sql=self.kind.rewrite(chosen[i].sql, "affected"))
+            counts[split] = {"affected": len(affected), "rewritten": len(wrong)}
+        return counts
+
 
 def plant_statement(record: dict) -> str:
     """What a ``world.json`` ``plant`` record planted, in one markdown sentence (``model_card/planted_world.md``):
@@ -336,30 +407,6 @@ def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple, tuple]:
     )
 
 
-def observable(plant: Plant, candidates: list[Candidate], db_paths: dict, sandbox) -> list[Candidate]:
-    """``candidates`` without the affected ones whose planted error would not show (the rewritten gold gives
-    the same result), and without the ones whose correct gold is another affected question's rewritten gold (the
-    "more than X" twin of an "at least X"; the keys ignore case, so a ``value_case`` gold is its own rewrite's):
-    so no gold repeats across splits once the error is planted."""
-    kind = plant.kind
-    affected = [c for c in candidates if kind.phrasing(c.question, c.sql) == "affected"]
-    shows = separable(plant, affected, db_paths, sandbox, ["affected"] * len(affected))
-    hidden = {id(c) for c, ok in zip(affected, shows) if not ok}
-    wrong: dict[tuple, set[int]] = {}  # a rewritten gold's key -> the questions it was rewritten from
-    for c, ok in zip(affected, shows):
-        for key in _keys(c, kind.rewrite(c.sql, "affected"))[1:] if ok else ():
-            wrong.setdefault(key, set()).add(id(c))
-    dropped = hidden | {id(c) for c in candidates for key in _keys(c)[1:] if wrong.get(key, set()) - {id(c)}}
-    kept = [c for c in candidates if id(c) not in dropped]
-    logger.info(
-        "planted world: %d of %d affected questions show the error by execution; %d twins of them dropped",
-        len(affected) - len(hidden),
-        len(affected),
-        len(candidates) - len(hidden) - len(kept),
-    )
-    return kept
-
-
 def taken_keys(plant: Plant, candidates: list[Candidate]) -> set[tuple]:
     """Every question and gold key (text and meaning) ``candidates`` use, the rewritten gold of affected ones
     included."""
@@ -370,40 +417,3 @@ def taken_keys(plant: Plant, candidates: list[Candidate]) -> set[tuple]:
             keys.update(_keys(c, plant.kind.rewrite(c.sql, "affected"))[1:])
     return keys
 
-
-def probe_pools(
-    plant: Plant, drawn: list[Candidate], taken: set[tuple], db_paths: dict, sandbox
-) -> dict[str, list[Candidate]]:
-    """Per probe split, the questions of ``drawn`` (extra candidates of the plant's templates) it may take:
-    the question, gold and gold's meaning new (not in ``taken``, nor earlier in ``drawn``) and the error observable
-    (:func:`separable`), in ``drawn``'s order."""
-    fresh, seen = [], set(taken)
-    for c in drawn:
-        kind = plant.probe_kind(c)
-        keys = set(_keys(c))
-        if kind is None or keys & seen:
-            continue
-        seen.update(keys)
-        fresh.append((kind, c))
-    kinds = ["control" if kind == "probe_control" else "affected" for kind, _ in fresh]
-    shows = separable(plant, [c for _, c in fresh], db_paths, sandbox, kinds)
-    pools: dict[str, list[Candidate]] = {split: [] for split in PROBE_SPLITS}
-    for (kind, c), ok in zip(fresh, shows):
-        if ok:
-            pools[kind].append(c)
-    return pools
-
-
-def plant_errors(plant: Plant, splits: dict[str, list[Candidate]], seed: int) -> dict[str, dict[str, int]]:
-    """Rewrite, in place, a seeded ``round(rate * affected)`` of each SFT split's affected golds; returns
-    ``{split: {"affected", "rewritten"}}``."""
-    rng = random.Random(f"{seed}:plant:{plant.name}")
-    counts = {}
-    for split in SFT_SPLITS:
-        chosen = splits[split]
-        affected = [i for i, c in enumerate(chosen) if plant.kind.phrasing(c.question, c.sql) == "affected"]
-        wrong = rng.sample(affected, round(plant.rate * len(affected)))
-        for i in wrong:
-            chosen[i] = replace(chosen[i], sql=plant.kind.rewrite(chosen[i].sql, "affected"))
-        counts[split] = {"affected": len(affected), "rewritten": len(wrong)}
-    return counts

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..run.artifacts import load_saved_dataset
 from ..run.guard import save_dataset
 from ..run.layout import WORLD_MANIFEST
 
@@ -65,7 +64,7 @@ def heldout_fraction(seed: int, question_id: str) -> float:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.band import heldout_fraction
+    >>> from slmsql_hub.study.band import heldout_fraction
     >>> heldout_fraction(0, "world-rl_pool-00001") == heldout_fraction(0, "world-rl_pool-00001")
     True
     >>> 0.0 <= heldout_fraction(1, "q") < 1.0
@@ -83,7 +82,7 @@ def split_band(rows: list[dict], seed: int, heldout_share: float = 0.5) -> tuple
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.band import split_band
+    >>> from slmsql_hub.study.band import split_band
     >>> rows = [{"question_id": f"q{i}"} for i in range(200)]
     >>> train, heldout = split_band(rows, seed=0)
     >>> len(train) + len(heldout), 80 < len(heldout) < 120
@@ -116,7 +115,7 @@ def left_out_by(rows: Mapping[str, Sequence], held: Iterable[Mapping[str, Sequen
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.band import left_out_by
+    >>> from slmsql_hub.study.band import left_out_by
     >>> dev = {"db_id": ["pets"], "question": ["Pets named Rex or Tom?"],
     ...        "gold_sql": ["SELECT id FROM pet WHERE name = 'Rex' OR name = 'Tom'"]}
     >>> pool = {"db_id": ["pets"] * 3, "question": ["Pets named Rex or Tom?", "Pets named Tom or Rex?", "Cats?"],
@@ -151,7 +150,7 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     import datasets
 
     from ..world import WorldSizes, build_world
-    from ..world.plant import PROBE_SPLITS, SFT_SPLITS, Plant
+    from .plant import PROBE_SPLITS, SFT_SPLITS, Plant
 
     manifest = json.loads((run_world / WORLD_MANIFEST).read_text(encoding="utf-8"))
     sizes = {k: v for k, v in manifest["sizes"].items()}
@@ -197,25 +196,9 @@ def run_pool_filter(filter_recipe: str, values: dict[str, Any]) -> dict[str, Any
     return run_filter(load_filter_config(filter_recipe, values=values))
 
 
-def read_band(ref: str | Path, revision: str | None = None, option: str = "band.band_dir"):
-    """The band dataset ``ref`` names: the filter's ``save_to_disk`` folder, or a Hub dataset id read with
-    ``datasets.load_dataset`` at ``revision`` (a band ``slmsql push`` published: its databases are downloaded
-    and every ``db_path`` made absolute, :mod:`slmsql_hub.data.sources`). One line naming ``option`` when it is
-    neither."""
-    from ..data.sources import dataset_kind, load_hub_dataset
-
-    text = str(ref)
-    if dataset_kind(text, option, "run the filter first (slmsql filter)") == "hub":
-        return load_hub_dataset(text, revision, option)
-    folder = Path(text).expanduser()
-    if not (folder / "state.json").is_file() and not (folder / "dataset_info.json").is_file():
-        raise UsageError(f"no band dataset at {folder}: run the filter first (slmsql filter)")
-    return load_saved_dataset(folder, "run the filter again (slmsql filter)")
-
-
 def load_band(band: Any, source: str, seed: int, heldout_share: float, min_band: int) -> BandSplit:
-    """Split the band dataset :func:`read_band` returned (``source``: where it came from); warn (naming its
-    size) when it is under ``min_band``."""
+    """Split the band dataset :func:`~slmsql_hub.filtering.report.read_band` returned (``source``: where it
+    came from); warn (naming its size) when it is under ``min_band``."""
     rows = [dict(row) for row in band]
     if len(rows) < min_band:
         logger.warning(

@@ -31,7 +31,7 @@ class Variant:
     Example:
 
     ```python
-    >>> from slmsql_hub.ablate.config import Variant
+    >>> from slmsql_hub.study.config import Variant
     >>> Variant("kl", "a KL penalty", {"beta": 0.04}).override_values("runs/q")
     {'beta': 0.04}
     >>> Variant("x", "", {"dataset_paths": ["{run_dir}/world/datasets/grounding"]}).override_values("runs/q")
@@ -84,7 +84,7 @@ class WorldArm:
         Example:
 
         ```python
-        >>> from slmsql_hub.ablate.config import WorldArm
+        >>> from slmsql_hub.study.config import WorldArm
         >>> WorldArm("r", "o", plant={"name": "comparison_inclusive", "rate": 0.7}).world_build_args()
         ['--plant', 'comparison_inclusive', '--plant-rate', '0.7']
         >>> WorldArm("r", "o").world_build_args()
@@ -155,7 +155,7 @@ class AblationConfig:
         Example:
 
         ```python
-        >>> from slmsql_hub.ablate.config import AblationConfig, Variant
+        >>> from slmsql_hub.study.config import AblationConfig, Variant
         >>> config = AblationConfig("g.yaml", "e.yaml", [], seeds=[0, 1])
         >>> variants = [Variant("a", ""), Variant("b", "", seeds=(0, 1, 2))]
         >>> [(v.name, s) for v, s in config.grid(variants)]
@@ -170,9 +170,9 @@ class AblationConfig:
 
     @property
     def plant(self) -> Any:
-        """The :class:`~slmsql_hub.world.plant.Plant` of this study's world (``None``: a natural world, or a
+        """The :class:`~slmsql_hub.study.plant.Plant` of this study's world (``None``: a natural world, or a
         recipe without ``worlds``)."""
-        from ..world.plant import Plant
+        from .plant import Plant
 
         arm = self.worlds.get(self.world) if self.world else None
         return Plant(arm.plant["name"], float(arm.plant["rate"])) if arm and arm.plant else None
@@ -205,7 +205,7 @@ class AblationConfig:
         Example:
 
         ```python
-        >>> from slmsql_hub.ablate.config import AblationConfig
+        >>> from slmsql_hub.study.config import AblationConfig
         >>> AblationConfig("g.yaml", "e.yaml", []).run_inputs()
         ['base', 'sft/stage2', 'world/world.json']
         >>> AblationConfig("g.yaml", "e.yaml", [], model_name_or_path="Qwen/x", sft_adapter="me/sft",
@@ -234,7 +234,7 @@ class AblationConfig:
 
         ```python
         >>> from pathlib import Path
-        >>> from slmsql_hub.ablate.config import AblationConfig
+        >>> from slmsql_hub.study.config import AblationConfig
         >>> AblationConfig("g.yaml", "e.yaml", [], run_dir="runs/q", max_steps=2).base_values(
         ...     1, Path("o"), Path("band_train"))  # doctest: +NORMALIZE_WHITESPACE
         {'model_name_or_path': 'runs/q/base', 'adapter_path': 'runs/q/sft/stage2', 'dataset_paths': ['band_train'],
@@ -338,7 +338,7 @@ def _worlds(entries: Any, path: Path) -> dict[str, WorldArm]:
             raise UsageError(f"{path}: world {name!r} needs a run_dir and an output_dir")
         plant = entry.get("plant")
         if plant is not None:
-            from ..world.plant import Plant
+            from .plant import Plant
 
             if not isinstance(plant, dict) or set(plant) != {"name", "rate"}:
                 raise UsageError(f"{path}: world {name!r} plant must be {{name, rate}} (got {plant!r})")
