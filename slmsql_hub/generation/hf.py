@@ -155,6 +155,14 @@ def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
+def _growing_cache(model: Any) -> dict[str, Any]:
+    """``{keyword: GrowingCache()}``, the cache argument each ``generate`` (and the shared prefill) gets: the
+    library's ``DynamicCache`` without its per-token ``torch.cat`` (:mod:`.kv_cache`; same values)."""
+    from .kv_cache import GrowingCache
+
+    return {_cache_kwarg(model): GrowingCache()}
+
+
 def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
     """Run the prompts (all but their last token) through the model once; return the KV cache repeated K
     times, prompt-major like ``num_return_sequences`` expands inputs, or ``None`` when the cache can't be.
@@ -173,6 +181,7 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         position_ids=position_ids[:, :-1],
         use_cache=True,
         **extra,
+        **_growing_cache(model),
     )
     cache = output.get(name)
     if cache is None:
@@ -204,7 +213,9 @@ def _generate_batch(
                 **{_cache_kwarg(model): cache},
             )
         logger.debug("the model's cache cannot be repeated; prefilling K copies via num_return_sequences")
-    return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config)
+    return model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config, **_growing_cache(model)
+    )
 
 
 def _generate_transformers(
@@ -337,6 +348,7 @@ def generate_with_processor(
             attention_mask=attention_mask,
             generation_config=hf_config,
             logits_processor=LogitsProcessorList([logits_processor]),
+            **_growing_cache(model),
         )
     completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
     return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
