@@ -454,3 +454,26 @@ def test_generation_decodes_with_the_growing_cache_and_gives_the_dynamic_caches_
     assert updates  # every path decoded with it
     monkeypatch.setattr(hf, "_growing_cache", lambda model: {})  # the library's DynamicCache
     assert run() == new
+
+
+def test_keyed_sampling_drops_finished_rows_and_draws_exactly_what_generate_draws(trained, monkeypatch):
+    from slmsql_hub.filtering import KeyedSampler, sample_seed
+    from slmsql_hub.generation import generate_with_processor
+
+    model, tokenizer = trained
+    chats = [[{"role": "user", "content": q}] for q in (*ANSWERS, *QUESTIONS)]
+    seeds = [sample_seed(0, f"q{i}", j) for i in range(len(chats)) for j in range(6)]
+
+    def draw(drop_finished):
+        sampler = KeyedSampler(seeds, temperature=1.5)
+        return _tokens(generate_with_processor(model, tokenizer, chats, sampler, num_samples=6, max_new_tokens=24,
+                                               drop_finished=drop_finished))  # fmt: skip
+
+    batch_rows = []
+    real_forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **kw: batch_rows.append(kw["input_ids"].shape[0]) or real_forward(*a, **kw))
+    dropping = draw(True)
+    assert batch_rows[0] == len(seeds) > batch_rows[-1]  # rows left the batch as they ended
+    lengths = {len(ids) for group in dropping for ids in group}
+    assert len(lengths) > 2 and max(lengths) <= 24  # rows end at different steps
+    assert dropping == draw(False)  # generate(): every row decoded to the batch's longest
