@@ -32,7 +32,7 @@ from typing import Any
 from slmsql_hub import generation
 from slmsql_hub.ablate.band import load_band, read_band
 from slmsql_hub.ablate.config import load_ablation_config
-from slmsql_hub.ablate.evaluate import answer, load_eval_settings
+from slmsql_hub.ablate.evaluate import answer, load_eval_settings, load_slices
 from slmsql_hub.ablate.sampled import (
     PASSK_DIR,
     load_sampler_policy,
@@ -45,13 +45,16 @@ from slmsql_hub.generation import hf
 from slmsql_hub.run.files import read_jsonl
 
 
-def band_rows(config: Any, name: str) -> list[dict]:
-    """``band_train`` or ``band_heldout`` as the study split it (``<output_dir>/band/band.json``'s band)."""
+def study_slice(config: Any, name: str, eval_settings: Any) -> dict:
+    """One of the study's slices (``{"rows", "held_out_db", "mode"}``: the band halves as ``band/band.json``
+    split them, or a ``transfer`` benchmark such as ``world_probe_same``)."""
     record = json.loads((Path(config.output_dir) / "band" / "band.json").read_text(encoding="utf-8"))
-    settings = config.band
-    band = load_band(read_band(record["pool"]["band_dir"]), record["pool"]["band_dir"], settings.split_seed,
-                     settings.heldout_share, settings.min_band)  # fmt: skip
-    return {"band_train": band.train, "band_heldout": band.heldout}[name]
+    settings, source = config.band, record["pool"]["band_dir"]
+    band = load_band(read_band(source), source, settings.split_seed, settings.heldout_share, settings.min_band)
+    slices = load_slices(band.train, band.heldout, config.transfer, eval_settings)
+    if name not in slices:
+        raise SystemExit(f"--slice {name}: the study has {', '.join(slices)}")
+    return slices[name]
 
 
 PATHS = ("old", "cache", "new")
@@ -74,15 +77,16 @@ def timed(path: str, work: Callable[[], Any]) -> tuple[Any, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def recorded(config: Any, name: str, keys: dict, rows: list[dict]) -> tuple[list | None, list | None]:
-    """The study's recorded SFT counts (when drawn with ``keys``) and greedy answers for ``rows``."""
-    sft = Path(config.output_dir) / "sft"
+def recorded(folder: Path, name: str, keys: dict, rows: list[dict]) -> tuple[list | None, list | None]:
+    """The counts (when drawn with ``keys``) and greedy answers for ``rows`` the study recorded for an adapter
+    (``folder``: ``<output_dir>/sft`` or a run's folder)."""
     ids = {row["question_id"] for row in rows}
     counts = answers = None
-    if (sft / PASSK_DIR / f"{name}.jsonl").is_file() and read_keys(sft / PASSK_DIR) == keys:
-        counts = [c for c in read_jsonl(sft / PASSK_DIR / f"{name}.jsonl") if c["question_id"] in ids]
-    if (sft / f"{name}.jsonl").is_file():
-        answers = [a for a in read_jsonl(sft / f"{name}.jsonl") if a["question_id"] in ids]
+    if (folder / PASSK_DIR / f"{name}.jsonl").is_file() and read_keys(folder / PASSK_DIR) == keys:
+        counts = [c for c in read_jsonl(folder / PASSK_DIR / f"{name}.jsonl") if c["question_id"] in ids]
+    greedy = folder / f"{name}.jsonl" if folder.name == "sft" else folder / "answers" / f"{name}.jsonl"
+    if greedy.is_file():
+        answers = [a for a in read_jsonl(greedy) if a["question_id"] in ids]
     return counts, answers
 
 
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="recipes/world/transfer.yaml")
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--output-dir", required=True, help="the study's output (band/, sft/), read only")
-    parser.add_argument("--slice", default="band_heldout", choices=["band_train", "band_heldout"])
+    parser.add_argument("--slice", default="band_heldout", help="a study slice, e.g. band_heldout, world_probe_same")
+    parser.add_argument("--run", default=None, help="a run folder under runs/ (e.g. plant70-seed0); default: SFT")
     parser.add_argument("--questions", type=int, default=32, help="the slice's first N questions (0: all)")
     parser.add_argument("--samples", type=int, default=None, help="per question (default: passk_samples)")
     parser.add_argument("--json", type=Path, default=None)
@@ -99,24 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
     config = load_ablation_config(args.config, run_dir=args.run_dir, output_dir=args.output_dir)
-    rows = band_rows(config, args.slice)[: args.questions or None]
     work = Path(tempfile.mkdtemp(prefix="bench-kv-"))
-    settings = sampler_settings(config, work, args.samples)
-    settings = dataclasses.replace(settings, adapter_path=config.sft_path)
-    policy = load_sampler_policy(settings, config.sft_path)
     eval_settings = load_eval_settings(config, work)
-    piece = {args.slice: {"rows": rows, "held_out_db": None, "mode": "bird"}}
+    whole = study_slice(config, args.slice, eval_settings)
+    rows = whole["rows"][: args.questions or None]
+    piece = {args.slice: {**whole, "rows": rows}}
+    study = Path(config.output_dir)
+    recorded_in = study / "runs" / args.run if args.run else study / "sft"
+    adapter = str(recorded_in / "grpo") if args.run else config.sft_path
+    settings = sampler_settings(config, work, args.samples)
+    settings = dataclasses.replace(settings, adapter_path=adapter)
+    policy = load_sampler_policy(settings, adapter)
     out: dict[str, Any] = {"questions": len(rows), "samples": settings.num_samples}
     results = {}
     for path in PATHS:
         folder = work / path
         counts, wall, cpu = timed(path, lambda folder=folder: sample_counts(
-            settings, config.sft_path, {args.slice: rows}, folder / "passk", policy=policy)[args.slice])
+            settings, adapter, {args.slice: rows}, folder / "passk", policy=policy)[args.slice])
         out[path] = {"sampled_wall_s": wall, "sampled_cpu_s": cpu}
         greedy = None
         if path != "cache":
             greedy, g_wall, g_cpu = timed(
-                path, lambda folder=folder: answer(config.sft_path, piece, eval_settings, folder)[args.slice])
+                path, lambda folder=folder: answer(adapter, piece, eval_settings, folder)[args.slice])
             out[path].update(greedy_wall_s=g_wall, greedy_cpu_s=g_cpu)
         results[path] = (counts, greedy)
         print(f"{path}: " + ", ".join(f"{k} {v:.1f}" for k, v in out[path].items()), flush=True)
@@ -126,14 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     print("old / new: " + ", ".join(f"{k[6:]} {v:.2f}" for k, v in out.items() if k.startswith("ratio_")))
     same = results["old"] == results["new"] and results["old"][0] == results["cache"][0]
     print(f"identical (n, c) per question and greedy verdicts + SQL: {same}")
-    counts, answers = recorded(config, args.slice, sample_keys(settings), rows)
+    counts, answers = recorded(recorded_in, args.slice, sample_keys(settings), rows)
     out["identical"] = same
     if counts is not None and settings.num_samples == config.passk_samples:
         out["matches_recorded_counts"] = counts == results["new"][0]
-        print(f"new (n, c) == the study's recorded SFT counts: {out['matches_recorded_counts']}")
+        print(f"new (n, c) == the study's recorded counts: {out['matches_recorded_counts']}")
     if answers is not None:
         out["matches_recorded_greedy"] = answers == results["new"][1]
-        print(f"new greedy answers == the study's recorded SFT answers: {out['matches_recorded_greedy']}")
+        print(f"new greedy answers == the study's recorded answers: {out['matches_recorded_greedy']}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0 if same and all(v for k, v in out.items() if k.startswith("matches_")) else 1
