@@ -13,7 +13,8 @@ token counts shown). It offers:
 - :func:`generate_with_processor`: the same rendering, padding and stopping, decoding over a logits processor
   of the caller's (the pass-rate filter's per-row seeded sampler; rows leave the batch as they finish).
 
-Every ``transformers`` call decodes with :class:`~.kv_cache.GrowingCache` (``DynamicCache`` without its per-token copy).
+Every ``transformers`` call decodes with :class:`~.kv_cache.GrowingCache` (``DynamicCache`` without its
+per-token copy).
 
 The ``transformers`` backend is always available; the ``vllm`` backend needs the optional extra
 (``pip install 'slmsql-hub[vllm]'``). Importing this module does no I/O and imports neither torch nor vLLM.

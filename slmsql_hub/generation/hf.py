@@ -324,8 +324,10 @@ def generate_with_processor(
 
     A processor with ``keep_rows(rows)`` (``KeyedSampler``) lets the batch shed its finished rows as it goes
     (``drop_finished``; :func:`_decode_dropping_finished`): the same tokens, as each row's logits do not depend on
-    the other rows, without computing the half of the rows that ``generate`` pads after their end. Else, or
-    with ``drop_finished=False``, one ``generate`` call decodes every row to the batch's longest.
+    the other rows (checked bitwise on CPU in float32; on a GPU a batch's shape may flip a near-tie now and then,
+    as the filter's docstring says of batches), without computing the half of the rows that ``generate`` pads
+    after their end. Else, or with ``drop_finished=False``, one ``generate`` call decodes every row to the
+    batch's longest.
 
     Example:
 
