@@ -401,3 +401,79 @@ def test_hub_kernels_are_off_unless_asked_for(policy_dir):
     assert trained.use_kernels is False
     asked = ModelArguments(model_name_or_path=str(policy_dir / "base"), use_kernels=True)
     assert load_model_and_tokenizer(asked, None)[0].use_kernels is True
+
+
+# ---------------------------------------------------------------- the KV cache (issue #39)
+
+
+def test_growing_cache_holds_what_dynamic_cache_holds_through_growth_and_a_batch_repeat():
+    from transformers.cache_utils import DynamicCache
+
+    from slmsql_hub.generation.kv_cache import GrowingCache
+
+    torch.manual_seed(0)
+    steps = [torch.randn(2, 3, n, 4) for n in (5, 1, 1, 70, 1, 200, 1)]
+    growing, dynamic = GrowingCache(), DynamicCache()
+    buffers = set()
+    for i, step in enumerate(steps):
+        if i == 3:  # as the shared prefill does between the prompt and the first new token
+            growing.batch_repeat_interleave(2)
+            dynamic.batch_repeat_interleave(2)
+        for layer in (0, 1):
+            got = growing.update(step.repeat_interleave(1 + (i >= 3), 0), -step.repeat_interleave(1 + (i >= 3), 0), layer)
+            want = dynamic.update(step.repeat_interleave(1 + (i >= 3), 0), -step.repeat_interleave(1 + (i >= 3), 0), layer)
+            assert all(torch.equal(a, b) for a, b in zip(got, want))
+        buffers.add(growing.layers[0]._key_buffer.data_ptr())
+    assert growing.get_seq_length() == dynamic.get_seq_length() == 279
+    assert len(buffers) < len(steps) - 1  # single tokens land in spare room; only growth copies
+
+
+def _tokens(groups):
+    return [[completion.token_ids for completion in group] for group in groups]
+
+
+def test_generation_decodes_with_the_growing_cache_and_gives_the_dynamic_caches_tokens(tiny, monkeypatch):
+    from slmsql_hub.filtering import generate_keyed_samples
+    from slmsql_hub.generation.kv_cache import GrowingLayer
+
+    model, tokenizer = tiny
+    keyed = sampling(seed=5, k=4, max_new_tokens=12)
+    greedy = GenerationConfig(max_new_tokens=12, batch_size=3)
+    shared = sampling(seed=3, k=4, batch_size=3, max_new_tokens=12)
+    keys = [f"q{i}" for i in range(len(CHATS))]
+
+    def run():
+        return (_tokens(generate_keyed_samples(model, tokenizer, CHATS, keys, keyed)),
+                _tokens(generate_completions(model, tokenizer, CHATS, greedy, progress=False)),
+                _tokens(generate_completions(model, tokenizer, CHATS, shared, progress=False)))  # fmt: skip
+
+    updates = []
+    real_update = GrowingLayer.update
+    monkeypatch.setattr(GrowingLayer, "update", lambda self, *a, **kw: updates.append(1) or real_update(self, *a, **kw))
+    new = run()
+    assert updates  # every path decoded with it
+    monkeypatch.setattr(hf, "_growing_cache", lambda model: {})  # the library's DynamicCache
+    assert run() == new
+
+
+def test_keyed_sampling_drops_finished_rows_and_draws_exactly_what_generate_draws(trained, monkeypatch):
+    from slmsql_hub.filtering import KeyedSampler, sample_seed
+    from slmsql_hub.generation import generate_with_processor
+
+    model, tokenizer = trained
+    chats = [[{"role": "user", "content": q}] for q in (*ANSWERS, *QUESTIONS)]
+    seeds = [sample_seed(0, f"q{i}", j) for i in range(len(chats)) for j in range(6)]
+
+    def draw(drop_finished):
+        sampler = KeyedSampler(seeds, temperature=1.5)
+        return _tokens(generate_with_processor(model, tokenizer, chats, sampler, num_samples=6, max_new_tokens=24,
+                                               drop_finished=drop_finished))  # fmt: skip
+
+    batch_rows = []
+    real_forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **kw: batch_rows.append(kw["input_ids"].shape[0]) or real_forward(*a, **kw))
+    dropping = draw(True)
+    assert batch_rows[0] == len(seeds) > batch_rows[-1]  # rows left the batch as they ended
+    lengths = {len(ids) for group in dropping for ids in group}
+    assert len(lengths) > 2 and max(lengths) <= 24  # rows end at different steps
+    assert dropping == draw(False)  # generate(): every row decoded to the batch's longest

@@ -84,6 +84,19 @@ def test_generate_timer_counts_new_token_positions_and_throughput():
     assert timer.tokens_per_s() == pytest.approx(10 / timer.seconds)
 
 
+def test_generate_timer_counts_the_keyed_samplers_own_decoding_loop():
+    from slmsql_hub.filtering import KeyedSampler
+    from slmsql_hub.generation import generate_with_processor
+
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer)
+    with one_torch_thread(), GenerateTimer().timing() as timer:
+        groups = generate_with_processor(model, tokenizer, ["SELECT name", "SELECT"], KeyedSampler(range(6)),
+                                         num_samples=3, max_new_tokens=4)  # fmt: skip
+    longest = max(c.num_tokens for group in groups for c in group)
+    assert (timer.calls, timer.new_tokens) == (1, 6 * longest) and timer.seconds > 0
+
+
 @pytest.mark.slow
 def test_the_smoke_run_measures_every_stage_on_cpu(tmp_path):
     out = tmp_path / "gc"

@@ -94,6 +94,13 @@ class KeyedSampler:
             generator.manual_seed(seed)
             self.generators.append(generator)
 
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows (indices into the current ones, in order): the batch dropped the others. A kept
+        row goes on with its own generator, so its draws are those it would have had in the full batch."""
+        self.row_seeds = [self.row_seeds[r] for r in rows]
+        if self.generators:
+            self.generators = [self.generators[r] for r in rows]
+
     def __call__(self, input_ids: torch.Tensor | None, scores: torch.Tensor) -> torch.Tensor:
         import torch
 

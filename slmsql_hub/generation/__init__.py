@@ -11,7 +11,10 @@ token counts shown). It offers:
   template applied, stopping at the end of the assistant turn, seeded, K samples per prompt as K rows of
   one batch (``num_return_sequences`` semantics) with each prompt encoded and prefilled once,
 - :func:`generate_with_processor`: the same rendering, padding and stopping, decoding over a logits processor
-  of the caller's (the pass-rate filter's per-row seeded sampler).
+  of the caller's (the pass-rate filter's per-row seeded sampler; rows leave the batch as they finish).
+
+Every ``transformers`` call decodes with :class:`~.kv_cache.GrowingCache` (``DynamicCache`` without its
+per-token copy).
 
 The ``transformers`` backend is always available; the ``vllm`` backend needs the optional extra
 (``pip install 'slmsql-hub[vllm]'``). Importing this module does no I/O and imports neither torch nor vLLM.

@@ -155,6 +155,14 @@ def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
+def _growing_cache(model: Any) -> dict[str, Any]:
+    """``{keyword: GrowingCache()}``, the cache argument each ``generate`` (and the shared prefill) gets: the
+    library's ``DynamicCache`` without its per-token ``torch.cat`` (:mod:`.kv_cache`; same values)."""
+    from .kv_cache import GrowingCache
+
+    return {_cache_kwarg(model): GrowingCache()}
+
+
 def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
     """Run the prompts (all but their last token) through the model once; return the KV cache repeated K
     times, prompt-major like ``num_return_sequences`` expands inputs, or ``None`` when the cache can't be.
@@ -173,6 +181,7 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         position_ids=position_ids[:, :-1],
         use_cache=True,
         **extra,
+        **_growing_cache(model),
     )
     cache = output.get(name)
     if cache is None:
@@ -204,7 +213,9 @@ def _generate_batch(
                 **{_cache_kwarg(model): cache},
             )
         logger.debug("the model's cache cannot be repeated; prefilling K copies via num_return_sequences")
-    return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config)
+    return model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, generation_config=hf_config, **_growing_cache(model)
+    )
 
 
 def _generate_transformers(
@@ -304,11 +315,19 @@ def generate_with_processor(
     *,
     num_samples: int = 1,
     max_new_tokens: int = 256,
+    drop_finished: bool = True,
 ) -> list[list[Completion]]:
-    """ONE ``generate`` call over every prompt repeated ``num_samples`` times (prompt-major rows), each token
-    chosen greedily over the scores ``logits_processor(input_ids, scores)`` returns (with
+    """Every prompt repeated ``num_samples`` times (prompt-major rows) decoded as ONE batch, each token chosen
+    greedily over the scores ``logits_processor(input_ids, scores)`` returns (with
     :class:`~slmsql_hub.filtering.KeyedSampler`: the pass-rate filter's per-row seeded sampling). Returns
     ``num_samples`` completions per prompt, in input order.
+
+    A processor with ``keep_rows(rows)`` (``KeyedSampler``) lets the batch shed its finished rows as it goes
+    (``drop_finished``; :func:`_decode_dropping_finished`): the same tokens, as each row's logits do not depend on
+    the other rows (checked bitwise on CPU in float32; on a GPU a batch's shape may flip a near-tie now and then,
+    as the filter's docstring says of batches), without computing the half of the rows that ``generate`` pads
+    after their end. Else, or with ``drop_finished=False``, one ``generate`` call decodes every row to the
+    batch's longest.
 
     Example:
 
@@ -329,14 +348,70 @@ def generate_with_processor(
     encoded = encode_prompts(tokenizer, prompts)
     rows = [ids for ids in encoded for _ in range(num_samples)]
     input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
-    # Rows are already expanded, so generate() decodes one sequence per row, greedily over the processed scores.
-    hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
     with _eval_mode(model), torch.inference_mode():
-        output = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            generation_config=hf_config,
-            logits_processor=LogitsProcessorList([logits_processor]),
-        )
-    completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
+        if drop_finished and hasattr(logits_processor, "keep_rows"):
+            new_tokens = _decode_dropping_finished(
+                model, input_ids, attention_mask, logits_processor, stops, pad_id, max_new_tokens
+            )
+        else:  # rows already expanded: generate() decodes one sequence per row, greedily over the scores
+            hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=hf_config,
+                logits_processor=LogitsProcessorList([logits_processor]),
+                **_growing_cache(model),
+            )
+            new_tokens = output[:, input_ids.shape[1] :]
+    completions = _split_completions(tokenizer, new_tokens, stops)
     return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
+
+
+DROP_SHARE = 0.25
+""":func:`_decode_dropping_finished` sheds finished rows once they are this share of the batch (each shedding
+copies the KV cache once)."""
+
+
+def _decode_dropping_finished(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    processor: Any,
+    stops: list[int],
+    pad_id: int,
+    max_new_tokens: int,
+) -> torch.Tensor:
+    """Greedy decoding over ``processor``'s scores as ``generate`` does it (positions from the left padding,
+    float32 scores, stop at a stop token or ``max_new_tokens``), dropping rows that have stopped from the batch
+    (their KV cache, mask and ``processor.keep_rows``). Returns the new tokens, ``pad_id`` after a row's end."""
+    import torch
+
+    from .kv_cache import GrowingCache
+
+    cache = GrowingCache()
+    positions = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
+    live = list(range(input_ids.shape[0]))  # the original row of each batch row
+    new: list[list[int]] = [[] for _ in live]
+    stop, kwarg = set(stops), {_cache_kwarg(model): cache}
+    seen, ids, mask, pos = input_ids, input_ids, attention_mask, positions
+    for step in range(max_new_tokens):
+        output = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **extra, **kwarg)
+        tokens = processor(seen, output.logits[:, -1, :].to(dtype=torch.float32, copy=True)).argmax(-1)
+        for row, token in zip(live, tokens.tolist()):
+            if not new[row] or new[row][-1] not in stop:
+                new[row].append(token)
+        finished = torch.tensor([new[row][-1] in stop for row in live])
+        if bool(finished.all()) or step == max_new_tokens - 1:
+            break
+        ids, pos = tokens[:, None], pos[:, -1:] + 1
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+        seen = torch.cat([seen, ids], dim=-1)
+        if int(finished.sum()) >= DROP_SHARE * len(live):
+            keep = (~finished).nonzero().squeeze(-1).to(ids.device)
+            cache.reorder_cache(keep)
+            processor.keep_rows(keep.tolist())
+            ids, pos, mask, seen = ids[keep], pos[keep], mask[keep], seen[keep]
+            live = [live[i] for i in keep.tolist()]
+    width = max(len(tokens) for tokens in new)
+    return torch.tensor([tokens + [pad_id] * (width - len(tokens)) for tokens in new], dtype=torch.long)

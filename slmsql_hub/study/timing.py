@@ -45,29 +45,41 @@ class GenerateTimer:
         if getattr(prompt, "ndim", 0) == 2 and getattr(sequences, "ndim", 0) == 2:
             self.new_tokens += sequences.shape[0] * max(0, sequences.shape[1] - prompt.shape[1])
 
-    @contextlib.contextmanager
-    def timing(self) -> Iterator[GenerateTimer]:
-        """Wrap ``GenerationMixin.generate`` until the block ends (then restore it, even on error)."""
-        from transformers.generation.utils import GenerationMixin
-
-        original = GenerationMixin.generate
-
+    def _timed(self, original: Any, count: Any) -> Any:
         @functools.wraps(original)
-        def timed(model: Any, *args: Any, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
-                output = original(model, *args, **kwargs)
+                output = original(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
                 self.calls += 1
-            self._count(args, kwargs, output)
+            count(args, kwargs, output)
             return output
 
-        GenerationMixin.generate = timed
+        return timed
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[GenerateTimer]:
+        """Wrap ``GenerationMixin.generate`` and the keyed sampler's own decoding loop
+        (``generation.hf._decode_dropping_finished``, which returns only the new tokens) until the block ends
+        (then restore them, even on error)."""
+        from transformers.generation.utils import GenerationMixin
+
+        from ..generation import hf
+
+        def count_new(args: tuple, kwargs: dict, output: Any) -> None:
+            self.new_tokens += output.shape[0] * output.shape[1]
+
+        originals = [(GenerationMixin, "generate", GenerationMixin.generate, lambda a, k, o: self._count(a[1:], k, o)),
+                     (hf, "_decode_dropping_finished", hf._decode_dropping_finished, count_new)]  # fmt: skip
+        for owner, name, original, count in originals:
+            setattr(owner, name, self._timed(original, count))
         try:
             yield self
         finally:
-            GenerationMixin.generate = original
+            for owner, name, original, _ in originals:
+                setattr(owner, name, original)
 
 
 def split_training_time(train_s: float, generation_s: float, records: list[dict]) -> dict[str, float]:
