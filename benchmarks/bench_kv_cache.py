@@ -2,8 +2,8 @@
 ``GrowingCache`` (new, :mod:`slmsql_hub.generation.kv_cache`), side by side in one run on a real slice (issue #39).
 
 Both paths run the study's own functions on the same loaded policy: sampled pass@k counts
-(:func:`slmsql_hub.ablate.sampled.sample_counts`, the filter's keyed sampler in the study's keys, ``passk_samples``
-samples per question) and the greedy answers (:func:`slmsql_hub.ablate.evaluate.answer`). The old path is the
+(:func:`slmsql_hub.study.sampled.sample_counts`, the filter's keyed sampler in the study's keys, ``passk_samples``
+samples per question) and the greedy answers (:func:`slmsql_hub.study.evaluate.answer`). The old path is the
 new one with ``slmsql_hub.generation.hf._growing_cache`` returning no cache (``generate`` then makes its
 ``DynamicCache``). It prints each path's wall and CPU seconds (this process; the judge's workers do the same
 work in both) and their ratio, checks that every sampled token, every per-question ``(n, c)`` and every greedy
@@ -30,10 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from slmsql_hub import generation
-from slmsql_hub.ablate.band import load_band, read_band
-from slmsql_hub.ablate.config import load_ablation_config
-from slmsql_hub.ablate.evaluate import answer, load_eval_settings, load_slices
-from slmsql_hub.ablate.sampled import (
+from slmsql_hub.filtering.report import read_band
+from slmsql_hub.generation import hf
+from slmsql_hub.run.files import read_jsonl
+from slmsql_hub.study.band import load_band
+from slmsql_hub.study.config import load_ablation_config
+from slmsql_hub.study.evaluate import answer, load_eval_settings, load_slices
+from slmsql_hub.study.sampled import (
     PASSK_DIR,
     load_sampler_policy,
     read_keys,
@@ -41,8 +44,6 @@ from slmsql_hub.ablate.sampled import (
     sample_keys,
     sampler_settings,
 )
-from slmsql_hub.generation import hf
-from slmsql_hub.run.files import read_jsonl
 
 
 def study_slice(config: Any, name: str, eval_settings: Any) -> dict:
