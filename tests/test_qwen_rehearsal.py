@@ -50,6 +50,7 @@ from slmsql_hub.cli import main as slmsql
 from slmsql_hub.commands._recipe import load_recipe, recipe_kind
 from slmsql_hub.data.prompts import PromptConfig
 from slmsql_hub.recipes import config_to_dict
+from slmsql_hub.study.sampled import KEYS_FILE, STUDY_KEYS
 
 QWEN = Path(__file__).resolve().parents[1] / "recipes" / "qwen2.5-coder-1.5b"
 
@@ -335,6 +336,15 @@ def test_the_study_runs_its_smoke_grid_on_the_band_and_frozen_answers_exactly_as
     assert pooled["frozen"]["divergence"]["band_heldout"]["kl"] == 0.0
     assert pooled["high_lr"]["divergence"]["band_heldout"]["tokens"] > 0
     assert set(pooled["high_lr"]["families"]) == set(sizes)
+    # #32's fixes hold on the Qwen recipe: SFT and every run sample the band slices with the study's fresh keys
+    # (never the filter's), and the question is the unit, with per-seed McNemar rows, raw and Holm p beside it.
+    fresh = {"namespace": STUDY_KEYS, "seed": 0}
+    assert _json(out / "sft" / "passk" / KEYS_FILE) == fresh
+    for entry in entries.values():
+        assert entry["passk_keys"] == {"band_train": fresh, "band_heldout": fresh}
+    for name, slice_ in pooled["high_lr"]["slices"].items():
+        assert slice_["unit"] == "question" and {"p", "p_holm"} <= set(slice_), name
+        assert [(row["seed"], row["test"]) for row in slice_["per_seed"]] == [(0, "McNemar exact")], name
     assert "support" not in report  # BIRD and Spider dev name no held-out database
     # The GRPO runs are the copy of grpo_band.yaml with the study's per-run fields and the variant's override.
     recipe = config_to_dict(*load_recipe(chain.root / "study_recipes" / "grpo_band.yaml"))
