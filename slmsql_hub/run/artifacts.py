@@ -4,8 +4,7 @@
 What is checked is cheap and needs no torch: a safetensors file's 8-byte header length, its JSON header and a file
 size equal to the header's end plus the largest data offset (a truncated copy fails); a JSON file parses; a SQLite
 database passes ``PRAGMA quick_check`` on a read-only connection and has the tables its world expects; a model
-folder (an adapter or a base) has its config and complete weights. A reused stage counts as finished only when its
-adapter validates (:func:`adapter_is_complete`).
+folder (an adapter or a base) has its config and complete weights.
 """
 
 from __future__ import annotations
@@ -216,15 +215,3 @@ def check_folder_to_write(path: str | os.PathLike, option: str = "output_dir") -
     target = Path(path).expanduser()
     if target.exists() and not target.is_dir():
         raise UsageError(f"{option} {target} is a file; choose a folder")
-
-
-def adapter_is_complete(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds a whole adapter (:func:`check_model_folder`): what a reused stage must hold."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    try:
-        check_model_folder(folder, "adapter")
-    except UsageError:
-        return False
-    return True
