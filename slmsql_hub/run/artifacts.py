@@ -22,9 +22,9 @@ from typing import Any
 from ..errors import UsageError
 
 ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
+_ADAPTER_WEIGHTS = "adapter_model.safetensors"
 BASE_CONFIG = "config.json"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
+_SAFETENSORS_INDEX = "model.safetensors.index.json"
 _HEADER_MAX = 100_000_000  # safetensors' own limit on the JSON header
 
 
@@ -119,7 +119,7 @@ def check_sqlite(path: str | os.PathLike, tables: Iterable[str] = (), fix: str =
 
 
 def _base_weights(folder: Path, fix: str) -> list[Path]:
-    index = folder / SAFETENSORS_INDEX
+    index = folder / _SAFETENSORS_INDEX
     if index.is_file():
         data = check_json(index, fix)
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
@@ -157,9 +157,9 @@ def check_model_folder(
         check_json(folder / "tokenizer.json", fix)
     if kind == "adapter":
         check_json(folder / ADAPTER_CONFIG, fix)
-        if not (folder / ADAPTER_WEIGHTS).is_file() and (folder / "adapter_model.bin").is_file():
+        if not (folder / _ADAPTER_WEIGHTS).is_file() and (folder / "adapter_model.bin").is_file():
             return
-        check_safetensors(folder / ADAPTER_WEIGHTS, fix)
+        check_safetensors(folder / _ADAPTER_WEIGHTS, fix)
         return
     if not (folder / BASE_CONFIG).is_file() and (folder / ADAPTER_CONFIG).is_file():
         raise UsageError(
