@@ -140,8 +140,20 @@ def recipe_reference(recipe: str | os.PathLike, reference: str | os.PathLike) ->
 def _build_parser(dataclass_types: Sequence[type]):
     from trl import TrlParser
 
+    class RecipeParser(TrlParser):
+        """TrlParser that keeps the action ``add_argument`` returns for each field, in ``field_actions``."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.field_actions: dict[str, argparse.Action] = {}
+            super().__init__(*args, **kwargs)
+
+        def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+            action = super().add_argument(*args, **kwargs)
+            self.field_actions.setdefault(action.dest, action)  # --no_FIELD comes second: keep the field's own
+            return action
+
     # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate.
-    parser = TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
+    parser = RecipeParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
 
     def refuse(message: str) -> NoReturn:
         # argparse would print its usage block and exit; the caller wants one line it can report.
@@ -256,7 +268,7 @@ def _typed_values(parser: Any, values: Mapping[str, Any]) -> dict[str, Any]:
 
     ```
     """
-    actions = {action.dest: action for action in parser._actions if action.type is not None}
+    actions = {dest: action for dest, action in parser.field_actions.items() if action.type is not None}
     typed: dict[str, Any] = {}
     for name, value in values.items():
         action = actions.get(name)
