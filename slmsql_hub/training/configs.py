@@ -615,7 +615,6 @@ class GRPOTrainingConfig(
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider."},
     )
-    reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
@@ -645,7 +644,7 @@ class GRPOTrainingConfig(
                 f"function(s) ({', '.join(self.reward_funcs)}); give one weight per reward, or null for all 1.0"
             )
         self.reward_compare_mode = CompareMode.parse(self.reward_compare_mode).value
-        self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
+        self.resolve_sql_limits()
         if not self.min_relative_update >= 0:
             raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")
         if self.sandbox_workers is not None and self.sandbox_workers < 1:
