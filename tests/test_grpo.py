@@ -291,6 +291,10 @@ def test_script_arguments_need_prompts_from_a_training_split():
         GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
         GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="x")
+    # the evaluation splits are the registry's, so the world's probes are refused as well as dev and test
+    with pytest.raises(UsageError, match="names probe_cross, what EX is measured on"):
+        GRPOScriptArguments(benchmarks=["world:probe_cross"], world_root="x")
+    assert GRPOScriptArguments(benchmarks=["world:rl_pool"], world_root="x").benchmarks == ["world:rl_pool"]
 
 
 def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):

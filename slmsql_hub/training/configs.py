@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, make_dataclass
 from transformers import TrainingArguments
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
+from ..data.benchmarks import get_benchmark
 from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
 from ..data.sources import check_dataset_name
@@ -550,7 +551,7 @@ class GRPOScriptArguments(SFTScriptArguments):
 
     def _check_stage_fields(self) -> None:
         for entry in self.benchmark_entries():
-            if entry.split in ("dev", "test"):
+            if entry.split in get_benchmark(entry.name).eval_splits:
                 raise UsageError(
                     f"benchmarks entry {entry} names {entry.split}, what EX is measured on; train on a training "
                     "split (Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
