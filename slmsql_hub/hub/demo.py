@@ -136,19 +136,26 @@ _MAX_EXAMPLES = 200
 
 def _evaluated(run: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """``(database path by question id, predictions)`` of every non-world benchmark the run
-    evaluated whose release folder (the eval config's ``<name>_root``) is here."""
+    evaluated whose release folder (the eval config's ``<name>_root`` or ``benchmark_roots`` entry) is here."""
+    from dataclasses import fields
+
     from ..data.benchmarks import load_benchmark
+    from ..data.config import BenchmarkArguments
     from ..run.files import read_jsonl
 
     results = run.eval_results or {}
     config = results.get("config") or {}
+    roots = BenchmarkArguments(**{f.name: config.get(f.name) for f in fields(BenchmarkArguments)
+                                  if f.init and f.name != "benchmarks"})  # fmt: skip
     found = []
     for key, bench in (results.get("benchmarks") or {}).items():
-        name, root = bench.get("benchmark"), config.get(f"{bench.get('benchmark')}_root")
+        name = bench.get("benchmark")
         if name == "world" or not bench.get("predictions_file"):
             continue
+        root = roots.root(name)
         if not root or not Path(root).is_dir():
-            logger.warning("%s: its databases are not at %s (eval config %s_root); the demo leaves it out", key, root, name)
+            logger.warning("%s: its databases are not at %s (the eval config's root of %s); the demo leaves it out",
+                           key, root, name)  # fmt: skip
             continue
         rows = load_benchmark(name, root, bench.get("split"), skip_missing_db=True)
         paths = {row["question_id"]: row["db_path"] for row in rows}
