@@ -395,11 +395,9 @@ def sign_flip_p(
     seed: int = 0,
     exact_max: int = _EXACT_SIGN_FLIPS,
 ) -> float:
-    """Two-sided paired sign-flip permutation p in ``(0, 1]`` of the per-question differences, given as
-    integers ``units`` (d_i times the number of seeds; the test is scale-free): p = P(|T*| >= |T|), T = Σ d_i,
-    T* = Σ ±d_i with independent fair signs. The N non-zero d_i grouped by magnitude k make T* a sum of
-    k·(2·Binomial(count_k, 1/2) − count_k): exact by convolution when N <= ``exact_max``, else from
-    ``permutations`` seeded draws of those binomials as (1 + #{|T*| >= |T|}) / (1 + permutations).
+    """Two-sided paired sign-flip permutation p in ``(0, 1]`` (module docstring) of the per-question differences
+    given as integers ``units`` (d_i times the number of seeds; the test is scale-free): exact when at most
+    ``exact_max`` are non-zero, else from ``permutations`` seeded draws.
 
     Example:
 
