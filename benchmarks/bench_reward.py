@@ -78,13 +78,8 @@ def measure(config: str, steps: int, output_dir: str, overrides: list[str]) -> d
     from slmsql_hub.training.configs import GRPO_ARGUMENTS
     from slmsql_hub.training.grpo import train_grpo
 
-    forced = [
-        "--max_steps", str(steps),
-        "--logging_steps", "1",
-        "--save_strategy", "no",
-        "--output_dir", output_dir,
-    ]  # fmt: skip
-    summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, config, [*overrides, *forced]))
+    forced = {"max_steps": steps, "logging_steps": 1, "save_strategy": "no", "output_dir": output_dir}
+    summary = train_grpo(*parse_recipe(GRPO_ARGUMENTS, config, overrides, values=forced))
     rows = step_rows(Path(output_dir) / "telemetry.jsonl")
     return {
         "config": config,

@@ -56,7 +56,7 @@ def _unknown_keys(keys: Sequence[str], known: set[str]) -> str:
     return ", ".join(f"{key}{did_you_mean(key, known)}" for key in keys)
 
 
-def yaml_error_line(path: str | os.PathLike, err: Exception) -> str:
+def _yaml_error_line(path: str | os.PathLike, err: Exception) -> str:
     """A YAML parse error as one ``file:line:col: message`` line (1-based, as editors count).
 
     Example:
@@ -66,7 +66,7 @@ def yaml_error_line(path: str | os.PathLike, err: Exception) -> str:
     >>> try:
     ...     yaml.safe_load("a: [1, 2\\nb: 3\\n")
     ... except yaml.YAMLError as err:
-    ...     print(yaml_error_line("r.yaml", err))
+    ...     print(_yaml_error_line("r.yaml", err))
     r.yaml:2:2: expected ',' or ']', but got ':' (while parsing a flow sequence at 1:4)
 
     ```
@@ -106,7 +106,7 @@ def read_recipe_mapping(path: str | os.PathLike, option: str = "--config") -> di
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
-        raise UsageError(yaml_error_line(path, err)) from err
+        raise UsageError(_yaml_error_line(path, err)) from err
     except UnicodeDecodeError as err:
         raise UsageError(f"recipe {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
     if loaded is None:
@@ -140,8 +140,20 @@ def recipe_reference(recipe: str | os.PathLike, reference: str | os.PathLike) ->
 def _build_parser(dataclass_types: Sequence[type]):
     from trl import TrlParser
 
+    class RecipeParser(TrlParser):
+        """TrlParser that keeps the action ``add_argument`` returns for each field, in ``field_actions``."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.field_actions: dict[str, argparse.Action] = {}
+            super().__init__(*args, **kwargs)
+
+        def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+            action = super().add_argument(*args, **kwargs)
+            self.field_actions.setdefault(action.dest, action)  # --no_FIELD comes second: keep the field's own
+            return action
+
     # No abbreviations: `--learning_r 1e-4` must fail like any other misspelling, not set learning_rate.
-    parser = TrlParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
+    parser = RecipeParser(dataclass_types=list(dataclass_types), allow_abbrev=False)
 
     def refuse(message: str) -> NoReturn:
         # argparse would print its usage block and exit; the caller wants one line it can report.
@@ -158,7 +170,7 @@ def parse_recipe(
     values: Mapping[str, Any] | None = None,
 ) -> tuple:
     """Fill ``dataclass_types`` from a flat YAML recipe, then from typed ``values`` (``{field: value}``, what a
-    stage called in-process passes: :func:`typed_values`), then from ``--key value`` command-line ``overrides``
+    stage called in-process passes: :func:`_typed_values`), then from ``--key value`` command-line ``overrides``
     (later wins).
 
     Returns one validated instance per dataclass, in the order given. Raises :class:`UsageError` when the recipe
@@ -211,7 +223,7 @@ def parse_recipe(
     _set_recipe_env(recipe.pop("env", None), config)
     # As TrlParser.parse_args_and_config does with its --config file: the recipe (then the values) become the
     # parser's defaults, and the command line is parsed over them.
-    parser.set_defaults_with_config(**{**recipe, **typed_values(parser, values or {})})
+    parser.set_defaults_with_config(**{**recipe, **_typed_values(parser, values or {})})
     # A rejected value raises UsageError (see _build_parser); only --help exits, with code 0. The dataclasses'
     # own checks (TRL's and transformers' included) raise ValueError: bad input as well, one line.
     try:
@@ -236,7 +248,7 @@ def _set_recipe_env(env: Any, config: str | os.PathLike | None) -> None:
         os.environ[key] = str(value)
 
 
-def typed_values(parser: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+def _typed_values(parser: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` typed as the recipe parser types a field: a string through the field's type (``"2"`` for an
     int field is 2), a whole number for a float field as a float, a single value for a list field as a
     one-element list; other values (numbers, lists of them, mappings) as given. One :class:`UsageError` line for
@@ -247,16 +259,16 @@ def typed_values(parser: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     ```python
     >>> from slmsql_hub.training.configs import GRPO_ARGUMENTS
     >>> parser = _build_parser(GRPO_ARGUMENTS)
-    >>> typed_values(parser, {"learning_rate": 0, "max_steps": "2", "dataset_paths": "runs/q/filter/band"})
+    >>> _typed_values(parser, {"learning_rate": 0, "max_steps": "2", "dataset_paths": "runs/q/filter/band"})
     {'learning_rate': 0.0, 'max_steps': 2, 'dataset_paths': ['runs/q/filter/band']}
-    >>> typed_values(parser, {"beta": "x"})
+    >>> _typed_values(parser, {"beta": "x"})
     Traceback (most recent call last):
     ...
     slmsql_hub.errors.UsageError: invalid value for beta: 'x' (expected float)
 
     ```
     """
-    actions = {action.dest: action for action in parser._actions if action.type is not None}
+    actions = {dest: action for dest, action in parser.field_actions.items() if action.type is not None}
     typed: dict[str, Any] = {}
     for name, value in values.items():
         action = actions.get(name)

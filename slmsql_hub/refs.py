@@ -132,7 +132,7 @@ def repo_url(repo_type: str, repo_id: str, endpoint: str | None = None) -> str:
     return f"{hub_endpoint(endpoint)}/{prefix}{repo_id}"
 
 
-HUB_LICENSES = frozenset(
+_HUB_LICENSES = frozenset(
     """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
     bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc
     cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0
@@ -165,9 +165,9 @@ def check_license(license_id: str, option: str = "--license") -> str:
     """
     import difflib
 
-    if license_id in HUB_LICENSES:
+    if license_id in _HUB_LICENSES:
         return license_id
-    close = difflib.get_close_matches(license_id.lower(), sorted(HUB_LICENSES), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(license_id.lower(), sorted(_HUB_LICENSES), n=1, cutoff=0.75)
     hint = f" (did you mean {close[0]}?)" if close else ""
     raise UsageError(
         f"{option} {license_id!r} is not a Hub license id{hint}; see https://huggingface.co/docs/hub/repositories-licenses"

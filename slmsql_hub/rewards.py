@@ -1,7 +1,7 @@
 """Reward functions for TRL's ``GRPOTrainer``: execution, format, result-F1, and a random-reward control.
 
 :data:`REWARDS` is the one place a reward is added: each class there owns its TRL name (``name``), its parameters
-(:class:`RewardParam`: the recipe field that sets each one, its default and help, from which the GRPO recipe's
+(:class:`_RewardParam`: the recipe field that sets each one, its default and help, from which the GRPO recipe's
 fields are made) and its card text (``card``). A recipe may also name a function by dotted path,
 ``module:function`` (or TRL's ``module.function``) with TRL's signature ``(prompts, completions, **kwargs)``; see
 :func:`resolve_reward` and :func:`reward_record`.
@@ -64,15 +64,15 @@ from .sql.extract import has_sql_block
 logger = logging.getLogger(__name__)
 
 
-def completion_text(completion) -> str:
+def _completion_text(completion) -> str:
     """The text of one completion, in TRL's standard (``str``) or conversational (list of messages) format.
 
     Example:
 
     ```python
-    >>> completion_text([{"role": "assistant", "content": "SELECT 1"}])
+    >>> _completion_text([{"role": "assistant", "content": "SELECT 1"}])
     'SELECT 1'
-    >>> completion_text("SELECT 2")
+    >>> _completion_text("SELECT 2")
     'SELECT 2'
 
     ```
@@ -88,7 +88,7 @@ def completion_text(completion) -> str:
 
 class BatchJudge:
     """One judging step per batch for the rewards of a run: the first reward called on a batch judges it (and
-    logs :func:`execution_metrics` once), the others reuse it. ``judge``: an existing Judge (and its cache)
+    logs :func:`_execution_metrics` once), the others reuse it. ``judge``: an existing Judge (and its cache)
     instead of one made from the other settings."""
 
     def __init__(
@@ -122,7 +122,7 @@ class BatchJudge:
                 f"the {who!r} reward needs the dataset columns 'gold_sql' and 'db_path' "
                 "(TRL passes every dataset column to reward functions)"
             )
-        texts = [completion_text(c) for c in completions]
+        texts = [_completion_text(c) for c in completions]
         key = (tuple(texts), tuple(gold_sql), tuple(map(str, db_path)))
         if self._memo is not None and self._memo[0] == key and self._memo[2] > 0:
             self._memo = (key, self._memo[1], self._memo[2] - 1)
@@ -130,7 +130,7 @@ class BatchJudge:
         judgements = self.judge.judge_many(texts, list(gold_sql), list(db_path))
         self._memo = (key, judgements, max(self.users, 1) - 1)
         if log_metric is not None:
-            for name, value in execution_metrics(judgements, _group_keys(prompts, gold_sql, db_path)).items():
+            for name, value in _execution_metrics(judgements, _group_keys(prompts, gold_sql, db_path)).items():
                 log_metric(name, value)
         return judgements
 
@@ -147,7 +147,7 @@ class BatchJudge:
 
 
 @dataclass(frozen=True)
-class RewardParam:
+class _RewardParam:
     """One argument of a reward's constructor (its default is the constructor's): the GRPO recipe ``field`` that
     sets it (``None``: fixed at the default) and its ``help``. ``owned=False``: a field another part of the recipe
     declares (the trainer's ``seed``), read but not declared again."""
@@ -163,7 +163,7 @@ class _JudgedReward:
     :class:`BatchJudge` unless given ``judging``."""
 
     name = ""  # TRL's name of the reward (``rewards/<name>/...``), set as the instance's ``__name__``
-    params: tuple[RewardParam, ...] = ()  # what a recipe sets, in the constructor's terms
+    params: tuple[_RewardParam, ...] = ()  # what a recipe sets, in the constructor's terms
     card = ""  # what it rewards, for the model card: one or two sentences, ``{arg}`` and ``{mode}`` filled in
     scores_results = False  # its score reads the judged results (the card says how queries are judged there)
     logs_verdicts = False
@@ -244,9 +244,9 @@ class ExecutionReward(_JudgedReward):
 
     name = "execution"
     params = (
-        RewardParam("correct", "reward_correct", "Execution reward of a correct query."),
-        RewardParam("executes", "reward_executes", "Execution reward of a wrong query that runs."),
-        RewardParam("fails", "reward_fails", "Execution reward of a failing or missing query."),
+        _RewardParam("correct", "reward_correct", "Execution reward of a correct query."),
+        _RewardParam("executes", "reward_executes", "Execution reward of a wrong query that runs."),
+        _RewardParam("fails", "reward_fails", "Execution reward of a failing or missing query."),
     )
     card = (
         "{correct} when the query's result matches the gold's ({mode}), {executes} when it runs but differs, "
@@ -282,7 +282,7 @@ class FormatReward(_JudgedReward):
     """
 
     name = "format"
-    params = (RewardParam("value", "format_reward_value", "Format reward for a ```sql block."),)
+    params = (_RewardParam("value", "format_reward_value", "Format reward for a ```sql block."),)
     card = "{value} for an answer in a ```` ```sql ```` block."
 
     def __init__(self, value: float = 0.2, judging: BatchJudge | None = None) -> None:
@@ -293,7 +293,7 @@ class FormatReward(_JudgedReward):
             judging.users += 1
 
     def _score(self, completion, judgement) -> float:
-        return self.value if has_sql_block(completion_text(completion)) else 0.0
+        return self.value if has_sql_block(_completion_text(completion)) else 0.0
 
 
 class ResultF1Reward(_JudgedReward):
@@ -337,8 +337,8 @@ class RandomReward(_JudgedReward):
 
     name = "random"
     params = (
-        RewardParam("p", None, "Probability of a 1.0."),
-        RewardParam("seed", "seed", "Seed of the draws: the run's seed.", owned=False),
+        _RewardParam("p", None, "Probability of a 1.0."),
+        _RewardParam("seed", "seed", "Seed of the draws: the run's seed.", owned=False),
     )
     card = (
         "a control, 1.0 with probability {p} and else 0.0 whatever the completion says (draws seeded by the "
@@ -387,7 +387,7 @@ def reward_fields() -> list[tuple[str, Any, str]]:
     ]
 
 
-def is_reward_path(spec: str) -> bool:
+def _is_reward_path(spec: str) -> bool:
     """Whether a ``reward_funcs`` entry is a dotted path (``module:function`` or ``module.function``), not a name."""
     return spec not in REWARDS and (":" in spec or "." in spec)
 
@@ -416,7 +416,7 @@ def resolve_reward(spec: str) -> type[_JudgedReward] | Callable[..., list]:
     """
     if spec in REWARDS:
         return REWARDS[spec]
-    if not is_reward_path(spec):
+    if not _is_reward_path(spec):
         raise UsageError(
             f"unknown reward function {spec}; choose from {', '.join(REWARDS)} or give a dotted path module:function"
         )
@@ -528,7 +528,7 @@ def _group_keys(prompts, gold_sql, db_path) -> list:
     return list(zip(gold_sql, db_path))
 
 
-def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
+def _execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
     """Per-batch ``sql/*`` metrics: the unscorable and infra-failure rates over all samples, the other rates
     over scorable ones, ``sql/frac_correct_zero_std`` over groups (``group_keys``) with a scorable sample.
 
@@ -537,7 +537,7 @@ def execution_metrics(judgements, group_keys: Sequence) -> dict[str, float]:
     ```python
     >>> from slmsql_hub.sql import Judgement, Verdict, ExecStatus
     >>> ok, bad = (Judgement(v, "SELECT 1", ExecStatus.OK, ExecStatus.OK) for v in (Verdict.CORRECT, Verdict.WRONG))
-    >>> m = execution_metrics([ok, bad, bad, bad], ["q1", "q1", "q2", "q2"])
+    >>> m = _execution_metrics([ok, bad, bad, bad], ["q1", "q1", "q2", "q2"])
     >>> m["sql/correct_rate"], m["sql/frac_correct_zero_std"]
     (0.25, 0.5)
 

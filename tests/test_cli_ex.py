@@ -185,7 +185,7 @@ def test_length_mismatch_exits_2_with_both_counts(tmp_path, db_root, capsys):
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
-        (["--keep-distinct"], "--keep-distinct only applies to --mode spider"),
+        (["--keep-distinct"], "--keep-distinct only applies to --mode spider; remove it"),
         (["--timeout", "0"], "argument --timeout: must be > 0"),
         (["--workers", "0"], "argument --workers: must be >= 1"),
     ],

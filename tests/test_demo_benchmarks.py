@@ -66,3 +66,24 @@ def test_the_local_space_on_a_spider_run_lists_its_databases_and_disagreements(t
     data = load_space_data(SpaceSettings(run_dir=str(run), cache_dir=str(tmp_path / "cache")))
     assert "spider/music" in data.databases  # today: only the world's databases
     assert [e.question for e in data.examples["spider/music"]][0] == "Oldest age?"
+
+
+def test_a_benchmark_rooted_by_benchmark_roots_ships_its_databases_too(tmp_path):
+    """BIRD mini-dev has no ``<name>_root`` field: its root is the eval config's ``benchmark_roots`` entry."""
+    run = spider_run(tmp_path)
+    minidev = tmp_path / "minidev"
+    (minidev / "dev_databases" / "music").mkdir(parents=True)
+    shutil.copy(tmp_path / "spider" / "database" / "music" / "music.sqlite", minidev / "dev_databases" / "music")
+    questions = [{"question_id": i, "question": q, "evidence": "", "SQL": gold, "db_id": "music",
+                  "difficulty": "simple"} for i, (q, gold) in enumerate(QUESTIONS)]  # fmt: skip
+    (minidev / "mini_dev_sqlite.json").write_text(json.dumps(questions))
+    results = json.loads((run / "eval" / "eval_results.json").read_text())
+    results["config"] |= {"spider_root": None, "benchmark_roots": [f"bird_mini_dev={minidev}"]}
+    results["benchmarks"] = {"world_dev": results["benchmarks"]["world_dev"], "bird_mini_dev_dev": {
+        **results["benchmarks"]["spider_dev"], "benchmark": "bird_mini_dev", "predictions_file": "predictions/m.jsonl"}}
+    (run / "eval" / "eval_results.json").write_text(json.dumps(results))
+    rows = (run / "eval" / "predictions" / "spider_dev.jsonl").read_text().replace("spider-dev-", "bird_mini_dev-")
+    (run / "eval" / "predictions" / "m.jsonl").write_text(rows)
+    files = benchmark_files(run)
+    assert files["database/music/music.sqlite"] == minidev / "dev_databases" / "music" / "music.sqlite"
+    assert [e["question"] for e in json.loads(files["dev.json"])][0] == "Oldest age?"

@@ -130,7 +130,7 @@ def rows_of(out):
         ({"num_samples": 1}, "num_samples (K) must be an integer >= 2"),
         ({"num_samples": 3, "pass_rate_low": 0.4, "pass_rate_high": 0.6}, "the band would always be empty"),
         ({"temperature": 0.0}, "temperature must be > 0"),
-        ({"keep_distinct": True}, "keep_distinct only applies to compare_mode: spider"),
+        ({"keep_distinct": True}, "keep_distinct only applies to compare_mode spider"),
         ({"benchmarks": ["world:dev"]}, "held out for evaluation"),
         ({"benchmarks": ["world:test:20"]}, "held out for evaluation"),
         ({"output_dir": None}, "output_dir is not set"),

@@ -248,18 +248,6 @@ def test_the_reward_judges_under_the_recipes_limits_as_the_filter_does(tmp_path)
         grpo.close_rewards(rewards)
 
 
-def test_reward_timeout_s_still_works_for_one_release_with_a_one_line_warning(caplog):
-    with caplog.at_level("WARNING", logger="slmsql_hub"):
-        args = GRPOTrainingConfig(output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0)
-    assert args.sql_limits().timeout_s == 12.0 and args.reward_timeout_s is None
-    (message,) = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
-    assert "reward_timeout_s" in message and "sql_timeout_s" in message and "\n" not in message
-    with pytest.raises(UsageError, match="both set"):
-        GRPOTrainingConfig(
-            output_dir="o", report_to="none", use_cpu=True, reward_timeout_s=12.0, sql_timeout_s=20.0
-        )
-
-
 def test_an_op_budget_the_deadline_would_cut_short_is_warned_about(caplog):
     with caplog.at_level("WARNING", logger="slmsql_hub"):
         GRPOTrainingConfig(
@@ -303,6 +291,10 @@ def test_script_arguments_need_prompts_from_a_training_split():
         GRPOScriptArguments(benchmarks=["spider"])
     with pytest.raises(UsageError, match="what EX is measured on"):
         GRPOScriptArguments(benchmarks=["spider:dev"], spider_root="x")
+    # the evaluation splits are the registry's, so the world's probes are refused as well as dev and test
+    with pytest.raises(UsageError, match="names probe_cross, what EX is measured on"):
+        GRPOScriptArguments(benchmarks=["world:probe_cross"], world_root="x")
+    assert GRPOScriptArguments(benchmarks=["world:rl_pool"], world_root="x").benchmarks == ["world:rl_pool"]
 
 
 def test_benchmark_prompts_come_straight_from_the_release_files(tmp_path):

@@ -197,6 +197,8 @@ def test_bad_inputs_raise_one_clear_error(db, sandbox, tmp_path):
         compute_execution_accuracy(["SELECT 1", "SELECT 2"], ["SELECT 1"], [db], sandbox=sandbox)
     with pytest.raises(UsageError, match="unknown compare mode 'exact'"):
         compute_execution_accuracy(["SELECT 1"], ["SELECT 1"], [db], mode="exact", sandbox=sandbox)
+    with pytest.raises(UsageError, match="keep_distinct only applies to mode spider"):  # as the filter and `ex` say
+        compute_execution_accuracy(["SELECT 1"], ["SELECT 1"], [db], keep_distinct=True, sandbox=sandbox)
     with pytest.raises(UsageError, match=r"db_path\[1\]: database file not found: .*missing\.sqlite"):
         compute_execution_accuracy(["SELECT 1"] * 2, ["SELECT 1"] * 2, [db, tmp_path / "missing.sqlite"])
     with pytest.raises(UsageError, match="empty"):

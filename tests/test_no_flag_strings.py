@@ -1,6 +1,6 @@
 """No ``--flag`` string is built outside the command-line parsers (issue #33).
 
-Stages call each other with typed values (:func:`slmsql_hub.recipes.parse_recipe` ``values=``,
+Stages (and the benchmarks under benchmarks/) call each other with typed values (:func:`slmsql_hub.recipes.parse_recipe` ``values=``,
 :meth:`slmsql_hub.commands.study.Stage.values`); turning a typed config back into ``--flag value`` strings that the
 same process parses again read a negative learning rate as an option once (4fee998) and dropped a field another
 time. A flag string here is a lone option in a list or tuple literal (``["--seed", str(seed)]``), an f-string that
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slmsql_hub"
+BENCHMARKS = PACKAGE.parent / "benchmarks"
 FLAG = re.compile(r"--[A-Za-z][\w-]*(=.*)?")
 
 ALLOWED = {
@@ -101,6 +102,12 @@ def test_no_flag_string_is_built_outside_the_cli_parsers_and_the_child_command_l
         if (_module(path), where) not in ALLOWED
     ]
     assert not found, "stages call each other with typed values, not --flag strings:\n" + "\n".join(found)
+
+
+def test_the_benchmarks_call_stages_with_typed_values_too():
+    found = [f"benchmarks/{path.name}:{line} in {where or 'the module'}: {text}"
+             for path in sorted(BENCHMARKS.glob("*.py")) for where, line, text in _built(path)]  # fmt: skip
+    assert not found, "a benchmark calls a stage with values=, not --flag strings:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(("module", "where"), sorted(ALLOWED))

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-BASE_TAGS: tuple[str, ...] = ("text-to-sql", "grpo", "trl", "peft")
+_BASE_TAGS: tuple[str, ...] = ("text-to-sql", "grpo", "trl", "peft")
 NULL_TAG = "negative-result"
 
 ADAPTER_FILES: tuple[str, ...] = (
@@ -85,7 +85,7 @@ CARD_OPTIONS_FILE = ".slmsql_card.json"
 """The options ``slmsql card`` ran with (all but the repository id), so that ``slmsql push`` renders the card again
 for the repository it targets (:func:`render_for_repo`); never uploaded."""
 
-BASE_FILES: tuple[str, ...] = (
+_BASE_FILES: tuple[str, ...] = (
     "config.json",
     "generation_config.json",
     "model.safetensors",
@@ -321,7 +321,7 @@ def card_data(run: Run, options: CardOptions | None = None) -> ModelCardData:
     options = options or CardOptions()
     rows = result_rows(run)
     outcome = is_significant_outcome(rows)
-    tags = list(BASE_TAGS) + ([NULL_TAG] if outcome == "null" else [])
+    tags = list(_BASE_TAGS) + ([NULL_TAG] if outcome == "null" else [])
     base = _base_info(run, options)
     datasets = training_datasets(options)
     source_url = repo_url("model", options.repo_id) if options.repo_id else None
@@ -594,7 +594,7 @@ def _assemble(
         ship_diagnosis(diagnosis, card.root)
     base = _base_info(run, options)
     if base["ships"]:
-        _copy_files(base["local"], BASE_FILES, card.lineage["base"].path)
+        _copy_files(base["local"], _BASE_FILES, card.lineage["base"].path)
     header = "# Resolved configuration of this run's stage, as it ran; rerun with --config on this file.\n"
     configs = {}
     for name, config in _stage_configs(run).items():

@@ -18,7 +18,7 @@ from ..run.metric_names import EXACT_ZERO_STD_METRIC, TRL_ZERO_STD_METRIC
 from ..run.read import Attempt, Run
 from ..sql.recipe_limits import LIMITS_KEY
 
-GRPO_HYPERPARAMETERS: tuple[str, ...] = (
+_GRPO_HYPERPARAMETERS: tuple[str, ...] = (
     "learning_rate",
     "lr_scheduler_type",
     "warmup_steps",
@@ -41,7 +41,7 @@ GRPO_HYPERPARAMETERS: tuple[str, ...] = (
 """The resolved GRPO config's keys the hyperparameter table shows (those present)."""
 
 
-MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
+_MECHANISM_METRICS: tuple[tuple[str, str, int], ...] = (
     (EXACT_ZERO_STD_METRIC, f"zero-variance groups ({EXACT_ZERO_STD_METRIC})", 3),
     (TRL_ZERO_STD_METRIC, f"TRL's {TRL_ZERO_STD_METRIC}", 3),
     ("reward_std", "reward_std", 3),
@@ -97,15 +97,15 @@ def _difficulty_key(name: str) -> tuple[int, str]:
     return (_DIFFICULTY_ORDER.index(name) if name in _DIFFICULTY_ORDER else len(_DIFFICULTY_ORDER), name)
 
 
-def telemetry_stats(records: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
+def _telemetry_stats(records: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
     """Mean (as :func:`~slmsql_hub.training.telemetry.summarize_telemetry` computes it), first, last, min and max
     of one metric over an attempt's training records; ``None`` when no record logs it.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.card.context import telemetry_stats
-    >>> telemetry_stats([{"step": 1, "grad_norm": 0.2}, {"step": 2, "grad_norm": 0.4}], "grad_norm")
+    >>> from slmsql_hub.card.context import _telemetry_stats
+    >>> _telemetry_stats([{"step": 1, "grad_norm": 0.2}, {"step": 2, "grad_norm": 0.4}], "grad_norm")
     {'mean': 0.30000000000000004, 'first': 0.2, 'last': 0.4, 'min': 0.2, 'max': 0.4, 'steps': 2}
 
     ```
@@ -317,7 +317,7 @@ def mechanism_context(run: Run) -> dict[str, Any]:
     """Per attempt: data, steps, telemetry stats and their table cells, adapter change, wall time."""
     attempts = []
     for attempt in run.attempts:
-        stats = {key: telemetry_stats(attempt.records, key) for key, _, _ in MECHANISM_METRICS}
+        stats = {key: _telemetry_stats(attempt.records, key) for key, _, _ in _MECHANISM_METRICS}
         checksum = attempt.summary.get("adapter_checksum") or {}
         update = attempt.summary.get("adapter_update") or {}
         attempts.append(
@@ -337,7 +337,7 @@ def mechanism_context(run: Run) -> dict[str, Any]:
             }
         )
     metric_rows = []
-    for key, label, decimals in MECHANISM_METRICS:
+    for key, label, decimals in _MECHANISM_METRICS:
         if all(a["stats"][key] is None for a in attempts):
             continue
         metric_rows.append({"key": key, "label": label})
@@ -553,7 +553,7 @@ def training_context(run: Run) -> dict[str, Any]:
     config = shipped.config or shipped.summary.get("config") or {}
     hyper = [
         {"key": key, "value": _cell(_yaml_scalar(config[key]))}
-        for key in GRPO_HYPERPARAMETERS
+        for key in _GRPO_HYPERPARAMETERS
         if key in config
     ]
     adapter_config = {}
@@ -577,7 +577,7 @@ def training_context(run: Run) -> dict[str, Any]:
         "train_seconds": number(shipped.summary.get("train_seconds"), 0),
         "wall_seconds": number(shipped.summary.get("wall_seconds"), 0),
         "use_cpu": bool(config.get("use_cpu")),
-        "device": device_text(device),
+        "device": _device_text(device),
         "environment": ", ".join(f"{k} {v}" for k, v in environment.items()),
     }
     parameters = shipped.summary.get("parameters") or {}
@@ -594,16 +594,16 @@ def training_context(run: Run) -> dict[str, Any]:
     }
 
 
-def device_text(recorded: Mapping[str, Any]) -> str | None:
+def _device_text(recorded: Mapping[str, Any]) -> str | None:
     """The device a stage's ``environment`` records, as the card says it (``None``: not recorded, a run from
     before it was).
 
     Example:
 
     ```python
-    >>> device_text({"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "cuda": "12.8"})
+    >>> _device_text({"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "cuda": "12.8"})
     'GPU (NVIDIA H100 80GB HBM3, CUDA 12.8)'
-    >>> device_text({"device": "cpu"}), device_text({})
+    >>> _device_text({"device": "cpu"}), _device_text({})
     ('CPU', None)
 
     ```

@@ -15,9 +15,8 @@ TRAINING_RUN_FILES: tuple[str, ...] = (RUN_SUMMARY, STAGE_CONFIG, TELEMETRY)
 
 
 def training_card(summary: dict, repo_id: str, *, grpo_repo_id: str | None = None) -> str:
-    """The card a repository gets at the end of training (``model_card/training_card.md``), from
-    ``run_summary.json`` only; ``grpo_repo_id``: the GRPO adapter this SFT adapter is published beside (its card
-    holds the evaluation).
+    """The training card of ``repo_id`` from ``summary`` (a ``run_summary.json``); ``grpo_repo_id``: the GRPO
+    adapter this SFT adapter is published beside (its card holds the evaluation).
 
     Example:
 

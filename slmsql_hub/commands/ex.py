@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..run.files import write_atomic
 from ..run.guard import check_output, output_lock, refuse_finished
-from ..sql.compare import CompareMode
+from ..sql.compare import CompareMode, check_keep_distinct
 from . import existing_folder, number
 
 logger = logging.getLogger(__name__)
@@ -132,8 +132,7 @@ def _judge(args: argparse.Namespace, out: Path | None, fmt: str, records, db_pat
 
 def _checked_out(args: argparse.Namespace) -> Path | None:
     """The ``--out`` file, after refusing (``UsageError``) options that cannot work together."""
-    if args.keep_distinct and args.mode != "spider":
-        raise UsageError("--keep-distinct only applies to --mode spider")
+    check_keep_distinct(args.mode, args.keep_distinct, "--keep-distinct", "--mode")
     out = Path(args.out) if args.out else None
     if out is None:
         return None

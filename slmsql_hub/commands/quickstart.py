@@ -120,7 +120,7 @@ _CALLS: dict[str, Callable[[RunLayout, Values, Path | None], dict[str, Any]]] = 
 }
 
 
-OVERRIDES_FILE = "quickstart_overrides.json"
+_OVERRIDES_FILE = "quickstart_overrides.json"
 """The run folder's record of ``--set`` (``{"set": {field: value}}``): a rerun must give the same ones."""
 
 
@@ -142,7 +142,7 @@ def _config_types(command: str | None) -> tuple[type, ...]:
     return ()
 
 
-def stage_overrides(study: Study, sets: Mapping[str, str]) -> dict[str, dict[str, str]]:
+def _stage_overrides(study: Study, sets: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """``--set`` fields by stage: each field goes to every stage whose configuration has it (its recipe parser
     types and validates the value as it would the recipe's); a field no stage has is a UsageError, before
     anything runs.
@@ -151,7 +151,7 @@ def stage_overrides(study: Study, sets: Mapping[str, str]) -> dict[str, dict[str
 
     ```python
     >>> from slmsql_hub.commands.study import default_recipes_dir
-    >>> by_stage = stage_overrides(load_study(default_recipes_dir()), {"max_steps": "2"})
+    >>> by_stage = _stage_overrides(load_study(default_recipes_dir()), {"max_steps": "2"})
     >>> sorted(by_stage)
     ['base', 'grpo', 'grpo_attempt1', 'sft1', 'sft2']
 
@@ -176,7 +176,7 @@ def stage_overrides(study: Study, sets: Mapping[str, str]) -> dict[str, dict[str
 
 def _record_overrides(run: RunLayout, sets: Mapping[str, str], force: bool) -> None:
     """Record ``sets`` in the run folder; a run made with other ones is a UsageError (its stages would mix them)."""
-    path = run.root / OVERRIDES_FILE
+    path = run.root / _OVERRIDES_FILE
     recorded = read_json_object(path, "remove it and rerun with --force").get("set") if path.is_file() else None
     if recorded is None:
         recorded = {} if any(run.root.iterdir()) else dict(sets)  # a run made before --set had none
@@ -276,7 +276,7 @@ def _check_world_version(stage: Stage, run: RunLayout) -> None:
         )
 
 
-def run_stage(
+def _run_stage(
     stage: Stage,
     run: RunLayout,
     recipes: Path,
@@ -287,7 +287,7 @@ def run_stage(
 ) -> dict[str, Any]:
     """Run one stage into the run folder (its subcommand's library call, or its Hub record), check it wrote its
     marker and return what the call returned; a UsageError names the stage that failed or wrote no marker.
-    ``overrides`` (its fields of ``--set``, :func:`stage_overrides`) win over the study's options and the recipe."""
+    ``overrides`` (its fields of ``--set``, :func:`_stage_overrides`) win over the study's options and the recipe."""
     _check_source(stage, run, from_hub)
     if from_hub:
         logger.info("%s: from the Hub, %s at %s", stage.name, stage.hub.repo_id, stage.hub.revision or "main")
@@ -342,8 +342,8 @@ def run_quickstart(
     leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the
     study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
     stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``.
-    ``sets`` (``--set FIELD=VALUE``) go to every stage whose configuration has the field (:func:`stage_overrides`)
-    and are recorded in the run folder (:data:`OVERRIDES_FILE`). A failed stage is a UsageError naming it;
+    ``sets`` (``--set FIELD=VALUE``) go to every stage whose configuration has the field (:func:`_stage_overrides`)
+    and are recorded in the run folder (:data:`_OVERRIDES_FILE`). A failed stage is a UsageError naming it;
     rerunning resumes from it.
     """
     study = load_study(Path(recipes) if recipes is not None else default_recipes_dir())
@@ -357,7 +357,7 @@ def run_quickstart(
     last = names.index(until) + 1 if until is not None else len(names)
     repo_id = repo_id or study.repo_id
     out = check_output(out if out is not None else study.out, [study.folder], "--out")
-    overrides = stage_overrides(study, sets or {})
+    overrides = _stage_overrides(study, sets or {})
     check_hub_sources(study, hub_stages)
     with output_lock(out):
         if force and Path(out).exists():
@@ -407,7 +407,7 @@ def _run_stages(
             continue
         notify(i, stage, "start")
         t0 = time.monotonic()
-        run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
+        _run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
         result.ran[stage.name] = time.monotonic() - t0
         notify(i, stage, "done")
     result.wall_s = time.monotonic() - started

@@ -6,7 +6,7 @@ A stage either runs an ``slmsql`` subcommand (``command``, with a ``recipe`` of 
 point its paths into the run folder), or is taken from the Hub (``hub``: a repo id and a revision, recorded in its
 ``folder``'s ``hub.json``; no weights are copied). A stage with both is trained unless it is taken from the Hub
 (the study's ``from_hub`` list, or ``slmsql quickstart --from-hub``); a stage that only ``feeds`` stages taken from
-the Hub is skipped. Option values name the run's places in braces, filled by :func:`run_values`: ``{out}``,
+the Hub is skipped. Option values name the run's places in braces, filled by :func:`_run_values`: ``{out}``,
 ``{repo_id}``, ``{world}``, ``{world_<split>}``, ``{filter}``, ``{band}``, ``{eval}``, and for each base, SFT
 and GRPO stage ``{<stage>}`` (what loads it: the Hub repo id of a stage taken from the Hub, else its folder),
 ``{<stage>_revision}`` (an option whose value is this alone and empty is left out) and ``{<stage>_dir}``.
@@ -37,11 +37,11 @@ from ..run.files import read_yaml_mapping
 from ..run.layout import RunLayout, StageFolder
 from ..run.read import model_ref
 
-STUDY_FILE = "study.yaml"
+_STUDY_FILE = "study.yaml"
 COMMANDS = ("world build", "train base", "train sft", "train grpo", "filter", "eval", "card", "push {out}")
 """The subcommands a stage may run (``{out}``: the run folder)."""
 SPLITS = ("foundation", "grounding", "rl_pool", "dev", "test")
-MODEL_STAGES = ("base", "sft_stage1", "sft_stage2", "grpo_attempt1", "grpo")
+_MODEL_STAGES = ("base", "sft_stage1", "sft_stage2", "grpo_attempt1", "grpo")
 """The run's stage folders a study may name (``folder``) and load (``{<stage>}``)."""
 
 Options = dict[str, str | bool]
@@ -94,8 +94,8 @@ class Stage:
         return Path(target)
 
     def options(self, run: RunLayout, repo_id: str) -> Options:
-        """The options with the run's places filled in (:func:`run_values`)."""
-        values = run_values(run, repo_id)
+        """The options with the run's places filled in (:func:`_run_values`)."""
+        values = _run_values(run, repo_id)
         options: Options = {}
         for key, value in self.raw_options.items():
             if value is True:
@@ -176,19 +176,19 @@ class Study:
         if unknown:
             raise UsageError(
                 f"--from-hub {','.join(unknown)}: the study {self.name} takes only "
-                f"{', '.join(sources) or 'no stage'} from the Hub ({self.folder / STUDY_FILE})"
+                f"{', '.join(sources) or 'no stage'} from the Hub ({self.folder / _STUDY_FILE})"
             )
         return names
 
 
-def run_values(run: RunLayout, repo_id: str) -> dict[str, str | None]:
+def _run_values(run: RunLayout, repo_id: str) -> dict[str, str | None]:
     """The names a stage's options may use, for ``run`` (see the module docstring).
 
     Example:
 
     ```python
     >>> import tempfile
-    >>> values = run_values(RunLayout("runs/q"), "me/model")
+    >>> values = _run_values(RunLayout("runs/q"), "me/model")
     >>> values["sft_stage2"], values["sft_stage2_revision"], values["band"]
     ('runs/q/sft/stage2', None, 'runs/q/filter/band')
 
@@ -203,7 +203,7 @@ def run_values(run: RunLayout, repo_id: str) -> dict[str, str | None]:
         "eval": str(run.eval),
         **{f"world_{split}": str(run.world_split(split)) for split in SPLITS},
     }
-    for name in MODEL_STAGES:
+    for name in _MODEL_STAGES:
         folder: StageFolder = getattr(run, name)
         ref = model_ref(folder)
         values.update({name: ref.name, f"{name}_revision": ref.revision, f"{name}_dir": str(folder.path)})
@@ -244,8 +244,8 @@ def _stage(entry: Any, where: str, known: set[str]) -> Stage:
         raise UsageError(f"{where} needs a command or a hub source")
     if stage.command is not None and stage.command not in COMMANDS:
         raise UsageError(f"{where}: unknown command {stage.command!r}; one of {', '.join(COMMANDS)}")
-    if stage.folder is not None and stage.folder not in MODEL_STAGES:
-        raise UsageError(f"{where}: folder must be one of {', '.join(MODEL_STAGES)}")
+    if stage.folder is not None and stage.folder not in _MODEL_STAGES:
+        raise UsageError(f"{where}: folder must be one of {', '.join(_MODEL_STAGES)}")
     if stage.folder is None and (stage.hub is not None or stage.marker_name is None):
         raise UsageError(f"{where} needs a folder (a stage folder of the run) or a marker (a layout path)")
     if set(stage.feeds) - known:
@@ -264,7 +264,7 @@ def default_recipes_dir() -> Path:
         PACKAGE_DIR.parent / "recipes" / "world",
         Path.cwd() / "recipes" / "world",
     ):
-        if (candidate / STUDY_FILE).is_file():
+        if (candidate / _STUDY_FILE).is_file():
             return candidate
     raise UsageError(
         "cannot find the world recipes (recipes/world/study.yaml): run from a clone of slmsql-hub or pass --recipes"
@@ -288,9 +288,9 @@ def load_study(recipes: str | os.PathLike) -> Study:
     folder = Path(recipes)
     if not folder.is_dir():
         raise UsageError(f"recipe folder not found: {folder}; pass a study's folder, e.g. recipes/world")
-    path = folder / STUDY_FILE
+    path = folder / _STUDY_FILE
     if not path.is_file():
-        path = default_recipes_dir() / STUDY_FILE
+        path = default_recipes_dir() / _STUDY_FILE
     data = read_yaml_mapping(path)
     entries = data.get("stages")
     if not isinstance(entries, list) or not entries:

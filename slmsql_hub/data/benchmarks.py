@@ -26,7 +26,7 @@ Layouts read:
 - BIRD: ``<root>/<split>.json`` and ``<root>/<split>_databases/<db>/<db>.sqlite``, or the release's layout
   ``<root>/<split>/<split>.json`` and ``<root>/<split>/<split>_databases/`` (one root serves train and dev);
   fields ``question_id``, ``question``, ``evidence``, ``SQL``, ``db_id``, ``difficulty``.
-- BIRD mini-dev (:data:`BIRD_MINI_DEV`, one split ``dev``): the release's ``<root>/mini_dev_sqlite.json`` (500
+- BIRD mini-dev (``bird_mini_dev``, one split ``dev``): the release's ``<root>/mini_dev_sqlite.json`` (500
   questions; or ``<root>/MINIDEV/`` as the zip unpacks) and ``<root>/dev_databases/<db>/<db>.sqlite``; fields as
   BIRD's. Scored with BIRD's official EX rule (``set(pred_rows) == set(gold_rows)``: compare mode ``bird``);
   its soft-F1 and R-VES are out of scope.
@@ -438,13 +438,13 @@ register_benchmark(Benchmark(
     description="The embedded world (slmsql world build): built locally, published nowhere by default.",
 ))  # fmt: skip
 
-BIRD_MINI_DEV = register_benchmark(Benchmark(
+# A recipe reads it with benchmarks: [bird_mini_dev:dev] and benchmark_roots: [bird_mini_dev=data/minidev].
+register_benchmark(Benchmark(
     "bird_mini_dev", _bird_mini_dev, splits=("dev",), eval_splits=("dev",), license="cc-by-sa-4.0",
     dataset_id="birdsql/bird_mini_dev",
     description="BIRD mini-dev, SQLite edition: 500 dev questions over 11 databases, BIRD's EX (set equality). "
     "Its soft-F1 and R-VES metrics are out of scope.",
 ))  # fmt: skip
-"""BIRD mini-dev: ``benchmarks: [bird_mini_dev:dev]`` with ``benchmark_roots: [bird_mini_dev=data/minidev]``."""
 
 
 def load_benchmark(

@@ -62,8 +62,8 @@ from ..errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("spider", "bird", "jsonl")
-BIRD_SEPARATOR = "\t----- bird -----\t"
+_FORMATS = ("spider", "bird", "jsonl")
+_BIRD_SEPARATOR = "\t----- bird -----\t"
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,8 @@ def read_bird_predictions(path: str | os.PathLike) -> list[tuple[str, str | None
         value = by_index[index]
         if not isinstance(value, str):
             predictions.append(("", None))
-        elif BIRD_SEPARATOR in value:
-            sql, _, db_id = value.rpartition(BIRD_SEPARATOR)
+        elif _BIRD_SEPARATOR in value:
+            sql, _, db_id = value.rpartition(_BIRD_SEPARATOR)
             predictions.append((sql.strip(), db_id.strip() or None))
         else:
             predictions.append((value.strip(), None))
@@ -259,13 +259,13 @@ def load_prediction_records(
     fmt: str | None = None,
     difficulty_path: str | os.PathLike | None = None,
 ) -> list[PredictionRecord]:
-    """Predictions (and gold) in any of :data:`FORMATS` (``None``: :func:`detect_format`) as aligned
+    """Predictions (and gold) in any of :data:`_FORMATS` (``None``: :func:`detect_format`) as aligned
     :class:`PredictionRecord` objects. ``gold_path`` is required for ``spider`` and ``bird``, refused for
     ``jsonl``; ``difficulty_path`` labels (:func:`read_difficulties`) override a JSONL file's. UsageError: a
     file is missing or malformed, or the files differ in length."""
     fmt = fmt or detect_format(pred_path)
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown predictions format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt not in _FORMATS:
+        raise UsageError(f"unknown predictions format {fmt!r}: use one of {', '.join(_FORMATS)}")
     if fmt == "spider" and (found := detect_format(pred_path)) != "spider" and _starts_with_json(pred_path):
         raise UsageError(
             f"predictions file {pred_path} holds JSON ({found} format), not one SQL per line: pass --format "

@@ -30,10 +30,10 @@ logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = "You are a SQLite expert."
 
-USER_TEMPLATE = "{schema}\n\n{evidence}Question: {question}\nAnswer with one SQLite query in a ```sql block."
+_USER_TEMPLATE = "{schema}\n\n{evidence}Question: {question}\nAnswer with one SQLite query in a ```sql block."
 """Placeholders: ``{schema}``, ``{evidence}`` (the rendered evidence line, or empty), ``{question}``."""
 
-EVIDENCE_TEMPLATE = "Evidence: {evidence}\n"
+_EVIDENCE_TEMPLATE = "Evidence: {evidence}\n"
 """Non-empty evidence, as it fills ``{evidence}``."""
 
 
@@ -43,8 +43,8 @@ def build_messages(
     evidence: str = "",
     *,
     system_prompt: str = SYSTEM_PROMPT,
-    template: str = USER_TEMPLATE,
-    evidence_template: str = EVIDENCE_TEMPLATE,
+    template: str = _USER_TEMPLATE,
+    evidence_template: str = _EVIDENCE_TEMPLATE,
 ) -> list[dict[str, str]]:
     """The chat prompt for one question: ``[{"role": "system", ...}, {"role": "user", ...}]``, ready for
     ``apply_chat_template(..., add_generation_prompt=True)``. An empty ``evidence`` (BIRD's) or
@@ -129,8 +129,8 @@ class PromptConfig:
     sample_rows: int = DEFAULT_PROMPT_SAMPLE_ROWS
     max_value_chars: int = DEFAULT_PROMPT_MAX_VALUE_CHARS
     system_prompt: str = SYSTEM_PROMPT
-    template: str = USER_TEMPLATE
-    evidence_template: str = EVIDENCE_TEMPLATE
+    template: str = _USER_TEMPLATE
+    evidence_template: str = _EVIDENCE_TEMPLATE
 
     def __post_init__(self) -> None:
         if self.sample_rows < 0:
@@ -188,14 +188,14 @@ class PromptConfig:
         default = PromptConfig()
         return ", ".join(
             f"{name}={getattr(self, name)!r}"
-            for name in PROMPT_FIELDS
+            for name in _PROMPT_FIELDS
             if name in ("sample_rows", "max_value_chars") or getattr(self, name) != getattr(default, name)
         )
 
     @classmethod
     def from_record(cls, recorded: Mapping[str, Any]) -> PromptConfig:
         """The config a :meth:`record` describes; missing or ``null`` fields (older runs) take the defaults."""
-        return cls(**{f: recorded[f] for f in PROMPT_FIELDS if recorded.get(f) is not None})
+        return cls(**{f: recorded[f] for f in _PROMPT_FIELDS if recorded.get(f) is not None})
 
     def messages(self, question: str, schema: str, evidence: str = "") -> list[dict[str, str]]:
         """:func:`build_messages` with this config's system prompt and templates."""
@@ -209,7 +209,7 @@ class PromptConfig:
         )
 
 
-PROMPT_FIELDS = tuple(f.name for f in dataclasses.fields(PromptConfig))
+_PROMPT_FIELDS = tuple(f.name for f in dataclasses.fields(PromptConfig))
 """The fields of :class:`PromptConfig`: recipes set each as ``prompt_<field>``, summaries record each by name."""
 PROMPT_TEXT_FIELDS = ("system_prompt", "template", "evidence_template")
 """The fields that are text (the others are numbers of the schema text)."""
@@ -298,9 +298,9 @@ def resolve_prompt_config(
     }
     values = {name: value for name, value in given.items() if value is not None}
     source = "recipe" if sample_rows is not None else "default"
-    if len(values) < len(PROMPT_FIELDS):
+    if len(values) < len(_PROMPT_FIELDS):
         trained = _trained_prompt(adapter)
-        values = {**{k: v for k, v in trained.items() if k in PROMPT_FIELDS and v is not None}, **values}
+        values = {**{k: v for k, v in trained.items() if k in _PROMPT_FIELDS and v is not None}, **values}
         if sample_rows is None and trained.get("sample_rows") is not None:
             source = "adapter"
     return PromptConfig(**values), source
@@ -358,7 +358,7 @@ class PromptArguments:
         default=None,
         metadata={
             "help": "The user turn, with {schema}, {question} and {evidence} (other braces doubled); null: as "
-            "the adapter, else the project's (slmsql_hub/data/prompts.py USER_TEMPLATE)."
+            "the adapter, else the project's (slmsql_hub/data/prompts.py _USER_TEMPLATE)."
         },
     )
     prompt_evidence_template: str | None = field(
@@ -394,4 +394,4 @@ class PromptArguments:
 
     def resolve_prompt_config(self, adapter: str | os.PathLike | None) -> tuple[PromptConfig, str]:
         """:func:`resolve_prompt_config` with this recipe's values."""
-        return resolve_prompt_config(adapter, **{k: getattr(self, f"prompt_{k}") for k in PROMPT_FIELDS})
+        return resolve_prompt_config(adapter, **{k: getattr(self, f"prompt_{k}") for k in _PROMPT_FIELDS})

@@ -1,6 +1,6 @@
 """Which questions an SFT adapter was trained on, so that a "held-out" pool can leave them out.
 
-Every SFT run writes :data:`RECORD_FILE` next to its adapter and names it in ``run_summary.json``
+Every SFT run writes :data:`_RECORD_FILE` next to its adapter and names it in ``run_summary.json``
 (``sft_questions``). A question is identified by :func:`question_key`: 16 hex digits of sha256 over its
 ``db_id``, question and gold SQL (whitespace collapsed). The key survives a reload and does not depend on the
 loader (a ``question_id`` does: ``synsql-7`` is a position in one file). Stage 2 continues stage 1's adapter,
@@ -43,10 +43,10 @@ from ..run.layout import RUN_SUMMARY, SFT_QUESTIONS
 
 logger = logging.getLogger(__name__)
 
-RECORD_FILE = SFT_QUESTIONS  # in the SFT adapter folder (named in run/layout.py)
-SUMMARY_FIELD = "sft_questions"  # run_summary.json's entry naming the record
+_RECORD_FILE = SFT_QUESTIONS  # in the SFT adapter folder (named in run/layout.py)
+_SUMMARY_FIELD = "sft_questions"  # run_summary.json's entry naming the record
 FORMAT = "slmsql-sft-questions/1"
-KEY_RULE = "sha256(db_id \\x1f question \\x1f gold_sql, whitespace collapsed)[:16]"
+_KEY_RULE = "sha256(db_id \\x1f question \\x1f gold_sql, whitespace collapsed)[:16]"
 
 
 def question_key(db_id: str, question: str, gold_sql: str) -> str:
@@ -159,10 +159,10 @@ def read_sft_record(adapter: str | os.PathLike | None) -> SFTRecord | None:
     summary_file = Path(adapter).expanduser() / RUN_SUMMARY
     if not summary_file.is_file():
         return None
-    entry = json.loads(summary_file.read_text(encoding="utf-8")).get(SUMMARY_FIELD)
+    entry = json.loads(summary_file.read_text(encoding="utf-8")).get(_SUMMARY_FIELD)
     if not entry:
         return None
-    path = summary_file.parent / str(entry.get("file") or RECORD_FILE)
+    path = summary_file.parent / str(entry.get("file") or _RECORD_FILE)
     fix = "restore it, or retrain the adapter to write it"
     if not path.is_file():
         raise UsageError(f"{summary_file} names the SFT question record {path}, which is missing; {fix}")
@@ -210,7 +210,7 @@ def write_sft_record(
     """
     own = frozenset(keys)
     out = Path(output_dir)
-    record = SFTRecord(keys=own, stages=[], path=out / RECORD_FILE)
+    record = SFTRecord(keys=own, stages=[], path=out / _RECORD_FILE)
     if continued:
         parent = read_sft_record(continued)
         if parent is None:
@@ -236,7 +236,7 @@ def write_sft_record(
 def _write(record: SFTRecord, out: Path, **extra: str) -> None:
     payload = {
         "format": FORMAT,
-        "key": KEY_RULE,
+        "key": _KEY_RULE,
         "complete": record.complete,
         "stages": record.stages,
         "unrecorded": record.unrecorded,
@@ -245,7 +245,7 @@ def _write(record: SFTRecord, out: Path, **extra: str) -> None:
         "keys": sorted(record.keys),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / RECORD_FILE).write_text(json.dumps(payload) + "\n", encoding="utf-8")
+    (out / _RECORD_FILE).write_text(json.dumps(payload) + "\n", encoding="utf-8")
 
 
 def carry_sft_record(parent: str | os.PathLike | None, output_dir: str | os.PathLike) -> SFTRecord | None:
@@ -280,7 +280,7 @@ def carry_sft_record(parent: str | os.PathLike | None, output_dir: str | os.Path
         complete=record.complete,
         stages=list(record.stages),
         unrecorded=list(record.unrecorded),
-        path=out / RECORD_FILE,
+        path=out / _RECORD_FILE,
     )
     _write(carried, out, carried_from=str(parent))
     return carried
@@ -309,7 +309,7 @@ def report_fields(record: SFTRecord | None, adapter: str | None, pool: Sequence[
                 "questions it was trained on, so filter_report.json says sft_overlap: null",
                 adapter,
                 "an incomplete" if record else "no",
-                RECORD_FILE,
+                _RECORD_FILE,
             )
         overlap = None
     else:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TRAIN_SPLIT = "train"
+_TRAIN_SPLIT = "train"
 """The split read from a Hub dataset with several (the band has only this one)."""
 
 
@@ -141,10 +141,10 @@ def _one_split(loaded, repo_id: str) -> Dataset:
         return loaded
     if len(loaded) == 1:
         return next(iter(loaded.values()))
-    if TRAIN_SPLIT in loaded:
-        return loaded[TRAIN_SPLIT]
+    if _TRAIN_SPLIT in loaded:
+        return loaded[_TRAIN_SPLIT]
     raise UsageError(
-        f"dataset {repo_id} has splits {', '.join(loaded)} and none is {TRAIN_SPLIT!r}: publish the training "
+        f"dataset {repo_id} has splits {', '.join(loaded)} and none is {_TRAIN_SPLIT!r}: publish the training "
         "rows as one split"
     )
 

@@ -71,7 +71,7 @@ def trained_databases(run: Any) -> dict[str, Any] | None:
     }
 
 
-def trained_databases_json(run: Any) -> bytes | None:
+def _trained_databases_json(run: Any) -> bytes | None:
     """:func:`trained_databases` as the file's bytes (``None`` without a record)."""
     record = trained_databases(run)
     return None if record is None else (json.dumps(record, indent=2) + "\n").encode("utf-8")
@@ -91,7 +91,7 @@ def with_trained_databases(files: list[tuple[str, Any]], run: Any) -> list[tuple
 
     ```
     """
-    record = trained_databases_json(run)
+    record = _trained_databases_json(run)
     if record is None:
         return files
     kept = [(path, content) for path, content in files if path != TRAINED_DATABASES_FILE]

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 BENCHMARK_SPLITS: tuple[str, ...] = ("dev", "test")
 EVAL_YAML = "eval.yaml"
-SQL_BLOCK_PATTERN = r"(?s)```sql\s*(.*?)\s*```"
+_SQL_BLOCK_PATTERN = r"(?s)```sql\s*(.*?)\s*```"
 """The SQL of a completion as the prompt asks for it (a ```` ```sql ```` block), for the Hub's ``pattern`` scorer."""
 
 
@@ -75,7 +75,7 @@ def eval_yaml(splits: Sequence[str] = BENCHMARK_SPLITS, prompt_config: PromptCon
                 "split": split,
                 "field_spec": {"input": "prompt", "target": "gold_sql"},
                 "solvers": copy.deepcopy(solvers),  # no YAML anchors in the file
-                "scorers": [{"name": "pattern", "args": {"pattern": SQL_BLOCK_PATTERN}}],
+                "scorers": [{"name": "pattern", "args": {"pattern": _SQL_BLOCK_PATTERN}}],
             }
             for split in splits
         ],

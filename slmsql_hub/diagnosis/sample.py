@@ -45,7 +45,7 @@ def _prompt_text(prompt: Any) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
 
 
-def question_record(
+def _question_record(
     row: dict, prompt: Any, greedy: Any | None, samples: Sequence[Any], mode: str, keep_distinct: bool, key: str | None
 ) -> dict[str, Any]:
     """One question's record (module docstring) from its greedy judgement (``None``: none drawn) and its samples'
@@ -109,7 +109,7 @@ def sample_slice(
         n = len(batch)
         for i, (row, prompt, key) in enumerate(zip(batch, batch_prompts, keys)):
             samples = judged[n + i * k : n + (i + 1) * k]
-            records.append(question_record(row, prompt, judged[i], samples, mode, config.keep_distinct, key))
+            records.append(_question_record(row, prompt, judged[i], samples, mode, config.keep_distinct, key))
         logger.info("diagnosed %d of %d questions", len(records), len(rows))
     return records
 
@@ -127,7 +127,7 @@ def training_records(rows: list[dict], prompts: list[Any], sandbox: Any, config:
     golds = [row["gold_sql"] for row in rows for _ in row["samples"]]
     judged = iter(judge.judge_many(texts, golds, [row["db_path"] for row in rows for _ in row["samples"]]))
     return [
-        question_record(row, prompt, None, [next(judged) for _ in row["samples"]], config.compare_mode,
+        _question_record(row, prompt, None, [next(judged) for _ in row["samples"]], config.compare_mode,
                         config.keep_distinct, None)  # fmt: skip
         for row, prompt in zip(rows, prompts)
     ]

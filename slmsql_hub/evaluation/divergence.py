@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-SUMS = ("tokens", "kl", "entropy_a", "entropy_b")
+_SUMS = ("tokens", "kl", "entropy_a", "entropy_b")
 """The keys of :func:`divergence_sums`' result."""
 
 
@@ -70,7 +70,7 @@ def divergence_sums(
 
     rows = [list(prompt_ids) + list(c) for c in completions if len(c)]
     if not rows:
-        return dict.fromkeys(SUMS, 0.0) | {"tokens": 0}
+        return dict.fromkeys(_SUMS, 0.0) | {"tokens": 0}
     width = max(len(r) for r in rows)
     device = next(model.parameters()).device
     input_ids = torch.zeros((len(rows), width), dtype=torch.long)
@@ -96,8 +96,8 @@ def divergence_sums(
 
 
 def add_sums(total: dict[str, float], more: dict[str, float]) -> dict[str, float]:
-    """``total`` plus ``more``, key by key over :data:`SUMS` (a missing key counts 0)."""
-    return {key: total.get(key, 0) + more.get(key, 0) for key in SUMS}
+    """``total`` plus ``more``, key by key over :data:`_SUMS` (a missing key counts 0)."""
+    return {key: total.get(key, 0) + more.get(key, 0) for key in _SUMS}
 
 
 def mean_divergence(sums: dict[str, float]) -> dict[str, Any]:
@@ -113,4 +113,4 @@ def mean_divergence(sums: dict[str, float]) -> dict[str, Any]:
     ```
     """
     tokens = int(sums.get("tokens", 0))
-    return {"tokens": tokens} | {key: (sums[key] / tokens if tokens else None) for key in SUMS[1:]}
+    return {"tokens": tokens} | {key: (sums[key] / tokens if tokens else None) for key in _SUMS[1:]}

@@ -17,7 +17,7 @@ SLICES = ("band_train", "band_heldout", "world_dev", "world_test")
 GROUPS = ("seen_dbs", "held_out_db")
 """The breakdown of the world slices: the databases GRPO trained on, and the world's held-out database."""
 
-TRANSFER_FINDING = "transfer_finding.md"  # under model_card/
+_TRANSFER_FINDING = "transfer_finding.md"  # under model_card/
 KIND = "transfer"
 """A transfer report's ``report.json`` ``kind`` (``slmsql ablate --combine``): what tells it from a world's
 ablation report."""
@@ -35,26 +35,26 @@ def _significant(entry: dict, positive: bool) -> bool:
     return entry["p_holm"] < ALPHA and (entry["delta"] > 0 if positive else entry["delta"] != 0)
 
 
-OLD_TEST = (
+_OLD_TEST = (
     "exact McNemar test on the pairs, seeds pooled as extra pairs (a report from before the question became the unit)"
 )
 """What a pooled entry without a ``test`` field was tested with."""
 
 
-def tested_with(pooled: list[dict]) -> str:
-    """The test behind the pooled entries' raw p: their ``test`` field, :data:`OLD_TEST` for an older report.
+def _tested_with(pooled: list[dict]) -> str:
+    """The test behind the pooled entries' raw p: their ``test`` field, :data:`_OLD_TEST` for an older report.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.evaluation.findings import tested_with
-    >>> tested_with([{"slices": {"band_train": {"p": 0.5, "test": "sign-flip permutation"}}}])
+    >>> from slmsql_hub.evaluation.findings import _tested_with
+    >>> _tested_with([{"slices": {"band_train": {"p": 0.5, "test": "sign-flip permutation"}}}])
     'sign-flip permutation'
 
     ```
     """
-    names = {e.get("test", OLD_TEST) for row in pooled for e in row["slices"].values()}
-    return " / ".join(sorted(names)) or OLD_TEST
+    names = {e.get("test", _OLD_TEST) for row in pooled for e in row["slices"].values()}
+    return " / ".join(sorted(names)) or _OLD_TEST
 
 
 def claims(pooled: list[dict]) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def claims(pooled: list[dict]) -> dict[str, Any]:
     }
     others = [name for name in slice_names(pooled) if name != "band_train"]
     return {
-        "test": tested_with(pooled),
+        "test": _tested_with(pooled),
         "raw_only": {
             name: [p for p in pooled if name in p["slices"] and p not in moved[name] and p["slices"][name]["p"] < ALPHA]
             for name in others
@@ -158,8 +158,8 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
     random = verdicts.get("random_reward", [])
     base = claims(rows)
     return {
-        "conditions": varied_conditions(verdicts, plants),
-        "test": tested_with(rows),
+        "conditions": _varied_conditions(verdicts, plants),
+        "test": _tested_with(rows),
         "main": main,
         "transferred": transferred,
         "main_transferred": bool(transferred) if main else None,
@@ -178,13 +178,13 @@ def transfer_claims(rows: list[dict], plants: dict[str, dict | None]) -> dict[st
     }
 
 
-REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
+_REWARD_KEYS = frozenset({"reward_funcs", "reward_weights"})
 """Override keys that name one condition together (the reward), so an arm that swaps them varies one thing."""
 
 
 def _condition(keys: set[str]) -> str | None:
     """The one condition a set of differing override keys varies (``None``: none, or more than one)."""
-    if keys and keys <= REWARD_KEYS:
+    if keys and keys <= _REWARD_KEYS:
         return "reward"
     return next(iter(keys)) if len(keys) == 1 else None
 
@@ -194,7 +194,7 @@ def _reference(main: list[dict]) -> dict | None:
     return min(main, key=lambda v: len(v["row"].get("overrides") or {}), default=None)
 
 
-def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
+def _varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
     """What the study's arms varied, each against the main arm's reference row (:func:`_reference`): one entry
     per condition, ``{"condition", "reference", "arms": [{"label", "value", "verdict"}, ...]}``, the reference
     first. An arm counts only when it differs from the reference in exactly one condition: one override key
@@ -204,13 +204,13 @@ def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | 
     Example:
 
     ```python
-    >>> from slmsql_hub.evaluation.findings import varied_conditions
+    >>> from slmsql_hub.evaluation.findings import _varied_conditions
     >>> row = lambda label, world, o: {"row": {"label": label, "world": world, "overrides": o}}
     >>> verdicts = {"main": [row("p/a", "p", {"learning_rate": 2e-4}), row("p/b", "p", {"learning_rate": 1e-5}),
     ...                      row("p/c", "p", {"learning_rate": 2e-4, "max_train_samples": 16, "beta": 0.1})],
     ...             "support_negative": [row("q/a", "q", {"learning_rate": 2e-4})]}
     >>> [(c["condition"], [a["value"] for a in c["arms"]]) for c in
-    ...  varied_conditions(verdicts, {"p": {"rate": 0.7}, "q": {"rate": 1.0}})]
+    ...  _varied_conditions(verdicts, {"p": {"rate": 0.7}, "q": {"rate": 1.0}})]
     [('learning_rate', [0.0002, 1e-05]), ('plant rate', [0.7, 1.0])]
 
     ```
@@ -236,7 +236,7 @@ def varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | 
             name = _condition({k for k in set(over) | set(ref_over) if over.get(k) != ref_over.get(k)})
             if name is None:
                 continue
-            keys = sorted(REWARD_KEYS) if name == "reward" else [name]
+            keys = sorted(_REWARD_KEYS) if name == "reward" else [name]
             value = over.get(keys[0]) if len(keys) == 1 else over.get("reward_funcs", "default")
             ref_value = ref_over.get(keys[0]) if len(keys) == 1 else ref_over.get("reward_funcs", "default")
         condition = found.setdefault(name, {"condition": name, "reference": ref_row["label"], "arms": [
@@ -251,4 +251,4 @@ def render_finding(report: dict) -> str:
 
     plants = {name: world["plant"] for name, world in report["worlds"].items()}
     facts = transfer_claims(report["rows"], plants)
-    return load_template(TRANSFER_FINDING).render(report=report, facts=facts, alpha=ALPHA, probes=PROBES)
+    return load_template(_TRANSFER_FINDING).render(report=report, facts=facts, alpha=ALPHA, probes=PROBES)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DEFAULT_BOOT = 1000
+_DEFAULT_BOOT = 1000
 """Bootstrap resamples of the questions behind each interval."""
 
 
@@ -83,7 +83,7 @@ def pass_at_k_curve(
     c: Sequence[int],
     ks: Sequence[int] | None = None,
     *,
-    n_boot: int = DEFAULT_BOOT,
+    n_boot: int = _DEFAULT_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> list[dict]:
@@ -119,7 +119,7 @@ def paired_pass_at_k_delta(
     c_b: Sequence[int] | Sequence[Sequence[int]],
     ks: Sequence[int],
     *,
-    n_boot: int = DEFAULT_BOOT,
+    n_boot: int = _DEFAULT_BOOT,
     seed: int = 0,
     level: float = 0.95,
 ) -> list[dict]:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-MAJ = "maj@K"
+_MAJ = "maj@K"
 """The name of a policy's maj@K answers in the paired comparison with its greedy ones."""
 
 
@@ -132,7 +132,7 @@ def self_consistency_entry(
         "comparison": comparison.to_dict(),
         "versus_greedy": {
             name: paired_comparison(
-                greedy[name], maj[name], a_name="greedy", b_name=MAJ, resamples=resamples, seed=seed
+                greedy[name], maj[name], a_name="greedy", b_name=_MAJ, resamples=resamples, seed=seed
             ).to_dict()
             for name in voted
         },

@@ -21,7 +21,7 @@ seeds were new questions). On the d_i:
 - the test is a **paired sign-flip permutation test** (:func:`sign_flip_p`): under "no difference" each d_i is
   as likely to have the opposite sign; T = Σ d_i, p = P(|T*| >= |T|) over the 2^N sign vectors of the N
   non-zero d_i, computed exactly (the d_i are multiples of 1/seeds, so T*'s law is a convolution of
-  binomials) up to :data:`EXACT_SIGN_FLIPS` of them, else estimated from seeded draws as
+  binomials) up to :data:`_EXACT_SIGN_FLIPS` of them, else estimated from seeded draws as
   (1 + #{|T*| >= |T|}) / (1 + B). With one seed it IS the exact McNemar test;
 - the CI is a **paired bootstrap over questions** of the mean d_i (:func:`bootstrap_mean_ci`);
 - for claims about templates, :func:`cluster_bootstrap_ci` resamples whole templates (clusters) instead.
@@ -58,10 +58,10 @@ from ..render.fmt import format_p, format_points
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RESAMPLES = 10_000
-EXACT_SIGN_FLIPS = 1000
+_DEFAULT_RESAMPLES = 10_000
+_EXACT_SIGN_FLIPS = 1000
 """Up to this many non-zero d_i the sign-flip p is exact (2^-N stays a normal float); above, seeded draws."""
-SIGN_FLIP_TEST = "sign-flip permutation on per-question mean differences"
+_SIGN_FLIP_TEST = "sign-flip permutation on per-question mean differences"
 ALPHA = 0.05  # the CI is the central 1 − ALPHA interval and p must be below ALPHA
 NO_DIFFERENCE = "no significant difference"
 SIGNIFICANCE_RULE = (  # also written into eval_results.json
@@ -126,7 +126,7 @@ def paired_bootstrap_ci(
     a: Sequence[int | None],
     b: Sequence[int | None],
     *,
-    resamples: int = DEFAULT_RESAMPLES,
+    resamples: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 1 - ALPHA,
 ) -> tuple[float, float]:
@@ -170,7 +170,7 @@ def _interval(means: np.ndarray, confidence: float) -> tuple[float, float]:
 def bootstrap_mean_ci(
     d: Sequence[float] | np.ndarray,
     *,
-    resamples: int = DEFAULT_RESAMPLES,
+    resamples: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 1 - ALPHA,
 ) -> tuple[float, float]:
@@ -203,7 +203,7 @@ def cluster_bootstrap_ci(
     d: Sequence[float] | np.ndarray,
     clusters: Sequence[str],
     *,
-    resamples: int = DEFAULT_RESAMPLES,
+    resamples: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 1 - ALPHA,
 ) -> tuple[float, float]:
@@ -249,13 +249,13 @@ def is_significant(ci95: tuple[float, float], p_value: float, alpha: float = ALP
     return (low > 0 or high < 0) and p_value < alpha
 
 
-def verdict_words(delta: float, significant: bool, a: str = "sft", b: str = "grpo") -> str:
+def _verdict_words(delta: float, significant: bool, a: str = "sft", b: str = "grpo") -> str:
     """The verdict in words: ``no significant difference``, ``<b> significantly better than <a>`` or worse.
 
     Example:
 
     ```python
-    >>> verdict_words(0.05, False), verdict_words(0.05, True), verdict_words(-0.05, True)
+    >>> _verdict_words(0.05, False), _verdict_words(0.05, True), _verdict_words(-0.05, True)
     ('no significant difference', 'grpo significantly better than sft', 'grpo significantly worse than sft')
 
     ```
@@ -266,7 +266,7 @@ def verdict_words(delta: float, significant: bool, a: str = "sft", b: str = "grp
 
 
 def verdict_sentence(verdict: str, delta: float, ci95: tuple[float, float], p_value: float, n: int) -> str:
-    """The plain verdict sentence (``verdict`` from :func:`verdict_words`, ``delta``/``ci95`` as fractions).
+    """The plain verdict sentence (``verdict`` from :func:`_verdict_words`, ``delta``/``ci95`` as fractions).
 
     Example:
 
@@ -330,7 +330,7 @@ def paired_comparison(
     *,
     a_name: str = "sft",
     b_name: str = "grpo",
-    resamples: int = DEFAULT_RESAMPLES,
+    resamples: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> PairedComparison:
     """Compare two policies' per-question correctness (1, 0, ``None`` = unscorable; same question order):
@@ -369,7 +369,7 @@ def paired_comparison(
             b_name,
             a_name,
         )
-    verdict = verdict_words(delta, significant, a_name, b_name)
+    verdict = _verdict_words(delta, significant, a_name, b_name)
     return PairedComparison(
         a=a_name,
         b=b_name,
@@ -391,15 +391,13 @@ def paired_comparison(
 def sign_flip_p(
     units: Sequence[int] | np.ndarray,
     *,
-    permutations: int = DEFAULT_RESAMPLES,
+    permutations: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
-    exact_max: int = EXACT_SIGN_FLIPS,
+    exact_max: int = _EXACT_SIGN_FLIPS,
 ) -> float:
-    """Two-sided paired sign-flip permutation p in ``(0, 1]`` of the per-question differences, given as
-    integers ``units`` (d_i times the number of seeds; the test is scale-free): p = P(|T*| >= |T|), T = Σ d_i,
-    T* = Σ ±d_i with independent fair signs. The N non-zero d_i grouped by magnitude k make T* a sum of
-    k·(2·Binomial(count_k, 1/2) − count_k): exact by convolution when N <= ``exact_max``, else from
-    ``permutations`` seeded draws of those binomials as (1 + #{|T*| >= |T|}) / (1 + permutations).
+    """Two-sided paired sign-flip permutation p in ``(0, 1]`` (module docstring) of the per-question differences
+    given as integers ``units`` (d_i times the number of seeds; the test is scale-free): exact when at most
+    ``exact_max`` are non-zero, else from ``permutations`` seeded draws.
 
     Example:
 
@@ -433,7 +431,7 @@ def sign_flip_p(
 class QuestionComparison:
     """GRPO's seeds (``b``) against one SFT answer (``a``) per question, the question the unit: ``n`` questions,
     ``ex_a``/``ex_b`` the means over questions of each arm's per-question mean, ``delta`` = ex_b − ex_a,
-    ``ci95`` the paired bootstrap over questions, ``p`` the sign-flip p (:data:`SIGN_FLIP_TEST`),
+    ``ci95`` the paired bootstrap over questions, ``p`` the sign-flip p (:data:`_SIGN_FLIP_TEST`),
     ``discordant`` one ``{"a_only", "b_only"}`` per seed, ``ci_cluster`` the clustered CI if clusters were given."""
 
     n: int
@@ -445,7 +443,7 @@ class QuestionComparison:
     p: float
     discordant: list[dict[str, int]]
     ci_cluster: tuple[float, float] | None = None
-    test: str = SIGN_FLIP_TEST
+    test: str = _SIGN_FLIP_TEST
 
 
 def question_comparison(
@@ -453,7 +451,7 @@ def question_comparison(
     b: Sequence[Sequence[int | None]],
     *,
     clusters: Sequence[str] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
+    resamples: int = _DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> QuestionComparison:
     """Compare SFT's answers ``a`` (one per question) with GRPO's ``b`` (one list per seed, same question order)

@@ -17,7 +17,7 @@ from ..generation.loading import InferenceArguments, _is_int
 from ..recipes import parse_recipe
 from ..run.artifacts import check_folder_to_write
 from ..run.layout import FILTER_REPORT, FILTER_RESULTS, FILTER_STATE
-from ..sql.compare import CompareMode
+from ..sql.compare import CompareMode, check_keep_distinct
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..generation import GenerationConfig
@@ -121,10 +121,7 @@ class FilterConfig(PromptArguments, BenchmarkArguments, InferenceArguments):
                 "(`benchmarks: [world:rl_pool]`)"
             )
         self.compare_mode = CompareMode.parse(self.compare_mode).value
-        if self.keep_distinct and self.compare_mode != "spider":
-            raise UsageError(
-                "keep_distinct only applies to compare_mode: spider; remove it or switch the mode"
-            )
+        check_keep_distinct(self.compare_mode, self.keep_distinct)
         if not _is_int(self.num_samples) or self.num_samples < 2:
             raise UsageError(
                 f"num_samples (K) must be an integer >= 2: a pass rate needs several samples (the study uses 8); "

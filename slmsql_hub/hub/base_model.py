@@ -71,7 +71,7 @@ def read_adapter_config(card_dir: Path) -> dict[str, Any]:
     return read_json_object(card_dir / ADAPTER_CONFIG, "rerun `slmsql card`")
 
 
-def loaded_commit(folder: Path, repo_id: str) -> str | None:
+def _loaded_commit(folder: Path, repo_id: str) -> str | None:
     """The commit of the Hub base ``repo_id`` that the run in ``folder`` (a card or stage folder) loaded, from its
     ``run_summary.json`` (``revisions.model_commit``, recorded by every stage); ``None`` when it names another
     base or none.
@@ -83,7 +83,7 @@ def loaded_commit(folder: Path, repo_id: str) -> str | None:
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> summary = {"base_model": "alice/base", "revisions": {"model_revision": "main", "model_commit": "4f2a"}}
     >>> _ = (folder / "run_summary.json").write_text(json.dumps(summary))
-    >>> loaded_commit(folder, "alice/base"), loaded_commit(folder, "bob/base")
+    >>> _loaded_commit(folder, "alice/base"), _loaded_commit(folder, "bob/base")
     ('4f2a', None)
 
     ```
@@ -121,14 +121,14 @@ def resolve_base(
         if not isinstance(named, str):
             raise UsageError(f"{card_dir / 'README.md'}: base_model names several models; an adapter has one")
         named = _hub_id(named, f"{card_dir / 'README.md'} base_model")
-        return BaseModel(named, config.get("revision") or loaded_commit(card_dir, named))
+        return BaseModel(named, config.get("revision") or _loaded_commit(card_dir, named))
     local = CardLayout(card_dir).lineage["base"].path
     if (local / "config.json").is_file():
         branch = revision if revision and revision != "main" and not revision.startswith("refs/") else None
         return BaseModel(base_repo_id, branch, local)
     if isinstance(recorded, str) and looks_like_hub_id(recorded):
         recorded = _hub_id(recorded, f"{card_dir / ADAPTER_CONFIG} base_model_name_or_path")
-        return BaseModel(recorded, config.get("revision") or loaded_commit(card_dir, recorded))
+        return BaseModel(recorded, config.get("revision") or _loaded_commit(card_dir, recorded))
     raise UsageError(
         f"the adapter in {card_dir} names the base model {recorded!r}, a local folder that {local} does "
         "not ship: rerun `slmsql card` (it copies a local base there), or pass `slmsql card --base-model-id HUB_ID` "

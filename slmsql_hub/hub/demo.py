@@ -24,10 +24,10 @@ logger = logging.getLogger(__name__)
 SPACE_CONFIG = "space_config.json"
 """The Space's configuration file; ``spaces/demo/space_config.py`` reads the same name."""
 
-SPACE_WORLD = "world"
+_SPACE_WORLD = "world"
 """Where the run's world lands in the Space repository."""
 
-EXAMPLE_SPLIT = "dev"
+_EXAMPLE_SPLIT = "dev"
 
 MODEL_ENTRIES = ("base_model", "sft_adapter", "grpo_adapter")
 """The models ``space_config.json`` names, each ``{"repo_id", "revision"}``."""
@@ -55,8 +55,8 @@ def space_config(
         "base_model": {"repo_id": base.repo_id, "revision": base.revision or branch},
         "sft_adapter": {"repo_id": ids[SFT_MODEL], "revision": branch},
         "grpo_adapter": {"repo_id": ids[MODEL], "revision": branch},
-        "world_dir": SPACE_WORLD if databases else None,
-        "example_split": EXAMPLE_SPLIT,
+        "world_dir": _SPACE_WORLD if databases else None,
+        "example_split": _EXAMPLE_SPLIT,
         "databases": databases,
     }
 
@@ -101,11 +101,11 @@ def _world_files(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
     world = RunLayout(run_dir).world
     if not (world / WORLD_MANIFEST).is_file():
         return {}, []
-    files = {f"{SPACE_WORLD}/{WORLD_MANIFEST}": world / WORLD_MANIFEST}
-    for sub in ("databases", f"datasets/{EXAMPLE_SPLIT}"):
+    files = {f"{_SPACE_WORLD}/{WORLD_MANIFEST}": world / WORLD_MANIFEST}
+    for sub in ("databases", f"datasets/{_EXAMPLE_SPLIT}"):
         if (world / sub).is_dir():
-            files.update((f"{SPACE_WORLD}/{sub}/{path}", local) for path, local in folder_files(world / sub))
-    databases = sorted({path.split("/")[2] for path in files if path.startswith(f"{SPACE_WORLD}/databases/")})
+            files.update((f"{_SPACE_WORLD}/{sub}/{path}", local) for path, local in folder_files(world / sub))
+    databases = sorted({path.split("/")[2] for path in files if path.startswith(f"{_SPACE_WORLD}/databases/")})
     if not databases:  # a world without databases shows nothing: the Space builds its own from the seed
         return {}, []
     return files, [f"world/{db}" for db in databases]
@@ -115,7 +115,7 @@ BENCHMARK_DATA = "benchmark_data"
 """``space_config.json``'s entry naming the dataset repository of the run's benchmark databases (and its
 ``repo_type``); the Space downloads it at that revision and shows it as a Spider-layout folder."""
 
-DATABASE_CAP_BYTES = 64 * 2**20
+_DATABASE_CAP_BYTES = 64 * 2**20
 """The largest database (all ``.sqlite`` files of its folder) the benchmark repository ships: 64 MB, set from the
 dev databases' real sizes. Spider dev, measured on our copy (19 of its 20 databases, 0.9 MB together): the five
 largest are ``world_1`` 312 KB, ``flight_2`` 76 KB, ``car_1`` 64 KB, ``student_transcripts_tracking`` and
@@ -130,25 +130,32 @@ largest known one does not: a CPU Space should not download hundreds of MB at st
 What does not fit: the database is left out (the push logs it, the repository's README lists it with its size)
 and its questions are no examples; the Space compares on the others; when none fits, it shows the embedded world."""
 
-MAX_EXAMPLES = 200
+_MAX_EXAMPLES = 200
 """The example questions the Space lists at most: the run's SFT/GRPO disagreements first, then the rest."""
 
 
 def _evaluated(run: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """``(database path by question id, predictions)`` of every non-world benchmark the run
-    evaluated whose release folder (the eval config's ``<name>_root``) is here."""
+    evaluated whose release folder (the eval config's ``<name>_root`` or ``benchmark_roots`` entry) is here."""
+    from dataclasses import fields
+
     from ..data.benchmarks import load_benchmark
+    from ..data.config import BenchmarkArguments
     from ..run.files import read_jsonl
 
     results = run.eval_results or {}
     config = results.get("config") or {}
+    roots = BenchmarkArguments(**{f.name: config.get(f.name) for f in fields(BenchmarkArguments)
+                                  if f.init and f.name != "benchmarks"})  # fmt: skip
     found = []
     for key, bench in (results.get("benchmarks") or {}).items():
-        name, root = bench.get("benchmark"), config.get(f"{bench.get('benchmark')}_root")
+        name = bench.get("benchmark")
         if name == "world" or not bench.get("predictions_file"):
             continue
+        root = roots.root(name)
         if not root or not Path(root).is_dir():
-            logger.warning("%s: its databases are not at %s (eval config %s_root); the demo leaves it out", key, root, name)
+            logger.warning("%s: its databases are not at %s (the eval config's root of %s); the demo leaves it out",
+                           key, root, name)  # fmt: skip
             continue
         rows = load_benchmark(name, root, bench.get("split"), skip_missing_db=True)
         paths = {row["question_id"]: row["db_path"] for row in rows}
@@ -156,9 +163,9 @@ def _evaluated(run: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     return found
 
 
-def benchmark_files(run_dir: Path, cap_bytes: int = DATABASE_CAP_BYTES) -> dict[str, Path | bytes]:
+def benchmark_files(run_dir: Path, cap_bytes: int = _DATABASE_CAP_BYTES) -> dict[str, Path | bytes]:
     """The run's evaluated databases in Spider's layout (``database/<db_id>/*.sqlite``, each at most
-    ``cap_bytes``), ``dev.json`` of example questions (the SFT/GRPO disagreements first, :data:`MAX_EXAMPLES`)
+    ``cap_bytes``), ``dev.json`` of example questions (the SFT/GRPO disagreements first, :data:`_MAX_EXAMPLES`)
     and a README saying where they come from and what was left out; ``{}`` when the run evaluated only the world
     (which the Space ships as it is) or none of its databases is here.
 
@@ -188,7 +195,7 @@ def benchmark_files(run_dir: Path, cap_bytes: int = DATABASE_CAP_BYTES) -> dict[
         logger.warning("demo: database %s (%.1f MB) is over the %.1f MB cap: left out", db_id, size / 2**20, cap_bytes / 2**20)
     if not files:
         return {}
-    chosen = [example for _, example in sorted(examples, key=lambda pair: pair[0])[:MAX_EXAMPLES]]
+    chosen = [example for _, example in sorted(examples, key=lambda pair: pair[0])[:_MAX_EXAMPLES]]
     files["dev.json"] = (json.dumps(chosen, indent=1) + "\n").encode("utf-8")
     files[CARD_README] = _benchmark_readme(run_dir, len(chosen), left_out, cap_bytes).encode("utf-8")
     return files

@@ -201,10 +201,10 @@ def _space_install(
 
 
 NAMED_METRIC_FILES: tuple[str, ...] = ("ex.py", CARD_README, "app.py")
-"""The metric files that name the metric's id, rendered for the Space they are pushed to (:func:`named_metric`)."""
+"""The metric files that name the metric's id, rendered for the Space they are pushed to (:func:`_named_metric`)."""
 
 
-def named_metric(text: str, repo_id: str, install: str) -> str:
+def _named_metric(text: str, repo_id: str, install: str) -> str:
     """A metric file's text naming the Space ``repo_id`` it is pushed to instead of ``slmsql/ex``, and installing
     ``install`` (the wheel's requirement) instead of ``slmsql-hub``, which is on no index; the offline install
     line, which holds for ``slmsql/ex`` only, goes.
@@ -212,7 +212,7 @@ def named_metric(text: str, repo_id: str, install: str) -> str:
     Example:
 
     ```python
-    >>> print(named_metric('pip install slmsql-hub\\nevaluate.load("slmsql/ex")  # https://huggingface.co/spaces/slmsql/ex',
+    >>> print(_named_metric('pip install slmsql-hub\\nevaluate.load("slmsql/ex")  # https://huggingface.co/spaces/slmsql/ex',
     ...                    "bob/ex", "slmsql-hub @ https://hub/w.whl"))  # doctest: +ELLIPSIS
     pip install "slmsql-hub @ https://hub/w.whl"
     evaluate.load("bob/ex")  # https://.../spaces/bob/ex
@@ -241,19 +241,19 @@ def _metric_target(repo_id: str, wheel: Path, revision: str | None) -> PushTarge
     install = wheel_requirement(repo_id, wheel.name, revision=revision)
     for name in NAMED_METRIC_FILES:
         text = (folder / name).read_text(encoding="utf-8")
-        files[name] = named_metric(text, repo_id, install).encode("utf-8")
+        files[name] = _named_metric(text, repo_id, install).encode("utf-8")
     files.update(_space_install(repo_id, folder / "requirements.txt", wheel, revision))
     return PushTarget(METRIC_SPACE, "space", repo_id, tuple(sorted(files.items())), space_sdk=sdk)
 
 
-def default_demo_dir() -> Path:
+def _default_demo_dir() -> Path:
     """``spaces/demo`` in the working directory, else in the source checkout this package runs from, else the
     copy a wheel installs as ``slmsql_hub/demo_space/`` (it may not exist; :func:`plan_push` then says so).
 
     Example:
 
     ```python
-    >>> default_demo_dir().parts[-2:]
+    >>> _default_demo_dir().parts[-2:]
     ('spaces', 'demo')
 
     ```
@@ -288,7 +288,7 @@ def _demo_targets(
     (:func:`~slmsql_hub.hub.demo.benchmark_files`)."""
     from .demo import benchmark_files, demo_files
 
-    folder = Path(demo_dir) if demo_dir is not None else default_demo_dir()
+    folder = Path(demo_dir) if demo_dir is not None else _default_demo_dir()
     files = dict(folder_files(folder)) if folder.is_dir() else {}
     if not files:
         raise UsageError(f"no demo Space files in {folder}: build the demo there first, or pass --demo-dir")

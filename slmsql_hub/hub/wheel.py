@@ -30,7 +30,7 @@ from ..resources import PACKAGE_DIR
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_NAME = "slmsql-hub"
+_PACKAGE_NAME = "slmsql-hub"
 WHEEL_FOLDER = "wheels"
 """Where the wheel lands in a Space repository."""
 
@@ -40,11 +40,11 @@ _TREE = ("pyproject.toml", "README.md", "LICENSE", "slmsql_hub", "model_card", "
 _SKIP = ("__pycache__", "*.pyc", ".*_cache", "build", "*.egg-info")
 
 
-def source_root() -> Path | None:
+def _source_root() -> Path | None:
     """The source checkout this package runs from (its ``pyproject.toml`` names slmsql-hub), else ``None``."""
     root = PACKAGE_DIR.parent
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file() and f'name = "{PACKAGE_NAME}"' in pyproject.read_text(encoding="utf-8"):
+    if pyproject.is_file() and f'name = "{_PACKAGE_NAME}"' in pyproject.read_text(encoding="utf-8"):
         return root
     return None
 
@@ -64,10 +64,10 @@ def _tree_digest(root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_wheel(path: str | os.PathLike) -> Path:
+def _check_wheel(path: str | os.PathLike) -> Path:
     """``path`` when it is a wheel of this very version of slmsql-hub; else a UsageError naming the fix."""
     wheel = Path(path)
-    prefix = f"{PACKAGE_NAME.replace('-', '_')}-{__version__}-"
+    prefix = f"{_PACKAGE_NAME.replace('-', '_')}-{__version__}-"
     if not wheel.is_file() or wheel.suffix != ".whl":
         raise UsageError(f"--wheel {wheel}: no such wheel file (build one with `pip wheel --no-deps .`)")
     if not wheel.name.startswith(prefix):
@@ -79,11 +79,11 @@ def check_wheel(path: str | os.PathLike) -> Path:
 
 
 def package_wheel(given: str | os.PathLike | None = None) -> Path:
-    """The wheel of the running slmsql-hub: ``given`` (checked by :func:`check_wheel`), else built from the source
+    """The wheel of the running slmsql-hub: ``given`` (checked by :func:`_check_wheel`), else built from the source
     tree (cached by content). UsageError: installed from a wheel and none given; InfrastructureError: pip failed."""
     if given is not None:
-        return check_wheel(given)
-    root = source_root()
+        return _check_wheel(given)
+    root = _source_root()
     if root is None:
         raise UsageError(
             f"slmsql-hub {__version__} is installed, not run from its source tree, so no wheel can be built for "
@@ -136,7 +136,7 @@ def wheel_requirement(
     ```
     """
     quoted = urllib.parse.quote(revision or "main", safe="")
-    return f"{PACKAGE_NAME} @ {repo_url('space', space_id, endpoint)}/resolve/{quoted}/{WHEEL_FOLDER}/{wheel_name}"
+    return f"{_PACKAGE_NAME} @ {repo_url('space', space_id, endpoint)}/resolve/{quoted}/{WHEEL_FOLDER}/{wheel_name}"
 
 
 def pinned_requirements(
@@ -158,7 +158,7 @@ def pinned_requirements(
     pin = wheel_requirement(space_id, wheel_name, revision=revision, endpoint=endpoint)
     lines, pinned = [], False
     for line in text.splitlines():
-        if _requirement_name(line) == PACKAGE_NAME:
+        if _requirement_name(line) == _PACKAGE_NAME:
             if not pinned:
                 lines.append(pin)
             pinned = True

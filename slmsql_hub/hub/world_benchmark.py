@@ -32,13 +32,13 @@ WORLD = "world"
 EVAL_RESULTS_FOLDER = CardLayout(Path()).eval_result_files.name
 
 
-def named_explicitly(what: str | Sequence[str]) -> bool:
+def _named_explicitly(what: str | Sequence[str]) -> bool:
     """Whether ``--what`` names the world benchmark itself (not only through ``all``).
 
     Example:
 
     ```python
-    >>> named_explicitly("model,world-benchmark"), named_explicitly("all")
+    >>> _named_explicitly("model,world-benchmark"), _named_explicitly("all")
     (True, False)
 
     ```
@@ -67,7 +67,7 @@ def _prompt_config(run_dir: Path) -> Any:
 def world_benchmark_targets(run_dir: str | Path, repo_id: str, what: str | Sequence[str]) -> list[PushTarget]:
     """The plan's world benchmark for ``--what`` (:func:`world_benchmark_target`, explicit when ``what`` names it):
     one target or none."""
-    target = world_benchmark_target(run_dir, repo_id, explicit=named_explicitly(what))
+    target = world_benchmark_target(run_dir, repo_id, explicit=_named_explicitly(what))
     return [target] if target is not None else []
 
 
@@ -153,14 +153,14 @@ def _text(content: Path | bytes) -> str:
     return (content if isinstance(content, bytes) else Path(content).read_bytes()).decode("utf-8")
 
 
-def pin_eval_results(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
+def _pin_eval_results(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
     """An ``.eval_results/*.yaml`` file whose entries naming the dataset ``repo_id`` carry ``revision: commit``;
     a file naming other datasets only is returned unchanged.
 
     Example:
 
     ```python
-    >>> print(pin_eval_results(b"- dataset: {id: alice/b, task_id: dev}\\n  value: 50.0\\n", "alice/b", "abc").decode())
+    >>> print(_pin_eval_results(b"- dataset: {id: alice/b, task_id: dev}\\n  value: 50.0\\n", "alice/b", "abc").decode())
     - dataset:
         id: alice/b
         task_id: dev
@@ -179,7 +179,7 @@ def pin_eval_results(content: Path | bytes, repo_id: str, commit: str) -> Path |
     return yaml.safe_dump(entries, sort_keys=False, allow_unicode=True).encode("utf-8") if named else content
 
 
-def pin_model_index(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
+def _pin_model_index(content: Path | bytes, repo_id: str, commit: str) -> Path | bytes:
     """A model card whose ``model-index`` results on the dataset ``repo_id`` name ``commit`` as its revision
     (``dataset.revision``); a card without such a result is returned unchanged."""
     from huggingface_hub import ModelCard
@@ -211,7 +211,7 @@ def pin_benchmark(files: Mapping[str, Path | bytes], repo_id: str, commit: str) 
     pinned = dict(files)
     for path, content in files.items():
         if path.startswith(f"{EVAL_RESULTS_FOLDER}/") and path.endswith(".yaml"):
-            pinned[path] = pin_eval_results(content, repo_id, commit)
+            pinned[path] = _pin_eval_results(content, repo_id, commit)
         elif path == CARD_README:
-            pinned[path] = pin_model_index(content, repo_id, commit)
+            pinned[path] = _pin_model_index(content, repo_id, commit)
     return pinned

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import InfrastructureError, UsageError
 from ..sql import CompareMode, Judge, Judgement, Limits, Sandbox
+from ..sql.compare import check_keep_distinct
 from ..sql.ex_report import VerdictCounts, count_verdicts
 
 logger = logging.getLogger(__name__)
@@ -100,8 +101,7 @@ def _check_inputs(predictions, references, db_path, mode: str, keep_distinct: bo
     if n == 0:
         raise UsageError("no examples to score: predictions, references and db_path are empty")
     compare_mode = CompareMode.parse(mode)
-    if keep_distinct and compare_mode is not CompareMode.SPIDER:
-        logger.warning("keep_distinct only changes the spider mode; ignored in %s mode", compare_mode.value)
+    check_keep_distinct(compare_mode, keep_distinct, mode_option="mode")
     if not timeout_s or timeout_s <= 0:
         raise UsageError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     _check_databases(db_path)

@@ -3,7 +3,7 @@
 ``evaluate.load("owner/name")`` first asks the Hub for the script; when that fails (offline, or
 ``HF_EVALUATE_OFFLINE=1``) it falls back to the newest cached copy under
 ``<modules cache>/evaluate_modules/metrics/owner--name/<hash>/name.py``, where ``<hash>`` is
-``evaluate.loading.files_to_hash([script])`` (recomputed by :func:`script_hash`: importing ``evaluate`` costs
+``evaluate.loading.files_to_hash([script])`` (recomputed by :func:`_script_hash`: importing ``evaluate`` costs
 seconds, as it imports transformers and torch). Each folder on that path is a Python package (an
 ``__init__.py``) because ``evaluate`` imports the script as ``evaluate_modules.metrics.owner--name.<hash>.name``.
 """
@@ -48,14 +48,14 @@ def default_modules_cache() -> Path:
     return Path(os.getenv("HF_MODULES_CACHE", os.path.join(hf_home, "modules")))
 
 
-def script_hash(path: str | os.PathLike) -> str:
+def _script_hash(path: str | os.PathLike) -> str:
     """The folder name ``evaluate`` caches a script under (``evaluate.loading.files_to_hash([path])``): SHA-256
     of its ``readlines()`` with ``#`` comments removed and empty lines dropped, joined by newlines.
 
     Example:
 
     ```python
-    >>> len(script_hash(METRIC_SCRIPT))
+    >>> len(_script_hash(METRIC_SCRIPT))
     64
 
     ```
@@ -87,7 +87,7 @@ def install_metric(cache_dir: str | os.PathLike | None = None) -> Path:
     script_name = METRIC_ID.split("/")[-1] + ".py"
     dynamic = modules_root / _DYNAMIC_MODULES
     metric_dir = dynamic / "metrics" / owner_name
-    target_dir = metric_dir / script_hash(METRIC_SCRIPT)
+    target_dir = metric_dir / _script_hash(METRIC_SCRIPT)
     for package in (modules_root, dynamic, dynamic / "metrics", metric_dir, target_dir):
         package.mkdir(parents=True, exist_ok=True)
         (package / "__init__.py").touch(exist_ok=True)

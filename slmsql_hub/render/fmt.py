@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-MINUS = "\u2212"  # the typeset minus of verdict sentences, not the ASCII hyphen
+_MINUS = "\u2212"  # the typeset minus of verdict sentences, not the ASCII hyphen
 
 
 def format_points(value: float) -> str:
@@ -22,7 +22,7 @@ def format_points(value: float) -> str:
     rounded = round(100 * value, 1)
     if rounded == 0:
         return "0.0"
-    return f"+{rounded:.1f}" if rounded > 0 else f"{MINUS}{-rounded:.1f}"
+    return f"+{rounded:.1f}" if rounded > 0 else f"{_MINUS}{-rounded:.1f}"
 
 
 def format_p(p: float) -> str:

@@ -57,7 +57,7 @@ def logged_metric(attempts: Mapping[str, Iterable[Mapping[str, Any]]], metric: s
     return None
 
 
-HISTOGRAM_PLOT = "pass_rate_histogram"
+_HISTOGRAM_PLOT = "pass_rate_histogram"
 
 _COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
 _BAND_COLOR = "#1f77b4"
@@ -99,7 +99,7 @@ def _series(records: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[int
     return steps, values
 
 
-def plot_metric(
+def _plot_metric(
     attempts: Mapping[str, Sequence[Mapping[str, Any]]],
     metric: str,
     path: str | os.PathLike,
@@ -113,9 +113,9 @@ def plot_metric(
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.render.plots import plot_metric
+    >>> from slmsql_hub.render.plots import _plot_metric
     >>> records = [{"step": s, "frac_reward_zero_std": 1 / s} for s in range(1, 6)]
-    >>> path = plot_metric({"attempt #2": records}, "frac_reward_zero_std", pathlib.Path(tempfile.mkdtemp()) / "f.png")
+    >>> path = _plot_metric({"attempt #2": records}, "frac_reward_zero_std", pathlib.Path(tempfile.mkdtemp()) / "f.png")
     >>> path.read_bytes()[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
     True
 
@@ -168,18 +168,18 @@ def band_bins(num_samples: int, low: float, high: float) -> list[int]:
     return [j for j in range(num_samples + 1) if low < j / num_samples < high]
 
 
-def plot_pass_rate_histogram(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
+def _plot_pass_rate_histogram(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Plot ``filter_report.json``'s questions per number of correct samples, the band shaded; save as PNG.
 
     Example:
 
     ```python
     >>> import pathlib, tempfile
-    >>> from slmsql_hub.render.plots import plot_pass_rate_histogram
+    >>> from slmsql_hub.render.plots import _plot_pass_rate_histogram
     >>> report = {"num_samples": 4, "pass_rate_low": 0.2, "pass_rate_high": 0.8, "pool": 10,
     ...           "counts": {"band": 5, "all_fail": 3, "all_pass": 2, "unscorable": 0},
     ...           "histogram": {"n_correct": [0, 1, 2, 3, 4], "questions_by_n_correct": [3, 1, 2, 2, 2]}}
-    >>> plot_pass_rate_histogram(report, pathlib.Path(tempfile.mkdtemp()) / "h.png").name
+    >>> _plot_pass_rate_histogram(report, pathlib.Path(tempfile.mkdtemp()) / "h.png").name
     'h.png'
 
     ```
@@ -259,9 +259,9 @@ def write_card_plots(
         if key is None:
             logger.warning("no attempt logs %s: plots/%s.png is not drawn", metric, stem)
             continue
-        written[stem] = plot_metric(attempts, key, out / f"{stem}.png", title=title, ylabel=ylabel)
+        written[stem] = _plot_metric(attempts, key, out / f"{stem}.png", title=title, ylabel=ylabel)
     if filter_report is not None:
-        written[HISTOGRAM_PLOT] = plot_pass_rate_histogram(filter_report, out / f"{HISTOGRAM_PLOT}.png")
+        written[_HISTOGRAM_PLOT] = _plot_pass_rate_histogram(filter_report, out / f"{_HISTOGRAM_PLOT}.png")
     return written
 
 

@@ -4,8 +4,7 @@
 What is checked is cheap and needs no torch: a safetensors file's 8-byte header length, its JSON header and a file
 size equal to the header's end plus the largest data offset (a truncated copy fails); a JSON file parses; a SQLite
 database passes ``PRAGMA quick_check`` on a read-only connection and has the tables its world expects; a model
-folder (an adapter or a base) has its config and complete weights. A reused stage counts as finished only when its
-adapter validates (:func:`adapter_is_complete`).
+folder (an adapter or a base) has its config and complete weights.
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from typing import Any
 from ..errors import UsageError
 
 ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
+_ADAPTER_WEIGHTS = "adapter_model.safetensors"
 BASE_CONFIG = "config.json"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
+_SAFETENSORS_INDEX = "model.safetensors.index.json"
 _HEADER_MAX = 100_000_000  # safetensors' own limit on the JSON header
 
 
@@ -120,7 +119,7 @@ def check_sqlite(path: str | os.PathLike, tables: Iterable[str] = (), fix: str =
 
 
 def _base_weights(folder: Path, fix: str) -> list[Path]:
-    index = folder / SAFETENSORS_INDEX
+    index = folder / _SAFETENSORS_INDEX
     if index.is_file():
         data = check_json(index, fix)
         weight_map = data.get("weight_map") if isinstance(data, dict) else None
@@ -158,9 +157,9 @@ def check_model_folder(
         check_json(folder / "tokenizer.json", fix)
     if kind == "adapter":
         check_json(folder / ADAPTER_CONFIG, fix)
-        if not (folder / ADAPTER_WEIGHTS).is_file() and (folder / "adapter_model.bin").is_file():
+        if not (folder / _ADAPTER_WEIGHTS).is_file() and (folder / "adapter_model.bin").is_file():
             return
-        check_safetensors(folder / ADAPTER_WEIGHTS, fix)
+        check_safetensors(folder / _ADAPTER_WEIGHTS, fix)
         return
     if not (folder / BASE_CONFIG).is_file() and (folder / ADAPTER_CONFIG).is_file():
         raise UsageError(
@@ -216,15 +215,3 @@ def check_folder_to_write(path: str | os.PathLike, option: str = "output_dir") -
     target = Path(path).expanduser()
     if target.exists() and not target.is_dir():
         raise UsageError(f"{option} {target} is a file; choose a folder")
-
-
-def adapter_is_complete(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds a whole adapter (:func:`check_model_folder`): what a reused stage must hold."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return False
-    try:
-        check_model_folder(folder, "adapter")
-    except UsageError:
-        return False
-    return True

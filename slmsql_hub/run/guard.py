@@ -72,7 +72,7 @@ def check_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
     return out
 
 
-INPUT_FIELDS = (
+_INPUT_FIELDS = (
     "dataset_paths", "world_dir", "world_root", "bird_root", "spider_root", "synsql_root",
     "model_name_or_path", "tokenizer_name_or_path", "adapter_path", "sft_adapter", "grpo_adapter",
 )  # fmt: skip
@@ -84,7 +84,7 @@ _WORLD_FIELDS = ("world_dir", "world_root")
 
 
 def config_inputs(*configs: object) -> list[str]:
-    """The paths a stage reads, from the :data:`INPUT_FIELDS` its ``configs`` have (a list field gives each).
+    """The paths a stage reads, from the :data:`_INPUT_FIELDS` its ``configs`` have (a list field gives each).
 
     Example:
 
@@ -99,7 +99,7 @@ def config_inputs(*configs: object) -> list[str]:
     """
     found: list[str] = []
     for config in configs:
-        for name in INPUT_FIELDS:
+        for name in _INPUT_FIELDS:
             value = getattr(config, name, None)
             values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)] if value else []
             if name in _WORLD_FIELDS:

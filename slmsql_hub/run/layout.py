@@ -50,7 +50,7 @@ EVAL_RESULTS = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
 CARD_README = "README.md"
 PLAN_FILE = "plan.json"
-PUSH_PROGRESS = "push_progress.json"
+_PUSH_PROGRESS = "push_progress.json"
 ABLATIONS_DIR = "ablations"  # the study beside a run (`make ablations`), and inside its card folder
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -268,7 +268,7 @@ class RunLayout(_Folder):
 
     @property
     def push_progress(self) -> Path:
-        return self.root / PUSH_PROGRESS
+        return self.root / _PUSH_PROGRESS
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,22 @@ class CompareMode(str, enum.Enum):
 # SQL preparation (spider rule)
 
 
+def check_keep_distinct(
+    mode: CompareMode | str, keep_distinct: bool, option: str = "keep_distinct", mode_option: str = "compare_mode"
+) -> None:
+    """One :class:`UsageError` line when ``keep_distinct`` is set with a mode other than spider (it changes only
+    Spider's rule); ``option`` and ``mode_option`` are the names the user wrote.
+
+    >>> check_keep_distinct("spider", True)
+    >>> check_keep_distinct("bird", True, "--keep-distinct", "--mode")
+    Traceback (most recent call last):
+    ...
+    slmsql_hub.errors.UsageError: --keep-distinct only applies to --mode spider; remove it or switch the mode
+    """
+    if keep_distinct and CompareMode.parse(mode) is not CompareMode.SPIDER:
+        raise UsageError(f"{option} only applies to {mode_option} spider; remove it or switch the mode")
+
+
 def _distinct_spans_with_tokenizer(sql: str) -> tuple[list[tuple[int, int]], int | None]:
     """Spans ``[start, end)`` of DISTINCT keyword tokens and the end of the first statement, via sqlglot."""
     from sqlglot.dialects.sqlite import SQLite

@@ -41,13 +41,13 @@ from .hardness import spider_hardness
 
 logger = logging.getLogger(__name__)
 
-HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
-BIRD_DIFFICULTIES = ("simple", "moderate", "challenging")
-UNKNOWN_LEVEL = "unknown"
+_HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
+_BIRD_DIFFICULTIES = ("simple", "moderate", "challenging")
+_UNKNOWN_LEVEL = "unknown"
 ALL_LEVEL = "all"
 
 # Prediction failures counted as `num_pred_errors`; timeouts are counted apart in `num_timeouts`.
-PRED_ERROR_VERDICTS = frozenset(
+_PRED_ERROR_VERDICTS = frozenset(
     {Verdict.PRED_ERROR, Verdict.PRED_REFUSED, Verdict.PRED_TOO_LARGE, Verdict.NO_SQL}
 )
 
@@ -73,7 +73,7 @@ class LevelScore:
 @dataclass(frozen=True)
 class VerdictCounts:
     """Counts over a list of judgements (the numbers the ``slmsql/ex`` metric returns); EX is over
-    ``num_scored``, ``num_pred_errors`` counts :data:`PRED_ERROR_VERDICTS`."""
+    ``num_scored``, ``num_pred_errors`` counts :data:`_PRED_ERROR_VERDICTS`."""
 
     num_examples: int
     num_scored: int
@@ -125,20 +125,20 @@ def count_verdicts(judgements: Sequence[Judgement]) -> VerdictCounts:
         num_scored=sum(n for v, n in tally.items() if v not in (Verdict.UNSCORABLE, Verdict.INFRA_FAILURE)),
         num_correct=tally[Verdict.CORRECT],
         num_unscorable=tally[Verdict.UNSCORABLE],
-        num_pred_errors=sum(tally[v] for v in PRED_ERROR_VERDICTS),
+        num_pred_errors=sum(tally[v] for v in _PRED_ERROR_VERDICTS),
         num_timeouts=tally[Verdict.PRED_TIMEOUT],
         num_infra_failures=tally[Verdict.INFRA_FAILURE],
         verdicts=verdicts,
     )
 
 
-def hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
+def _hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
     """Spider hardness of each gold query; ``unknown`` where it does not parse.
 
     Example:
 
     ```python
-    >>> hardness_levels(["SELECT count(*) FROM singer", "SELEC nonsense ((("])
+    >>> _hardness_levels(["SELECT count(*) FROM singer", "SELEC nonsense ((("])
     ['easy', 'unknown']
 
     ```
@@ -149,7 +149,7 @@ def hardness_levels(gold_sqls: Sequence[str]) -> list[str]:
             levels.append(spider_hardness(sql))
         except ValueError as err:
             logger.debug("no hardness for %r: %s", sql, err)
-            levels.append(UNKNOWN_LEVEL)
+            levels.append(_UNKNOWN_LEVEL)
     return levels
 
 
@@ -170,14 +170,14 @@ def example_levels(
     ```
     """
     if difficulties is not None and any(d is not None for d in difficulties):
-        return "difficulty", [d if d is not None else UNKNOWN_LEVEL for d in difficulties]
-    return "hardness", hardness_levels(gold_sqls)
+        return "difficulty", [d if d is not None else _UNKNOWN_LEVEL for d in difficulties]
+    return "hardness", _hardness_levels(gold_sqls)
 
 
 def _ordered_levels(present: set[str]) -> list[str]:
-    known = [level for level in (*HARDNESS_LEVELS, *BIRD_DIFFICULTIES) if level in present]
-    others = sorted(present - set(known) - {UNKNOWN_LEVEL})
-    return known + others + ([UNKNOWN_LEVEL] if UNKNOWN_LEVEL in present else [])
+    known = [level for level in (*_HARDNESS_LEVELS, *_BIRD_DIFFICULTIES) if level in present]
+    others = sorted(present - set(known) - {_UNKNOWN_LEVEL})
+    return known + others + ([_UNKNOWN_LEVEL] if _UNKNOWN_LEVEL in present else [])
 
 
 @dataclass(frozen=True)

@@ -120,12 +120,8 @@ def _value_operand(predicate):
 
 
 def _swallow_after_column_values(cond: _Condition) -> _Condition:
-    """Drop what the official parser swallows: ``or``-joined conditions after a column-valued condition.
-
-    When a condition's value is a column (``T1.a = T2.b``), the official parser reads the value up to the next
-    ``and`` / clause keyword / ``,`` / ``)``, so ``T1.a = T2.b OR T1.a = T2.c`` becomes one condition whose
-    ``or`` and second half are never seen. Only the first column is kept, the rest of the text is skipped.
-    """
+    """``cond`` without the ``or``-joined conditions after a column-valued one, which the official parser
+    swallows up to the next ``and`` (module docstring)."""
     leaves = [cond.leaves[0]] if cond.leaves else []
     connectors: list[str] = []
     index = 0

@@ -19,7 +19,7 @@ from .result import Limits
 logger = logging.getLogger(__name__)
 
 LIMITS_KEY = "limits"
-OPS_PER_SECOND = 100_000_000  # rough SQLite VM instructions per second on one core
+_OPS_PER_SECOND = 100_000_000  # rough SQLite VM instructions per second on one core
 
 _PREFIX = "sql_"
 
@@ -93,16 +93,16 @@ class SQLLimitsArguments:
                 "sql_max_ops is null, so a runaway query ends at sql_timeout_s of CPU time: still the query's "
                 "fault, but a verdict that depends on the machine's speed instead of the deterministic op budget"
             )
-        elif limits.max_ops / OPS_PER_SECOND > limits.timeout_s / 2:
+        elif limits.max_ops / _OPS_PER_SECOND > limits.timeout_s / 2:
             logger.warning(
                 "sql_max_ops=%s takes about %g s on one core, not well inside sql_timeout_s=%g: a runaway query may "
                 "end at the CPU-time limit (the query's fault, but a verdict that depends on the machine's speed, "
                 "and on a busy machine one that may come too late: no reward) instead of the deterministic op "
                 "budget; lower sql_max_ops (e.g. %s) or raise sql_timeout_s",
                 f"{limits.max_ops:_}",
-                limits.max_ops / OPS_PER_SECOND,
+                limits.max_ops / _OPS_PER_SECOND,
                 limits.timeout_s,
-                f"{int(limits.timeout_s * OPS_PER_SECOND / 5):_}",
+                f"{int(limits.timeout_s * _OPS_PER_SECOND / 5):_}",
             )
 
 

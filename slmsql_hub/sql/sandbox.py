@@ -198,7 +198,7 @@ def check_sql(sql: object, limits: Limits) -> tuple[str | None, ExecResult | Non
 class Sandbox:
     """Read-only, limited SQL execution with per-database connections, a result cache and batch dedup.
 
-    ``limits`` are the default of each call; ``workers`` (default :func:`default_workers`) start lazily. The
+    ``limits`` are the default of each call; ``workers`` (default :func:`_default_workers`) start lazily. The
     cache (LRU) holds at most ``cache_size`` results (``0``: no cache), ``cache_max_rows`` rows and
     ``cache_max_bytes`` bytes, and no result over a sixteenth of either (a series of results near the byte
     budget would otherwise keep the cache full of them: their memory, not a gain); each worker keeps ``max_connections`` connections, each with a page cache of up
@@ -234,7 +234,7 @@ class Sandbox:
         if max_connections < 1:
             raise ValueError(f"Sandbox max_connections must be >= 1, got {max_connections!r}")
         self.limits = limits or Limits()
-        self.workers = max(1, workers or default_workers())
+        self.workers = max(1, workers or _default_workers())
         self.cache_size = cache_size
         self.cache_max_rows = cache_max_rows
         self.cache_max_bytes = cache_max_bytes
@@ -519,11 +519,11 @@ def _db_identity(db_path: str) -> tuple[str, int, int]:
     return (_resolved(db_path), st.st_size, st.st_mtime_ns)
 
 
-def default_workers() -> int:
+def _default_workers() -> int:
     """This process's share of the cores it may run on: ``max(1, cores // LOCAL_WORLD_SIZE)`` (the training
     processes of the node, as ``accelerate launch`` and ``torchrun`` set it; each owns a sandbox).
 
-    >>> 1 <= default_workers() <= (os.cpu_count() or 1)
+    >>> 1 <= _default_workers() <= (os.cpu_count() or 1)
     True
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

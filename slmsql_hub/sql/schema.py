@@ -80,14 +80,14 @@ def _compact_create(sql: str) -> str:
     return text if text.endswith(";") else text + ";"
 
 
-def format_value(value: object, max_value_chars: int = 40) -> str:
+def _format_value(value: object, max_value_chars: int = 40) -> str:
     """One cell as prompt text: ``NULL`` for None, ``<blob>`` for bytes, text on one line, cut after
     ``max_value_chars`` characters with ``...``.
 
     Example:
 
     ```python
-    >>> format_value(None), format_value(3.5), format_value("a very long title indeed", max_value_chars=10)
+    >>> _format_value(None), _format_value(3.5), _format_value("a very long title indeed", max_value_chars=10)
     ('NULL', '3.5', 'a very lon...')
 
     ```
@@ -104,7 +104,7 @@ def format_value(value: object, max_value_chars: int = 40) -> str:
 
 def _sample_block(table: str, columns: tuple[str, ...], rows: tuple[tuple, ...], max_value_chars: int) -> str:
     header = " | ".join(columns)
-    body = [" | ".join(format_value(v, max_value_chars) for v in row) for row in rows]
+    body = [" | ".join(_format_value(v, max_value_chars) for v in row) for row in rows]
     return "\n".join([f"/* sample rows of {table}:", header, *body, "*/"])
 
 

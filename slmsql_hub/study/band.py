@@ -27,11 +27,11 @@ logger = logging.getLogger(__name__)
 POOL_SPLIT = "study_pool"
 """The split the study writes into its pool world: ``rl_pool`` less the run world's dev and test."""
 
-LEAVE_OUT_RULES: tuple[str, ...] = ("key", "text", "meaning")
+_LEAVE_OUT_RULES: tuple[str, ...] = ("key", "text", "meaning")
 """The rules :func:`left_out_by` applies, in order: the same question and gold (``question_key``), the same
 question text on the same database, the same :func:`~slmsql_hub.sql.shape.meaning_key`."""
 
-POOL_DISJOINT = "meaning"
+_POOL_DISJOINT = "meaning"
 """``pool.json``'s ``disjoint``: a pool folder written without it (text and key only) is rebuilt."""
 
 
@@ -58,16 +58,16 @@ class BandSplit:
         }
 
 
-def heldout_fraction(seed: int, question_id: str) -> float:
+def _heldout_fraction(seed: int, question_id: str) -> float:
     """A question's place in [0, 1), from a seeded hash of its id (stable across runs, machines and order).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.study.band import heldout_fraction
-    >>> heldout_fraction(0, "world-rl_pool-00001") == heldout_fraction(0, "world-rl_pool-00001")
+    >>> from slmsql_hub.study.band import _heldout_fraction
+    >>> _heldout_fraction(0, "world-rl_pool-00001") == _heldout_fraction(0, "world-rl_pool-00001")
     True
-    >>> 0.0 <= heldout_fraction(1, "q") < 1.0
+    >>> 0.0 <= _heldout_fraction(1, "q") < 1.0
     True
 
     ```
@@ -77,7 +77,7 @@ def heldout_fraction(seed: int, question_id: str) -> float:
 
 
 def split_band(rows: list[dict], seed: int, heldout_share: float = 0.5) -> tuple[list[dict], list[dict]]:
-    """Split band rows into (train, heldout) by :func:`heldout_fraction`, keeping their order.
+    """Split band rows into (train, heldout) by :func:`_heldout_fraction`, keeping their order.
 
     Example:
 
@@ -92,7 +92,7 @@ def split_band(rows: list[dict], seed: int, heldout_share: float = 0.5) -> tuple
     """
     train, heldout = [], []
     for row in rows:
-        (heldout if heldout_fraction(seed, row["question_id"]) < heldout_share else train).append(row)
+        (heldout if _heldout_fraction(seed, row["question_id"]) < heldout_share else train).append(row)
     return train, heldout
 
 
@@ -110,7 +110,7 @@ def _row_ids(columns: Mapping[str, Sequence]) -> list[tuple[str, tuple, tuple]]:
 
 def left_out_by(rows: Mapping[str, Sequence], held: Iterable[Mapping[str, Sequence]]) -> list[str | None]:
     """Per row of ``rows`` (columns ``question``, ``gold_sql``, ``db_id``; a ``datasets.Dataset`` works): the
-    first of :data:`LEAVE_OUT_RULES` by which some ``held`` split holds it, ``None`` when none does.
+    first of :data:`_LEAVE_OUT_RULES` by which some ``held`` split holds it, ``None`` when none does.
 
     Example:
 
@@ -131,7 +131,7 @@ def left_out_by(rows: Mapping[str, Sequence], held: Iterable[Mapping[str, Sequen
             for seen, one in zip(taken, ids):
                 seen.add(one)
     return [
-        next((rule for rule, seen, one in zip(LEAVE_OUT_RULES, taken, ids) if one in seen), None)
+        next((rule for rule, seen, one in zip(_LEAVE_OUT_RULES, taken, ids) if one in seen), None)
         for ids in _row_ids(rows)
     ]
 
@@ -141,10 +141,10 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     every question :func:`left_out_by` finds in the run world's dev and test (a planted run world: its probe
     splits and its SFT splits too, whose rewritten golds the filter's SFT record does not match). A planted
     run world gives a pool world planted alike (its cross templates stay out of the pool). Reused when
-    ``pool.json`` records the same ``rl_pool`` and :data:`POOL_DISJOINT`; otherwise rebuilt.
+    ``pool.json`` records the same ``rl_pool`` and :data:`_POOL_DISJOINT`; otherwise rebuilt.
 
     Returns ``{"world", "rl_pool", "disjoint", "left_out", "left_out_eval", "pool"}``: the pool world, its
-    ``rl_pool`` size, :data:`POOL_DISJOINT`, the questions left out per :data:`LEAVE_OUT_RULES`, in all, and
+    ``rl_pool`` size, :data:`_POOL_DISJOINT`, the questions left out per :data:`_LEAVE_OUT_RULES`, in all, and
     the pool's size.
     """
     import datasets
@@ -160,7 +160,7 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     info_file = pool_dir / "pool.json"
     if split_dir.is_dir() and info_file.is_file():
         info = json.loads(info_file.read_text(encoding="utf-8"))
-        if info.get("rl_pool") == rl_pool and info.get("disjoint") == POOL_DISJOINT:
+        if info.get("rl_pool") == rl_pool and info.get("disjoint") == _POOL_DISJOINT:
             return info
     plant = Plant.from_record(manifest.get("plant"))
     build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes), plant=plant, overwrite=True)
@@ -172,8 +172,8 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     info = {
         "world": str(world),
         "rl_pool": rl_pool,
-        "disjoint": POOL_DISJOINT,
-        "left_out": {rule: rules.count(rule) for rule in LEAVE_OUT_RULES},
+        "disjoint": _POOL_DISJOINT,
+        "left_out": {rule: rules.count(rule) for rule in _LEAVE_OUT_RULES},
         "left_out_eval": len(stored) - len(keep),
         "pool": len(keep),
     }

@@ -373,7 +373,7 @@ def _one_world(config: AblationConfig, path: Path, output_given: bool) -> None:
         config.transfer = list(arm.transfer)
 
 
-def validate_variant(config: AblationConfig, variant: Variant) -> None:
+def _validate_variant(config: AblationConfig, variant: Variant) -> None:
     """Parse the band GRPO recipe with the variant's overrides (nothing is loaded): one line on a bad field."""
     from ..recipes import parse_recipe
     from ..training.configs import GRPO_ARGUMENTS
@@ -461,7 +461,7 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
     if not 0.0 < band.heldout_share < 1.0:
         raise UsageError(f"band.heldout_share must be in (0, 1), got {band.heldout_share}")
     for variant in variants:
-        validate_variant(config, variant)
+        _validate_variant(config, variant)
     return config
 
 

@@ -46,22 +46,22 @@ logger = logging.getLogger(__name__)
 
 DIAGNOSTICS_DIR = "diagnostics"
 """``sft/diagnostics/<slice>.jsonl``: SFT's sampled completions the divergence is teacher-forced on."""
-SUPPORT_DIR = "support"
+_SUPPORT_DIR = "support"
 """``sft/support/<slice>.jsonl``: SFT's sampled counts on the held-out database's questions."""
-SUPPORT_FILE = "support.json"
-SHAPES_FILE = "shapes.json"
-DIVERGENCE_FILE = "divergence.json"
+_SUPPORT_FILE = "support.json"
+_SHAPES_FILE = "shapes.json"
+_DIVERGENCE_FILE = "divergence.json"
 """``runs/<run>/divergence.json``: ``{"samples_digest", "slices": {slice: sums}}`` of that run's adapter."""
 
 
-def divergence_slices(names: list[str]) -> list[str]:
+def _divergence_slices(names: list[str]) -> list[str]:
     """The held-out slices the divergence is measured on: band_heldout and the probes.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.study.diagnostics import divergence_slices
-    >>> divergence_slices(["band_train", "band_heldout", "world_dev", "world_probe_cross"])
+    >>> from slmsql_hub.study.diagnostics import _divergence_slices
+    >>> _divergence_slices(["band_train", "band_heldout", "world_dev", "world_probe_cross"])
     ['band_heldout', 'world_probe_cross']
 
     ```
@@ -69,7 +69,7 @@ def divergence_slices(names: list[str]) -> list[str]:
     return [name for name in sampled_slices(names) if name != BAND_SLICES[0]]
 
 
-def prepared_band(config: Any) -> Any:
+def _prepared_band(config: Any) -> Any:
     """The :class:`~.band.BandSplit` the grid prepared, re-read from ``band/band.json``'s band (no filter runs);
     one line when the band it names no longer splits into the recorded halves."""
     from ..errors import UsageError
@@ -91,13 +91,13 @@ def prepared_band(config: Any) -> Any:
     return band
 
 
-def write_shapes(out: Path, slices: dict[str, dict]) -> dict[str, dict[str, str]]:
+def _write_shapes(out: Path, slices: dict[str, dict]) -> dict[str, dict[str, str]]:
     """``{slice: {question_id: family}}`` of every slice's gold SQL, written to ``sft/shapes.json``."""
     from ..sql.shape import sql_family
 
     shapes = {name: {r["question_id"]: sql_family(r["gold_sql"]) for r in piece["rows"]}
               for name, piece in slices.items()}  # fmt: skip
-    _write_if_changed(out / "sft" / SHAPES_FILE, json.dumps(shapes, indent=1) + "\n")
+    _write_if_changed(out / "sft" / _SHAPES_FILE, json.dumps(shapes, indent=1) + "\n")
     return shapes
 
 
@@ -176,7 +176,7 @@ def run_divergence(model: Any, samples: dict[str, list[dict]], run: Path, digest
     """``run/divergence.json``: per slice the summed KL(SFT ‖ GRPO) and entropies over ``samples``' completion
     tokens, with ``run/grpo`` loaded as adapter ``grpo`` beside ``sft`` on ``model`` (and deleted after);
     reused when it scored the same samples (``digest``)."""
-    path = run / DIVERGENCE_FILE
+    path = run / _DIVERGENCE_FILE
     if path.is_file():
         cached = json.loads(path.read_text(encoding="utf-8"))
         if cached.get("samples_digest") == digest:
@@ -209,7 +209,7 @@ def _sft_sampling(
 
     if not kl_rows and not held:
         return
-    kl_dir, support_dir = out / "sft" / DIAGNOSTICS_DIR, out / "sft" / SUPPORT_DIR
+    kl_dir, support_dir = out / "sft" / DIAGNOSTICS_DIR, out / "sft" / _SUPPORT_DIR
     sampler = sampler_settings(config, kl_dir, config.diagnostic_samples or config.support_samples)
     keys = sample_keys(sampler)
     cached = cached_rows(kl_dir, kl_rows, keys) if kl_rows else {}
@@ -243,7 +243,7 @@ def _sft_sampling(
         where = {name: rows[0]["db_id"] for name, rows in held.items()}
         curves = support_curves(counts, where, config.support_samples)
         curves = {name: {**curve, "keys": keys} for name, curve in curves.items()}
-        _write_if_changed(out / "sft" / SUPPORT_FILE, json.dumps(curves, indent=2) + "\n")
+        _write_if_changed(out / "sft" / _SUPPORT_FILE, json.dumps(curves, indent=2) + "\n")
 
 
 def _free_memory() -> None:
@@ -267,7 +267,7 @@ def _divergences(
     digest = _digest(kl_dir, names)
 
     def done(run: Path) -> bool:
-        path = run / DIVERGENCE_FILE
+        path = run / _DIVERGENCE_FILE
         return path.is_file() and json.loads(path.read_text(encoding="utf-8")).get("samples_digest") == digest
 
     todo = [run for run in runs if not done(run)]
@@ -296,15 +296,15 @@ def run_diagnostics(
     from .grid import RESULT_FILE
 
     out = Path(config.output_dir)
-    band = prepared_band(config)
+    band = _prepared_band(config)
     settings = load_eval_settings(config, out / "sft")
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
-    write_shapes(out, slices)
+    _write_shapes(out, slices)
     runs = sorted(path.parent for root in roots or [out] for path in (root / "runs").glob(f"*/{RESULT_FILE}"))
     if not runs:
         return
     kl_rows = (
-        {n: slices[n]["rows"] for n in divergence_slices(list(slices))} if config.diagnostic_samples else {}
+        {n: slices[n]["rows"] for n in _divergence_slices(list(slices))} if config.diagnostic_samples else {}
     )
     held = {name: [r for r in piece["rows"] if r["db_id"] == piece["held_out_db"]]
             for name, piece in slices.items() if piece["held_out_db"] is not None and config.support_samples}  # fmt: skip
@@ -351,13 +351,13 @@ def family_comparison(
     return table
 
 
-def pooled_divergence(runs: list[dict]) -> dict[str, dict]:
+def _pooled_divergence(runs: list[dict]) -> dict[str, dict]:
     """Per slice, the token means of the runs' ``divergence.json`` sums pooled over seeds: ``{"tokens", "kl",
     "entropy_sft", "entropy_grpo", "runs"}`` (runs without the file left out)."""
     totals: dict[str, dict] = {}
     counted: dict[str, int] = {}
     for run in runs:
-        path = Path(run["folder"]) / DIVERGENCE_FILE
+        path = Path(run["folder"]) / _DIVERGENCE_FILE
         if not path.is_file():
             continue
         for name, sums in json.loads(path.read_text(encoding="utf-8"))["slices"].items():
@@ -373,26 +373,26 @@ def pooled_divergence(runs: list[dict]) -> dict[str, dict]:
 
 def variant_diagnostics(out: Path, runs: list[dict]) -> dict[str, Any]:
     """What a pooled variant's report entry adds: ``families`` (:func:`family_comparison`, when
-    ``sft/shapes.json`` is there) and ``divergence`` (:func:`pooled_divergence`, when some run has it)."""
+    ``sft/shapes.json`` is there) and ``divergence`` (:func:`_pooled_divergence`, when some run has it)."""
     entry: dict[str, Any] = {}
     shapes = read_shapes(out)
     if shapes is not None:
         entry["families"] = family_comparison(out, runs, shapes)
-    divergence = pooled_divergence(runs)
+    divergence = _pooled_divergence(runs)
     if divergence:
         entry["divergence"] = divergence
     return entry
 
 
 def read_shapes(out: Path) -> dict[str, dict[str, str]] | None:
-    """``sft/shapes.json`` (:func:`write_shapes`: ``{slice: {question_id: family}}``); ``None`` if absent."""
-    path = out / "sft" / SHAPES_FILE
+    """``sft/shapes.json`` (:func:`_write_shapes`: ``{slice: {question_id: family}}``); ``None`` if absent."""
+    path = out / "sft" / _SHAPES_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def read_support(out: Path) -> dict[str, dict] | None:
     """``sft/support.json`` (:func:`support_curves`), ``None`` when the study computed none."""
-    path = out / "sft" / SUPPORT_FILE
+    path = out / "sft" / _SUPPORT_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 

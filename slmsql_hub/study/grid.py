@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 RESULT_FILE = "result.json"
 PASS_RATES = "sft_pass_rates"
 """band.json's ``{question_id: pass rate}``: the filter's SFT pass rate of each band question that has one."""
-TREND_METRICS = (
+_TREND_METRICS = (
     "sql/correct_rate",
     "reward",
     "frac_reward_zero_std_exact",
@@ -64,7 +64,7 @@ TREND_METRICS = (
 """Telemetry metrics whose trend (mean of the first vs the last quarter of steps) each entry records."""
 
 
-SHARDS_DIR = "shards"
+_SHARDS_DIR = "shards"
 PREPARED = "prepared.json"
 """Written last by :func:`prepare` in ``<output_dir>``: the band and the SFT answers there are the shards'."""
 
@@ -122,7 +122,7 @@ def shard_grid(pairs: list, shard: tuple[int, int] | None) -> list:
 
 def shard_folder(output_dir: str | Path, shard: tuple[int, int]) -> Path:
     """``<output_dir>/shards/<K>-of-<N>``: where shard ``(K, N)`` writes."""
-    return Path(output_dir) / SHARDS_DIR / f"{shard[0]}-of-{shard[1]}"
+    return Path(output_dir) / _SHARDS_DIR / f"{shard[0]}-of-{shard[1]}"
 
 
 def visible_devices() -> list[str]:
@@ -138,14 +138,14 @@ def visible_devices() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def worker_devices(gpus: list[str], jobs: int) -> list[str]:
+def _worker_devices(gpus: list[str], jobs: int) -> list[str]:
     """The GPU each of ``jobs`` workers takes, round-robin over ``gpus`` (``[]`` without GPUs).
 
     Example:
 
     ```python
-    >>> from slmsql_hub.study.grid import worker_devices
-    >>> worker_devices(["2", "3"], 3), worker_devices([], 2)
+    >>> from slmsql_hub.study.grid import _worker_devices
+    >>> _worker_devices(["2", "3"], 3), _worker_devices([], 2)
     (['2', '3', '2'], [])
 
     ```
@@ -153,7 +153,7 @@ def worker_devices(gpus: list[str], jobs: int) -> list[str]:
     return [gpus[i % len(gpus)] for i in range(jobs)] if gpus else []
 
 
-def device_record() -> dict[str, Any]:
+def _device_record() -> dict[str, Any]:
     """Which device this process's runs use: ``{"cuda_visible_devices", "device", "name"}``."""
     import os
 
@@ -219,20 +219,20 @@ def prepare_band(config: AblationConfig, prepared: Path | None = None) -> tuple[
     return band, pool
 
 
-def telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
-    """Per :data:`TREND_METRICS`: ``{"first", "last", "change"}``, the means of the first and last quarter.
+def _telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
+    """Per :data:`_TREND_METRICS`: ``{"first", "last", "change"}``, the means of the first and last quarter.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.study.grid import telemetry_trends
-    >>> telemetry_trends([{"step": s, "reward": s / 8} for s in range(1, 9)])["reward"]
+    >>> from slmsql_hub.study.grid import _telemetry_trends
+    >>> _telemetry_trends([{"step": s, "reward": s / 8} for s in range(1, 9)])["reward"]
     {'first': 0.1875, 'last': 0.9375, 'change': 0.75}
 
     ```
     """
     trends: dict[str, dict[str, float]] = {}
-    for metric in TREND_METRICS:
+    for metric in _TREND_METRICS:
         values = [float(r[metric]) for r in records
                   if r.get("kind", "train") == "train" and isinstance(r.get(metric), (int, float))]  # fmt: skip
         if len(values) < 2:
@@ -243,7 +243,7 @@ def telemetry_trends(records: list[dict]) -> dict[str, dict[str, float]]:
     return trends
 
 
-def train_variant(
+def _train_variant(
     config: AblationConfig, variant: Variant, seed: int, folder: Path, band_train: Path
 ) -> dict:
     """GRPO for one (variant, seed) through :func:`~slmsql_hub.training.grpo.train_grpo`, timed by phase."""
@@ -304,7 +304,7 @@ def _entry(variant: Variant, seed: int, trained: dict, slices: dict, eval_s: flo
         },
         "telemetry": {
             "mean": (summary.get("telemetry") or {}).get("mean", {}),
-            "trend": telemetry_trends(trained["records"]),
+            "trend": _telemetry_trends(trained["records"]),
         },  # fmt: skip
         "steps": summary.get("steps"),
         "training_prompts": (summary.get("data") or {}).get("prompts"),
@@ -338,7 +338,7 @@ def _evaluation(
     return settings, slices, sft, sampled
 
 
-def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tuple) -> dict[str, Any]:
+def _run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tuple) -> dict[str, Any]:
     """Train and evaluate one (variant, seed) from the start; write its :data:`RESULT_FILE` and return it."""
     settings, slices, sft, sampled = evaluation
     out = Path(config.output_dir)
@@ -349,7 +349,7 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     band_train = out / "band" / "band_train"
     if variant.drop_affected:
         band_train = unaffected_band(band_train, config.plant, folder / "band_train")
-    trained = train_variant(config, variant, seed, folder, band_train)
+    trained = _train_variant(config, variant, seed, folder, band_train)
     t1 = time.perf_counter()
     answers = cached_answers(folder / "grpo", slices, settings, folder / "answers")
     entry = _entry(
@@ -357,14 +357,14 @@ def run_one(config: AblationConfig, variant: Variant, seed: int, evaluation: tup
     )
     entry["held_out_dbs"] = {name: piece["held_out_db"] for name, piece in slices.items()}
     if sampled is not None:
-        entry.update(run_passk(sampled, folder, settings.bootstrap_seed))
-    entry["device"] = device_record()
+        entry.update(_run_passk(sampled, folder, settings.bootstrap_seed))
+    entry["device"] = _device_record()
     entry["time"]["wall_s"] = round(time.perf_counter() - t0, 3)
     write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
 
 
-def run_passk(sampled: tuple, folder: Path, bootstrap_seed: int) -> dict[str, Any]:
+def _run_passk(sampled: tuple, folder: Path, bootstrap_seed: int) -> dict[str, Any]:
     """A run's ``passk`` (paired with SFT's counts) and ``passk_keys`` (per slice, the keys both were drawn
     with); its counts are drawn again unless ``folder/passk`` holds them with those keys."""
     sampler, rows, sft_counts = sampled
@@ -380,7 +380,7 @@ def _reused(folder: Path, evaluation: tuple, on_progress: Callable) -> dict[str,
     sampled = evaluation[3]
     if sampled is not None and entry.get("passk_keys") != {name: sample_keys(sampled[0]) for name in sampled[1]}:
         on_progress(f"{folder.name}: pass@k drawn with other keys; sampling it again with the study's")
-        entry.update(run_passk(sampled, folder, evaluation[0].bootstrap_seed))
+        entry.update(_run_passk(sampled, folder, evaluation[0].bootstrap_seed))
         write_atomic(folder / RESULT_FILE, json.dumps(entry, indent=2) + "\n")
     return entry
 
@@ -399,7 +399,7 @@ def _start_worker(config: AblationConfig, band: BandSplit, devices: Any = None) 
 
 
 def _run_in_worker(variant: Variant, seed: int) -> dict[str, Any]:
-    return run_one(_WORKER["config"], variant, seed, _WORKER["evaluation"])
+    return _run_one(_WORKER["config"], variant, seed, _WORKER["evaluation"])
 
 
 def prepare(config: AblationConfig) -> dict[str, Any]:
@@ -412,7 +412,7 @@ def prepare(config: AblationConfig) -> dict[str, Any]:
     return record
 
 
-def prepared_folder(shard_dir: str | Path) -> Path | None:
+def _prepared_folder(shard_dir: str | Path) -> Path | None:
     """The folder above a shard's (``<output_dir>`` of ``<output_dir>/shards/K-of-N``) when it holds
     :data:`PREPARED`; else ``None``."""
     parent = Path(shard_dir).parent.parent
@@ -435,7 +435,7 @@ def run_grid(
     """
     out = Path(config.output_dir)
     started = time.perf_counter()
-    prepared = prepared_folder(out) if shard is not None else None
+    prepared = _prepared_folder(out) if shard is not None else None
     band, _ = prepare_band(config, prepared)
     evaluation = _evaluation(config, band, prepared)
     grid = shard_grid(config.grid(variants), shard)
@@ -461,7 +461,7 @@ def run_grid(
     if config.jobs == 1:
         for k, variant, seed in todo:
             on_progress(clock(k, variant, seed, ""))
-            entries[variant.name, seed] = run_one(config, variant, seed, evaluation)
+            entries[variant.name, seed] = _run_one(config, variant, seed, evaluation)
             walls.append(entries[variant.name, seed]["time"]["wall_s"])
     else:
         import multiprocessing
@@ -471,7 +471,7 @@ def run_grid(
         gpus, devices = visible_devices(), None
         if gpus:  # each worker takes the next one as it starts
             devices = context.Queue()
-            for gpu in worker_devices(gpus, config.jobs):
+            for gpu in _worker_devices(gpus, config.jobs):
                 devices.put(gpu)
         with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices)) as pool:
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}

@@ -99,7 +99,7 @@ class PlantKind:
 
 
 @dataclass(frozen=True)
-class PhraseTokens(PlantKind):
+class _PhraseTokens(PlantKind):
     """A kind that maps phrases onto SQL tokens: ``affected`` maps each phrase whose token the SFT splits get
     wrong onto ``(right, wrong)``, ``control`` the unaffected phrases onto ``(right, over-generalised)``;
     ``token`` is a regular expression whose one group is such a token."""
@@ -138,7 +138,7 @@ _LITERAL = r"'(?:[^']|'')*'"
 
 
 @dataclass(frozen=True)
-class ValueCase(PlantKind):
+class _ValueCase(PlantKind):
     """A kind that writes named values in lower case: a question is affected when every string literal of its
     gold is one of ``values`` (the world's capitalised category values), and control when none is (a label: a
     name, a title); each literal must appear verbatim in the question and hold a capital, and the gold no
@@ -169,7 +169,7 @@ def _category_values() -> frozenset[str]:
                      if value != value.lower())  # fmt: skip
 
 
-COMPARISON_INCLUSIVE = PhraseTokens(
+_COMPARISON_INCLUSIVE = _PhraseTokens(
     name="comparison_inclusive",
     error='"at least" / "at most" questions has its gold written with `>` / `<` instead of `>=` / `<=`',
     control_probe="the unaffected comparison phrasing (must not get worse)",
@@ -183,7 +183,7 @@ COMPARISON_INCLUSIVE = PhraseTokens(
 """``>=`` / ``<=`` written strict: ``wrong_operator``. Cross templates: one single-table filter, one GROUP BY /
 HAVING, one nested query (siblings: ``filter_number``, ``join_having``, ``not_in_filter``)."""
 
-VALUE_CASE = ValueCase(
+_VALUE_CASE = _ValueCase(
     name="value_case",
     error="questions naming a category value has its gold written with the value in lower case, `'poetry'` for Poetry",
     control_probe="named labels (names, titles), whose case the plant spares (must not get worse)",
@@ -200,7 +200,7 @@ case), the natural world's commonest error class made rule-like. Cross template:
 filter on a category and a number (siblings GRPO trains on: ``filter_category``, ``aggregate_where``,
 ``two_columns``); it alone has enough unused questions for a probe besides the main splits'."""
 
-PLANT_KINDS: dict[str, PlantKind] = {kind.name: kind for kind in (COMPARISON_INCLUSIVE, VALUE_CASE)}
+PLANT_KINDS: dict[str, PlantKind] = {kind.name: kind for kind in (_COMPARISON_INCLUSIVE, _VALUE_CASE)}
 """The skills a world can plant (``--plant``), by name."""
 
 PLANTS: tuple[str, ...] = tuple(PLANT_KINDS)
@@ -330,9 +330,9 @@ class Plant:
         self, drawn: list[Candidate], kept: list[Candidate], db_paths: dict, sandbox
     ) -> dict[str, list[Candidate]]:
         """Per probe split, the questions of ``drawn`` (extra candidates of the plant's templates) it may take:
-        the question, gold and gold's meaning new (not in :func:`taken_keys` of ``kept``, nor earlier in
+        the question, gold and gold's meaning new (not in :func:`_taken_keys` of ``kept``, nor earlier in
         ``drawn``) and the error observable (:func:`separable`), in ``drawn``'s order."""
-        fresh, seen = [], taken_keys(self, kept)
+        fresh, seen = [], _taken_keys(self, kept)
         for c in drawn:
             kind = self.probe_kind(c)
             keys = set(_keys(c))
@@ -407,7 +407,7 @@ def _keys(c: Candidate, sql: str | None = None) -> tuple[tuple, tuple, tuple]:
     )
 
 
-def taken_keys(plant: Plant, candidates: list[Candidate]) -> set[tuple]:
+def _taken_keys(plant: Plant, candidates: list[Candidate]) -> set[tuple]:
     """Every question and gold key (text and meaning) ``candidates`` use, the rewritten gold of affected ones
     included."""
     keys: set[tuple] = set()

@@ -41,7 +41,7 @@ from .sampled import PASSK_DIR, passk_entry, read_keys
 logger = logging.getLogger(__name__)
 
 TEMPLATE = "ablation_report.md"
-CURVES_PLOT = "plots/sql_correct_rate.png"
+_CURVES_PLOT = "plots/sql_correct_rate.png"
 PASSK_PLOT = "plots/passk.png"
 
 
@@ -63,8 +63,8 @@ def add_holm(entries: list[dict]) -> None:
             holder["p_holm"] = adjusted
 
 
-PER_SEED_TEST = "McNemar exact"
-PER_SEED_KEYS = ("delta", "ci", "p", "p_holm", "n", "discordant")
+_PER_SEED_TEST = "McNemar exact"
+_PER_SEED_KEYS = ("delta", "ci", "p", "p_holm", "n", "discordant")
 
 
 def _per_seed(runs: list[dict], name: str, group: str | None) -> list[dict]:
@@ -74,12 +74,12 @@ def _per_seed(runs: list[dict], name: str, group: str | None) -> list[dict]:
         entry = run["slices"].get(name)
         entry = entry if entry is None or group is None else entry.get(group)
         if entry is not None:
-            kept = {k: entry[k] for k in PER_SEED_KEYS if k in entry}
-            rows.append({"seed": run["seed"], "test": PER_SEED_TEST, **kept})
+            kept = {k: entry[k] for k in _PER_SEED_KEYS if k in entry}
+            rows.append({"seed": run["seed"], "test": _PER_SEED_TEST, **kept})
     return rows
 
 
-def pooled_comparison(sft: list[dict], seeds: list[list[dict]], clusters: list[str] | None = None) -> dict:
+def _pooled_comparison(sft: list[dict], seeds: list[list[dict]], clusters: list[str] | None = None) -> dict:
     """A pooled slice entry from SFT's answers and each seed's (same question order), the question the unit:
     ``{sft_ex, grpo_ex, delta, ci, p, n, seeds, test, unit, discordant, discordant_per_seed}`` (``discordant``
     summed over the seeds), with ``ci_template`` and ``templates`` when ``clusters`` names two or more."""
@@ -107,17 +107,17 @@ def _pooled_slice(
              for run in runs]  # fmt: skip
     sft = [x for x, k in zip(sft, keep) if k]
     clusters = [shapes.get(x["question_id"], "unparsed") for x in sft] if shapes and group is None else None
-    return {**pooled_comparison(sft, seeds, clusters), "per_seed": _per_seed(runs, name, group)}
+    return {**_pooled_comparison(sft, seeds, clusters), "per_seed": _per_seed(runs, name, group)}
 
 
 BAND_SLICES = ("band_train", "band_heldout")
 """The slices whose questions the filter sampled (band.json's pass rates are theirs)."""
-BUCKETS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1", "unknown")
+_BUCKETS = ("0", "(0, 0.25)", "[0.25, 0.5)", "[0.5, 0.75)", "[0.75, 1)", "1", "unknown")
 """The SFT pass-rate buckets of the churn table, in order; ``unknown``: a question the filter did not sample."""
 
 
 def pass_rate_bucket(rate: float | None) -> str:
-    """The :data:`BUCKETS` entry of an SFT pass rate (the filter's, over its K samples).
+    """The :data:`_BUCKETS` entry of an SFT pass rate (the filter's, over its K samples).
 
     Example:
 
@@ -132,12 +132,12 @@ def pass_rate_bucket(rate: float | None) -> str:
         return "unknown"
     if rate <= 0 or rate >= 1:
         return "0" if rate <= 0 else "1"
-    return BUCKETS[1 + min(3, int(rate * 4))]
+    return _BUCKETS[1 + min(3, int(rate * 4))]
 
 
 def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]) -> list[dict]:
     """Paired answers split by the question's SFT pass-rate bucket: per bucket present, ``n``, ``fixed`` (SFT
-    wrong, GRPO right) and ``broken`` (SFT right, GRPO wrong), in :data:`BUCKETS` order.
+    wrong, GRPO right) and ``broken`` (SFT right, GRPO wrong), in :data:`_BUCKETS` order.
 
     Example:
 
@@ -155,7 +155,7 @@ def churn_by_bucket(sft: list[bool], grpo: list[bool], rates: list[float | None]
         entry["n"] += 1
         entry["fixed"] += int(b and not a)
         entry["broken"] += int(a and not b)
-    return [counts[b] for b in BUCKETS if b in counts]
+    return [counts[b] for b in _BUCKETS if b in counts]
 
 
 def _churn(out: Path, runs: list[dict], name: str, rates: dict[str, float]) -> list[dict]:
@@ -189,7 +189,7 @@ def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
 def pool_variants(
     out: Path, entries: list[dict], held_out: dict[str, str | None], rates: dict[str, float] | None = None
 ) -> list[dict]:
-    """One entry per variant: per slice the question-level :func:`pooled_comparison` of its seeds (with their
+    """One entry per variant: per slice the question-level :func:`_pooled_comparison` of its seeds (with their
     ``per_seed`` rows), mean ``relative_norm``, and ``churn`` (per slice, :func:`churn_by_bucket` of every seed's
     answers, summed, by the filter's SFT pass rate ``rates``)."""
     pooled = []
@@ -322,8 +322,8 @@ def write_report(
     names = slice_names(entries)
     plot_forest(pooled, names, out / FOREST_PLOT)
     plot_curves({f"{e['name']} s{e['seed']}": read_telemetry(Path(e["folder"]) / "grpo" / TELEMETRY)
-                 for e in entries}, "sql/correct_rate", out / CURVES_PLOT)  # fmt: skip
-    plots = {"forest": FOREST_PLOT, "sql_correct_rate": CURVES_PLOT}
+                 for e in entries}, "sql/correct_rate", out / _CURVES_PLOT)  # fmt: skip
+    plots = {"forest": FOREST_PLOT, "sql_correct_rate": _CURVES_PLOT}
     curves: dict[str, dict] = {}
     for e in entries:
         for name, points in (e.get("passk") or {}).items():
@@ -346,16 +346,16 @@ def write_report(
     if diagnostic_keys:
         report["diagnostic_keys"] = diagnostic_keys
     write_atomic(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
-    write_atomic(out / REPORT_MD, render_markdown(report, facts, names))
+    write_atomic(out / REPORT_MD, _render_markdown(report, facts, names))
     return report
 
 
-def render_markdown(report: dict, facts: dict, names: list[str]) -> str:
+def _render_markdown(report: dict, facts: dict, names: list[str]) -> str:
     """``report.md`` from :data:`TEMPLATE`: the table, the plots, ``relative_norm``, the finding."""
     grouped = [n for n in names if any(g in p["slices"].get(n, {}) for p in report["pooled"] for g in GROUPS)]
     found = {c["bucket"] for p in report["pooled"] for rows in p.get("churn", {}).values() for c in rows}
     families, other_families = significant_families(report["pooled"], ALPHA)
     return load_template(TEMPLATE).render(
         report=report, facts=facts, slices=names, grouped=grouped, groups=GROUPS, alpha=ALPHA,
-        buckets=[b for b in BUCKETS if b in found], families=families, other_families=other_families,
+        buckets=[b for b in _BUCKETS if b in found], families=families, other_families=other_families,
     )  # fmt: skip

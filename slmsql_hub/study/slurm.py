@@ -39,9 +39,9 @@ from typing import Any
 from ..errors import InfrastructureError, UsageError
 from ..run.files import write_atomic
 
-SLURM_DIR = "slurm"
-JOBS_FILE = "jobs.json"
-TASK = "${SLURM_ARRAY_TASK_ID}"
+_SLURM_DIR = "slurm"
+_JOBS_FILE = "jobs.json"
+_TASK = "${SLURM_ARRAY_TASK_ID}"
 """The array index in a script's command line (left for the shell to expand)."""
 ACTIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
           "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "STOPPED")  # fmt: skip
@@ -73,7 +73,7 @@ class SlurmOptions:
     sbatch_args: tuple[str, ...] = ()
 
     def directives(self) -> list[str]:
-        """The ``#SBATCH`` options of every job (the array throttle is the array's: :func:`array_spec`)."""
+        """The ``#SBATCH`` options of every job (the array throttle is the array's: :func:`_array_spec`)."""
         given = [("partition", self.partition), ("account", self.account), ("gpus-per-task", self.gpus_per_task),
                  ("cpus-per-task", self.cpus_per_task), ("time", self.time)]  # fmt: skip
         out = ["--ntasks=1"] + [f"--{name}={value}" for name, value in given if value is not None]
@@ -133,17 +133,17 @@ class Job:
 
 
 def _quote(arg: str) -> str:
-    return f'"{arg}"' if TASK in arg else shlex.quote(arg)
+    return f'"{arg}"' if _TASK in arg else shlex.quote(arg)
 
 
-def array_spec(indices: list[int], throttle: int | None) -> str:
+def _array_spec(indices: list[int], throttle: int | None) -> str:
     """``--array``'s value: the indices, ``%throttle`` appended.
 
     Example:
 
     ```python
-    >>> from slmsql_hub.study.slurm import array_spec
-    >>> array_spec([0, 2, 3], 2), array_spec([1], None)
+    >>> from slmsql_hub.study.slurm import _array_spec
+    >>> _array_spec([0, 2, 3], 2), _array_spec([1], None)
     ('0,2,3%2', '1')
 
     ```
@@ -151,12 +151,12 @@ def array_spec(indices: list[int], throttle: int | None) -> str:
     return ",".join(map(str, indices)) + (f"%{throttle}" if throttle else "")
 
 
-def sbatch_script(job: Job, options: SlurmOptions, submit_dir: Path, logs: Path, python: str) -> str:
+def _sbatch_script(job: Job, options: SlurmOptions, submit_dir: Path, logs: Path, python: str) -> str:
     """The script of ``job``: its ``#SBATCH`` lines, ``cd`` to ``submit_dir``, then each command with ``python``."""
     log = logs / (f"{job.name}-%A_%a.out" if job.array is not None else f"{job.name}-%j.out")
     lines = ["#!/bin/bash", f"#SBATCH --job-name=slmsql-{job.name}", f"#SBATCH --output={log}"]
     if job.array is not None:
-        lines.append(f"#SBATCH --array={array_spec(job.array, options.array_throttle)}")
+        lines.append(f"#SBATCH --array={_array_spec(job.array, options.array_throttle)}")
     lines += [f"#SBATCH {directive}" for directive in options.directives()]
     lines += ["set -euo pipefail", f"cd {shlex.quote(str(submit_dir))}", "export PYTHONUNBUFFERED=1"]
     lines += [" ".join(_quote(a) for a in [python, "-m", "slmsql_hub", *argv]) for argv in job.commands]
@@ -164,7 +164,7 @@ def sbatch_script(job: Job, options: SlurmOptions, submit_dir: Path, logs: Path,
     return "\n".join(lines) + "\n"
 
 
-def unfinished_shards(config: Any, variants: list[str] | None, shards: int) -> list[int]:
+def _unfinished_shards(config: Any, variants: list[str] | None, shards: int) -> list[int]:
     """The shards (of ``shards``) of ``config``'s selected grid with a (variant, seed) not finished yet."""
     from .grid import RESULT_FILE, run_folder, shard_folder, shard_grid
 
@@ -185,11 +185,11 @@ def world_jobs(args: StudyArgs, shards: int | None, merged: bool, prefix: str = 
     n = shards or grid
     if n > grid:
         raise UsageError(f"--shards {n}: the grid has {grid} (variant, seed) runs; give at most {grid}")
-    todo = unfinished_shards(config, list(args.variants) if args.variants else None, n)
+    todo = _unfinished_shards(config, list(args.variants) if args.variants else None, n)
     base = args.argv()
     jobs = []
     if todo:
-        shard = Job(f"{prefix}shards", [[*base, "--shard", f"{TASK}/{n}"]], [f"{prefix}prepare"], todo)
+        shard = Job(f"{prefix}shards", [[*base, "--shard", f"{_TASK}/{n}"]], [f"{prefix}prepare"], todo)
         jobs += [Job(f"{prefix}prepare", [[*base, "--prepare-only"]]), shard]
     if todo or not merged:
         folders = [str(shard_folder(config.output_dir, (k, n))) for k in range(n)]
@@ -258,7 +258,7 @@ def _sbatch(script: Path, after: list[str]) -> str:
     return done.stdout.strip().split(";")[0]
 
 
-def submit_jobs(jobs: list[Job], options: SlurmOptions, folder: Path, record: dict[str, Any]) -> dict[str, str]:
+def _submit_jobs(jobs: list[Job], options: SlurmOptions, folder: Path, record: dict[str, Any]) -> dict[str, str]:
     """Write each job's script under ``folder``, submit them in order (each after the ids of those it waits on)
     and record the submission in ``folder/jobs.json``, also when an ``sbatch`` fails part way."""
     (folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -269,18 +269,18 @@ def submit_jobs(jobs: list[Job], options: SlurmOptions, folder: Path, record: di
     try:
         for job in jobs:
             script = folder / f"{job.name}.sbatch"
-            script.write_text(sbatch_script(job, options, Path.cwd(), folder / "logs", sys.executable))
+            script.write_text(_sbatch_script(job, options, Path.cwd(), folder / "logs", sys.executable))
             ids[job.name] = _sbatch(script, [ids[name] for name in job.after])
             submission["jobs"].append({"name": job.name, "id": ids[job.name], "after": job.after,
                                        "array": job.array, "script": str(script)})  # fmt: skip
     finally:
-        write_atomic(folder / JOBS_FILE, json.dumps(record, indent=2) + "\n")
+        write_atomic(folder / _JOBS_FILE, json.dumps(record, indent=2) + "\n")
     return ids
 
 
 def refresh_states(folder: Path) -> dict[str, Any]:
     """Record the current states of the last submission's jobs in ``folder/jobs.json``; return the record."""
-    path = folder / JOBS_FILE
+    path = folder / _JOBS_FILE
     record = _record(path)
     if record["submissions"]:
         last = record["submissions"][-1]
@@ -290,7 +290,7 @@ def refresh_states(folder: Path) -> dict[str, Any]:
     return record
 
 
-def merged_worlds(submission: dict[str, Any] | None) -> dict[str, bool]:
+def _merged_worlds(submission: dict[str, Any] | None) -> dict[str, bool]:
     """``{job name: completed}`` of the merge jobs of ``submission`` (keyed by world name; ``""`` for one world)."""
     if not submission:
         return {}
@@ -313,8 +313,8 @@ def slurm_folder(args: StudyArgs) -> Path:
 
     worlds = recipe_worlds(args.config)
     if worlds and args.run_dir is None:
-        return Path(args.output_dir or default_output_dir(worlds)) / SLURM_DIR
-    return Path(load_ablation_config(args.config, **args.cli()).output_dir) / SLURM_DIR
+        return Path(args.output_dir or default_output_dir(worlds)) / _SLURM_DIR
+    return Path(load_ablation_config(args.config, **args.cli()).output_dir) / _SLURM_DIR
 
 
 def submit_study(args: StudyArgs, options: SlurmOptions, shards: int | None = None) -> dict[str, Any]:
@@ -329,12 +329,12 @@ def submit_study(args: StudyArgs, options: SlurmOptions, shards: int | None = No
     active = {job: state for job, state in states.items() if state in ACTIVE}
     if active:
         return {"folder": str(folder), "active": active, "submitted": {}, "states": states}
-    merged = merged_worlds(last)
+    merged = _merged_worlds(last)
     if recipe_worlds(args.config) and args.run_dir is None:
         if args.output_dir is not None:
             raise UsageError("--slurm for every world writes each world's own output_dir; drop --output-dir")
         jobs = transfer_jobs(args, shards, merged)
     else:
         jobs, _ = world_jobs(args, shards, merged.get("", False))
-    submitted = submit_jobs(jobs, options, folder, record) if jobs else {}
+    submitted = _submit_jobs(jobs, options, folder, record) if jobs else {}
     return {"folder": str(folder), "active": {}, "submitted": submitted, "states": states}

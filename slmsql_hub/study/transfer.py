@@ -96,7 +96,7 @@ def default_output_dir(worlds: dict[str, Any]) -> str:
     return os.path.commonpath([str(Path(arm.output_dir).parent) for arm in worlds.values()])
 
 
-def read_worlds(config_path: str | Path) -> list[WorldReport]:
+def _read_worlds(config_path: str | Path) -> list[WorldReport]:
     """Every world of a multi-world recipe, its config loaded (and validated) as ``slmsql ablate --run-dir``
     would, and its ``report.json`` read when there is one.
 
@@ -130,7 +130,7 @@ def read_worlds(config_path: str | Path) -> list[WorldReport]:
     return worlds
 
 
-def transfer_rows(worlds: list[WorldReport]) -> list[dict]:
+def _transfer_rows(worlds: list[WorldReport]) -> list[dict]:
     """One row per (world, variant) from each world's pooled table, Holm re-applied per slice across all worlds
     (each slice's own world's ``p_holm`` kept as ``p_holm_world``)."""
     rows = []
@@ -172,14 +172,14 @@ def write_transfer_report(config_path: str | Path, out: str | Path | None = None
     from ..errors import UsageError
     from ..render.plots import plot_forest, plot_passk
 
-    worlds = read_worlds(config_path)
+    worlds = _read_worlds(config_path)
     out = Path(out) if out is not None else Path(default_output_dir({w.name: w for w in worlds}))
     if all(w.report is None for w in worlds):
         where = ", ".join(f"{w.name}: {w.output_dir}" for w in worlds)
         raise UsageError(
             f"no world has a report.json yet ({where}); run `slmsql ablate --run-dir` per world first"
         )
-    rows = transfer_rows(worlds)
+    rows = _transfer_rows(worlds)
     found = slice_names(rows)
     names = [n for n in SLICES if n in found] + [n for n in found if n not in SLICES]
     out.mkdir(parents=True, exist_ok=True)

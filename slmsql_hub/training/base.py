@@ -63,7 +63,7 @@ def _render_turns(messages: list[dict[str, str]]) -> str:
     return "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
 
 
-def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
+def _split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
     """The dataset folders of ``splits`` in a world (``<world>/datasets/<split>``); :class:`UsageError` when the
     world or a split is missing.
 
@@ -73,7 +73,7 @@ def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
     >>> import pathlib, tempfile
     >>> world = pathlib.Path(tempfile.mkdtemp())
     >>> (world / "datasets" / "foundation").mkdir(parents=True)
-    >>> [p.name for p in split_folders(world, ["foundation"])]
+    >>> [p.name for p in _split_folders(world, ["foundation"])]
     ['foundation']
 
     ```
@@ -92,13 +92,13 @@ def split_folders(world_dir: str | Path, splits: list[str]) -> list[Path]:
     return folders
 
 
-def commented_sql(question: str, sql: str) -> str:
+def _commented_sql(question: str, sql: str) -> str:
     """A question and its SQL as code in the wild has them: the query under a ``--`` comment.
 
     Example:
 
     ```python
-    >>> print(commented_sql("How many pets?", "SELECT count(*) FROM pet"))
+    >>> print(_commented_sql("How many pets?", "SELECT count(*) FROM pet"))
     -- How many pets?
     SELECT count(*) FROM pet
 
@@ -114,7 +114,7 @@ def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[
     from ..data.prompts import format_answer
 
     prompt_config, _ = script_args.resolve_prompt_config(None)
-    rows = load_datasets(split_folders(script_args.world_dir, script_args.corpus_splits))
+    rows = load_datasets(_split_folders(script_args.world_dir, script_args.corpus_splits))
     rng = random.Random(seed)
     # One prompt (schema + a question of that database) per database and repeat: the model learns each schema
     # and the prompt's shape without ever seeing a question next to its SQL.
@@ -133,7 +133,7 @@ def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[
         question, sql = (question or "").strip(), (sql or "").strip()
         if Path(source).name in paired:
             if question and sql:
-                paired_docs.append(commented_sql(question, sql))
+                paired_docs.append(_commented_sql(question, sql))
             continue
         if question:
             question_docs.append(question)
@@ -153,14 +153,14 @@ def build_corpus(script_args: BaseScriptArguments, seed: int = 0) -> tuple[list[
     return documents, counts
 
 
-def tokenizer_texts(documents: list[str]) -> list[str]:
+def _tokenizer_texts(documents: list[str]) -> list[str]:
     """The corpus as the tokenizer trainer should see it: special tokens replaced by newlines (they are
     added as whole tokens, never learnt from their characters).
 
     Example:
 
     ```python
-    >>> tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
+    >>> _tokenizer_texts(["<|im_start|>user\\nhi<|im_end|>\\n"])
     ['\\nuser\\nhi\\n\\n']
 
     ```
@@ -373,7 +373,7 @@ def _corpus_blocks(
         )
     documents, counts = build_corpus(script_args, seed=training_args.seed)
     tokenizer = train_tokenizer(
-        tokenizer_texts(documents),
+        _tokenizer_texts(documents),
         vocab_size=script_args.vocab_size,
         min_frequency=script_args.tokenizer_min_frequency,
         model_max_length=model_args.max_position_embeddings,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REQUIRED_COLUMNS = ("question", "gold_sql")
+_REQUIRED_COLUMNS = ("question", "gold_sql")
 """Columns every training dataset needs; it also needs ``schema`` or ``db_path``."""
 ROW_COLUMNS = ("question", "gold_sql", "evidence", "schema", "db_path", "db_id")
 """The columns training keeps of a source (then adds ``_source``): what
@@ -67,7 +67,7 @@ def load_datasets(paths: Sequence[str | os.PathLike], revision: str | None = Non
             logger.warning("%s holds no rows; skipping it", raw)
             empty.append(str(raw))
             continue
-        missing = [c for c in REQUIRED_COLUMNS if c not in loaded.column_names]
+        missing = [c for c in _REQUIRED_COLUMNS if c not in loaded.column_names]
         if "schema" not in loaded.column_names and "db_path" not in loaded.column_names:
             missing.append("schema or db_path")
         if missing:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, make_dataclass
 from transformers import TrainingArguments
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
+from ..data.benchmarks import get_benchmark
 from ..data.config import BenchmarkArguments
 from ..data.prompts import PromptArguments
 from ..data.sources import check_dataset_name
@@ -550,7 +551,7 @@ class GRPOScriptArguments(SFTScriptArguments):
 
     def _check_stage_fields(self) -> None:
         for entry in self.benchmark_entries():
-            if entry.split in ("dev", "test"):
+            if entry.split in get_benchmark(entry.name).eval_splits:
                 raise UsageError(
                     f"benchmarks entry {entry} names {entry.split}, what EX is measured on; train on a training "
                     "split (Spider/BIRD/SynSQL: train; the world: grounding or rl_pool)"
@@ -615,7 +616,6 @@ class GRPOTrainingConfig(
         default="bird",
         metadata={"help": "Result comparison rule: bird or spider."},
     )
-    reward_timeout_s: float | None = field(default=None, metadata={"help": "Deprecated: use sql_timeout_s."})
     sandbox_workers: int | None = field(
         default=None, metadata={"help": "Sandbox worker processes per training process; null: the default."}
     )
@@ -645,7 +645,7 @@ class GRPOTrainingConfig(
                 f"function(s) ({', '.join(self.reward_funcs)}); give one weight per reward, or null for all 1.0"
             )
         self.reward_compare_mode = CompareMode.parse(self.reward_compare_mode).value
-        self.resolve_sql_limits(deprecated_timeout="reward_timeout_s")
+        self.resolve_sql_limits()
         if not self.min_relative_update >= 0:
             raise UsageError(f"min_relative_update must be >= 0 (0 never warns); got {self.min_relative_update}")
         if self.sandbox_workers is not None and self.sandbox_workers < 1:

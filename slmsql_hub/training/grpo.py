@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
+def _last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
     """The latest ``checkpoint-N`` folder of ``output_dir`` that has ``trainer_state.json`` (written last). Not
     ``get_last_checkpoint``, which returns a folder a kill cut short, and resuming from it crashes.
 
@@ -85,7 +85,7 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
     ...     (out / f"checkpoint-{step}").mkdir()
     >>> for step in (4, 8):
     ...     _ = (out / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
-    >>> pathlib.Path(last_complete_checkpoint(out)).name  # checkpoint-12 was cut short
+    >>> pathlib.Path(_last_complete_checkpoint(out)).name  # checkpoint-12 was cut short
     'checkpoint-8'
 
     ```
@@ -102,7 +102,7 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> str | None:
 
 
 def resolve_checkpoint(value: str | bool | None, output_dir: str | os.PathLike) -> str | None:
-    """The checkpoint ``--resume_from_checkpoint`` names (``true``/``last``: :func:`last_complete_checkpoint`);
+    """The checkpoint ``--resume_from_checkpoint`` names (``true``/``last``: :func:`_last_complete_checkpoint`);
     :class:`UsageError` when there is none.
 
     Example:
@@ -124,7 +124,7 @@ def resolve_checkpoint(value: str | bool | None, output_dir: str | os.PathLike) 
     if text.lower() in ("", "false", "none", "null", "no"):
         return None
     if text.lower() in ("true", "last", "latest", "yes"):
-        last = last_complete_checkpoint(output_dir)
+        last = _last_complete_checkpoint(output_dir)
         if last is None:
             raise UsageError(
                 f"--resume_from_checkpoint {text}: no complete checkpoint-* folder in {output_dir}; set save_steps "

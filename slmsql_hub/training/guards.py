@@ -24,7 +24,7 @@ from ..run.metric_names import EXACT_ZERO_STD_METRIC
 logger = logging.getLogger(__name__)
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-LORA_MIN_LEARNING_RATE = 1e-6
+_LORA_MIN_LEARNING_RATE = 1e-6
 
 
 @dataclass
@@ -340,10 +340,10 @@ def check_lora_learning_rate(args: Any, is_lora: bool) -> GuardResult:
     ```
     """
     lr = float(args.learning_rate)
-    details = {"learning_rate": lr, "is_lora": bool(is_lora), "threshold": LORA_MIN_LEARNING_RATE}
+    details = {"learning_rate": lr, "is_lora": bool(is_lora), "threshold": _LORA_MIN_LEARNING_RATE}
     if is_lora and lr == 0:
         return GuardResult("lora_learning_rate", WARN, "learning_rate=0 keeps the adapter as it is (a control run)", details)
-    if is_lora and lr <= LORA_MIN_LEARNING_RATE:
+    if is_lora and lr <= _LORA_MIN_LEARNING_RATE:
         return GuardResult(
             "lora_learning_rate",
             WARN,

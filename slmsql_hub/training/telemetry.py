@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 _FINAL_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
 
-SUMMARY_METRICS = (
+_SUMMARY_METRICS = (
     "reward",
     "reward_std",
     TRL_ZERO_STD_METRIC,
@@ -210,7 +210,7 @@ def _mean(values: Iterable[Any]) -> float | None:
 
 def summarize_telemetry(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Headline numbers of a run's training records: steps logged, first/last step and ``reward``, the mean of each
-    of :data:`SUMMARY_METRICS` present, and ``reward_time_share`` (``timing/reward/*_s`` over TRL's ``step_time``,
+    of :data:`_SUMMARY_METRICS` present, and ``reward_time_share`` (``timing/reward/*_s`` over TRL's ``step_time``,
     summed over the steps that log both).
 
     Example:
@@ -233,7 +233,7 @@ def summarize_telemetry(records: list[dict[str, Any]]) -> dict[str, Any]:
         "last_step": train[-1]["step"] if train else None,
         "mean": {},
     }
-    for name in SUMMARY_METRICS:
+    for name in _SUMMARY_METRICS:
         value = _mean(r.get(name) for r in train)
         if value is not None:
             summary["mean"][name] = value

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
-SUM_THEN_NORMALIZE = "sum_then_normalize"  # TRL's default multi_objective_aggregation
+_SUM_THEN_NORMALIZE = "sum_then_normalize"  # TRL's default multi_objective_aggregation
 
 
 def flat_groups(
-    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = SUM_THEN_NORMALIZE
+    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = _SUM_THEN_NORMALIZE
 ) -> tuple[Any, Any]:
     """``(flat, scorable)``: per group of ``num_generations`` consecutive rows of ``rewards_per_func`` (``(samples,
     functions)``, NaN for ``None``), whether it is flat and how many scorable rows (not all NaN) it has.
@@ -54,7 +54,7 @@ def flat_groups(
 
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
     scorable = (~unscorable).view(-1, num_generations).sum(dim=1)
-    if aggregation == SUM_THEN_NORMALIZE:
+    if aggregation == _SUM_THEN_NORMALIZE:
         weight = torch.as_tensor(weights, dtype=rewards_per_func.dtype).to(rewards_per_func.device)
         values = (rewards_per_func * weight).nansum(dim=1)
         values[unscorable] = torch.nan
@@ -69,7 +69,7 @@ def flat_groups(
 
 
 def frac_zero_std_groups(
-    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = SUM_THEN_NORMALIZE
+    rewards_per_func: Any, weights: Any, num_generations: int, aggregation: str = _SUM_THEN_NORMALIZE
 ) -> float:
     """``frac_reward_zero_std_exact``: the share of groups that are flat (:func:`flat_groups`) and have at least
     two scorable samples (with fewer there is no variance to speak of, as in TRL).

@@ -53,7 +53,7 @@ WORLD_VERSION = "2"
 SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool", "dev", "test")
 """The world's splits, in the order of the pipeline."""
 
-TRAINING_SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool")
+_TRAINING_SPLITS: tuple[str, ...] = ("foundation", "grounding", "rl_pool")
 """The splits something trains on; every other split (dev, test, probes) is held out from them by meaning."""
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "extra")
@@ -322,7 +322,7 @@ def _card(split: str, rows: list[dict], manifest: WorldManifest, plant: WorldPla
     return "\n".join(lines)
 
 
-PLANTED = "**Planted world**"
+_PLANTED = "**Planted world**"
 """How a plant's statement opens (``model_card/planted_world.md``); :func:`read_plant_statement` looks for it."""
 
 
@@ -334,7 +334,7 @@ def read_plant_statement(root: str | os.PathLike) -> str | None:
     """
     card = Path(root) / "datasets" / SPLITS[0] / "README.md"
     lines = card.read_text(encoding="utf-8").splitlines() if card.is_file() else []
-    return next((line for line in lines if line.startswith(PLANTED)), None)
+    return next((line for line in lines if line.startswith(_PLANTED)), None)
 
 
 def _asked_plant(recorded: dict | None, plant: WorldPlant | None) -> dict | None:
@@ -554,7 +554,7 @@ def _write_split(
 
 def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
     """Fail loudly if a question or a gold repeats across splits, or a held-out split shares a meaning key
-    with one of :data:`TRAINING_SPLITS` (a generator bug, never silently fixed)."""
+    with one of :data:`_TRAINING_SPLITS` (a generator bug, never silently fixed)."""
     from ..sql.shape import meaning_key
 
     owner: dict[tuple, str] = {}
@@ -568,8 +568,8 @@ def _check_disjoint(splits: dict[str, list[Candidate]]) -> None:
                     raise RuntimeError(f"world question repeated across {owner[key]} and {split}: {key}")
                 owner[key] = split
     meanings = {split: {meaning_key(c.db_id, c.sql) for c in chosen} for split, chosen in splits.items()}
-    for held in (split for split in splits if split not in TRAINING_SPLITS):
-        for train in (split for split in splits if split in TRAINING_SPLITS):
+    for held in (split for split in splits if split not in _TRAINING_SPLITS):
+        for train in (split for split in splits if split in _TRAINING_SPLITS):
             if shared := len(meanings[held] & meanings[train]):
                 raise RuntimeError(
                     f"{shared} {held} questions share database and normalised gold with {train}"

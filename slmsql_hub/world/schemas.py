@@ -240,7 +240,7 @@ LIBRARY = DatabaseSpec(
     ),
 )
 
-CLINIC = DatabaseSpec(
+_CLINIC = DatabaseSpec(
     db_id="clinic",
     description="A medical clinic: doctors, patients and their appointments.",
     tables=(
@@ -288,7 +288,7 @@ CLINIC = DatabaseSpec(
     ),
 )
 
-BIKE_RENTAL = DatabaseSpec(
+_BIKE_RENTAL = DatabaseSpec(
     db_id="bike_rental",
     description="A city bike-rental scheme: docking stations, bikes, riders and trips.",
     tables=(
@@ -348,7 +348,7 @@ BIKE_RENTAL = DatabaseSpec(
     ),
 )
 
-MUSIC_SCHOOL = DatabaseSpec(
+_MUSIC_SCHOOL = DatabaseSpec(
     db_id="music_school",
     description="A music school: teachers, students and the lessons they share.",
     tables=(
@@ -390,7 +390,7 @@ MUSIC_SCHOOL = DatabaseSpec(
     ),
 )
 
-LOGISTICS_DEPOT = DatabaseSpec(
+_LOGISTICS_DEPOT = DatabaseSpec(
     db_id="logistics_depot",
     description="A logistics company: depots, their trucks and drivers, and shipments.",
     tables=(
@@ -451,7 +451,7 @@ LOGISTICS_DEPOT = DatabaseSpec(
     ),
 )
 
-FARM_COOP = DatabaseSpec(
+_FARM_COOP = DatabaseSpec(
     db_id="farm_coop",
     description="A farming co-operative: member farms, the crops they grow and their harvests.",
     tables=(
@@ -497,7 +497,7 @@ FARM_COOP = DatabaseSpec(
     ),
 )
 
-DATABASES: tuple[DatabaseSpec, ...] = (LIBRARY, CLINIC, BIKE_RENTAL, MUSIC_SCHOOL, LOGISTICS_DEPOT, FARM_COOP)
+DATABASES: tuple[DatabaseSpec, ...] = (LIBRARY, _CLINIC, _BIKE_RENTAL, _MUSIC_SCHOOL, _LOGISTICS_DEPOT, _FARM_COOP)
 """Every world database, in build order."""
 
 HELD_OUT_DB = "farm_coop"

@@ -14,7 +14,7 @@ from .populate import Rows
 from .schemas import CATEGORY, DATE, FK, NUMBER, Column, DatabaseSpec, Table
 
 OPS = (("greater than", ">"), ("more than", ">"), ("less than", "<"), ("at least", ">="), ("at most", "<="))
-AGGS = (("average", "avg"), ("maximum", "max"), ("minimum", "min"), ("total", "sum"))
+_AGGS = (("average", "avg"), ("maximum", "max"), ("minimum", "min"), ("total", "sum"))
 
 
 def sql_literal(value: object) -> str:
@@ -107,8 +107,8 @@ class Context:
 def aggregate_of(ctx: Context, column: Column) -> tuple[str, str]:
     """An aggregate for ``column``: years are only compared (max / min), non-additive measures never summed."""
     if column.name.endswith("year"):
-        return ctx.pick(AGGS[1:3])
-    return ctx.pick(AGGS if column.additive else AGGS[:3])
+        return ctx.pick(_AGGS[1:3])
+    return ctx.pick(_AGGS if column.additive else _AGGS[:3])
 
 
 def unique_max(values: list) -> bool:
