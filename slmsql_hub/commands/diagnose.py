@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import print_result
+from . import folder_to_write, print_result
 from ._recipe import add_recipe_parser
 
 
@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     group.add_argument("--validate", metavar="STUDY",
                        help="a study folder (slmsql ablate's output: runs/, sft/) or its report.json")  # fmt: skip
     group.add_argument("--report", metavar="REPORT", help="the diagnosis's report.json (or its folder)")
-    group.add_argument("--validation-dir", metavar="DIR",
+    group.add_argument("--validation-dir", metavar="DIR", type=folder_to_write,
                        help="where validation.json and validation.md go (outside the inputs)")  # fmt: skip
     parser.set_defaults(run=run)
     return parser
