@@ -9,10 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from _diagnosis_report import write_diagnosis
 
 from slmsql_hub.ablate.evaluate import comparison_entry
 from slmsql_hub.ablate.validation import score, slice_prediction
 from slmsql_hub.cli import main
+from slmsql_hub.run.files import last_commit
 
 N = 60  # questions per slice; SFT answers every other one right
 SLICES = ("band_train", "band_heldout", "world_dev", "world_probe_same", "world_probe_cross")
@@ -96,12 +98,29 @@ def test_the_table_says_held_not_held_and_lists_the_variant_that_did_not_learn_a
     assert rows["world_probe_cross"]["predicted"] is None and "held" not in rows["world_probe_cross"]
     assert [v["name"] for v in table["not_learnt"]] == ["idle"]  # its probe gain is not scored
     assert (table["held"], table["scored"]) == (2, 3)
-    assert re.fullmatch(r"[0-9a-f]{40}", table["rule_commit"] or "0" * 40)
+    assert table["rule_commit"] == last_commit("slmsql_hub/diagnosis/analysis.py")  # the report has none
     assert table["runs"] == ["idle s0", "learner s0", "learner s1"]
     text = (out / "validation.md").read_text()
     assert "**Held 2 of 3**" in text and "| band_heldout | up | +10.0 |" in text and "**no**" in text
     assert "`idle` (seeds 0): band_train ΔEX +1.7" in text and table["definitions"]["learnt"] in text
     assert sorted(p for p in study.rglob("*")) == before  # nothing written into the study
+
+
+def test_the_diagnosis_writers_own_report_is_scored_and_its_rule_commit_cited(study, tmp_path):
+    from slmsql_hub.ablate.validation import validate
+
+    if last_commit("slmsql_hub/diagnosis/analysis.py") is None:
+        pytest.skip("not a git checkout: no commit to cite")
+    report = write_diagnosis(tmp_path / "diagnosis")  # the operator class, fixable: +25 points on world_dev
+    assert re.fullmatch(r"[0-9a-f]{40}", report["rule_commit"] or "")
+    assert report["rule_commit"] == last_commit("slmsql_hub/diagnosis/analysis.py")
+    table = validate(tmp_path / "diagnosis", study, tmp_path / "validation")
+    assert table["rule_commit"] == report["rule_commit"]
+    rows = {r["slice"]: r for r in table["variants"][0]["rows"]}
+    assert rows["world_dev"]["predicted"] == {"direction": "up", "ceiling": 0.25, "classes": ["wrong_operator"]}
+    assert rows["world_dev"]["measured"] == "none" and rows["world_dev"]["held"] is False  # dev did not move
+    assert rows["band_heldout"]["predicted"] is None  # this diagnosis did not sample it
+    assert (table["held"], table["scored"]) == (0, 1)
 
 
 def test_a_significant_drop_where_none_was_predicted_does_not_hold():
@@ -117,7 +136,7 @@ def test_a_significant_drop_where_none_was_predicted_does_not_hold():
 @pytest.mark.parametrize(
     "case, message",
     [
-        ("no_report", "no diagnosis report at"),
+        ("no_report", "not found; run slmsql diagnose first"),
         ("not_a_diagnosis", "is not a diagnosis report"),
         ("not_a_study", "is no study folder"),
         ("out_in_study", "is inside the input"),

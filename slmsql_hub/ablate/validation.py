@@ -41,14 +41,13 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from ..evaluation.stats import ALPHA, is_significant
 from ..render.templates import load_template
-from ..run.files import write_atomic
+from ..run.files import last_commit, read_json_object, write_atomic
 from ..run.guard import check_output
 
 logger = logging.getLogger(__name__)
@@ -150,30 +149,15 @@ def ranked_classes(diagnosis: dict) -> list[dict]:
     return [{**r, **{k: stats.get(r["class"], {}).get(k) for k in keys}} for r in diagnosis["prediction"]["ranked"]]
 
 
-def last_commit(path: str, repo: Path | None = None) -> str | None:
-    """The commit that last changed ``path`` (relative to the repository), ``None`` outside a git checkout."""
-    root = repo or Path(__file__).resolve().parents[2]
-    try:
-        done = subprocess.run(["git", "log", "-1", "--format=%H", "--", path], cwd=root, capture_output=True,
-                              text=True, check=True)  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return done.stdout.strip() or None
-
-
 def check_inputs(diagnosis: str | Path, study: str | Path, output_dir: str | Path) -> tuple[Path, Path, Path]:
     """``(report, study, out)`` after the checks that need no loading: the diagnosis ``report.json`` (or its
     folder) holds a prediction, the study is a folder with ``runs/`` and ``sft/`` or a study ``report.json``
     with ``pooled`` entries, and ``output_dir`` is outside both. UsageError (one line) otherwise."""
     report = Path(diagnosis).expanduser()
     report = report / "report.json" if report.is_dir() else report
-    if not report.is_file():
-        raise UsageError(f"no diagnosis report at {report}: run slmsql diagnose first (it writes report.json)")
-    try:
-        content = json.loads(report.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UsageError(f"{report} is not JSON ({err})") from err
-    if not isinstance(content, dict) or "ranked" not in content.get("prediction", {}) or "slices" not in content:
+    content = read_json_object(report, "run slmsql diagnose first (it writes report.json)")
+    prediction = content.get("prediction")
+    if not isinstance(prediction, dict) or "ranked" not in prediction or "slices" not in content:
         raise UsageError(f"{report} is not a diagnosis report (no prediction.ranked or slices)")
     folder = Path(study).expanduser()
     if folder.is_file():
@@ -191,8 +175,8 @@ def read_pooled(study: Path) -> tuple[list[dict], list[str]]:
     from .report import collect, pool_variants
 
     if study.is_file():
-        content = json.loads(study.read_text(encoding="utf-8"))
-        if not isinstance(content, dict) or "pooled" not in content:
+        content = read_json_object(study, "name a study folder (runs/, sft/) or its report.json")
+        if "pooled" not in content:
             raise UsageError(f"{study} is not a study report (no pooled entries)")
         return content["pooled"], [f"{v['name']} s{v['seed']}" for v in content.get("variants", [])]
     entries = sorted(collect([study]), key=lambda e: (e["name"], e["seed"]))
@@ -214,7 +198,7 @@ def validate(diagnosis: str | Path, study: str | Path, output_dir: str | Path) -
         "study": str(study_path),
         "runs": runs,
         "rule_commit": report.get("rule_commit") or last_commit(RULE_FILE),
-        "scorer_commit": last_commit("slmsql_hub/ablate/validation.py"),
+        "scorer_commit": last_commit(__file__),
         "definitions": {"learnt": LEARNT, "predicted": PREDICTED, "held": HELD},
         "prediction": {"sentence": report["prediction"]["sentence"], "ranked": ranked_classes(report)},
         **score(report, pooled),
