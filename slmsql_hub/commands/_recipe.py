@@ -29,9 +29,11 @@ def add_recipe_parser(
     description: str,
     example: str,
     config_cls: type | None = None,
+    config_required: bool = True,
 ) -> argparse.ArgumentParser:
     """Register ``NAME --config RECIPE [--field value ...]``; ``args.overrides`` holds the overrides and
-    ``--help`` lists the fields of the dataclass ``config_cls`` (when given)."""
+    ``--help`` lists the fields of the dataclass ``config_cls`` (when given). ``config_required=False``: the
+    command has another mode, and checks ``--config`` itself."""
     width = max(shutil.get_terminal_size().columns - 2, 40)
     parser = subparsers.add_parser(
         name,
@@ -41,7 +43,7 @@ def add_recipe_parser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         keep_overrides=True,
     )
-    parser.add_argument("--config", required=True, help=f"the YAML recipe (e.g. {example})")
+    parser.add_argument("--config", required=config_required, help=f"the YAML recipe (e.g. {example})")
     return parser
 
 

@@ -1,11 +1,12 @@
 """``slmsql diagnose --config RECIPE.yaml [--field value ...]``: will GRPO help this policy?
-(:mod:`slmsql_hub.diagnosis`)."""
+(:mod:`slmsql_hub.diagnosis`). ``slmsql diagnose --validate STUDY --report REPORT --validation-dir DIR``: did
+that diagnosis predict what the study measured? (:mod:`slmsql_hub.study.validation`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from . import print_result
+from . import folder_to_write, print_result
 from ._recipe import add_recipe_parser
 
 
@@ -22,13 +23,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "greedy EX, pass@1..K, maj@K, all-fail / mixed / all-pass, each wrong answer's error class with its "
             "consistency, support and where it occurs (the training band, the slices), and a ranked prediction. "
             "Writes <output_dir>/report.json, report.md, diagnosis.png and questions/. "
-            "Example: slmsql diagnose --config recipes/world/diagnose.yaml --num_samples 8"
+            "Example: slmsql diagnose --config recipes/world/diagnose.yaml --num_samples 8. "
+            "With --validate (no --config): score a finished diagnosis against a study's measured results. "
+            "Example: slmsql diagnose --validate outputs/transfer/plant70 --report docs/diagnosis/plant70/report.json "
+            "--validation-dir docs/diagnosis/validation"
         ),
         example="recipes/world/diagnose.yaml",
         config_cls=DiagnoseConfig,
+        config_required=False,
     )
+    group = parser.add_argument_group("validation (issue #36: did the diagnosis predict the study?)")
+    group.add_argument("--validate", metavar="STUDY",
+                       help="a study folder (slmsql ablate's output: runs/, sft/) or its report.json")  # fmt: skip
+    group.add_argument("--report", metavar="REPORT", help="the diagnosis's report.json (or its folder)")
+    group.add_argument("--validation-dir", metavar="DIR", type=folder_to_write,
+                       help="where validation.json and validation.md go (outside the inputs)")  # fmt: skip
     parser.set_defaults(run=run)
     return parser
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """``--validate``: the table of :mod:`slmsql_hub.study.validation`; a bad combination is one line, exit 2."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+    from ..study.validation import VALIDATION_MD, validate
+
+    if args.config or args.overrides:
+        raise UsageError("--validate scores a finished diagnosis; it does not go with --config or recipe fields")
+    if not args.report or not args.validation_dir:
+        raise UsageError("--validate needs --report (the diagnosis's report.json) and --validation-dir")
+    table = validate(args.report, args.validate, args.validation_dir)
+    return print_result(f"held {table['held']} of {table['scored']} (variants that learnt their band: "
+                        f"{len(table['variants'])}; apart: {len(table['not_learnt'])})",
+                        f"table: {Path(args.validation_dir) / VALIDATION_MD}")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..diagnosis import REPORT_FILE, load_diagnose_config, run_diagnose
+    from ..errors import UsageError
 
+    if args.validate:
+        return _validate(args)
+    if args.report or args.validation_dir:
+        raise UsageError("--report and --validation-dir go with --validate STUDY")
+    if not args.config:
+        raise UsageError("--config is required (the diagnose recipe), or --validate STUDY to score a diagnosis")
     config = load_diagnose_config(args.config, args.overrides)
     report = run_diagnose(config)
     out = Path(str(config.output_dir))

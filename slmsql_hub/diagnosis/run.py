@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..run.files import write_atomic
+from ..run.files import last_commit, write_atomic
+from . import analysis
 from .analysis import class_stats, prediction, slice_summary
 from .config import NAMESPACE, DiagnoseConfig
 from .sample import load_slices, sample_slice, training_records
@@ -76,7 +77,8 @@ def build_report(
     prompt_source: str = "",
 ) -> dict[str, Any]:
     """``report.json``'s content but ``time``: the policy, the sampler and its keys, per slice the summary, per
-    error class the statistics, and the prediction."""
+    error class the statistics, the prediction, and ``rule_commit`` (the git commit that last changed
+    :mod:`.analysis`, ``None`` outside a checkout) for the prediction's validation."""
     stats = class_stats(records, training, config.min_consistency)
     return {
         "policy": {"base": config.model_name_or_path, "base_revision": config.model_revision,
@@ -97,6 +99,7 @@ def build_report(
         "classes": stats,
         "min_consistency": config.min_consistency,
         "prediction": prediction(stats),
+        "rule_commit": last_commit(analysis.__file__),  # the rule that made the prediction, for its validation
     }
 
 

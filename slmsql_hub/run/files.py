@@ -105,3 +105,21 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
     return records
+
+
+def last_commit(path: str | os.PathLike) -> str | None:
+    """The git commit that last changed ``path`` (a file of this package's checkout, absolute or relative to
+    its root), ``None`` outside a git checkout (an installed wheel) or for a path git never saw.
+
+    >>> last_commit("no/such/file") is None
+    True
+    """
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(["git", "log", "-1", "--format=%H", "--", str(path)], cwd=root,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip() or None
