@@ -12,7 +12,7 @@ from _helpers import music_spider
 
 from slmsql_hub.cli import main as cli_main
 from slmsql_hub.diagnosis import DiagnoseConfig, run_diagnose, sample_key
-from slmsql_hub.diagnosis.analysis import class_stats, prediction
+from slmsql_hub.diagnosis.analysis import class_stats, consistency, prediction
 from slmsql_hub.diagnosis.config import NAMESPACE
 from slmsql_hub.filtering import sample_seed
 
@@ -110,7 +110,7 @@ def test_consistency_support_where_ceiling_and_the_ranked_prediction():
     stats = {s["class"]: s for s in class_stats(evaluation, training, min_consistency=0.5)}
     operator = stats["wrong_operator"]
     assert operator["affected"] == 3 and operator["training"] == 1 and operator["where"] == "both"
-    assert operator["consistency"] == 3 / 4  # d1, d2 and t1 share >= -> >; d3 does not
+    assert operator["consistency"] == 3 / 4  # d1, d2 and t1 share >= -> >; d3's trigger is met once: no rule
     assert operator["signature"] == {"trigger": ">=", "output": ">"}
     assert operator["support"] == 2 / 3 and operator["ceiling"] == 1 / 4 and operator["qualifies"]
     assert operator["ceiling_by_slice"] == {"dev": 1 / 4}
@@ -204,3 +204,70 @@ def test_filter_then_diagnose_end_to_end_finds_the_trained_mistakes(spider_root,
     filter_keys = {json.loads(line)["question_id"] for line in (tmp_path / "filter" / "results.jsonl").open()}
     ours = [json.loads(line)["key"] for line in (tmp_path / "diagnosis" / "questions" / "spider_dev.jsonl").open()]
     assert ours == [sample_key(q) for q in sorted(filter_keys)] and not set(ours) & filter_keys
+
+
+def test_consistency_asks_each_trigger_for_one_output_not_the_class_for_one_pair():
+    """A plant with two symmetric triggers (>= -> >, <= -> <) is two rules kept everywhere: consistency 1.0 (the
+    rule before 2026-12-07 gave 0.5 and called it not rule-like); an output that names nothing is no rule."""
+    ge, le = ("wrong_operator", ">=", ">"), ("wrong_operator", "<=", "<")
+    evaluation = {"probe": [_record(f"q{i}", 0, 1, [ge if i % 2 else le]) for i in range(8)]}
+    training = [_record("t1", None, 2, [ge, ge]), _record("t2", None, 2, [le, le])]
+    stats = {s["class"]: s for s in class_stats(evaluation, training, min_consistency=0.5)}
+    assert stats["wrong_operator"]["consistency"] == 1.0 and stats["wrong_operator"]["qualifies"]
+    vague = {"probe": [_record(f"q{i}", 0, 1, [("other_structure", "where", None)]) for i in range(8)]}
+    stats = {s["class"]: s for s in class_stats(vague, training, min_consistency=0.5)}
+    assert stats["other_structure"]["consistency"] == 0.0
+    assert any("not rule-like" in r for r in stats["other_structure"]["reasons"])
+
+
+def test_reanalyse_scores_todays_rule_on_the_diagnosis_own_samples_and_never_writes_into_it(tmp_path, capsys):
+    from _diagnosis_report import write_diagnosis
+
+    from slmsql_hub.cli import main as slmsql
+
+    source = tmp_path / "diagnosis"
+    old = write_diagnosis(source)
+    old["rule_commit"] = "0" * 40  # as if an earlier rule had written it
+    (source / "report.json").write_text(json.dumps(old), encoding="utf-8")
+    before = {p: p.read_bytes() for p in source.rglob("*") if p.is_file()}
+    assert slmsql(["diagnose", "--reanalyse", str(source), "--reanalysis-dir", str(tmp_path / "v2")]) == 0
+    new = json.loads((tmp_path / "v2" / "report.json").read_text(encoding="utf-8"))
+    assert new["slices"] == old["slices"] and new["sampler"] == old["sampler"]  # nothing sampled again
+    assert new["reanalysed_from"]["rule_commit"] == "0" * 40
+    assert [c["consistency"] for c in new["classes"]] == [
+        consistency(_modal_pairs(source, c["class"])) for c in new["classes"]]  # fmt: skip
+    assert (tmp_path / "v2" / "report.md").is_file() and (tmp_path / "v2" / "questions").is_dir()
+    assert {p: p.read_bytes() for p in source.rglob("*") if p.is_file()} == before
+    capsys.readouterr()
+    for argv, message in [
+        (["--reanalyse", str(source), "--reanalysis-dir", str(source / "x")], "inside the input"),
+        (["--reanalyse", str(source)], "--reanalyse needs --reanalysis-dir"),
+        (["--reanalyse", str(tmp_path), "--reanalysis-dir", str(tmp_path / "v3")], "report.json not found"),
+        (["--reanalysis-dir", str(tmp_path / "v4")], "--reanalysis-dir goes with --reanalyse"),
+    ]:
+        assert slmsql(["diagnose", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert "\n" not in err.strip() and message in err, err
+    (source / "questions" / "world_dev.jsonl").unlink()
+    assert slmsql(["diagnose", "--reanalyse", str(source), "--reanalysis-dir", str(tmp_path / "v5")]) == 2
+    assert "no records of slice(s) world_dev" in capsys.readouterr().err
+
+
+def _modal_pairs(folder, kind):
+    """Each affected question's commonest (trigger, output) pair of ``kind``, from the written records."""
+    from collections import Counter
+
+    pairs = []
+    for path in sorted((folder / "questions").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if path.stem == "training" and not (record["scorable"] and 0 < record["c"] < record["n"]):
+                continue
+            if path.stem != "training" and not (record["scorable"] and record["n"] > 0):
+                continue
+            shapes = [s["anatomy"] for s in record["samples"] if s.get("anatomy")]
+            shapes += [record["greedy_anatomy"]] if record.get("greedy_anatomy") else []
+            sig = [(a["trigger"], a["output"]) for a in shapes if a["kind"] == kind]
+            if sig:
+                pairs.append(Counter(sig).most_common(1)[0][0])
+    return pairs

@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "Example: slmsql diagnose --config recipes/world/diagnose.yaml --num_samples 8. "
             "With --validate (no --config): score a finished diagnosis against a study's measured results. "
             "Example: slmsql diagnose --validate outputs/transfer/plant70 --report docs/diagnosis/plant70/report.json "
-            "--validation-dir docs/diagnosis/validation"
+            "--validation-dir docs/diagnosis/validation. "
+            "With --reanalyse: today's rule on a finished diagnosis's own samples (nothing sampled again)."
         ),
         example="recipes/world/diagnose.yaml",
         config_cls=DiagnoseConfig,
@@ -38,6 +39,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     group.add_argument("--report", metavar="REPORT", help="the diagnosis's report.json (or its folder)")
     group.add_argument("--validation-dir", metavar="DIR", type=folder_to_write,
                        help="where validation.json and validation.md go (outside the inputs)")  # fmt: skip
+    group = parser.add_argument_group("reanalysis (today's rule on a finished diagnosis's own samples)")
+    group.add_argument("--reanalyse", metavar="DIAGNOSIS",
+                       help="a finished diagnosis folder (report.json, questions/): nothing is sampled again")  # fmt: skip
+    group.add_argument("--reanalysis-dir", metavar="DIR", type=folder_to_write,
+                       help="where the reanalysed report goes (outside the diagnosis)")  # fmt: skip
     parser.set_defaults(run=run)
     return parser
 
@@ -59,6 +65,21 @@ def _validate(args: argparse.Namespace) -> int:
                         f"table: {Path(args.validation_dir) / VALIDATION_MD}")  # fmt: skip
 
 
+def _reanalyse(args: argparse.Namespace) -> int:
+    """``--reanalyse``: :func:`~slmsql_hub.diagnosis.reanalyse`; a bad combination is one line, exit 2."""
+    from pathlib import Path
+
+    from ..diagnosis import REPORT_FILE, reanalyse
+    from ..errors import UsageError
+
+    if args.config or args.overrides or args.validate:
+        raise UsageError("--reanalyse rebuilds a finished diagnosis; it does not go with --config, fields or --validate")
+    if not args.reanalysis_dir:
+        raise UsageError("--reanalyse needs --reanalysis-dir (where the new report goes)")
+    report = reanalyse(args.reanalyse, args.reanalysis_dir)
+    return print_result(report["prediction"]["sentence"], f"report: {Path(args.reanalysis_dir) / REPORT_FILE}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Parse the recipe and overrides (a bad one: one line, exit 2, nothing loaded), diagnose, print the verdict."""
     from pathlib import Path
@@ -66,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     from ..diagnosis import REPORT_FILE, load_diagnose_config, run_diagnose
     from ..errors import UsageError
 
+    if args.reanalyse:
+        return _reanalyse(args)
+    if args.reanalysis_dir:
+        raise UsageError("--reanalysis-dir goes with --reanalyse DIAGNOSIS")
     if args.validate:
         return _validate(args)
     if args.report or args.validation_dir:

@@ -15,7 +15,10 @@ Per error class (a question is *affected* when one of its answers, greedy or sam
 
 - **consistency**: each affected question's commonest ``(trigger, output)`` pair of the class (the abstracted gold
   part and what the prediction put there, e.g. ``>=`` -> ``>``); consistency is the share of affected questions,
-  evaluation and training together, whose pair is the class's commonest pair. 1.0: one rule everywhere.
+  evaluation and training together, whose output is the commonest output of their trigger
+  (:func:`~slmsql_hub.diagnosis.analysis.consistency`). 1.0: each trigger gives one wrong output everywhere.
+  (Before 2026-12-07 it was the share holding the class's one commonest pair, so a plant with two symmetric
+  triggers scored about 0.5, and an output that names nothing counted as a rule.)
 - **support**: the share of affected evaluation questions with at least one correct sample.
 - **where**: affected training-band questions with 0 < pass rate < 1 (GRPO sees them with reward variance), affected
   evaluation questions, ``both`` when both are non-zero.
@@ -32,6 +35,7 @@ nor TRL.
 """
 
 from .config import NAMESPACE, DiagnoseConfig, load_diagnose_config, sample_key
-from .run import REPORT_FILE, run_diagnose
+from .run import REPORT_FILE, reanalyse, run_diagnose
 
-__all__ = ["NAMESPACE", "REPORT_FILE", "DiagnoseConfig", "load_diagnose_config", "run_diagnose", "sample_key"]
+__all__ = ["NAMESPACE", "REPORT_FILE", "DiagnoseConfig", "load_diagnose_config", "reanalyse", "run_diagnose",
+           "sample_key"]

@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -70,6 +70,35 @@ def _modal(signatures: list[tuple]) -> tuple:
     return Counter(signatures).most_common(1)[0][0]
 
 
+def consistency(modal: Sequence[tuple]) -> float:
+    """Does the same trigger give the same wrong output across questions: over the affected questions' commonest
+    ``(trigger, output)`` pairs, the share whose output is their trigger's commonest output. A trigger met on one
+    question only, or an output that names nothing (``None``, ``""``), is no rule and counts against it. Two rules
+    kept everywhere (``>=`` -> ``>`` and ``<=`` -> ``<``) are as consistent as one.
+
+    Example:
+
+    ```python
+    >>> from slmsql_hub.diagnosis.analysis import consistency
+    >>> consistency([(">=", ">"), (">=", ">"), ("<=", "<"), ("<=", "<")])
+    1.0
+    >>> consistency([(">=", ">"), (">=", ">"), (">=", "<"), ("<=", "<")])   # one other output, one lone trigger
+    0.5
+    >>> consistency([("where", None), ("where", None)])
+    0.0
+
+    ```
+    """
+    by_trigger: dict[Any, Counter] = defaultdict(Counter)
+    for trigger, output in modal:
+        by_trigger[trigger][output] += 1
+    kept = 0
+    for outputs in by_trigger.values():
+        output, count = outputs.most_common(1)[0]
+        kept += count if count >= 2 and output not in (None, "") else 0
+    return kept / len(modal) if modal else 0.0
+
+
 def class_stats(
     slices: Mapping[str, Records], training: Records | None, min_consistency: float = 0.5
 ) -> list[dict[str, Any]]:
@@ -85,7 +114,7 @@ def class_stats(
         if not hit and not trained:
             continue
         modal = [_modal(_signatures(r, kind)) for r in [*hit, *trained]]
-        top, count = Counter(modal).most_common(1)[0]
+        top = Counter(modal).most_common(1)[0][0]
         fixable = [r for r in hit if r["greedy"] == 0 and r["c"] > 0]  # the pooled ceiling; per slice below
         details = Counter(s["anatomy"]["detail"] for r in hit for s in r["samples"]
                           if s.get("anatomy") and s["anatomy"]["kind"] == kind and s["anatomy"]["detail"])  # fmt: skip
@@ -97,7 +126,7 @@ def class_stats(
                                   for name, records in slices.items()},  # fmt: skip
             "training": len(trained),
             "where": _where(len(trained), len(hit)),
-            "consistency": count / len(modal),
+            "consistency": consistency(modal),
             "signature": {"trigger": top[0], "output": top[1]},
             "support": sum(1 for r in hit if r["c"] > 0) / len(hit) if hit else None,
             "ceiling": len(fixable) / len(evaluated) if evaluated else None,

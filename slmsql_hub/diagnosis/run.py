@@ -103,6 +103,37 @@ def build_report(
     }
 
 
+def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
+    """Rebuild a finished diagnosis's report from its own records (``questions/*.jsonl``) with today's rule:
+    nothing is sampled or judged again, so a changed rule is scored on the very same samples. Writes the outputs
+    into ``out`` (never into ``source``); the policy, sampler, keys and slice summaries are carried over, the
+    classes, the prediction and ``rule_commit`` are today's, ``reanalysed_from`` names the source's rule.
+
+    Example: ``slmsql diagnose --reanalyse docs/diagnosis/plant70 --reanalysis-dir /tmp/plant70-v2``.
+    """
+    from ..errors import UsageError
+    from ..run.files import read_json_object, read_jsonl
+    from ..run.guard import check_output
+
+    source = Path(source).expanduser()
+    old = read_json_object(source / REPORT_FILE, "give --reanalyse a diagnosis folder (report.json, questions/)")
+    out = check_output(out, [source], "--reanalysis-dir")
+    questions = source / QUESTIONS_DIR
+    names = [*old.get("slices", {})]
+    missing = [name for name in names if not (questions / f"{name}.jsonl").is_file()]
+    if not names or missing:
+        raise UsageError(f"{questions}: no records of slice(s) {', '.join(missing) or '(none listed)'}; "
+                         "--reanalyse needs the diagnosis's questions/ folder")  # fmt: skip
+    records = {name: read_jsonl(questions / f"{name}.jsonl") for name in names}
+    training = read_jsonl(questions / "training.jsonl") if old.get("training") else None
+    stats = class_stats(records, training, old.get("min_consistency", 0.5))
+    report = {**old, "classes": stats, "prediction": prediction(stats),
+              "rule_commit": last_commit(analysis.__file__),
+              "reanalysed_from": {"report": str(source / REPORT_FILE), "rule_commit": old.get("rule_commit")}}  # fmt: skip
+    write_outputs(out, report, records, training)
+    return report
+
+
 def write_outputs(out: Path, report: dict, records: dict[str, list[dict]], training: list[dict] | None) -> None:
     """``report.json``, ``report.md``, the plot and ``questions/<slice>.jsonl`` (``training.jsonl`` too)."""
     from ..render.plots import plot_diagnosis
