@@ -29,6 +29,26 @@ def bar_disabled(progress: object = True) -> bool | None:
     return None if progress else True
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """In a worker process: end (SIGTERM) when the process that started it, ``parent_pid``, dies, so a killed
+    ``slmsql ablate`` leaves no orphan still training into an output folder whose lock its death released.
+    Linux only (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op. Exits at once when the parent is already gone.
+
+    Example: ``ProcessPoolExecutor(2, context, initializer=die_with_parent, initargs=(os.getpid(),))``.
+    """
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the parent died before the prctl took hold
+        os._exit(1)
+
+
 def set_num_threads(num_threads: int | None) -> int:
     """Set torch's intra-op threads (``None`` keeps the current value); return the value in effect."""
     import torch

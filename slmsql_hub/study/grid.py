@@ -389,8 +389,13 @@ _WORKER: dict[str, Any] = {}
 """A ``jobs > 1`` worker's config and evaluation, set once per process by :func:`_start_worker`."""
 
 
-def _start_worker(config: AblationConfig, band: BandSplit, devices: Any = None) -> None:
-    """Take this worker's GPU from the ``devices`` queue (before anything touches CUDA), then the evaluation."""
+def _start_worker(config: AblationConfig, band: BandSplit, devices: Any = None, parent: int | None = None) -> None:
+    """End with the ``parent`` process, take this worker's GPU from the ``devices`` queue (before anything touches
+    CUDA), then the evaluation."""
+    if parent is not None:
+        from ..runtime import die_with_parent
+
+        die_with_parent(parent)
     if devices is not None:
         import os
 
@@ -473,7 +478,9 @@ def run_grid(
             devices = context.Queue()
             for gpu in _worker_devices(gpus, config.jobs):
                 devices.put(gpu)
-        with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices)) as pool:
+        import os
+
+        with ProcessPoolExecutor(config.jobs, context, _start_worker, (config, band, devices, os.getpid())) as pool:
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
             placed = f" on GPUs {', '.join(gpus)} round-robin" if gpus else ""
             on_progress(f"{len(todo)} runs, {config.jobs} at a time{placed}")
