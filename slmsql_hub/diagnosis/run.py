@@ -79,7 +79,6 @@ def build_report(
     """``report.json``'s content but ``time``: the policy, the sampler and its keys, per slice the summary, per
     error class the statistics, the prediction, and ``rule_commit`` (the git commit that last changed
     :mod:`.analysis`, ``None`` outside a checkout) for the prediction's validation."""
-    stats = class_stats(records, training, config.min_consistency)
     return {
         "policy": {"base": config.model_name_or_path, "base_revision": config.model_revision,
                    "adapter": config.adapter_path, "adapter_revision": config.adapter_revision},  # fmt: skip
@@ -96,11 +95,16 @@ def build_report(
             "band": config.training_band, "questions": len(training),
             "with_variance": sum(1 for r in training if r["scorable"] and 0 < r["c"] < r["n"]),
         },  # fmt: skip
-        "classes": stats,
         "min_consistency": config.min_consistency,
-        "prediction": prediction(stats),
-        "rule_commit": last_commit(analysis.__file__),  # the rule that made the prediction, for its validation
+        **_ruled(records, training, config.min_consistency),
     }
+
+
+def _ruled(records: dict[str, list[dict]], training: list[dict] | None, min_consistency: float) -> dict[str, Any]:
+    """What the rule (:mod:`.analysis`) makes of the records: ``classes``, ``prediction`` and ``rule_commit`` (the
+    rule that made the prediction, for its validation)."""
+    stats = class_stats(records, training, min_consistency)
+    return {"classes": stats, "prediction": prediction(stats), "rule_commit": last_commit(analysis.__file__)}
 
 
 def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
@@ -109,7 +113,7 @@ def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
     into ``out`` (never into ``source``); the policy, sampler, keys and slice summaries are carried over, the
     classes, the prediction and ``rule_commit`` are today's, ``reanalysed_from`` names the source's rule.
 
-    Example: ``slmsql diagnose --reanalyse docs/diagnosis/plant70 --reanalysis-dir /tmp/plant70-v2``.
+    Example: ``slmsql diagnose --reanalyse outputs/quickstart/diagnosis --reanalysis-dir /tmp/diagnosis-v2``.
     """
     from ..errors import UsageError
     from ..run.files import read_json_object, read_jsonl
@@ -126,9 +130,7 @@ def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
                          "--reanalyse needs the diagnosis's questions/ folder")  # fmt: skip
     records = {name: read_jsonl(questions / f"{name}.jsonl") for name in names}
     training = read_jsonl(questions / "training.jsonl") if old.get("training") else None
-    stats = class_stats(records, training, old.get("min_consistency", 0.5))
-    report = {**old, "classes": stats, "prediction": prediction(stats),
-              "rule_commit": last_commit(analysis.__file__),
+    report = {**old, **_ruled(records, training, old.get("min_consistency", 0.5)),
               "reanalysed_from": {"report": str(source / REPORT_FILE), "rule_commit": old.get("rule_commit")}}  # fmt: skip
     write_outputs(out, report, records, training)
     return report
