@@ -4,6 +4,8 @@ on hand-made records, the outputs on a tiny policy, and (slow) the chain filter 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from slmsql_hub.diagnosis import DiagnoseConfig, run_diagnose, sample_key
 from slmsql_hub.diagnosis.analysis import class_stats, consistency, prediction
 from slmsql_hub.diagnosis.config import NAMESPACE
 from slmsql_hub.filtering import sample_seed
+from slmsql_hub.run.guard import lock_path
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -64,6 +67,8 @@ def _recipe(path: Path, spider_root: Path, out: Path, **extra) -> Path:
         (["--num_sampels", "4"], "did you mean --num_samples"),
         (["--training_band", "{tmp}/no-band"], "fix training_band"),  # read when the data load, still before
         (["--bands", "{tmp}/no-band"], "fix bands"),
+        (["--output_dir", "{spider}/diagnosis"], "is inside the input"),  # never into what it reads
+        (["--output_dir", "{tmp}/held"], "is being written by pid"),  # one writer per output folder
     ],
 )
 def test_bad_input_is_one_line_exit_2_before_any_model_loads(
@@ -74,11 +79,13 @@ def test_bad_input_is_one_line_exit_2_before_any_model_loads(
 
     monkeypatch.setattr(DiagnoseConfig, "load_policy", never)
     recipe = _recipe(tmp_path / "diagnose.yaml", spider_root, tmp_path / "out")
-    argv = ["diagnose", "--config", str(recipe), *[o.format(tmp=tmp_path) for o in overrides]]
+    if "{tmp}/held" in overrides:  # a live writer (this process) holds the folder's lock
+        lock_path(tmp_path / "held").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    argv = ["diagnose", "--config", str(recipe), *[o.format(tmp=tmp_path, spider=spider_root) for o in overrides]]
     assert cli_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("slmsql diagnose: error:") and "\n" not in err and message in err, err
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (spider_root / "diagnosis").exists()
 
 
 def test_the_diagnosis_keys_never_reuse_a_seed_the_filter_drew():

@@ -86,7 +86,8 @@ def test_the_table_says_held_not_held_and_lists_the_variant_that_did_not_learn_a
     assert code == 0
     assert "held 2 of 3" in capsys.readouterr().out
     table = json.loads((out / "validation.json").read_text())
-    (learner,) = table["variants"]
+    (section,) = table["studies"]
+    (learner,) = section["variants"]
     assert learner["name"] == "learner" and learner["seeds"] == [0, 1]
     rows = {r["slice"]: r for r in learner["rows"]}
     assert "band_train" not in rows  # the learnt criterion, not a prediction
@@ -96,10 +97,11 @@ def test_the_table_says_held_not_held_and_lists_the_variant_that_did_not_learn_a
     assert rows["band_heldout"]["measured"] == "up" and rows["band_heldout"]["held"] is False  # over +10 points
     assert rows["world_dev"]["predicted"]["direction"] == "none" and rows["world_dev"]["held"] is True
     assert rows["world_probe_cross"]["predicted"] is None and "held" not in rows["world_probe_cross"]
-    assert [v["name"] for v in table["not_learnt"]] == ["idle"]  # its probe gain is not scored
-    assert (table["held"], table["scored"]) == (2, 3)
-    assert table["rule_commit"] == last_commit("slmsql_hub/diagnosis/analysis.py")  # the report has none
-    assert table["runs"] == ["idle s0", "learner s0", "learner s1"]
+    assert [v["name"] for v in section["not_learnt"]] == ["idle"]  # its probe gain is not scored
+    assert (table["held"], table["scored"]) == (section["held"], section["scored"]) == (2, 3)
+    assert (table["test_held"], table["test_scored"]) == (2, 3) and section["role"] == "test"
+    assert section["rule_commit"] == last_commit("slmsql_hub/diagnosis/analysis.py")  # the report has none
+    assert section["runs"] == ["idle s0", "learner s0", "learner s1"]
     text = (out / "validation.md").read_text()
     assert "**Held 2 of 3**" in text and "| band_heldout | up | +10.0 |" in text and "**no**" in text
     assert "`idle` (seeds 0): band_train ΔEX +1.7" in text and table["definitions"]["learnt"] in text
@@ -114,9 +116,9 @@ def test_the_diagnosis_writers_own_report_is_scored_and_its_rule_commit_cited(st
     report = write_diagnosis(tmp_path / "diagnosis")  # the operator class, fixable: +25 points on world_dev
     assert re.fullmatch(r"[0-9a-f]{40}", report["rule_commit"] or "")
     assert report["rule_commit"] == last_commit("slmsql_hub/diagnosis/analysis.py")
-    table = validate(tmp_path / "diagnosis", study, tmp_path / "validation")
-    assert table["rule_commit"] == report["rule_commit"]
-    rows = {r["slice"]: r for r in table["variants"][0]["rows"]}
+    table = validate([(tmp_path / "diagnosis", study)], tmp_path / "validation")
+    assert table["studies"][0]["rule_commit"] == report["rule_commit"] and table["rule_commits"] == [report["rule_commit"]]
+    rows = {r["slice"]: r for r in table["studies"][0]["variants"][0]["rows"]}
     assert rows["world_dev"]["predicted"] == {"direction": "up", "ceiling": 0.25, "classes": ["wrong_operator"]}
     assert rows["world_dev"]["measured"] == "none" and rows["world_dev"]["held"] is False  # dev did not move
     assert rows["band_heldout"]["predicted"] is None  # this diagnosis did not sample it
@@ -133,6 +135,31 @@ def test_a_significant_drop_where_none_was_predicted_does_not_hold():
     assert table["variants"][0]["rows"][0]["measured"] == "down" and (table["held"], table["scored"]) == (0, 1)
 
 
+def test_several_studies_make_one_table_and_development_data_is_counted_apart(study, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(study, other)
+    shutil.rmtree(other / "runs" / "learner-seed1")
+    report = _diagnosis(tmp_path)
+    out = tmp_path / "validation"
+    args = ["diagnose", "--validate", str(study), str(other), "--report", str(report), str(report.parent),
+            "--development", str(study), "--validation-dir", str(out)]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    table = json.loads((out / "validation.json").read_text())
+    assert [s["study"] for s in table["studies"]] == [str(study), str(other)]
+    assert [s["role"] for s in table["studies"]] == ["development", "test"]
+    assert table["scored"] == sum(s["scored"] for s in table["studies"]) == 6
+    assert table["held"] == sum(s["held"] for s in table["studies"])
+    second = table["studies"][1]
+    assert (table["test_held"], table["test_scored"]) == (second["held"], second["scored"])
+    assert second["runs"] == ["idle s0", "learner s0"]  # one seed: exact McNemar, its own numbers
+    assert f"outside the rule's development data {second['held']} of 3" in printed
+    text = (out / "validation.md").read_text()
+    assert len(re.findall(r"^## `", text, flags=re.M)) == 2 and f"| `{other}` | `{report.parent / 'report.json'}` | test | 2 |" in text
+
+
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -143,6 +170,10 @@ def test_a_significant_drop_where_none_was_predicted_does_not_hold():
         ("out_is_diagnosis", "contains the input"),
         ("with_config", "does not go with --config"),
         ("no_dir", "--validate needs --report"),
+        ("unpaired", "give one report per study"),
+        ("twice", "names a study twice"),
+        ("development_elsewhere", "is not one of the --validate studies"),
+        ("development_alone", "go with --validate STUDY"),
     ],
 )
 def test_bad_inputs_are_one_line_exit_2_before_any_run_is_read(study, tmp_path, capsys, monkeypatch, case, message):
@@ -165,7 +196,16 @@ def test_bad_inputs_are_one_line_exit_2_before_any_run_is_read(study, tmp_path, 
         args["--config"] = "recipes/world/diagnose.yaml"
     elif case == "no_dir":
         del args["--validation-dir"]
-    assert main(["diagnose", *[x for pair in args.items() for x in pair]]) == 2
+    elif case == "unpaired":
+        args["--report"] = [str(report), str(report)]
+    elif case == "twice":
+        args["--validate"], args["--report"] = [str(study), str(study) + "/"], [str(report), str(report)]
+    elif case == "development_elsewhere":
+        args["--development"] = str(tmp_path)
+    elif case == "development_alone":
+        args = {"--development": str(study), "--config": "recipes/world/diagnose.yaml"}
+    flat = [y for key, value in args.items() for y in [key, *(value if isinstance(value, list) else [value])]]
+    assert main(["diagnose", *flat]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err and "Traceback" not in err
     assert not (tmp_path / "v").exists()

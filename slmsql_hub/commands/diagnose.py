@@ -1,6 +1,6 @@
 """``slmsql diagnose --config RECIPE.yaml [--field value ...]``: will GRPO help this policy?
-(:mod:`slmsql_hub.diagnosis`). ``slmsql diagnose --validate STUDY --report REPORT --validation-dir DIR``: did
-that diagnosis predict what the study measured? (:mod:`slmsql_hub.study.validation`)."""
+(:mod:`slmsql_hub.diagnosis`). ``slmsql diagnose --validate STUDY... --report REPORT... --validation-dir DIR``:
+did each study's diagnosis predict what it measured? (:mod:`slmsql_hub.study.validation`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "consistency, support and where it occurs (the training band, the slices), and a ranked prediction. "
             "Writes <output_dir>/report.json, report.md, diagnosis.png and questions/. "
             "Example: slmsql diagnose --config recipes/world/diagnose.yaml --num_samples 8. "
-            "With --validate (no --config): score a finished diagnosis against a study's measured results. "
-            "Example: slmsql diagnose --validate outputs/transfer/plant70 --report docs/diagnosis/plant70/report.json "
+            "With --validate (no --config): score finished diagnoses against the studies' measured results, "
+            "the i-th study against the i-th report, in one table. "
+            "Example: slmsql diagnose --validate outputs/transfer/plant70 outputs/heldout/value_case70 "
+            "--report docs/diagnosis/plant70 docs/diagnosis/value_case70 --development outputs/transfer/plant70 "
             "--validation-dir docs/diagnosis/validation. "
             "With --reanalyse: today's rule on a finished diagnosis's own samples (nothing sampled again)."
         ),
@@ -34,9 +36,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         config_required=False,
     )
     group = parser.add_argument_group("validation (issue #36: did the diagnosis predict the study?)")
-    group.add_argument("--validate", metavar="STUDY",
-                       help="a study folder (slmsql ablate's output: runs/, sft/) or its report.json")  # fmt: skip
-    group.add_argument("--report", metavar="REPORT", help="the diagnosis's report.json (or its folder)")
+    group.add_argument("--validate", metavar="STUDY", nargs="+",
+                       help="study folders (slmsql ablate's output: runs/, sft/) or their report.json")  # fmt: skip
+    group.add_argument("--report", metavar="REPORT", nargs="+",
+                       help="each study's diagnosis report.json (or its folder), in the order of --validate")  # fmt: skip
+    group.add_argument("--development", metavar="STUDY", nargs="+", default=[],
+                       help="studies of --validate whose world the rule was revised on (counted apart from the test)")  # fmt: skip
     group.add_argument("--validation-dir", metavar="DIR", type=folder_to_write,
                        help="where validation.json and validation.md go (outside the inputs)")  # fmt: skip
     group = parser.add_argument_group("reanalysis (today's rule on a finished diagnosis's own samples)")
@@ -59,9 +64,14 @@ def _validate(args: argparse.Namespace) -> int:
         raise UsageError("--validate scores a finished diagnosis; it does not go with --config or recipe fields")
     if not args.report or not args.validation_dir:
         raise UsageError("--validate needs --report (the diagnosis's report.json) and --validation-dir")
-    table = validate(args.report, args.validate, args.validation_dir)
-    return print_result(f"held {table['held']} of {table['scored']} (variants that learnt their band: "
-                        f"{len(table['variants'])}; apart: {len(table['not_learnt'])})",
+    if len(args.report) != len(args.validate):
+        raise UsageError(f"--validate names {len(args.validate)} studies and --report {len(args.report)} "
+                         "diagnoses: give one report per study, in the same order")  # fmt: skip
+    table = validate(list(zip(args.report, args.validate)), args.validation_dir, args.development)
+    lines = [f"{s['study']}: held {s['held']} of {s['scored']} (variants that learnt their band: "
+             f"{len(s['variants'])}; apart: {len(s['not_learnt'])})" for s in table["studies"]]  # fmt: skip
+    return print_result(*lines, f"held {table['held']} of {table['scored']}; outside the rule's development data "
+                        f"{table['test_held']} of {table['test_scored']}",
                         f"table: {Path(args.validation_dir) / VALIDATION_MD}")  # fmt: skip
 
 
@@ -86,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..diagnosis import REPORT_FILE, load_diagnose_config, run_diagnose
     from ..errors import UsageError
+    from ..run.guard import check_output, config_inputs, output_lock
 
     if args.reanalyse:
         return _reanalyse(args)
@@ -93,12 +104,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--reanalysis-dir goes with --reanalyse DIAGNOSIS")
     if args.validate:
         return _validate(args)
-    if args.report or args.validation_dir:
-        raise UsageError("--report and --validation-dir go with --validate STUDY")
+    if args.report or args.validation_dir or args.development:
+        raise UsageError("--report, --development and --validation-dir go with --validate STUDY")
     if not args.config:
         raise UsageError("--config is required (the diagnose recipe), or --validate STUDY to score a diagnosis")
     config = load_diagnose_config(args.config, args.overrides)
-    report = run_diagnose(config)
+    with output_lock(check_output(config.output_dir, config_inputs(config), "output_dir")):
+        report = run_diagnose(config)
     out = Path(str(config.output_dir))
     lines = [
         f"{name}: greedy EX {s['greedy_ex']}, maj@K {s['maj_at_k']}, ceiling (pass@K) {s['ceiling']}"

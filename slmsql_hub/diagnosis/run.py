@@ -117,7 +117,7 @@ def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
     """
     from ..errors import UsageError
     from ..run.files import read_json_object, read_jsonl
-    from ..run.guard import check_output
+    from ..run.guard import check_output, output_lock
 
     source = Path(source).expanduser()
     old = read_json_object(source / REPORT_FILE, "give --reanalyse a diagnosis folder (report.json, questions/)")
@@ -128,11 +128,12 @@ def reanalyse(source: str | Path, out: str | Path) -> dict[str, Any]:
     if not names or missing:
         raise UsageError(f"{questions}: no records of slice(s) {', '.join(missing) or '(none listed)'}; "
                          "--reanalyse needs the diagnosis's questions/ folder")  # fmt: skip
-    records = {name: read_jsonl(questions / f"{name}.jsonl") for name in names}
-    training = read_jsonl(questions / "training.jsonl") if old.get("training") else None
-    report = {**old, **_ruled(records, training, old.get("min_consistency", 0.5)),
-              "reanalysed_from": {"report": str(source / REPORT_FILE), "rule_commit": old.get("rule_commit")}}  # fmt: skip
-    write_outputs(out, report, records, training)
+    with output_lock(out):
+        records = {name: read_jsonl(questions / f"{name}.jsonl") for name in names}
+        training = read_jsonl(questions / "training.jsonl") if old.get("training") else None
+        report = {**old, **_ruled(records, training, old.get("min_consistency", 0.5)),
+                  "reanalysed_from": {"report": str(source / REPORT_FILE), "rule_commit": old.get("rule_commit")}}  # fmt: skip
+        write_outputs(out, report, records, training)
     return report
 
 

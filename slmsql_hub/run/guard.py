@@ -74,7 +74,8 @@ def check_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
 
 _INPUT_FIELDS = (
     "dataset_paths", "world_dir", "world_root", "bird_root", "spider_root", "synsql_root",
-    "model_name_or_path", "tokenizer_name_or_path", "adapter_path", "sft_adapter", "grpo_adapter",
+    "model_name_or_path", "tokenizer_name_or_path", "adapter_path", "sft_adapter", "grpo_adapter", "bands",
+    "training_band",
 )  # fmt: skip
 """The recipe fields (of every stage's config dataclasses) that name what a stage reads. A world folder counts
 as its :data:`~slmsql_hub.run.layout.WORLD_PARTS`: the world recipes write their stages inside it

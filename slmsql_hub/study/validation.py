@@ -22,8 +22,11 @@ Definitions (each stated once, here, and written into ``validation.json``):
   is at most the ceiling. ``band_train`` is the learnt criterion, not a prediction; a study slice the diagnosis
   did not sample is shown as ``not diagnosed`` and not counted.
 
-The table records the commit of the rule (the diagnosis report's ``rule_commit`` if it has one, else the commit
-that last changed ``slmsql_hub/diagnosis/analysis.py``) and of this scorer. Outputs: ``validation.json`` and
+One table scores several studies, each against its own world's diagnosis (the grid and the transfer worlds
+and a held-out world): a section per study and the counts in all. A study marked ``development`` holds data the
+rule was revised on; the table also counts held of scored over the others alone (``test``). It records, per study,
+the commit of the rule (the diagnosis report's ``rule_commit`` if it has one, else the commit that last changed
+``slmsql_hub/diagnosis/analysis.py``) and, once, this scorer's. Outputs: ``validation.json`` and
 ``validation.md`` (``model_card/validation_report.md``), written atomically into a folder outside the inputs.
 
 Example:
@@ -41,6 +44,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ from ..errors import UsageError
 from ..evaluation.stats import ALPHA, is_significant
 from ..render.templates import load_template
 from ..run.files import last_commit, read_json_object, write_atomic
-from ..run.guard import check_output
+from ..run.guard import check_output, output_lock
 
 logger = logging.getLogger(__name__)
 
@@ -149,24 +153,50 @@ def ranked_classes(diagnosis: dict) -> list[dict]:
     return [{**r, **{k: stats.get(r["class"], {}).get(k) for k in keys}} for r in diagnosis["prediction"]["ranked"]]
 
 
-def check_inputs(diagnosis: str | Path, study: str | Path, output_dir: str | Path) -> tuple[Path, Path, Path]:
-    """``(report, study, out)`` after the checks that need no loading: the diagnosis ``report.json`` (or its
-    folder) holds a prediction, the study is a folder with ``runs/`` and ``sft/`` or a study ``report.json``
-    with ``pooled`` entries, and ``output_dir`` is outside both. UsageError (one line) otherwise."""
+def _check_report(diagnosis: str | Path) -> Path:
     report = Path(diagnosis).expanduser()
     report = report / "report.json" if report.is_dir() else report
     content = read_json_object(report, "run slmsql diagnose first (it writes report.json)")
     prediction = content.get("prediction")
     if not isinstance(prediction, dict) or "ranked" not in prediction or "slices" not in content:
         raise UsageError(f"{report} is not a diagnosis report (no prediction.ranked or slices)")
+    return report
+
+
+def _check_study(study: str | Path) -> Path:
     folder = Path(study).expanduser()
     if folder.is_file():
         if folder.suffix != ".json":
             raise UsageError(f"{folder}: name a study folder (runs/, sft/) or its report.json")
     elif not (folder / "runs").is_dir() or not (folder / "sft").is_dir():
-        raise UsageError(f"{folder} is no study folder (no runs/ or sft/): name slmsql ablate's output folder")
-    out = check_output(output_dir, [report, folder], "--validation-dir")
-    return report, folder, out
+        raise UsageError(
+            f"{folder} is no study folder (no runs/ or sft/): name slmsql ablate's output folder"
+        )
+    return folder
+
+
+def check_inputs(
+    pairs: Sequence[tuple[str | Path, str | Path]],
+    output_dir: str | Path,
+    development: Sequence[str | Path] = (),
+) -> tuple[list[tuple[Path, Path]], Path, set[Path]]:
+    """``(pairs, out, development)`` after the checks that need no loading: each pair is a diagnosis
+    ``report.json`` (or its folder) holding a prediction and the study it is scored against (a folder with
+    ``runs/`` and ``sft/``, or a study ``report.json`` with ``pooled`` entries); ``development`` names studies
+    among them; ``output_dir`` is outside every input. UsageError (one line) otherwise."""
+    if not pairs:
+        raise UsageError("--validate needs at least one study and its diagnosis")
+    checked = [(_check_report(diagnosis), _check_study(study)) for diagnosis, study in pairs]
+    studies = {study.resolve() for _, study in checked}
+    if len(studies) < len(checked):
+        raise UsageError("--validate names a study twice: score each study once, against one diagnosis")
+    marked = {Path(d).expanduser().resolve() for d in development}
+    if not marked <= studies:
+        raise UsageError(
+            f"--development {sorted(str(m) for m in marked - studies)[0]} is not one of the --validate studies"
+        )
+    out = check_output(output_dir, [path for pair in checked for path in pair], "--validation-dir")
+    return checked, out, marked
 
 
 def read_pooled(study: Path) -> tuple[list[dict], list[str]]:
@@ -186,22 +216,46 @@ def read_pooled(study: Path) -> tuple[list[dict], list[str]]:
     return pool_variants(study, entries, held_out), [f"{e['name']} s{e['seed']}" for e in entries]
 
 
-def validate(diagnosis: str | Path, study: str | Path, output_dir: str | Path) -> dict[str, Any]:
-    """Score the diagnosis at ``diagnosis`` against the study at ``study`` and write ``validation.json`` and
-    ``validation.md`` into ``output_dir`` (module docstring); returns the table."""
-    report_path, study_path, out = check_inputs(diagnosis, study, output_dir)
+def _scored_study(report_path: Path, study_path: Path, development: bool) -> dict[str, Any]:
     report = json.loads(report_path.read_text(encoding="utf-8"))
     pooled, runs = read_pooled(study_path)
-    table = {
-        "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "diagnosis": str(report_path),
+    return {
         "study": str(study_path),
+        "diagnosis": str(report_path),
+        "role": "development" if development else "test",
         "runs": runs,
         "rule_commit": report.get("rule_commit") or last_commit(RULE_FILE),
-        "scorer_commit": last_commit(__file__),
-        "definitions": {"learnt": LEARNT, "predicted": PREDICTED, "held": HELD},
         "prediction": {"sentence": report["prediction"]["sentence"], "ranked": ranked_classes(report)},
         **score(report, pooled),
+    }
+
+
+def validate(
+    pairs: Sequence[tuple[str | Path, str | Path]],
+    output_dir: str | Path,
+    development: Sequence[str | Path] = (),
+) -> dict[str, Any]:
+    """Score each ``(diagnosis, study)`` pair and write one ``validation.json`` and ``validation.md`` into
+    ``output_dir`` (module docstring): a section per study and the counts held of scored, in all and for the
+    studies that are not ``development`` data of the rule (``test``). Returns the table."""
+    checked, out, marked = check_inputs(pairs, output_dir, development)
+    with output_lock(out):
+        return _write_table(checked, out, marked)
+
+
+def _write_table(checked: list[tuple[Path, Path]], out: Path, marked: set[Path]) -> dict[str, Any]:
+    studies = [_scored_study(report, study, study.resolve() in marked) for report, study in checked]
+    tests = [s for s in studies if s["role"] == "test"]
+    table = {
+        "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "rule_commits": sorted({s["rule_commit"] or "unknown" for s in studies}),
+        "scorer_commit": last_commit(__file__),
+        "definitions": {"learnt": LEARNT, "predicted": PREDICTED, "held": HELD},
+        "studies": studies,
+        "held": sum(s["held"] for s in studies),
+        "scored": sum(s["scored"] for s in studies),
+        "test_held": sum(s["held"] for s in tests),
+        "test_scored": sum(s["scored"] for s in tests),
     }
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / VALIDATION_JSON, json.dumps(table, indent=2) + "\n")
