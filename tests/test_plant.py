@@ -240,6 +240,27 @@ def test_the_studys_pool_world_is_planted_alike_and_leaves_out_probes_and_sft_qu
     assert not {templates[r["db_id"], normalize_question(r["question"])] for r in pool} & set(CROSS_TEMPLATES)
 
 
+def test_the_pool_world_asks_one_probe_per_split_and_its_rl_pool_does_not_depend_on_it(planted, tmp_path, sandbox):
+    """A run world whose probe size no pool world can give (value_case beside 4,000 rl_pool questions: 85 of
+    150) still gets its study pool: the pool world's probes are never read, and its rl_pool is row for row the
+    one a pool world with the run world's probe size has."""
+    import shutil
+
+    from slmsql_hub.study.band import prepare_pool
+
+    run = tmp_path / "run"
+    shutil.copytree(planted.root, run)
+    manifest = json.loads((run / "world.json").read_text())
+    manifest["plant"]["probe"] = 100_000
+    (run / "world.json").write_text(json.dumps(manifest))
+    info = prepare_pool(run, tmp_path / "pool", 300)
+    assert WorldManifest.read(info["world"]).plant["probe"] == 1 and info["pool"] > 0
+    sizes = WorldSizes(**{**planted.sizes, "rl_pool": 300})
+    asked = build_world(tmp_path / "asked", sizes=sizes, sandbox=sandbox, plant=PLANT)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "db_path"} for r in rows]  # noqa: E731
+    assert strip(_rows(WorldManifest.read(info["world"]), "rl_pool")) == strip(_rows(asked, "rl_pool"))
+
+
 def _meanings(rows: list[dict]) -> set[tuple[str, str]]:
     from slmsql_hub.sql.shape import meaning_key
 

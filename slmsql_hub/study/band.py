@@ -147,6 +147,8 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
     ``rl_pool`` size, :data:`_POOL_DISJOINT`, the questions left out per :data:`_LEAVE_OUT_RULES`, in all, and
     the pool's size.
     """
+    import dataclasses
+
     import datasets
 
     from ..world import WorldSizes, build_world
@@ -163,6 +165,11 @@ def prepare_pool(run_world: Path, pool_dir: Path, rl_pool: int) -> dict[str, Any
         if info.get("rl_pool") == rl_pool and info.get("disjoint") == _POOL_DISJOINT:
             return info
     plant = Plant.from_record(manifest.get("plant"))
+    if plant is not None:
+        # Only the pool world's rl_pool is read, drawn before its probes and whatever their size; one probe per
+        # split keeps the plant's template exclusions without asking, beside 4,000 rl_pool questions, for probes
+        # the templates cannot spare (value_case: 85 of 150 observable).
+        plant = dataclasses.replace(plant, probe=1)
     build_world(world, seed=int(manifest["seed"]), sizes=WorldSizes(**sizes), plant=plant, overwrite=True)
     held = ("dev", "test", *(PROBE_SPLITS + SFT_SPLITS if plant else ()))
     stored = datasets.load_from_disk(str(world / "datasets" / "rl_pool"))
