@@ -13,7 +13,7 @@ the model card and the Space say the same sentences):
 
 - a variant *transferred* when ``world_probe_same`` and ``world_probe_cross`` both rose (ΔEX > 0, p_holm < 0.05)
   and ``world_probe_control`` did not fall significantly;
-- the **main arm** is every variant of a world planted at a rate below 1 (the right operator is in SFT's
+- the **main arm** is every variant of a world planted at a rate below 1 (the right form is in SFT's
   support) that is no control; it transferred when one of them did;
 - the controls: ``frozen`` (learning rate 0; as :func:`~slmsql_hub.evaluation.findings.claims`) answers exactly
   as SFT; the **support-negative** world (planted at rate 1) raises neither probe; a **random reward**
