@@ -58,9 +58,38 @@ def set_num_threads(num_threads: int | None) -> int:
     return torch.get_num_threads()
 
 
+def code_commit() -> str | None:
+    """The git commit of the checkout this package runs from, ``-dirty`` appended when its tracked files under
+    ``slmsql_hub/`` differ from it; ``None`` for an installed copy (no checkout) or without git.
+
+    Example:
+
+    ```python
+    >>> commit = code_commit()
+    >>> commit is None or len(commit.split("-")[0]) == 40
+    True
+
+    ```
+    """
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    git = ["git", "-C", str(root)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", "slmsql_hub"],
+                                 capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if changed else "") if head else None
+
+
 def environment() -> dict[str, str]:
-    """Versions of the libraries a run depends on and the device torch runs on (``device``: ``cuda``, ``mps`` or
-    ``cpu``; with CUDA its version and the GPU's name), for every stage's summary and the card.
+    """Versions of the libraries a run depends on, the package's commit when it runs from a checkout
+    (:func:`code_commit`) and the device torch runs on (``device``: ``cuda``, ``mps`` or ``cpu``; with CUDA its
+    version and the GPU's name), for every stage's summary and the card.
 
     Example:
 
@@ -89,6 +118,7 @@ def environment() -> dict[str, str]:
         "trl": trl.__version__,
         "peft": peft.__version__,
         "datasets": datasets.__version__,
+        **({"slmsql_hub_commit": commit} if (commit := code_commit()) else {}),
         **_device(torch),
     }
 

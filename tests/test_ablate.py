@@ -12,6 +12,7 @@ import pytest
 from slmsql_hub.cli import main
 from slmsql_hub.errors import UsageError
 from slmsql_hub.evaluation.stats import holm
+from slmsql_hub.runtime import code_commit
 from slmsql_hub.study.band import split_band
 from slmsql_hub.study.config import load_ablation_config
 from slmsql_hub.study.report import write_report
@@ -170,6 +171,7 @@ def test_report_merges_finished_folders_with_holm_pooled_entries_and_controls(fi
     assert [(r["seed"], r["p"], r["test"]) for r in band_train["per_seed"]] == [
         (0, 2 * 0.5**20, "McNemar exact"), (1, 2 * 0.5**15, "McNemar exact")]  # fmt: skip
     assert report["controls"] == {"negative": True, "positive": True}
+    assert report["code_commit"] == code_commit()  # the code that wrote the report, in the report
     assert (finished_grid / "plots" / "forest.png").is_file()
     assert (finished_grid / "plots" / "sql_correct_rate.png").is_file()
 

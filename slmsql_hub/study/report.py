@@ -33,6 +33,7 @@ from ..evaluation.stats import ALPHA, holm, question_comparison
 from ..render.templates import load_template
 from ..run.files import read_jsonl, write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD, TELEMETRY
+from ..runtime import code_commit
 from .diagnostics import DIAGNOSTICS_DIR, read_shapes, read_support, significant_families, variant_diagnostics
 from .evaluate import in_group
 from .grid import PASS_RATES, RESULT_FILE
@@ -332,6 +333,7 @@ def write_report(
         plots["passk"] = str(plot_passk(curves, out / PASSK_PLOT).relative_to(out))
     report = {
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "code_commit": code_commit(),
         "config": config,
         "band": {k: v for k, v in band.items() if not k.endswith("_ids") and k != PASS_RATES},
         "variants": [{k: v for k, v in e.items() if k != "folder"} for e in entries],

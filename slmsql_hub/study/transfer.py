@@ -40,6 +40,7 @@ from ..evaluation.stats import ALPHA
 from ..render.templates import load_template
 from ..run.files import write_atomic
 from ..run.layout import FOREST_PLOT, REPORT_JSON, REPORT_MD
+from ..runtime import code_commit
 from .report import PASSK_PLOT, add_holm, collect
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ def write_transfer_report(config_path: str | Path, out: str | Path | None = None
     report: dict[str, Any] = {
         "kind": KIND,
         "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "code_commit": code_commit(),
         "config": str(config_path),
         "alpha": ALPHA,
         "slices": names,
