@@ -286,3 +286,26 @@ def test_a_null_after_holm_still_names_the_variants_with_raw_p_under_alpha():
     facts = claims([row("a", 0.016, 0.11, 0.012), row("b", 0.30, 0.60, 0.004), row("c", 0.07, 0.35, 0.016)])
     assert [p["name"] for p in facts["raw_only"]["world_dev"]] == ["a"]
     assert facts["moved"]["world_dev"] == [] and facts["smallest_p"]["world_dev"] == 0.016
+
+
+def test_the_study_writes_band_heldout_beside_band_train_and_a_diagnosis_names_it_as_the_report_does(tmp_path):
+    """``band/band_heldout`` holds exactly band.json's held-out ids, so ``slmsql diagnose --bands
+    <study>/band/band_heldout`` samples the slice the study measured, under the study's own slice name."""
+    import datasets
+
+    from slmsql_hub.diagnosis.config import band_name
+    from slmsql_hub.study.config import AblationConfig, BandSettings
+    from slmsql_hub.study.grid import prepare_band
+
+    rows = [{"question_id": f"q{i}", "question": f"q {i}?", "db_id": "db", "db_path": "/x.sqlite",
+             "gold_sql": "SELECT 1", "pass_rate": 0.5} for i in range(40)]  # fmt: skip
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "filter" / "band"))
+    out = tmp_path / "study"
+    config = AblationConfig("g.yaml", "e.yaml", [], output_dir=str(out),
+                            band=BandSettings(band_dir=str(tmp_path / "filter" / "band"), min_band=1))  # fmt: skip
+    prepare_band(config)
+    record = json.loads((out / "band" / "band.json").read_text())
+    for split in ("band_train", "band_heldout"):
+        saved = datasets.load_from_disk(str(out / "band" / split))["question_id"]
+        assert saved == record[f"{split}_ids"] and saved
+    assert band_name(str(out / "band" / "band_heldout")) == "band_heldout"

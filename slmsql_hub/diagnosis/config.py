@@ -41,14 +41,17 @@ def sample_key(question_id: str) -> str:
 
 
 def band_name(ref: str) -> str:
-    """The slice name of a band: ``band`` for the filter's ``band`` folder, else ``band_<folder or repository
+    """The slice name of a band: ``band`` for the filter's ``band`` folder, the folder's name when it starts with
+    ``band_`` (a study's ``band/band_heldout``: the slice its report names), else ``band_<folder or repository
     name>``.
 
     >>> band_name("outputs/world/filter/band"), band_name("alice/world-band")
     ('band', 'band_world-band')
+    >>> band_name("outputs/ablations/band/band_heldout")
+    'band_heldout'
     """
     name = Path(str(ref).rstrip("/")).name
-    return "band" if name == "band" else f"band_{name}"
+    return name if name == "band" or name.startswith("band_") else f"band_{name}"
 
 
 def _number(value: object) -> bool:

@@ -216,6 +216,9 @@ def prepare_band(config: AblationConfig, prepared: Path | None = None) -> tuple[
     train_ids = {row["question_id"] for row in band.train}
     chosen = rows.filter(lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True)
     save_dataset(chosen, out / "band" / "band_train")  # rewritten each time: it must match band.json
+    heldout_ids = {row["question_id"] for row in band.heldout}  # what `slmsql diagnose --bands` reads
+    held = rows.filter(lambda ids: [i in heldout_ids for i in ids], input_columns="question_id", batched=True)
+    save_dataset(held, out / "band" / "band_heldout")
     return band, pool
 
 

@@ -289,7 +289,7 @@ def merge_shards(
         for part in ("band", "sft"):
             if (out / part).exists():
                 shutil.rmtree(out / part)
-            shutil.copytree(first / part, out / part, ignore=shutil.ignore_patterns("band_train"))
+            shutil.copytree(first / part, out / part, ignore=shutil.ignore_patterns("band_train", "band_heldout"))
     return write_report(out, order, config, roots=folders)
 
 
