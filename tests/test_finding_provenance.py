@@ -1,6 +1,6 @@
 """Every number the README's finding, the card's ablation section and the Space's Ablations tab state appears in
-a committed ``report.json`` (docs/ablations/, docs/ablations/transfer/ and its worlds): prose cannot cite a number
-that no report holds. The finding's text in the README sits between ``<!-- finding -->`` and
+a committed report (``report.json`` under docs/ablations/, its transfer and held-out studies and their worlds; the
+diagnoses and the validation table under docs/diagnosis/): prose cannot cite a number that no report holds. The finding's text in the README sits between ``<!-- finding -->`` and
 ``<!-- /finding -->`` markers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REPORTS = sorted((REPO / "docs" / "ablations").rglob("report.json"))
+REPORTS = sorted((REPO / "docs" / "ablations").rglob("report.json")) + sorted((REPO / "docs" / "diagnosis").rglob("*.json"))
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
 # Words that name things, not results: issue numbers, pass@k's k, SQL and version strings.
 IGNORED = re.compile(r"#\d+|pass@\d+|maj@\d+|@\d+|\bp\d+\b|plant\d+|_n\d+|n\d+|lr\d|e-\d+\b(?= \()|Qwen[\w.-]+|\d+(?=-shot)|\d+B\b")
