@@ -32,6 +32,7 @@ ALLOWED = {
     ("study/slurm.py", "_sbatch"): "the `sbatch` command line",
     ("hub/wheel.py", "package_wheel"): "the `pip wheel` command line",
     ("run/files.py", "last_commit"): "the `git log` command line that names a file's last commit",
+    ("runtime.py", "code_commit"): "the `git status` command line that tells whether the package differs from its commit",
     # a command line shown to a person, never parsed
     ("commands/study.py", "Stage.argv"): "the `slmsql` command line a quickstart stage logs for a person to rerun",
     # the command-line parsers themselves: declaring options and naming the given ones in a one-line error
