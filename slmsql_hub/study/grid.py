@@ -213,12 +213,13 @@ def prepare_band(config: AblationConfig, prepared: Path | None = None) -> tuple[
              if isinstance(row.get("pass_rate"), (int, float))}  # fmt: skip
     record = {**band.record(), PASS_RATES: rates, "pool": pool}
     write_atomic(out / "band" / "band.json", json.dumps(record, indent=2) + "\n")
-    train_ids = {row["question_id"] for row in band.train}
-    chosen = rows.filter(lambda ids: [i in train_ids for i in ids], input_columns="question_id", batched=True)
-    save_dataset(chosen, out / "band" / "band_train")  # rewritten each time: it must match band.json
-    heldout_ids = {row["question_id"] for row in band.heldout}  # what `slmsql diagnose --bands` reads
-    held = rows.filter(lambda ids: [i in heldout_ids for i in ids], input_columns="question_id", batched=True)
-    save_dataset(held, out / "band" / "band_heldout")
+    # band_train is what GRPO trains on, band_heldout what `slmsql diagnose --bands` reads; rewritten each time:
+    # they must match band.json
+    for name, split in (("band_train", band.train), ("band_heldout", band.heldout)):
+        kept = {row["question_id"] for row in split}
+        chosen = rows.filter(lambda ids, kept=kept: [i in kept for i in ids], input_columns="question_id",
+                             batched=True)  # fmt: skip
+        save_dataset(chosen, out / "band" / name)
     return band, pool
 
 
