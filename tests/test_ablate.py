@@ -230,7 +230,7 @@ def test_the_card_section_and_folder_come_from_the_report(finished_grid, tmp_pat
     assert {p.name for p in shipped.iterdir()} == {"report.json", "report.md", "plots"}
     section = card_section(moved)
     assert "negative (`frozen`, learning rate 0) held" in section and "positive" in section
-    assert "| `high_lr` | 0.011 | +17.5 (< 0.001) |" in section
+    assert "| `high_lr` | 0.011 | +17.5 (< 0.001; < 0.001) |" in section  # raw p; p_holm
 
 
 def test_slmsql_card_adds_an_ablations_section_and_ships_the_report(finished_grid, tmp_path):
