@@ -355,3 +355,24 @@ def test_a_control_that_moves_at_raw_p_is_said_so_even_when_holm_keeps_it(study,
     assert cross["p"] < 0.05 <= cross["p_holm"], cross
     text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
     assert "not significant after Holm, but raw p < 0.05 on world_probe_cross" in text
+
+
+def test_an_arm_trained_without_the_affected_prompts_is_a_condition_the_finding_names(study, tmp_path):
+    """The dose control differs from the main arm only in ``drop_affected`` (no override): the finding names it
+    as what that arm varied, and the report's rows carry the flag."""
+    import shutil
+
+    plant70 = tmp_path / "outputs" / "transfer" / "plant70"
+    shutil.rmtree(plant70 / "runs")
+    for name, flips, drop in [("plant70", MAIN, False), ("plant70_no_affected", {}, True)]:
+        _finished(plant70, name, 0, flips, LR, 0.01)
+        result = plant70 / "runs" / f"{name}-seed0" / "result.json"
+        result.write_text(json.dumps({**json.loads(result.read_text()), "drop_affected": drop}))
+    write_report(plant70, ["plant70", "plant70_no_affected"], {"passk_samples": 4})
+    report = write_transfer_report(study)
+    assert {r["label"]: r["drop_affected"] for r in report["rows"] if r["world"] == "plant70"} == {
+        "plant70/plant70": False, "plant70/plant70_no_affected": True}
+    text = (tmp_path / "outputs" / "transfer" / "report.md").read_text(encoding="utf-8")
+    varied = text.split("What the arms varied", 1)[1].split("\n", 1)[0]
+    assert "**drop_affected**: `plant70/plant70` (False) transferred" in varied
+    assert "`plant70/plant70_no_affected` (True) did not transfer" in varied

@@ -189,17 +189,26 @@ def _condition(keys: set[str]) -> str | None:
     return next(iter(keys)) if len(keys) == 1 else None
 
 
+def _settings(row: dict) -> dict:
+    """What a row varied: its overrides, and ``drop_affected`` (its training data without the prompts the plant
+    affects) as one more setting, ``False`` where a report predates it."""
+    return {**(row.get("overrides") or {}), "drop_affected": bool(row.get("drop_affected"))}
+
+
 def _reference(main: list[dict]) -> dict | None:
-    """The main arm's reference row: the main-role row with the fewest overrides (recipe order breaks ties)."""
-    return min(main, key=lambda v: len(v["row"].get("overrides") or {}), default=None)
+    """The main arm's reference row: the main-role row that changes the fewest settings (recipe order breaks
+    ties)."""
+    return min(main, key=lambda v: len(v["row"].get("overrides") or {}) + bool(v["row"].get("drop_affected")),
+               default=None)  # fmt: skip
 
 
 def _varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict | None]) -> list[dict]:
     """What the study's arms varied, each against the main arm's reference row (:func:`_reference`): one entry
     per condition, ``{"condition", "reference", "arms": [{"label", "value", "verdict"}, ...]}``, the reference
     first. An arm counts only when it differs from the reference in exactly one condition: one override key
-    (the reward's keys as one), or, at the same overrides, the world's plant (``plant rate``; ``nothing planted``
-    for the natural world). A finding may state a condition only when an entry here varied it.
+    (the reward's keys as one) or ``drop_affected`` (:func:`_settings`), or, at the same settings, the world's
+    plant (``plant rate``; ``nothing planted`` for the natural world). A finding may state a condition only when
+    an entry here varied it.
 
     Example:
 
@@ -219,11 +228,11 @@ def _varied_conditions(verdicts: dict[str, list[dict]], plants: dict[str, dict |
     if reference is None:
         return []
     ref_row = reference["row"]
-    ref_over = ref_row.get("overrides") or {}
+    ref_over = _settings(ref_row)
     found: dict[str, dict] = {}
     for entry in (v for group in verdicts.values() for v in group):
         row = entry["row"]
-        over = row.get("overrides") or {}
+        over = _settings(row)
         if row is ref_row:
             continue
         if row["world"] != ref_row["world"]:

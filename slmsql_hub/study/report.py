@@ -218,6 +218,7 @@ def pool_variants(
         pooled.append({"name": name, "hypothesis": runs[0]["hypothesis"], "overrides": runs[0]["overrides"],
                        "seeds": [r["seed"] for r in runs], "slices": slices, "churn": churn,
                        "affected_prompts": [r.get("affected_prompts") for r in runs],
+                       "drop_affected": bool(runs[0].get("drop_affected")),
                        "adapter_update": {"relative_norm": sum(norms) / len(norms) if norms else None}})  # fmt: skip
         passk = _pooled_passk(out, runs)
         if passk:
