@@ -42,14 +42,18 @@ def renderings(values: set[float]) -> set[str]:
         for x in (v, 100 * v, abs(v), 100 * abs(v)):
             shown.update({f"{x:.0f}", f"{x:.1f}", f"{x:.2f}", f"{x:.3f}", f"{x:.4f}", f"{x:.2g}", f"{x:.3g}",
                           f"{x:.1e}", f"{x:.0e}", f"{x:g}"})  # fmt: skip
-    return {re.sub(r"e([-+])?0*(\d)", lambda m: "e" + (m.group(1) or "").replace("+", "") + m.group(2), x)
-            for x in shown}
+    return {_exponent(x) for x in shown}
+
+
+def _exponent(number: str) -> str:
+    """``1e-06`` and ``1e+03`` as ``1e-6`` and ``1e3``: Python's and the prose's spellings of one number."""
+    return re.sub(r"e([-+])?0*(\d)", lambda m: "e" + (m.group(1) or "").replace("+", "") + m.group(2), number)
 
 
 def numbers(text: str) -> list[str]:
     """The numbers of ``text`` as printed, sign and thousands separators dropped."""
     text = IGNORED.sub(" ", text)
-    return [m.group(0).lstrip("+-−").replace(",", "") for m in NUMBER.finditer(text)]
+    return [_exponent(m.group(0).lstrip("+-−").replace(",", "")) for m in NUMBER.finditer(text)]
 
 
 def _unexplained(text: str, shown: set[str]) -> list[str]:
@@ -70,6 +74,7 @@ def test_the_number_check_catches_a_number_no_report_holds():
     shown = renderings({0.243, 2.1e-22, 16.0})
     assert _unexplained("rose +24.3 points (p < 2e-22), pass@16 of 16 samples", shown) == []
     assert _unexplained("rose +24.3 points [+19.7, +29.3]", shown) == ["19.7", "29.3"]
+    assert _unexplained("at a rate of 1e-06", renderings({1e-6})) == []  # Python's exponent, the report's number
 
 
 def test_every_number_of_the_readme_finding_is_in_a_committed_report(shown):
