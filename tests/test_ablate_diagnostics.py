@@ -400,3 +400,29 @@ def test_with_the_sampled_diagnostics_off_nothing_is_sampled(tiny_study):
     out = Path(config.output_dir)
     assert (out / "sft" / "shapes.json").is_file() and not (out / "sft" / "diagnostics").exists()
     assert not (out / "sft" / "support.json").exists()
+
+
+def test_diagnostics_shared_among_workers_equal_the_serial_ones(tiny_study):
+    """``jobs: 2`` spreads the runs' KL over two spawned workers; each run's divergence.json is the one a single
+    process writes, run by run (a run's numbers do not depend on which worker scored it)."""
+    from safetensors.torch import load_file, save_file
+
+    from slmsql_hub.study.diagnostics import run_diagnostics
+
+    config, _, _ = tiny_study
+    runs = Path(config.output_dir) / "runs"
+    for seed, scale in ((1, 3.0), (2, -1.0)):  # two more runs, their adapters moved apart from seed 0's
+        folder = runs / f"high_lr-seed{seed}"
+        shutil.copytree(runs / "high_lr-seed0", folder)
+        weights = folder / "grpo" / "adapter_model.safetensors"
+        tensors = load_file(weights)
+        save_file({k: v * scale if "lora_B" in k else v for k, v in tensors.items()}, weights)
+    config.jobs = 2
+    run_diagnostics(config)
+    parallel = {p.parent.name: p.read_text() for p in runs.glob("*/divergence.json")}
+    assert len(parallel) == 3 and len({json.dumps(json.loads(t)["slices"]) for t in parallel.values()}) == 3
+    for path in runs.glob("*/divergence.json"):
+        path.unlink()
+    config.jobs = 1
+    run_diagnostics(config)
+    assert {p.parent.name: p.read_text() for p in runs.glob("*/divergence.json")} == parallel

@@ -259,10 +259,9 @@ def _free_memory() -> None:
 def _divergences(
     config: Any, settings: Any, runs: list[Path], names: list[str], on_progress: Callable
 ) -> None:
-    """:func:`run_divergence` of every run, one base with the SFT adapter loaded once (transformers: the
-    divergence needs every logit)."""
-    from ..generation import load_policy
-
+    """:func:`run_divergence` of every run not cached; with ``config.jobs > 1`` the runs are shared among that
+    many spawned workers (each on its own GPU where there are some), each loading the model once. A run's
+    numbers do not depend on which worker scored it: every worker sets the same threads and device kind."""
     kl_dir = Path(config.output_dir) / "sft" / DIAGNOSTICS_DIR
     digest = _digest(kl_dir, names)
 
@@ -271,16 +270,59 @@ def _divergences(
         return path.is_file() and json.loads(path.read_text(encoding="utf-8")).get("samples_digest") == digest
 
     todo = [run for run in runs if not done(run)]
-    if not todo:
+    jobs = min(config.jobs, len(todo))
+    if jobs <= 1:
+        if todo:
+            _score_runs(config, settings, todo, names, digest, on_progress)
         return
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .grid import _worker_devices, visible_devices
+
+    devices = _worker_devices(visible_devices(), jobs) or [None] * jobs
+    shares = [todo[i::jobs] for i in range(jobs)]
+    on_progress(f"diagnostics: KL(SFT ‖ GRPO) and entropy of {len(todo)} runs, {jobs} at a time")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, context) as pool:
+        futures = [pool.submit(_score_in_worker, config, settings, share, names, digest, device, os.getpid())
+                   for share, device in zip(shares, devices)]  # fmt: skip
+        for future in futures:
+            future.result()
+
+
+def _score_in_worker(
+    config: Any, settings: Any, runs: list[Path], names: list[str], digest: str, device: str | None, parent: int
+) -> None:
+    """One diagnostics worker: end with ``parent``, take ``device`` (a GPU name) before anything touches CUDA."""
+    import os
+
+    from ..runtime import die_with_parent, set_num_threads
+
+    die_with_parent(parent)
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+    set_num_threads(settings.num_threads)
+    _score_runs(config, settings, runs, names, digest, logger.info)
+
+
+def _score_runs(
+    config: Any, settings: Any, runs: list[Path], names: list[str], digest: str, on_progress: Callable
+) -> None:
+    """:func:`run_divergence` of ``runs``, one base with the SFT adapter loaded once (transformers: the divergence
+    needs every logit)."""
+    from ..generation import load_policy
+
+    kl_dir = Path(config.output_dir) / "sft" / DIAGNOSTICS_DIR
     samples = {name: read_jsonl(kl_dir / f"{name}.jsonl") for name in names}
     model, _ = load_policy(
         config.base_path, adapters={"sft": config.sft_path}, tokenizer=settings.tokenizer_name_or_path,
         dtype=settings.dtype, device=settings.device, revision=config.model_revision,
         adapter_revisions={"sft": config.sft_adapter_revision},
     )  # fmt: skip
-    for k, run in enumerate(todo, start=1):
-        on_progress(f"diagnostics {k}/{len(todo)}: KL(SFT ‖ GRPO) and entropy of {run.name}")
+    for k, run in enumerate(runs, start=1):
+        on_progress(f"diagnostics {k}/{len(runs)}: KL(SFT ‖ GRPO) and entropy of {run.name}")
         run_divergence(model, samples, run, digest)
     del model
     _free_memory()
