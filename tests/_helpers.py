@@ -249,3 +249,23 @@ def upload_folder(env: dict[str, str], folder: Path, repo_id: str) -> str:
         print(json.dumps({"sha": api.upload_folder(folder_path=sys.argv[1], repo_id=sys.argv[2]).oid}))
     """
     return python_json(code, env, folder, str(folder), repo_id)["sha"]
+
+
+def timed_stage(run, values, recipe) -> dict:
+    """A quickstart stage call that trains nothing: 1.5 s, then its marker (``output_dir``'s run_summary.json)
+    holding its pid and start and end times. Module level, so a stage run beside another can unpickle it."""
+    import time
+
+    start = time.time()
+    time.sleep(1.5)
+    out = Path(values["output_dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run_summary.json").write_text(json.dumps({"pid": os.getpid(), "start": start, "end": time.time()}))
+    return {}
+
+
+def failing_stage(run, values, recipe) -> dict:
+    """A quickstart stage call that fails as bad input does: a UsageError, nothing written."""
+    from slmsql_hub.errors import UsageError
+
+    raise UsageError(f"no data at {values['dataset_paths']}")

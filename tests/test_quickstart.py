@@ -67,6 +67,7 @@ def test_stages_call_the_library_in_order_with_their_command_lines_options_not_t
         return call
 
     monkeypatch.setattr(quickstart, "_CALLS", {command: fake(command) for command in quickstart._CALLS})
+    monkeypatch.setattr(quickstart, "_cores", lambda: 1)  # attempt #1 in this process, after the band run
     result = run_quickstart(tmp_path, recipes=recipes, attempt1="always")
     assert [name for name, _, _ in calls] == [s.name for s in STAGES] == list(result.ran)
     for (name, recipe, values), stage in zip(calls, STAGES):
@@ -267,6 +268,7 @@ def test_until_runs_the_stages_up_to_the_named_one_and_skips_the_rest_saying_why
         return {}
 
     monkeypatch.setattr(quickstart, "_CALLS", {command: fake for command in quickstart._CALLS})
+    monkeypatch.setattr(quickstart, "_cores", lambda: 1)  # attempt #1 in this process, after the band run
     names = [s.name for s in STAGES]
     result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="sft2", attempt1="always")
     assert list(result.ran) == names[: names.index("sft2") + 1]
@@ -333,3 +335,67 @@ def test_a_world_of_another_version_is_not_reused_silently(tmp_path):
         run_quickstart(tmp_path, recipes=REPO / "recipes" / "world")
     world.write_text(json.dumps({"version": WORLD_VERSION, "seed": 0}))
     assert "world" in run_quickstart(tmp_path, recipes=REPO / "recipes" / "world").reused
+
+
+def _only_grpo_left(run: Path) -> None:
+    for stage in STAGES[: [s.name for s in STAGES].index("grpo")]:
+        marker = stage.marker(RunLayout(run))
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("{}")
+
+
+def test_attempt1_runs_beside_the_band_run_in_its_own_process_at_the_same_time(tmp_path, monkeypatch):
+    import os
+
+    import slmsql_hub.commands.quickstart as quickstart
+    from tests._helpers import timed_stage
+
+    monkeypatch.setattr(quickstart, "_cores", lambda: 2)
+    monkeypatch.setitem(quickstart._CALLS, "train grpo", timed_stage)
+    _only_grpo_left(tmp_path)
+    seen = []
+    result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1",
+                            on_stage=lambda i, n, stage, state: seen.append((stage.name, state)))  # fmt: skip
+    band, attempt1 = (json.loads(RunLayout(tmp_path).__getattribute__(name).summary.read_text())
+                      for name in ("grpo", "grpo_attempt1"))  # fmt: skip
+    assert band["pid"] == os.getpid() != attempt1["pid"]
+    assert attempt1["start"] < band["end"] and band["start"] < attempt1["end"]  # at the same time
+    assert set(result.ran) == {"grpo", "grpo_attempt1"} and "grpo_attempt1" not in result.skipped
+    assert [entry for entry in seen if entry[0].startswith("grpo")] == [
+        ("grpo", "start"), ("grpo_attempt1", "start"), ("grpo_attempt1", "done"), ("grpo", "done")]  # fmt: skip
+    # On one core it runs after the band run, when the budget allows (here always).
+    monkeypatch.setattr(quickstart, "_cores", lambda: 1)
+    shutil.rmtree(RunLayout(tmp_path).grpo_attempt1.path)
+    shutil.rmtree(RunLayout(tmp_path).grpo.path)
+    result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1", attempt1="always")
+    band, attempt1 = (json.loads(RunLayout(tmp_path).__getattribute__(name).summary.read_text())
+                      for name in ("grpo", "grpo_attempt1"))  # fmt: skip
+    assert band["pid"] == attempt1["pid"] and band["end"] <= attempt1["start"]
+
+
+def test_a_stage_failing_beside_another_is_one_line_naming_it_after_both_stopped(tmp_path, monkeypatch):
+    import slmsql_hub.commands.quickstart as quickstart
+    from tests._helpers import failing_stage, timed_stage
+
+    monkeypatch.setattr(quickstart, "_cores", lambda: 2)
+    monkeypatch.setitem(quickstart._CALLS, "train grpo", failing_stage)  # both fail: the band run names itself
+    _only_grpo_left(tmp_path)
+    with pytest.raises(UsageError, match=r"^stage 'grpo' failed: no data at .*band") as err:
+        run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1")
+    assert "\n" not in str(err.value)
+    # the band run trains, attempt #1 fails beside it: the band run is kept, the error names attempt #1
+    monkeypatch.setattr(quickstart, "_run_stage", _band_trains(quickstart._run_stage, timed_stage))
+    with pytest.raises(UsageError, match=r"^stage 'grpo_attempt1' \(run beside 'grpo'\) failed: .*no data") as err:
+        run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1")
+    assert "\n" not in str(err.value) and RunLayout(tmp_path).grpo.summary.is_file()
+    assert not RunLayout(tmp_path).grpo_attempt1.summary.exists()
+
+
+def _band_trains(run_stage, call):
+    """``_run_stage`` here with ``call`` (the band run trains); the spawned child imports the module afresh and
+    runs the failing ``_CALLS`` entry it is handed."""
+
+    def patched(stage, run, recipes, repo_id, **kwargs):
+        return run_stage(stage, run, recipes, repo_id, **{**kwargs, "call": kwargs.get("call") or call})
+
+    return patched

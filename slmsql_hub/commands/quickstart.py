@@ -59,26 +59,30 @@ def _world(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any
 
 
 def _train(kind: str) -> Callable[[RunLayout, Values, Path | None], dict[str, Any]]:
-    def train(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
-        from ..recipes import parse_recipe
-        from ..training import configs
+    """The call of ``train <kind>`` (a partial: a stage run beside another is handed to a spawned process)."""
+    import functools
 
-        if kind == "base":
-            from ..training.base import train_base
+    return functools.partial(_train_call, kind)
 
-            return train_base(*parse_recipe(configs.BASE_ARGUMENTS, recipe, values=values))
-        if kind == "sft":
-            from ..training.sft import train_sft
 
-            return train_sft(*parse_recipe(configs.SFT_ARGUMENTS, recipe, values=values))
-        from ..training.grpo import train_grpo
+def _train_call(kind: str, run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
+    from ..recipes import parse_recipe
+    from ..training import configs
 
-        summary = train_grpo(*parse_recipe(configs.GRPO_ARGUMENTS, recipe, values=values))
-        if summary["guards"]["failed"]:
-            raise UsageError(f"guards failed after training: {', '.join(summary['guards']['failed'])}")
-        return summary
+    if kind == "base":
+        from ..training.base import train_base
 
-    return train
+        return train_base(*parse_recipe(configs.BASE_ARGUMENTS, recipe, values=values))
+    if kind == "sft":
+        from ..training.sft import train_sft
+
+        return train_sft(*parse_recipe(configs.SFT_ARGUMENTS, recipe, values=values))
+    from ..training.grpo import train_grpo
+
+    summary = train_grpo(*parse_recipe(configs.GRPO_ARGUMENTS, recipe, values=values))
+    if summary["guards"]["failed"]:
+        raise UsageError(f"guards failed after training: {', '.join(summary['guards']['failed'])}")
+    return summary
 
 
 def _filter(run: RunLayout, values: Values, recipe: Path | None) -> dict[str, Any]:
@@ -284,10 +288,12 @@ def _run_stage(
     *,
     from_hub: bool = False,
     overrides: Mapping[str, str] | None = None,
+    call: Callable[[RunLayout, Values, Path | None], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run one stage into the run folder (its subcommand's library call, or its Hub record), check it wrote its
     marker and return what the call returned; a UsageError names the stage that failed or wrote no marker.
-    ``overrides`` (its fields of ``--set``, :func:`_stage_overrides`) win over the study's options and the recipe."""
+    ``overrides`` (its fields of ``--set``, :func:`_stage_overrides`) win over the study's options and the recipe;
+    ``call`` (default: the command's, :data:`_CALLS`) is what runs it."""
     _check_source(stage, run, from_hub)
     if from_hub:
         logger.info("%s: from the Hub, %s at %s", stage.name, stage.hub.repo_id, stage.hub.revision or "main")
@@ -295,7 +301,7 @@ def _run_stage(
     logger.info("%s: slmsql %s", stage.name, " ".join(stage.argv(run.root, recipes, repo_id, overrides)))
     recipe = Path(recipes) / stage.recipe if stage.recipe else None
     try:
-        result = _CALLS[stage.command](run, {**stage.values(run, repo_id), **(overrides or {})}, recipe)
+        result = (call or _CALLS[stage.command])(run, {**stage.values(run, repo_id), **(overrides or {})}, recipe)
     except UsageError as err:
         raise UsageError(
             f"stage '{stage.name}' failed: {err}; fix the cause and rerun: finished stages are reused"
@@ -332,15 +338,17 @@ def run_quickstart(
     force: bool = False,
     on_stage: Callable[[int, int, Stage, str], None] | None = None,
     sets: Mapping[str, str] | None = None,
+    beside: bool = True,
 ) -> QuickstartResult:
     """Run (or resume) every stage of the study in ``recipes`` (default ``recipes/world``) into ``out`` (default:
     the study's ``out``); ``force`` deletes it first.
 
     ``repo_id`` (default: the study's) is what the card and the dry-run push are written for (nothing is
     uploaded). ``from_hub`` names the stages taken from the Hub instead of trained (default: the study's
-    ``from_hub``; ``"none"``: train them all). With ``attempt1="auto"`` attempt #1 runs only when ``budget_s``
-    leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the
-    study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
+    ``from_hub``; ``"none"``: train them all). An optional stage ``beside`` another (attempt #1 beside the band
+    run in the world study) runs in its own process at the same time when the machine has two cores or more and
+    ``attempt1`` is not ``"never"`` (``beside=False``: never); otherwise, with ``attempt1="auto"`` it runs only when ``budget_s`` leaves room
+    for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
     stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``.
     ``sets`` (``--set FIELD=VALUE``) go to every stage whose configuration has the field (:func:`_stage_overrides`)
     and are recorded in the run folder (:data:`_OVERRIDES_FILE`). A failed stage is a UsageError naming it;
@@ -365,16 +373,18 @@ def run_quickstart(
         Path(out).mkdir(parents=True, exist_ok=True)
         _record_overrides(RunLayout(out), sets or {}, force)
         return _run_stages(
-            study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, on_stage, overrides
+            study, RunLayout(out), hub_stages, (last, until), repo_id, budget_s, attempt1, on_stage, overrides,
+            beside and _cores() >= 2,
         )
 
 
 def _run_stages(
     study: Study, run: RunLayout, hub_stages: tuple[str, ...], until: tuple[int, str | None], repo_id: str,
     budget_s: float, attempt1: str, on_stage: Callable[[int, int, Stage, str], None] | None,
-    overrides: Mapping[str, Mapping[str, str]],
+    overrides: Mapping[str, Mapping[str, str]], parallel: bool,
 ) -> QuickstartResult:
-    """:func:`run_quickstart`'s loop over the stages, under the run folder's lock."""
+    """:func:`run_quickstart`'s loop over the stages, under the run folder's lock; ``parallel``: run a stage
+    ``beside`` another at the same time."""
     (last, until), out = until, run.root
     result = QuickstartResult(out=out)
     started = time.monotonic()
@@ -384,8 +394,11 @@ def _run_stages(
         if on_stage is not None:
             on_stage(i, total, stage, state)
 
+    beside: dict[str, tuple[int, Stage]] = {}  # the stage it runs beside -> (index, optional stage)
     for i, stage in enumerate(study.stages, start=1):
         hub = stage.name in hub_stages
+        if stage.name in {s.name for _, s in beside.values()}:
+            continue  # it ran beside the stage before it
         if stage.marker(run, from_hub=hub).is_file():
             _check_source(stage, run, hub)
             _check_finished_model(stage, run, hub)
@@ -405,13 +418,100 @@ def _run_stages(
             logger.info("skipping %s: %s", stage.name, reason)
             notify(i, stage, "skipped")
             continue
+        following = study.stages[i] if i < total else None
+        if (following is not None and following.beside == stage.name and i + 1 <= last and attempt1 != "never"
+                and not following.marker(run).is_file() and parallel):  # fmt: skip
+            beside[stage.name] = (i + 1, following)
         notify(i, stage, "start")
         t0 = time.monotonic()
-        _run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
-        result.ran[stage.name] = time.monotonic() - t0
+        if stage.name in beside:
+            k, other = beside[stage.name]
+            notify(k, other, "start")
+            result.ran.update(_run_beside(stage, other, run, study.folder, repo_id, overrides))
+            notify(k, other, "done")
+        else:
+            _run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
+            result.ran[stage.name] = time.monotonic() - t0
         notify(i, stage, "done")
     result.wall_s = time.monotonic() - started
     return result
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _run_beside(
+    stage: Stage, other: Stage, run: RunLayout, recipes: Path, repo_id: str,
+    overrides: Mapping[str, Mapping[str, str]],
+) -> dict[str, float]:
+    """Run ``stage`` here and ``other`` (``beside`` it) in a spawned process at the same time; each one's seconds.
+    When ``stage`` fails the child is ended; when the child fails, its UsageError is one naming it here, and a
+    crash (its traceback printed above) a RuntimeError."""
+    import multiprocessing
+    import os
+
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    level = logging.getLogger().getEffectiveLevel()
+    child = context.Process(
+        target=_beside_main, name=other.name, daemon=True,
+        args=(other, run.root, recipes, repo_id, dict(overrides.get(other.name) or {}), _CALLS[other.command], level,
+              os.getpid(), send),
+    )  # fmt: skip
+    t0 = time.monotonic()
+    quiet = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # read when tqdm is imported: the child inherits it, no second set of bars
+    try:
+        child.start()
+    finally:
+        if quiet is None:
+            del os.environ["TQDM_DISABLE"]
+        else:
+            os.environ["TQDM_DISABLE"] = quiet
+    send.close()
+    try:
+        _run_stage(stage, run, recipes, repo_id, overrides=overrides.get(stage.name))
+    except BaseException:
+        child.terminate()
+        child.join()
+        raise
+    ran = {stage.name: time.monotonic() - t0}
+    try:
+        outcome = receive.recv()
+    except EOFError:  # it ended without a word: it crashed
+        outcome = ("crashed", None)
+    child.join()
+    if outcome[0] == "usage":
+        raise UsageError(f"stage '{other.name}' (run beside '{stage.name}') failed: {outcome[1]}")
+    if outcome[0] != "done":
+        raise RuntimeError(f"stage '{other.name}' (run beside '{stage.name}') crashed, exit code {child.exitcode}")
+    ran[other.name] = outcome[1]
+    return ran
+
+
+def _beside_main(
+    stage: Stage, root: Path, recipes: Path, repo_id: str, overrides: dict[str, str], call: Callable, level: int,
+    parent: int, send: Any,
+) -> None:
+    """:func:`_run_beside`'s child: its log lines named by its stage, its stdout (the trainer's per-step dicts)
+    dropped: the parent's progress shows."""
+    import os
+    import sys
+
+    from ..runtime import die_with_parent
+
+    die_with_parent(parent)
+    sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  (for the child's life)
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{stage.name}] %(name)s: %(message)s")
+    t0 = time.monotonic()
+    try:
+        _run_stage(stage, RunLayout(root), recipes, repo_id, overrides=overrides, call=call)
+        send.send(("done", time.monotonic() - t0))
+    except UsageError as err:
+        send.send(("usage", str(err)))
 
 
 def _skip_attempt1(policy: str, result: QuickstartResult, elapsed: float, budget_s: float) -> str | None:

@@ -6,7 +6,8 @@ A stage either runs an ``slmsql`` subcommand (``command``, with a ``recipe`` of 
 point its paths into the run folder), or is taken from the Hub (``hub``: a repo id and a revision, recorded in its
 ``folder``'s ``hub.json``; no weights are copied). A stage with both is trained unless it is taken from the Hub
 (the study's ``from_hub`` list, or ``slmsql quickstart --from-hub``); a stage that only ``feeds`` stages taken from
-the Hub is skipped. Option values name the run's places in braces, filled by :func:`_run_values`: ``{out}``,
+the Hub is skipped. An optional stage may run ``beside`` the stage right before it: in its own process at
+the same time (two one-thread runs on a machine with two cores or more cost one run's wall time). Option values name the run's places in braces, filled by :func:`_run_values`: ``{out}``,
 ``{repo_id}``, ``{world}``, ``{world_<split>}``, ``{filter}``, ``{band}``, ``{eval}``, and for each base, SFT
 and GRPO stage ``{<stage>}`` (what loads it: the Hub repo id of a stage taken from the Hub, else its folder),
 ``{<stage>_revision}`` (an option whose value is this alone and empty is left out) and ``{<stage>_dir}``.
@@ -76,6 +77,7 @@ class Stage:
     hub: HubSource | None = None
     optional: bool = False
     feeds: tuple[str, ...] = ()
+    beside: str | None = None
     raw_options: Mapping[str, str | bool] = field(default_factory=dict)
 
     def stage_folder(self, run: RunLayout) -> StageFolder | None:
@@ -225,7 +227,7 @@ def _stage(entry: Any, where: str, known: set[str]) -> Stage:
         raise UsageError(f"{where}: each stage is a mapping with a name")
     where = f"{where}: stage {entry['name']!r}"
     unknown = set(entry) - {"name", "description", "command", "recipe", "folder", "marker", "hub", "optional",
-                            "feeds", "options"}  # fmt: skip
+                            "feeds", "beside", "options"}  # fmt: skip
     if unknown:
         raise UsageError(f"{where} has unknown keys {', '.join(sorted(unknown))}")
     stage = Stage(
@@ -238,6 +240,7 @@ def _stage(entry: Any, where: str, known: set[str]) -> Stage:
         hub=_hub_source(entry.get("hub"), where),
         optional=bool(entry.get("optional", False)),
         feeds=tuple(entry.get("feeds") or ()),
+        beside=entry.get("beside"),
         raw_options=dict(entry.get("options") or {}),
     )
     if stage.command is None and stage.hub is None:
@@ -299,6 +302,13 @@ def load_study(recipes: str | os.PathLike) -> Study:
     stages = tuple(_stage(entry, str(path), known) for entry in entries)
     if len(known) != len(stages):
         raise UsageError(f"{path}: two stages share a name")
+    for before, stage in zip((None, *stages), stages):
+        if stage.beside is not None and (before is None or stage.beside != before.name or not stage.optional
+                                         or before.beside is not None):  # fmt: skip
+            raise UsageError(
+                f"{path}: stage {stage.name!r}: beside must name the stage right before it (itself not beside "
+                f"another), and only an optional stage runs beside one; got {stage.beside!r}"
+            )
     attempt1 = str(data.get("attempt1", "auto"))
     if attempt1 not in ("auto", "always", "never"):
         raise UsageError(f"{path}: attempt1 must be auto, always or never; got {attempt1!r}")
