@@ -249,6 +249,8 @@ def test_a_stage_the_study_cannot_take_from_the_hub_is_one_line_before_anything_
         ),
         ("    command: fly\n    marker: filter_report\n", "unknown command 'fly'"),
         ("    folder: base\n", "needs a command or a hub source"),
+        ("    command: filter\n    marker: filter_report\n    optional: true\n    beside: world\n",
+         "beside must name the stage right before it"),  # fmt: skip
     ],
 )
 def test_a_malformed_study_table_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys, stage, said):

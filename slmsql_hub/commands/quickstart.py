@@ -346,10 +346,12 @@ def run_quickstart(
     ``repo_id`` (default: the study's) is what the card and the dry-run push are written for (nothing is
     uploaded). ``from_hub`` names the stages taken from the Hub instead of trained (default: the study's
     ``from_hub``; ``"none"``: train them all). An optional stage ``beside`` another (attempt #1 beside the band
-    run in the world study) runs in its own process at the same time when the machine has two cores or more and
-    ``attempt1`` is not ``"never"`` (``beside=False``: never); otherwise, with ``attempt1="auto"`` it runs only when ``budget_s`` leaves room
-    for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``; default: the study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names the study's
-    stages when it is not one of them, before anything runs). ``on_stage(index, total, stage, state)`` is told ``start``, ``done``, ``reused`` or ``skipped``.
+    run in the world study) runs in its own process at the same time when the machine has two cores or more,
+    ``beside`` is true and ``attempt1`` is not ``"never"``. Otherwise, with ``attempt1="auto"`` it runs only when
+    ``budget_s`` leaves room for it (estimated from the band run) and for evaluation (``"always"``, ``"never"``;
+    default: the study's). ``until`` names the last stage to run; the later ones are skipped (a UsageError names
+    the study's stages when it is not one of them, before anything runs). ``on_stage(index, total, stage,
+    state)`` is told ``start``, ``done``, ``reused`` or ``skipped``.
     ``sets`` (``--set FIELD=VALUE``) go to every stage whose configuration has the field (:func:`_stage_overrides`)
     and are recorded in the run folder (:data:`_OVERRIDES_FILE`). A failed stage is a UsageError naming it;
     rerunning resumes from it.
@@ -420,7 +422,7 @@ def _run_stages(
             continue
         following = study.stages[i] if i < total else None
         if (following is not None and following.beside == stage.name and i + 1 <= last and attempt1 != "never"
-                and not following.marker(run).is_file() and parallel):  # fmt: skip
+                and not following.marker(run).is_file() and parallel and not hub):  # fmt: skip
             beside[stage.name] = (i + 1, following)
         notify(i, stage, "start")
         t0 = time.monotonic()
