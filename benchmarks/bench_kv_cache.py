@@ -1,5 +1,6 @@
 """The study's per-run sampling and greedy answers with the library's ``DynamicCache`` (old) and the package's
-``GrowingCache`` (new, :mod:`slmsql_hub.generation.kv_cache`), side by side in one run on a real slice (issue #39).
+``GrowingCache`` (:mod:`slmsql_hub.generation.kv_cache`), finished rows dropped and one prefill per prompt (new),
+side by side in one run on a real slice (issue #39).
 
 Both paths run the study's own functions on the same loaded policy: sampled pass@k counts
 (:func:`slmsql_hub.study.sampled.sample_counts`, the filter's keyed sampler in the study's keys, ``passk_samples``
@@ -58,9 +59,10 @@ def study_slice(config: Any, name: str, eval_settings: Any) -> dict:
     return slices[name]
 
 
-PATHS = ("old", "cache", "new")
+PATHS = ("old", "cache", "drop", "new")
 """old: ``DynamicCache``, every row decoded to the batch's longest (the study's code before #39); cache: the
-``GrowingCache`` only; new: the ``GrowingCache`` and finished rows dropped (sampling; greedy has no "cache")."""
+``GrowingCache`` only; drop: the ``GrowingCache`` and finished rows dropped, every row prefilled on its own; new:
+as drop, with one prefill per prompt repeated for its samples (greedy runs old and new only)."""
 
 
 def timed(path: str, work: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -70,6 +72,8 @@ def timed(path: str, work: Callable[[], Any]) -> tuple[Any, float, float]:
         hf._growing_cache = lambda model: {}
     if path in ("old", "cache"):
         generation.generate_with_processor = functools.partial(real_decode, drop_finished=False)
+    if path == "drop":
+        generation.generate_with_processor = functools.partial(real_decode, share_prefill=False)
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         result = work()
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             settings, adapter, {args.slice: rows}, folder / "passk", policy=policy)[args.slice])
         out[path] = {"sampled_wall_s": wall, "sampled_cpu_s": cpu}
         greedy = None
-        if path != "cache":
+        if path in ("old", "new"):
             greedy, g_wall, g_cpu = timed(
                 path, lambda folder=folder: answer(adapter, piece, eval_settings, folder)[args.slice])
             out[path].update(greedy_wall_s=g_wall, greedy_cpu_s=g_cpu)
@@ -133,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     for key in out["new"]:
         out[f"ratio_{key}"] = out["old"][key] / out["new"][key]
     out["ratio_sampled_cpu_s_cache_only"] = out["old"]["sampled_cpu_s"] / out["cache"]["sampled_cpu_s"]
+    out["ratio_sampled_cpu_s_shared_prefill"] = out["drop"]["sampled_cpu_s"] / out["new"]["sampled_cpu_s"]
     print("old / new: " + ", ".join(f"{k[6:]} {v:.2f}" for k, v in out.items() if k.startswith("ratio_")))
-    same = results["old"] == results["new"] and results["old"][0] == results["cache"][0]
+    same = results["old"] == results["new"] and results["old"][0] == results["cache"][0] == results["drop"][0]
     print(f"identical (n, c) per question and greedy verdicts + SQL: {same}")
     counts, answers = recorded(recorded_in, args.slice, sample_keys(settings), rows)
     out["identical"] = same

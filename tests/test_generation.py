@@ -464,16 +464,20 @@ def test_keyed_sampling_drops_finished_rows_and_draws_exactly_what_generate_draw
     chats = [[{"role": "user", "content": q}] for q in (*ANSWERS, *QUESTIONS)]
     seeds = [sample_seed(0, f"q{i}", j) for i in range(len(chats)) for j in range(6)]
 
-    def draw(drop_finished):
+    def draw(drop_finished, share_prefill=True):
         sampler = KeyedSampler(seeds, temperature=1.5)
         return _tokens(generate_with_processor(model, tokenizer, chats, sampler, num_samples=6, max_new_tokens=24,
-                                               drop_finished=drop_finished))  # fmt: skip
+                                               drop_finished=drop_finished, share_prefill=share_prefill))  # fmt: skip
 
     batch_rows = []
     real_forward = model.forward
     monkeypatch.setattr(model, "forward", lambda *a, **kw: batch_rows.append(kw["input_ids"].shape[0]) or real_forward(*a, **kw))
     dropping = draw(True)
-    assert batch_rows[0] == len(seeds) > batch_rows[-1]  # rows left the batch as they ended
+    # One prefill per prompt, then its 6 samples decode side by side; rows left the batch as they ended.
+    assert batch_rows[0] == len(chats) and batch_rows[1] == len(seeds) > batch_rows[-1]
     lengths = {len(ids) for group in dropping for ids in group}
     assert len(lengths) > 2 and max(lengths) <= 24  # rows end at different steps
-    assert dropping == draw(False)  # generate(): every row decoded to the batch's longest
+    batch_rows.clear()
+    assert dropping == draw(True, share_prefill=False)  # every row prefilled on its own
+    assert batch_rows[0] == len(seeds)
+    assert dropping == draw(False)  # generate(): every row prefilled and decoded to the batch's longest

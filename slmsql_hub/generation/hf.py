@@ -316,6 +316,7 @@ def generate_with_processor(
     num_samples: int = 1,
     max_new_tokens: int = 256,
     drop_finished: bool = True,
+    share_prefill: bool = True,
 ) -> list[list[Completion]]:
     """Every prompt repeated ``num_samples`` times (prompt-major rows) decoded as ONE batch, each token chosen
     greedily over the scores ``logits_processor(input_ids, scores)`` returns (with
@@ -326,8 +327,10 @@ def generate_with_processor(
     (``drop_finished``; :func:`_decode_dropping_finished`): the same tokens, as each row's logits do not depend on
     the other rows (checked bitwise on CPU in float32; on a GPU a batch's shape may flip a near-tie now and then,
     as the filter's docstring says of batches), without computing the half of the rows that ``generate`` pads
-    after their end. Else, or with ``drop_finished=False``, one ``generate`` call decodes every row to the
-    batch's longest.
+    after their end. There, ``share_prefill`` runs each prompt through the model once and repeats its KV cache
+    and last logits ``num_samples`` times (the same tokens: a row's prefill does not depend on the batch's other
+    rows; ``tests/test_generation.py``). Else, or with ``drop_finished=False``, one ``generate`` call decodes
+    every row to the batch's longest.
 
     Example:
 
@@ -346,14 +349,16 @@ def generate_with_processor(
     stops = stop_token_ids(tokenizer, model)
     pad_id = _pad_token_id(tokenizer, stops)
     encoded = encode_prompts(tokenizer, prompts)
-    rows = [ids for ids in encoded for _ in range(num_samples)]
-    input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
     with _eval_mode(model), torch.inference_mode():
         if drop_finished and hasattr(logits_processor, "keep_rows"):
+            input_ids, attention_mask = _left_pad(encoded, pad_id, _model_device(model))
             new_tokens = _decode_dropping_finished(
-                model, input_ids, attention_mask, logits_processor, stops, pad_id, max_new_tokens
-            )
+                model, input_ids, attention_mask, logits_processor, stops, pad_id, max_new_tokens,
+                num_samples=num_samples, share_prefill=share_prefill,
+            )  # fmt: skip
         else:  # rows already expanded: generate() decodes one sequence per row, greedily over the scores
+            rows = [ids for ids in encoded for _ in range(num_samples)]
+            input_ids, attention_mask = _left_pad(rows, pad_id, _model_device(model))
             hf_config = _hf_generation_config(GenerationConfig(max_new_tokens=max_new_tokens), stops, pad_id)
             output = model.generate(
                 input_ids=input_ids,
@@ -380,10 +385,15 @@ def _decode_dropping_finished(
     stops: list[int],
     pad_id: int,
     max_new_tokens: int,
+    *,
+    num_samples: int = 1,
+    share_prefill: bool = True,
 ) -> torch.Tensor:
     """Greedy decoding over ``processor``'s scores as ``generate`` does it (positions from the left padding,
     float32 scores, stop at a stop token or ``max_new_tokens``), dropping rows that have stopped from the batch
-    (their KV cache, mask and ``processor.keep_rows``). Returns the new tokens, ``pad_id`` after a row's end."""
+    (their KV cache, mask and ``processor.keep_rows``). ``input_ids`` holds each prompt once; each is decoded
+    ``num_samples`` times (prompt-major rows), from one shared prefill (``share_prefill``) or from its own.
+    Returns the new tokens per row, ``pad_id`` after a row's end."""
     import torch
 
     from .kv_cache import GrowingCache
@@ -391,13 +401,20 @@ def _decode_dropping_finished(
     cache = GrowingCache()
     positions = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
     extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
-    live = list(range(input_ids.shape[0]))  # the original row of each batch row
-    new: list[list[int]] = [[] for _ in live]
     stop, kwarg = set(stops), {_cache_kwarg(model): cache}
+    if not share_prefill:
+        input_ids, attention_mask, positions = (t.repeat_interleave(num_samples, dim=0)
+                                                for t in (input_ids, attention_mask, positions))  # fmt: skip
+    live = list(range(input_ids.shape[0] * (num_samples if share_prefill else 1)))  # each batch row's own row
+    new: list[list[int]] = [[] for _ in live]
     seen, ids, mask, pos = input_ids, input_ids, attention_mask, positions
     for step in range(max_new_tokens):
         output = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **extra, **kwarg)
-        tokens = processor(seen, output.logits[:, -1, :].to(dtype=torch.float32, copy=True)).argmax(-1)
+        logits = output.logits[:, -1, :].to(dtype=torch.float32, copy=True)
+        if step == 0 and share_prefill and num_samples > 1:  # one prefill per prompt, repeated per sample
+            cache.batch_repeat_interleave(num_samples)
+            logits, seen, mask, pos = (t.repeat_interleave(num_samples, dim=0) for t in (logits, seen, mask, pos))
+        tokens = processor(seen, logits).argmax(-1)
         for row, token in zip(live, tokens.tolist()):
             if not new[row] or new[row][-1] not in stop:
                 new[row].append(token)
