@@ -6,6 +6,11 @@
 - **The study's KL diagnostics over ``jobs`` workers** (``slmsql ablate``): the old path scores every run's
   KL(SFT ‖ GRPO) and entropy in one process; the new one shares the runs among ``jobs`` spawned workers. Timed on
   copies of a finished study's first ``--runs`` runs; every ``divergence.json`` must be identical.
+- **The sampled diagnostics beside the grid's last runs** (``slmsql ablate``, ``jobs > 1``): the old path runs
+  the grid, then SFT's diagnostic samples and the runs' KL; the new one queues them in the grid's pool behind
+  the runs, so a worker the last runs leave idle does them. Timed as ``slmsql ablate`` of ``--tail-variants``
+  (seed 0, ``--tail-steps`` GRPO steps) on copies of a finished study's band, pool and SFT answers; every run's
+  ``result.json`` numbers, ``divergence.json`` and SFT's samples must be identical.
 
 Wall seconds (the point is to use both cores), so run it on quiet cores. Nothing is written into the inputs.
 
@@ -77,6 +82,41 @@ def bench_diagnostics(study: Path, run_dir: Path, config_path: Path, runs: int, 
             "speedup": round(seconds["old"] / seconds["new"], 2), "identical": written["old"] == written["new"]}  # fmt: skip
 
 
+def bench_tail(study: Path, run_dir: Path, config_path: Path, variants: list[str], steps: int, jobs: int,
+               scratch: Path) -> dict:
+    """``slmsql ablate`` of ``variants`` (seed 0, ``steps`` steps, ``jobs`` workers) with the diagnostics after the
+    grid (old) and beside it (new), each from a copy of ``study``'s band, pool and SFT answers and pass@k."""
+    from slmsql_hub.study import grid, run_study
+
+    real = grid.run_grid
+    seconds, written = {}, {}
+    for path in ("old", "new"):
+        out = scratch / f"tail_{path}"
+        shutil.copytree(study, out, ignore=shutil.ignore_patterns("runs", "diagnostics", "support", "support.json",
+                                                                   "report.*", "plots", "shards", "slurm"))  # fmt: skip
+        if path == "old":
+            grid.run_grid = lambda *a, **kw: real(*a, **{**kw, "diagnostics": False})
+        started = time.perf_counter()
+        try:
+            run_study(config_path, variants=variants, run_dir=str(run_dir), output_dir=str(out), seeds=[0],
+                      max_steps=steps, jobs=jobs)  # fmt: skip
+        finally:
+            grid.run_grid = real
+        seconds[path] = time.perf_counter() - started
+        files = sorted(p for p in out.rglob("*") if p.name == "divergence.json" or p.parent.name in ("diagnostics", "support"))
+        written[path] = {str(p.relative_to(out)): p.read_bytes() for p in files}
+        written[path].update({str(p.relative_to(out)): _numbers(p) for p in out.glob("runs/*/result.json")})
+    return {"runs": len(variants), "jobs": jobs, "old_s": round(seconds["old"], 1), "new_s": round(seconds["new"], 1),
+            "speedup": round(seconds["old"] / seconds["new"], 2),
+            "identical": len(written["old"]) > len(variants) and written["old"] == written["new"]}  # fmt: skip
+
+
+def _numbers(result: Path) -> str:
+    """A run's ``result.json`` without its times and device."""
+    entry = json.loads(result.read_text())
+    return json.dumps({k: v for k, v in entry.items() if k not in ("time", "device")}, sort_keys=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, default=Path("outputs/quickstart"),
@@ -86,12 +126,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the study's recipe (its eval recipe and threads)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=4, help="runs whose diagnostics are timed (default 4)")
     parser.add_argument("--jobs", type=int, default=2, help="the new path's workers (default 2)")
+    parser.add_argument("--tail-variants", nargs="*", default=["frozen", "high_lr", "kl"],
+                        help="the grid timed with its diagnostics after and beside it (seed 0)")  # fmt: skip
+    parser.add_argument("--tail-steps", type=int, default=30, help="GRPO steps of each of those runs")
     parser.add_argument("--skip-beside", action="store_true")
     parser.add_argument("--skip-diagnostics", action="store_true")
+    parser.add_argument("--skip-tail", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     needed = [] if args.skip_beside else [args.run_dir / n for n in ("world", "base", "sft", "filter")]
     needed += [] if args.skip_diagnostics else [args.study / "sft" / "diagnostics", args.study / "runs"]
+    needed += [] if args.skip_tail else [args.study / "band" / "band.json", args.study / "sft"]
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
         print(f"bench_parallel: missing {', '.join(missing)} (a finished quickstart and study)", file=sys.stderr)
@@ -103,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_diagnostics:
             results["diagnostics_over_jobs"] = bench_diagnostics(
                 args.study, args.run_dir, args.config, args.runs, args.jobs, Path(scratch)
+            )
+        if not args.skip_tail:
+            results["diagnostics_beside_grid"] = bench_tail(
+                args.study, args.run_dir, args.config, args.tail_variants, args.tail_steps, args.jobs, Path(scratch)
             )
     print(f"{'change':<28} {'old s':>8} {'new s':>8} {'speedup':>8}  identical")
     for name, row in results.items():

@@ -41,14 +41,15 @@ def _smoke_recipe(tmp_path: Path, run: Path) -> Path:
         f"run_dir: {run}\noutput_dir: {tmp_path / 'ablations'}\n"
         f"grpo_recipe: {world / 'grpo_band_smoke.yaml'}\neval_recipe: {world / 'eval_smoke.yaml'}\n"
         "transfer: ['world:dev:20', 'world:test:20']\nseeds: [0]\nmax_steps: 2\nnum_threads: 1\n"
-        "band: {pool_rl_pool: null, min_band: 200}\nvariants:" + text,
+        "diagnostic_samples: 2\nsupport_samples: 2\n"
+        f"band: {{filter_recipe: {world / 'filter_smoke.yaml'}, pool_rl_pool: null, min_band: 200}}\nvariants:" + text,
         encoding="utf-8",
     )
     return recipe
 
 
 @pytest.mark.slow
-def test_smoke_grid_frozen_answers_exactly_as_sft_and_runs_the_same_in_parallel(tmp_path, capsys):
+def test_smoke_grid_frozen_answers_exactly_as_sft_and_runs_the_same_in_parallel(tmp_path, capsys, monkeypatch):
     run = _smoke_run(tmp_path)
     recipe = _smoke_recipe(tmp_path, run)
     assert main(["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr"]) == 0
@@ -74,7 +75,15 @@ def test_smoke_grid_frozen_answers_exactly_as_sft_and_runs_the_same_in_parallel(
     assert main(["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr"]) == 0
     assert capsys.readouterr().out.count("finished earlier, reused") == 2
 
-    # Two at a time, each in its own process: the same numbers as one after the other.
+    # Two at a time, each in its own process: the same numbers as one after the other. The sampled diagnostics
+    # follow the runs in the grid's workers: after the grid this process samples and scores nothing.
+    from slmsql_hub.study import diagnostics
+
+    def loads_nothing(*args, **kwargs):
+        raise AssertionError("the diagnostics were left for after the grid")
+
+    monkeypatch.setattr(diagnostics, "load_sampler_policy", loads_nothing)
+    monkeypatch.setattr(diagnostics, "_score_runs", loads_nothing)
     parallel = tmp_path / "parallel"
     argv = ["ablate", "--config", str(recipe), "--variants", "frozen", "high_lr", "--jobs", "2"]
     assert main([*argv, "--output_dir", str(parallel)]) == 0
@@ -83,3 +92,9 @@ def test_smoke_grid_frozen_answers_exactly_as_sft_and_runs_the_same_in_parallel(
     for name, entry in entries.items():
         assert again[name]["slices"] == entry["slices"]
         assert again[name]["adapter_update"] == entry["adapter_update"]
+    serial = tmp_path / "ablations"
+    sampled = sorted(p.relative_to(serial) for p in serial.glob("runs/*/divergence.json")) + sorted(
+        p.relative_to(serial) for p in (serial / "sft").rglob("*") if p.parent.name in ("diagnostics", "support"))
+    assert len(sampled) >= 4 and (serial / "sft" / "support.json").is_file()
+    for path in [*sampled, Path("sft") / "support.json"]:
+        assert (parallel / path).read_bytes() == (serial / path).read_bytes(), path

@@ -100,7 +100,7 @@ def run_study(
         if prepare_only:
             return {"prepared": prepare(config), "path": str(Path(config.output_dir) / PREPARED)}
         if not report_only:
-            run_grid(config, selected, shard=share, **progress)
+            run_grid(config, selected, shard=share, diagnostics=diagnostics, **progress)
         try:
             if diagnostics:
                 run_diagnostics(config, **progress)

@@ -307,25 +307,98 @@ def _score_in_worker(
     _score_runs(config, settings, runs, names, digest, logger.info)
 
 
-def _score_runs(
-    config: Any, settings: Any, runs: list[Path], names: list[str], digest: str, on_progress: Callable
-) -> None:
-    """:func:`run_divergence` of ``runs``, one base with the SFT adapter loaded once (transformers: the divergence
-    needs every logit)."""
+def _sft_policy(config: Any, settings: Any) -> Any:
+    """The base with the SFT adapter as ``sft`` (transformers: the divergence needs every logit)."""
     from ..generation import load_policy
 
-    kl_dir = Path(config.output_dir) / "sft" / DIAGNOSTICS_DIR
-    samples = {name: read_jsonl(kl_dir / f"{name}.jsonl") for name in names}
     model, _ = load_policy(
         config.base_path, adapters={"sft": config.sft_path}, tokenizer=settings.tokenizer_name_or_path,
         dtype=settings.dtype, device=settings.device, revision=config.model_revision,
         adapter_revisions={"sft": config.sft_adapter_revision},
     )  # fmt: skip
+    return model
+
+
+def _score_runs(
+    config: Any, settings: Any, runs: list[Path], names: list[str], digest: str, on_progress: Callable
+) -> None:
+    """:func:`run_divergence` of ``runs``, one base with the SFT adapter loaded once."""
+    kl_dir = Path(config.output_dir) / "sft" / DIAGNOSTICS_DIR
+    samples = {name: read_jsonl(kl_dir / f"{name}.jsonl") for name in names}
+    model = _sft_policy(config, settings)
     for k, run in enumerate(runs, start=1):
         on_progress(f"diagnostics {k}/{len(runs)}: KL(SFT ‖ GRPO) and entropy of {run.name}")
         run_divergence(model, samples, run, digest)
     del model
     _free_memory()
+
+
+_POLICY: dict[str, Any] = {}
+"""A grid worker's SFT policy for the divergence, loaded by its first :func:`_score_in_grid_worker`."""
+
+
+def _score_in_grid_worker(config: Any, settings: Any, run: Path, names: list[str], digest: str) -> None:
+    """:func:`run_divergence` of one run in a grid worker (:class:`BesideGrid`), with the threads the serial
+    diagnostics set."""
+    from ..runtime import set_num_threads
+
+    set_num_threads(settings.num_threads)
+    if "sft" not in _POLICY:
+        _POLICY["sft"] = _sft_policy(config, settings)
+    kl_dir = Path(config.output_dir) / "sft" / DIAGNOSTICS_DIR
+    logger.info("diagnostics beside the grid: KL(SFT ‖ GRPO) and entropy of %s", run.name)
+    run_divergence(_POLICY["sft"], {name: read_jsonl(kl_dir / f"{name}.jsonl") for name in names}, run, digest)
+
+
+class BesideGrid:
+    """The sampled diagnostics of a ``jobs > 1`` grid, queued in the grid's own pool behind its runs: SFT's
+    samples (:func:`_sft_sampling`) once every run has a worker, then the divergence of each finished run. A
+    worker that the grid's last runs leave idle does them, and :func:`run_diagnostics` then finds them cached;
+    the numbers are those it would compute (the same functions, threads and samples).
+
+    The grid calls :meth:`run_finished` with each finished run's folder and :meth:`finished` with each future of
+    :meth:`pending` and of what those return; each returns the futures it adds to the pool.
+    """
+
+    def __init__(self, config: Any, settings: Any, slices: dict[str, dict], pool: Any) -> None:
+        self.config, self.settings, self.pool = config, settings, pool
+        kl_rows, held = _sampled_rows(config, slices)
+        self.names, self.digest, self.waiting = list(kl_rows), None, []
+        out = Path(config.output_dir)
+        self.sft = pool.submit(_sft_sampling, config, kl_rows, held, out) if kl_rows or held else None
+
+    def pending(self) -> set:
+        return {self.sft} if self.sft is not None else set()
+
+    def run_finished(self, run: Path) -> set:
+        if self.sft is None or not self.names:
+            return set()
+        if self.digest is None:
+            self.waiting.append(run)
+            return set()
+        return {self._score(run)}
+
+    def finished(self, future: Any) -> set:
+        future.result()  # a failure is the grid's, as it would be the diagnostics'
+        if future is not self.sft or not self.names:
+            return set()
+        self.digest = _digest(Path(self.config.output_dir) / "sft" / DIAGNOSTICS_DIR, self.names)
+        runs, self.waiting = self.waiting, []
+        return {self._score(run) for run in runs}
+
+    def _score(self, run: Path) -> Any:
+        return self.pool.submit(_score_in_grid_worker, self.config, self.settings, run, self.names, self.digest)
+
+
+def _sampled_rows(config: Any, slices: dict[str, dict]) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """``(kl_rows, held)``: per slice, the questions SFT samples for the divergence (``diagnostic_samples``) and
+    those on the slice's held-out database it counts for the support (``support_samples``); empty when off."""
+    kl_rows = (
+        {n: slices[n]["rows"] for n in _divergence_slices(list(slices))} if config.diagnostic_samples else {}
+    )
+    held = {name: [r for r in piece["rows"] if r["db_id"] == piece["held_out_db"]]
+            for name, piece in slices.items() if piece["held_out_db"] is not None and config.support_samples}  # fmt: skip
+    return kl_rows, {name: rows for name, rows in held.items() if rows}
 
 
 def run_diagnostics(
@@ -345,12 +418,7 @@ def run_diagnostics(
     runs = sorted(path.parent for root in roots or [out] for path in (root / "runs").glob(f"*/{RESULT_FILE}"))
     if not runs:
         return
-    kl_rows = (
-        {n: slices[n]["rows"] for n in _divergence_slices(list(slices))} if config.diagnostic_samples else {}
-    )
-    held = {name: [r for r in piece["rows"] if r["db_id"] == piece["held_out_db"]]
-            for name, piece in slices.items() if piece["held_out_db"] is not None and config.support_samples}  # fmt: skip
-    held = {name: rows for name, rows in held.items() if rows}
+    kl_rows, held = _sampled_rows(config, slices)
     _sft_sampling(config, kl_rows, held, out)
     if kl_rows:
         set_num_threads(settings.num_threads)
