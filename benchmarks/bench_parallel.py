@@ -95,7 +95,7 @@ def bench_tail(study: Path, run_dir: Path, config_path: Path, variants: list[str
         shutil.copytree(study, out, ignore=shutil.ignore_patterns("runs", "diagnostics", "support", "support.json",
                                                                    "report.*", "plots", "shards", "slurm"))  # fmt: skip
         if path == "old":
-            grid.run_grid = lambda *a, **kw: real(*a, **{**kw, "diagnostics": False})
+            grid.run_grid = lambda *a, **kw: real(*a, **{**kw, "beside": None})
         started = time.perf_counter()
         try:
             run_study(config_path, variants=variants, run_dir=str(run_dir), output_dir=str(out), seeds=[0],

@@ -60,7 +60,7 @@ def run_study(
     from ..run.guard import check_output, config_inputs, output_lock
     from ..run.layout import REPORT_MD
     from .config import load_ablation_config
-    from .diagnostics import run_diagnostics
+    from .diagnostics import BesideGrid, run_diagnostics
     from .grid import PREPARED, parse_shard, prepare, run_grid, shard_folder
     from .report import merge_shards, write_report
 
@@ -100,7 +100,7 @@ def run_study(
         if prepare_only:
             return {"prepared": prepare(config), "path": str(Path(config.output_dir) / PREPARED)}
         if not report_only:
-            run_grid(config, selected, shard=share, diagnostics=diagnostics, **progress)
+            run_grid(config, selected, shard=share, beside=BesideGrid if diagnostics else None, **progress)
         try:
             if diagnostics:
                 run_diagnostics(config, **progress)

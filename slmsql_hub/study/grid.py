@@ -433,11 +433,11 @@ def run_grid(
     variants: list[Variant],
     on_progress: Callable[[str], None] = logger.info,
     shard: tuple[int, int] | None = None,
-    diagnostics: bool = False,
+    beside: Callable[..., Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Train and evaluate every (variant, seed) of this grid (``shard``'s share of it) not finished yet,
-    ``config.jobs`` at a time; return every entry of it in (variant, seed) order. With ``diagnostics`` and
-    ``jobs > 1``, the sampled diagnostics follow the runs in the same pool (:class:`~.diagnostics.BesideGrid`).
+    ``config.jobs`` at a time; return every entry of it in (variant, seed) order. With ``jobs > 1``,
+    ``beside(config, settings, slices, pool)`` (:class:`~.diagnostics.BesideGrid`) queues work behind the runs.
 
     A folder with :data:`RESULT_FILE` is reused as is; an unfinished one is trained again from the start. With
     ``jobs > 1`` each run goes to a spawned worker process, each worker on its own GPU where there are some; a
@@ -478,8 +478,6 @@ def run_grid(
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        from .diagnostics import BesideGrid
-
         context = multiprocessing.get_context("spawn")
         gpus, devices = visible_devices(), None
         if gpus:  # each worker takes the next one as it starts
@@ -492,18 +490,18 @@ def run_grid(
             futures = {pool.submit(_run_in_worker, v, s): (k, v, s) for k, v, s in todo}
             placed = f" on GPUs {', '.join(gpus)} round-robin" if gpus else ""
             on_progress(f"{len(todo)} runs, {config.jobs} at a time{placed}")
-            beside = BesideGrid(config, evaluation[0], evaluation[1], pool) if diagnostics and todo else None
-            pending = set(futures) | (beside.pending() if beside else set())
+            tail = beside(config, evaluation[0], evaluation[1], pool) if beside and todo else None
+            pending = set(futures) | (tail.pending() if tail else set())
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     if future not in futures:
-                        pending |= beside.finished(future)
+                        pending |= tail.finished(future)
                         continue
                     k, variant, seed = futures[future]
                     entries[variant.name, seed] = future.result()
                     walls.append(entries[variant.name, seed]["time"]["wall_s"])
                     on_progress(clock(k, variant, seed, f"done in {walls[-1] / 60:.1f} min; "))
-                    if beside:
-                        pending |= beside.run_finished(run_folder(out, variant.name, seed))
+                    if tail:
+                        pending |= tail.run_finished(run_folder(out, variant.name, seed))
     return [entries[v.name, s] for v, s in grid]
