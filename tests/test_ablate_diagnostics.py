@@ -185,6 +185,23 @@ def test_kl_of_sft_against_the_grpo_adapter_is_the_manual_one_and_cached(policie
         run_divergence(None, SAMPLES, run, "digest-2")
 
 
+@pytest.mark.parametrize("completions", [[[40, 41, 2], [7], [9, 9, 9, 9, 2]], [[7], [8]]])
+def test_the_shared_prompt_forward_scores_what_each_whole_row_scores(policies, completions):
+    from slmsql_hub.evaluation.divergence import divergence_sums
+
+    model, _ = policies
+    model.load_adapter(str(RUN / "grpo"), adapter_name="grpo", is_trainable=False)
+    try:
+        shared, whole = (divergence_sums(model, [5, 9, 17, 3, 11], completions, "sft", "grpo", share_prompt=share)
+                         for share in (True, False))  # fmt: skip
+    finally:
+        model.delete_adapter("grpo")
+    assert shared["tokens"] == whole["tokens"] == sum(map(len, completions))
+    assert shared["kl"] > 0
+    for key in ("kl", "entropy_a", "entropy_b"):
+        assert shared[key] == pytest.approx(whole[key], rel=1e-5)
+
+
 @pytest.fixture
 def tiny_study(tmp_path, policies):
     """A finished one-run study around the fixture run's base: a tiny world, its rl_pool as the band, SFT's

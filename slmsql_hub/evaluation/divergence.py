@@ -23,33 +23,58 @@ _SUMS = ("tokens", "kl", "entropy_a", "entropy_b")
 
 
 def _log_probs(model: Any, adapter: str, input_ids: Any, attention_mask: Any, start: int) -> Any:
-    """``(rows, positions, vocab)`` float32 log-probs of the positions that predict tokens ``start..`` (only
-    those positions' logits are formed where the model takes ``logits_to_keep``: a long prompt's are not)."""
-    import inspect
-
+    """``(rows, positions, vocab)`` float32 log-probs of the positions that predict tokens ``start..``, each row
+    run through the model whole (only those positions' logits are formed where the model takes
+    ``logits_to_keep``: a long prompt's are not)."""
     import torch
 
-    from ..generation import use_adapter
+    from ..generation import forward_parameters, use_adapter
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     keep = input_ids.shape[1] - start + 1
-    extra = (
-        {"logits_to_keep": keep}
-        if "logits_to_keep" in inspect.signature(type(base).forward).parameters
-        else {}
-    )
+    extra = {"logits_to_keep": keep} if "logits_to_keep" in forward_parameters(model) else {}
     with use_adapter(model, adapter) as active, torch.inference_mode():
         logits = active(input_ids=input_ids, attention_mask=attention_mask, **extra).logits
     return torch.log_softmax(logits[:, -keep:-1].float(), dim=-1)
 
 
+def _log_probs_shared(model: Any, adapter: str, prompt: Any, completions: Any, mask: Any) -> Any:
+    """:func:`_log_probs` with the prompt (``(1, P)``) run once: its KV cache is repeated for the ``(rows, W)``
+    right-padded ``completions`` (``mask``: their tokens), which then run on top of it. The scores agree with
+    the whole-row forward to float rounding (a split forward sums in another order), not bit for bit."""
+    import torch
+    from transformers import DynamicCache
+
+    from ..generation import cache_keyword, forward_parameters, use_adapter
+
+    rows, width = completions.shape
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}
+    cache = DynamicCache()
+    kwarg = {cache_keyword(model): cache}
+    with use_adapter(model, adapter) as active, torch.inference_mode():
+        first = active(input_ids=prompt, use_cache=True, **kwarg, **extra).logits[:, -1:]
+        logits = [first.expand(rows, 1, first.shape[-1])]
+        if width > 1:
+            cache.batch_repeat_interleave(rows)
+            full_mask = torch.cat([mask.new_ones((rows, prompt.shape[1])), mask[:, :-1]], dim=-1)
+            logits.append(active(input_ids=completions[:, :-1], attention_mask=full_mask, use_cache=True,
+                                 **kwarg).logits)  # fmt: skip
+    return torch.log_softmax(torch.cat(logits, dim=1).float(), dim=-1)
+
+
 def divergence_sums(
-    model: Any, prompt_ids: Sequence[int], completions: Sequence[Sequence[int]], a: str, b: str
+    model: Any,
+    prompt_ids: Sequence[int],
+    completions: Sequence[Sequence[int]],
+    a: str,
+    b: str,
+    *,
+    share_prompt: bool = True,
 ) -> dict[str, float]:
     """Σ over the completion tokens of ``completions`` (token ids, each sampled after ``prompt_ids``) of
     KL(a ‖ b) and of both entropies, adapters ``a`` and ``b`` of ``model``: ``{"tokens", "kl", "entropy_a",
-    "entropy_b"}``. One forward per adapter for all of one prompt's completions (right-padded; the padding
-    comes after every scored position, so a causal model's scores do not see it).
+    "entropy_b"}``. Per adapter, the prompt runs once and all of its completions (right-padded; the padding
+    comes after every scored position, so a causal model's scores do not see it) run on its repeated KV cache
+    (``share_prompt``; else each prompt + completion row runs whole: the prompt's work once per completion).
 
     Example (``a`` against itself: no divergence):
 
@@ -68,21 +93,29 @@ def divergence_sums(
     """
     import torch
 
-    rows = [list(prompt_ids) + list(c) for c in completions if len(c)]
-    if not rows:
+    kept = [list(c) for c in completions if len(c)]
+    if not kept:
         return dict.fromkeys(_SUMS, 0.0) | {"tokens": 0}
-    width = max(len(r) for r in rows)
+    width, start = max(len(c) for c in kept), len(prompt_ids)
     device = next(model.parameters()).device
-    input_ids = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        input_ids[i, : len(row)] = torch.tensor(row)
-        mask[i, : len(row)] = 1
-    input_ids, mask = input_ids.to(device), mask.to(device)
-    start = len(prompt_ids)
-    scored = mask[:, start:].bool()  # the completion tokens of each row
-    log_p = _log_probs(model, a, input_ids, mask, start)
-    log_q = log_p if b == a else _log_probs(model, b, input_ids, mask, start)
+    tail = torch.zeros((len(kept), width), dtype=torch.long)
+    scored = torch.zeros((len(kept), width), dtype=torch.bool)  # the completion tokens of each row
+    for i, c in enumerate(kept):
+        tail[i, : len(c)] = torch.tensor(c)
+        scored[i, : len(c)] = True
+    tail, scored = tail.to(device), scored.to(device)
+    prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+    if share_prompt:
+        def log_probs(adapter: str) -> Any:
+            return _log_probs_shared(model, adapter, prompt, tail, scored.long())
+    else:
+        input_ids = torch.cat([prompt.expand(len(kept), start), tail], dim=-1)
+        mask = torch.cat([torch.ones_like(input_ids[:, :start]), scored.long()], dim=-1)
+
+        def log_probs(adapter: str) -> Any:
+            return _log_probs(model, adapter, input_ids, mask, start)
+    log_p = log_probs(a)
+    log_q = log_p if b == a else log_probs(b)
     p = log_p.exp()
     kl = (p * (log_p - log_q)).sum(-1)
     entropy_a = -(p * log_p).sum(-1)

@@ -30,7 +30,14 @@ from .config import (
     render_prompts,
     stop_token_ids,
 )
-from .hf import encode_prompts, generate, generate_completions, generate_with_processor
+from .hf import (
+    cache_keyword,
+    encode_prompts,
+    forward_parameters,
+    generate,
+    generate_completions,
+    generate_with_processor,
+)
 from .loading import load_policy, use_adapter
 from .vllm_backend import VLLMPolicy
 
@@ -42,7 +49,9 @@ __all__ = [
     "Message",
     "Prompt",
     "VLLMPolicy",
+    "cache_keyword",
     "encode_prompts",
+    "forward_parameters",
     "generate",
     "generate_completions",
     "generate_with_processor",

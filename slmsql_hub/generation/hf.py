@@ -144,15 +144,16 @@ def _split_completions(
     return completions
 
 
-def _forward_parameters(model: Any) -> Any:
+def forward_parameters(model: Any) -> Any:
+    """The parameters of the forward of ``model`` (of its base model, for a PEFT model): what it takes."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return inspect.signature(type(base).forward).parameters
 
 
-def _cache_kwarg(model: Any) -> str:
+def cache_keyword(model: Any) -> str:
     """The keyword a model's forward (and generate) take a KV cache by: ``cache`` (transformers >= 5.x)
     or ``past_key_values`` (older releases)."""
-    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
+    return "cache" if "cache" in forward_parameters(model) else "past_key_values"
 
 
 def _growing_cache(model: Any) -> dict[str, Any]:
@@ -160,7 +161,7 @@ def _growing_cache(model: Any) -> dict[str, Any]:
     library's ``DynamicCache`` without its per-token ``torch.cat`` (:mod:`.kv_cache`; same values)."""
     from .kv_cache import GrowingCache
 
-    return {_cache_kwarg(model): GrowingCache()}
+    return {cache_keyword(model): GrowingCache()}
 
 
 def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, k: int) -> Any | None:
@@ -172,9 +173,9 @@ def _prefill_once(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
     """
     if input_ids.shape[1] < 2:
         return None
-    name = _cache_kwarg(model)
+    name = cache_keyword(model)
     position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}
     output = model(
         input_ids=input_ids[:, :-1],
         attention_mask=attention_mask[:, :-1],
@@ -210,7 +211,7 @@ def _generate_batch(
                 input_ids=input_ids.repeat_interleave(k, dim=0),
                 attention_mask=attention_mask.repeat_interleave(k, dim=0),
                 generation_config=one_each,
-                **{_cache_kwarg(model): cache},
+                **{cache_keyword(model): cache},
             )
         logger.debug("the model's cache cannot be repeated; prefilling K copies via num_return_sequences")
     return model.generate(
@@ -400,8 +401,8 @@ def _decode_dropping_finished(
 
     cache = GrowingCache()
     positions = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in _forward_parameters(model) else {}
-    stop, kwarg = set(stops), {_cache_kwarg(model): cache}
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in forward_parameters(model) else {}
+    stop, kwarg = set(stops), {cache_keyword(model): cache}
     if not share_prefill:
         input_ids, attention_mask, positions = (t.repeat_interleave(num_samples, dim=0)
                                                 for t in (input_ids, attention_mask, positions))  # fmt: skip

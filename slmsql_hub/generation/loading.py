@@ -238,6 +238,9 @@ def use_adapter(model: Any, name: str | None) -> Iterator[Any]:
         return
     if name is not None and name not in peft_config:
         raise UsageError(f"unknown adapter {name!r}; loaded adapters: {sorted(peft_config)}")
+    if name is not None and name == model.active_adapter:  # nothing to switch, nothing to put back
+        yield model
+        return
     # PEFT marks an adapter trainable when it (re)activates it, also on leaving disable_adapter():
     # remember every flag and put it back, so generating never unfreezes (or freezes) anything.
     grads = {key: param.requires_grad for key, param in model.named_parameters()}
