@@ -235,13 +235,14 @@ def test_shared_prefill_gives_exactly_the_samples_of_num_return_sequences(tiny):
 def test_prompts_are_batched_longest_first_and_returned_in_input_order(trained, monkeypatch):
     model, tokenizer = trained
     widths = []
-    real_generate = model.generate
+    real_forward = model.forward
 
     def spy(*args, **kwargs):
-        widths.append(kwargs["input_ids"].shape[1])
-        return real_generate(*args, **kwargs)
+        if kwargs["input_ids"].shape[1] > 1:  # a batch's prefill (each decoding step feeds one token)
+            widths.append(kwargs["input_ids"].shape[1])
+        return real_forward(*args, **kwargs)
 
-    monkeypatch.setattr(model, "generate", spy)
+    monkeypatch.setattr(model, "forward", spy)
     questions = ["How many singers?", "Names of stadiums?", "How many singers?", "Names of stadiums?"]
     chats = [[{"role": "user", "content": q}] for q in questions]
     config = GenerationConfig(max_new_tokens=16, batch_size=2)
@@ -481,3 +482,20 @@ def test_keyed_sampling_drops_finished_rows_and_draws_exactly_what_generate_draw
     assert dropping == draw(True, share_prefill=False)  # every row prefilled on its own
     assert batch_rows[0] == len(seeds)
     assert dropping == draw(False)  # generate(): every row prefilled and decoded to the batch's longest
+
+
+def test_greedy_drops_finished_rows_and_answers_exactly_what_generate_answers(trained, monkeypatch):
+    model, tokenizer = trained
+    chats = [[{"role": "user", "content": q}] for q in (*ANSWERS, *QUESTIONS)]
+    greedy = GenerationConfig(max_new_tokens=24, batch_size=len(chats))
+    batch_rows = []
+    real_forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **kw: batch_rows.append(kw["input_ids"].shape[0]) or real_forward(*a, **kw))
+    dropping = generate_completions(model, tokenizer, chats, greedy, progress=False)
+    assert batch_rows[0] == len(chats) > batch_rows[-1]  # rows left the batch as they ended
+    lengths = {c.num_tokens for group in dropping for c in group}
+    assert len(lengths) > 2 and max(lengths) <= 24
+    padded = generate_completions(model, tokenizer, chats, GenerationConfig(**{**greedy.__dict__, "drop_finished": False}), progress=False)
+    assert [[(c.token_ids, c.text, c.finished) for c in g] for g in dropping] == [
+        [(c.token_ids, c.text, c.finished) for c in g] for g in padded
+    ]

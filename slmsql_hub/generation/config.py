@@ -58,7 +58,9 @@ class GenerationConfig:
     ``batch_size`` give the same samples (prompts are batched longest first; batch ``i`` is seeded with
     ``seed + i``); ``None`` leaves the RNG alone. ``share_prefill`` (transformers, K > 1) runs each prompt through
     the model once and repeats its KV cache K times instead of ``num_return_sequences=K`` prefilling K copies:
-    same samples, K-1 fewer prefills. ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
+    same samples, K-1 fewer prefills. ``drop_finished`` (transformers, greedy) decodes each batch in the package's
+    own loop, which drops the rows that have stopped instead of padding them to the batch's longest: the same
+    tokens (a row's logits do not depend on the other rows). ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
     ``key_namespace``: keyed sampling's namespace (:func:`~slmsql_hub.filtering.generate_keyed_samples`).
 
     Example:
@@ -85,6 +87,7 @@ class GenerationConfig:
     seed: int | None = 0
     backend: Backend = "transformers"
     share_prefill: bool = True
+    drop_finished: bool = True
     key_namespace: str = FILTER_KEYS
 
     def __post_init__(self) -> None:
@@ -107,8 +110,8 @@ class GenerationConfig:
                 f"num_samples={self.num_samples} with do_sample=False would return {self.num_samples} identical "
                 "greedy completions; set do_sample=True to sample K completions per prompt"
             )
-        if not isinstance(self.share_prefill, bool) or not isinstance(self.do_sample, bool):
-            raise UsageError("do_sample and share_prefill must be True or False")
+        if not all(isinstance(getattr(self, name), bool) for name in ("do_sample", "share_prefill", "drop_finished")):
+            raise UsageError("do_sample, share_prefill and drop_finished must be True or False")
         check_key_namespace(self.key_namespace)
         if self.backend not in ("transformers", "vllm"):
             raise UsageError(f"backend must be 'transformers' or 'vllm', got {self.backend!r}")

@@ -246,9 +246,15 @@ def _generate_transformers(
             input_ids, attention_mask = _left_pad([encoded[i] for i in batch], pad_id, device)
             seed = None if config.seed is None else config.seed + batch_index
             with _seeded(seed, device), torch.inference_mode():
-                output = _generate_batch(model, input_ids, attention_mask, hf_config, config)
+                if config.drop_finished and not config.do_sample:
+                    new = _decode_dropping_finished(
+                        model, input_ids, attention_mask, _GREEDY, stops, pad_id, config.max_new_tokens
+                    )
+                else:
+                    output = _generate_batch(model, input_ids, attention_mask, hf_config, config)
+                    new = output[:, input_ids.shape[1] :]
             # Rows come back prompt-major: the batch's first prompt's K samples, then the next prompt's, ...
-            completions = _split_completions(tokenizer, output[:, input_ids.shape[1] :], stops)
+            completions = _split_completions(tokenizer, new, stops)
             for row, index in enumerate(batch):
                 results[index] = completions[row * k : (row + 1) * k]
     return results
@@ -372,6 +378,19 @@ def generate_with_processor(
     completions = _split_completions(tokenizer, new_tokens, stops)
     return [completions[i * num_samples : (i + 1) * num_samples] for i in range(len(prompts))]
 
+
+class _Scores:
+    """The identity processor: :func:`_decode_dropping_finished` then picks the argmax of the logits, greedy
+    decoding as ``generate`` does it (no processor is active there at temperature 1 and repetition penalty 1)."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores
+
+    def keep_rows(self, rows: list[int]) -> None:
+        """Nothing to follow: the identity keeps no per-row state."""
+
+
+_GREEDY = _Scores()
 
 DROP_SHARE = 0.25
 """:func:`_decode_dropping_finished` sheds finished rows once they are this share of the batch (each shedding
