@@ -348,6 +348,21 @@ def test_a_bad_diagnostics_setting_is_one_line_and_exit_2_before_anything_loads(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("line", "said"), [("passk_slices: [world_dev]", "world_dev is not a sampled slice"),
+                                            ("passk_slices: band_train", "must be a list of slice names"),
+                                            ("passk_slices: []", "must be a list of slice names")])  # fmt: skip
+def test_passk_slices_naming_no_sampled_slice_is_one_line_and_exit_2(tmp_path, capsys, line, said):
+    from slmsql_hub.cli import main
+    from tests.test_ablate import _recipe
+
+    recipe = _recipe(tmp_path, "  - {name: frozen, hypothesis: h, overrides: {learning_rate: 0.0}}\n")
+    recipe.write_text(recipe.read_text() + line + "\n")
+    assert main(["ablate", "--config", str(recipe), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err and "band_heldout" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_every_study_recipe_turns_the_diagnostics_on():
     from slmsql_hub.study.config import load_ablation_config
 

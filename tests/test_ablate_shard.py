@@ -126,6 +126,19 @@ def test_two_shards_merged_give_the_same_report_as_one_run(tmp_path, capsys):
     assert all(set(p["passk"]) == {"band_train", "band_heldout"} for p in merged["pooled"])
     assert "Sampled pass@k on the band and probe slices" in (sharded / "report.md").read_text()
 
+    # passk_slices narrows the sampled slices: the finished runs are reused and only band_heldout's counts read
+    # again (the same keys, so the same numbers); the report's pass@k names that slice alone.
+    recipe_path = Path(recipe)
+    recipe_path.write_text(recipe_path.read_text() + "passk_slices: [band_heldout]\n")
+    assert main([*argv, "--output_dir", str(tmp_path / "one")]) == 0
+    narrowed = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert [set(e["passk"]) for e in narrowed["variants"]] == [{"band_heldout"}, {"band_heldout"}]
+    assert [e["passk"]["band_heldout"] for e in narrowed["variants"]] == [
+        e["passk"]["band_heldout"] for e in one["variants"]
+    ]
+    assert all(set(p["passk"]) == {"band_heldout"} for p in narrowed["pooled"])
+    assert "Sampled pass@k on band_heldout (the filter's sampler" in (tmp_path / "one" / "report.md").read_text()
+
     # The GRPO adapter carries its SFT parent's question record: a filter with it leaves out the same questions.
     from slmsql_hub.data.sft_record import read_sft_record
 

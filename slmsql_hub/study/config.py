@@ -135,6 +135,7 @@ class AblationConfig:
     num_threads: int | None = None
     jobs: int = 1
     passk_samples: int = 0
+    passk_slices: list[str] | None = None
     diagnostic_samples: int = 0
     support_samples: int = 0
     band: BandSettings = field(default_factory=BandSettings)
@@ -373,6 +374,22 @@ def _one_world(config: AblationConfig, path: Path, output_given: bool) -> None:
         config.transfer = list(arm.transfer)
 
 
+def _check_passk_slices(config: AblationConfig, path: Path) -> None:
+    """One line unless ``passk_slices`` lists slices the study samples (band halves, any world's probes)."""
+    from ..evaluation import BenchmarkSpec
+    from .sampled import BAND_SLICES, sampled_slices
+
+    value = config.passk_slices
+    texts = [*config.transfer, *(t for arm in config.worlds.values() for t in arm.transfer or [])]
+    known = ", ".join(dict.fromkeys(sampled_slices([*BAND_SLICES, *(BenchmarkSpec.parse(t).key for t in texts)])))
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) for name in value):
+        raise UsageError(f"{path}: passk_slices must be a list of slice names, some of {known} (null: all), "
+                         f"got {value!r}")  # fmt: skip
+    unknown = [name for name in value if name not in known.split(", ")]
+    if unknown:
+        raise UsageError(f"{path}: passk_slices: {', '.join(unknown)} is not a sampled slice of this study ({known})")
+
+
 def _validate_variant(config: AblationConfig, variant: Variant) -> None:
     """Parse the band GRPO recipe with the variant's overrides (nothing is loaded): one line on a bad field."""
     from ..recipes import parse_recipe
@@ -440,6 +457,8 @@ def load_ablation_config(path: str | Path, **cli: Any) -> AblationConfig:
             setattr(config, key, value)
     if cli.get("seeds") is not None:  # a filter on the variants' own seeds too
         config.cli_seeds = list(cli["seeds"])
+    if config.passk_slices is not None:  # before a world narrows `transfer`: any world's probe is a name
+        _check_passk_slices(config, path)
     if worlds:
         _one_world(config, path, cli.get("output_dir") is not None)
     elif any(v.world is not None for v in variants):

@@ -324,7 +324,7 @@ def _evaluation(
 ) -> tuple[Any, dict, dict, tuple | None]:
     """The eval settings, the slices and the SFT answers (computed once, then read from ``sft/``; copied first
     from a ``prepared`` folder's), and with ``passk_samples`` the sampler and SFT's sampled counts on the band
-    slices (``sft/passk/``)."""
+    and probe slices (``passk_slices`` of them, when given; ``sft/passk/``)."""
     out = Path(config.output_dir)
     if prepared is not None and not (out / "sft").exists():
         shutil.copytree(prepared / "sft", out / "sft")
@@ -332,9 +332,9 @@ def _evaluation(
     slices = load_slices(band.train, band.heldout, config.transfer, settings)
     sft = cached_answers(config.sft_path, slices, settings, out / "sft", config.sft_adapter_revision)
     sampled = None
-    if config.passk_samples:
+    rows = {name: slices[name]["rows"] for name in sampled_slices(list(slices), config.passk_slices)}
+    if config.passk_samples and rows:
         sampler = sampler_settings(config, out / "sft" / PASSK_DIR)
-        rows = {name: slices[name]["rows"] for name in sampled_slices(list(slices))}
         counts = sample_counts(
             sampler, config.sft_path, rows, out / "sft" / PASSK_DIR, config.sft_adapter_revision
         )

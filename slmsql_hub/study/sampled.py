@@ -35,9 +35,10 @@ KEYS_FILE = "keys.json"
 """``<folder>/keys.json``: the keys (``{"namespace", "seed"}``) the folder's samples were drawn with."""
 
 
-def sampled_slices(names: list[str]) -> list[str]:
+def sampled_slices(names: list[str], only: list[str] | None = None) -> list[str]:
     """The slices sampled for pass@k: the band halves and the planted world's probes (dev and test keep greedy
-    EX only, to hold the time); every one is judged as the filter judges (its ``compare_mode``).
+    EX only, to hold the time), those of them in ``only`` when given (a recipe's ``passk_slices``); every one is
+    judged as the filter judges (its ``compare_mode``).
 
     Example:
 
@@ -45,10 +46,12 @@ def sampled_slices(names: list[str]) -> list[str]:
     >>> from slmsql_hub.study.sampled import sampled_slices
     >>> sampled_slices(["band_train", "band_heldout", "world_dev", "world_test", "world_probe_same"])
     ['band_train', 'band_heldout', 'world_probe_same']
+    >>> sampled_slices(["band_train", "band_heldout", "world_probe_same"], only=["world_probe_same"])
+    ['world_probe_same']
 
     ```
     """
-    return [name for name in names if name in BAND_SLICES or "probe" in name]
+    return [name for name in names if (name in BAND_SLICES or "probe" in name) and (only is None or name in only)]
 
 
 def sampler_settings(config: Any, output_dir: Path, num_samples: int | None = None) -> Any:
