@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION := 2.13.0
+SHELL := /bin/bash
 
 .PHONY: setup quickstart ablations transfer heldout gpu-wheels gpu-check test test-slow test-all lint clean
 
@@ -33,16 +34,27 @@ ablations: quickstart
 # apart from the run it reads (#34); the natural world is the quickstart's run. Finished
 # (variant, seed) folders are reused. TRANSFER_ARGS passes e.g. --seeds 0 to every world. The last step joins the
 # worlds into one transfer report (Holm across them) in outputs/transfer/.
+# The three worlds' ablates run at once (issue #39): each run is one thread, so the cores one world's preparation
+# or its last runs leave idle go to another's runs; nothing a world computes depends on the others. Each keeps its
+# own output folder and its log in outputs/transfer/logs/<world>.log. The quickstart stages before them run one at
+# a time (two threads each).
 TRANSFER := recipes/world/transfer.yaml
+TRANSFER_WORLDS := plant70 plant100 natural
+transfer_run_plant70 := outputs/transfer/worlds/plant70
+transfer_run_plant100 := outputs/transfer/worlds/plant100
+transfer_run_natural := outputs/quickstart
 transfer: quickstart
 	$(VENV)/bin/slmsql world build --out outputs/transfer/worlds/plant70/world --plant comparison_inclusive --plant-rate 0.7
 	$(VENV)/bin/slmsql quickstart --out outputs/transfer/worlds/plant70 --until sft2
 	$(VENV)/bin/slmsql world build --out outputs/transfer/worlds/plant100/world --plant comparison_inclusive --plant-rate 1.0
 	$(VENV)/bin/slmsql quickstart --out outputs/transfer/worlds/plant100 --until sft2
-	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/worlds/plant70 $(TRANSFER_ARGS)
-	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/transfer/worlds/plant100 $(TRANSFER_ARGS)
-	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --run-dir outputs/quickstart $(TRANSFER_ARGS)
+	$(MAKE) --no-print-directory -j $(words $(TRANSFER_WORLDS)) $(TRANSFER_WORLDS:%=transfer-world-%)
 	$(VENV)/bin/slmsql ablate --config $(TRANSFER) --combine
+
+transfer-world-%:
+	mkdir -p outputs/transfer/logs
+	set -o pipefail; PYTHONUNBUFFERED=1 $(VENV)/bin/slmsql ablate --config $(TRANSFER) \
+		--run-dir $(transfer_run_$*) $(TRANSFER_ARGS) 2>&1 | tee outputs/transfer/logs/$*.log
 
 # The held-out world for the diagnosis rule (issue #36, recipes/world/transfer_heldout.yaml): a second plant
 # (value_case: category values written in lower case) at a rate in support and one out of support, each built

@@ -3,8 +3,10 @@ time; `make transfer` builds each world the way the recipe says; the random-rewa
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -80,14 +82,29 @@ def test_the_arms_the_issue_asks_for_are_there():
     assert [(v["world"], v["overrides"]) for v in dose] == [(main_arm, {"learning_rate": 2e-4})]
 
 
+def _make_dry_run(target: str) -> list[list[str]]:
+    """The ``slmsql`` commands ``make -n TARGET`` prints (recursive makes expanded), as argument lists."""
+    import subprocess
+
+    done = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=REPO, capture_output=True, text=True,
+                          check=True, env={**os.environ, "MAKEFLAGS": ""})  # fmt: skip
+    commands = []
+    for line in done.stdout.replace("\\\n", " ").splitlines():
+        if ".venv/bin/slmsql " in line:
+            command = line.split(".venv/bin/", 1)[1].split(" 2>&1")[0].split(" | ")[0]
+            commands.append(shlex.split(command))
+    return commands
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_each():
     make = (REPO / "Makefile").read_text(encoding="utf-8")
-    target = make.split("\ntransfer:")[1].split("\n\n")[0]
-    lines = [shlex.split(line.strip().replace("$(VENV)/bin/", "")) for line in target.splitlines()[1:]]
+    lines = _make_dry_run("transfer")
     built = {line[line.index("--out") + 1]: line[line.index("--out") + 2 :] for line in lines if line[:3] == ["slmsql", "world", "build"]}  # fmt: skip
     ablate = [line for line in lines if line[:2] == ["slmsql", "ablate"]]
     ablated = [line[line.index("--run-dir") + 1] for line in ablate if "--run-dir" in line]
     assert lines[-1] == ablate[-1] and "--combine" in lines[-1]  # one report across the worlds, last
+    assert all(line[line.index("--config") + 1] == str(RECIPE.relative_to(REPO)) for line in ablate)
     config = load_ablation_config(RECIPE, run_dir=_worlds()["plant70"]["run_dir"])
     for name, arm in config.worlds.items():
         assert arm.run_dir in ablated, name
@@ -95,6 +112,7 @@ def test_make_transfer_builds_each_world_as_the_recipe_says_and_runs_ablate_on_e
             assert built[f"{arm.run_dir}/world"] == arm.world_build_args(), name
             quick = [line for line in lines if line[:2] == ["slmsql", "quickstart"] and arm.run_dir in line]
             assert len(quick) == 1, name
+            assert lines.index(quick[0]) < lines.index(ablate[0]), name  # every world built before any ablate
             stages = [s.name for s in load_study(REPO / "recipes" / "world").stages]
             until = quick[0][quick[0].index("--until") + 1] if "--until" in quick[0] else stages[-1]
             assert stages.index(until) >= stages.index("sft2"), name  # ablate reads base, SFT 2 and the world
