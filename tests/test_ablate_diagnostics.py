@@ -421,6 +421,17 @@ def test_a_finished_runs_pass_at_k_drawn_with_other_keys_is_sampled_again_and_th
     stamp = (folder / RESULT_FILE).stat().st_mtime_ns
     assert _reused(folder, evaluation, said.append) == entry and len(said) == 1  # now reused as is
     assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp
+    # A recipe that now samples no pass@k (passk_samples 0, or passk_slices the world lacks) reports none of the
+    # folder's, and the report pools none of SFT's files left by the earlier recipe; nothing is rewritten.
+    from slmsql_hub.study.report import _pooled_passk
+
+    bare = _reused(folder, (*evaluation[:3], None), said.append)
+    assert "passk" not in bare and "passk_keys" not in bare and {**bare, "passk": entry["passk"]} == {
+        k: v for k, v in entry.items() if k != "passk_keys"
+    }
+    assert (folder / RESULT_FILE).stat().st_mtime_ns == stamp
+    assert _pooled_passk(out, [{**bare, "folder": str(folder)}]) == {}
+    assert set(_pooled_passk(out, [{**entry, "folder": str(folder)}])) == {"band_heldout"}
 
 
 def test_with_the_sampled_diagnostics_off_nothing_is_sampled(tiny_study):

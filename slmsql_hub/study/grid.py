@@ -379,9 +379,11 @@ def _run_passk(sampled: tuple, folder: Path, bootstrap_seed: int) -> dict[str, A
 
 def _reused(folder: Path, evaluation: tuple, on_progress: Callable) -> dict[str, Any]:
     """A finished run's entry; with pass@k drawn with other keys (or none recorded), drawn again with the
-    study's and written back (the adapter is kept, nothing is trained)."""
+    study's and written back (the adapter is kept, nothing is trained); without the study's pass@k, none."""
     entry = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
     sampled = evaluation[3]
+    if sampled is None:  # a recipe that samples no pass@k (now) reports none, whatever the folder holds
+        return {k: v for k, v in entry.items() if k not in ("passk", "passk_keys")}
     if sampled is not None and entry.get("passk_keys") != {name: sample_keys(sampled[0]) for name in sampled[1]}:
         on_progress(f"{folder.name}: pass@k drawn with other keys; sampling it again with the study's")
         entry.update(_run_passk(sampled, folder, evaluation[0].bootstrap_seed))

@@ -179,7 +179,7 @@ def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
     pooled: dict[str, list[dict]] = {}
     sampled = {name for run in runs for name in run.get("passk_keys") or {}}  # the slices the runs sampled
     for path in sorted(sft_dir.glob("*.jsonl")) if sft_dir.is_dir() else []:
-        if sampled and path.stem not in sampled:
+        if path.stem not in sampled:  # a slice an earlier recipe sampled
             continue
         theirs = [Path(run["folder"]) / PASSK_DIR / path.name for run in runs]
         theirs = [read_jsonl(p) for p in theirs if p.is_file()]
