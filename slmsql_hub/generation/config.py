@@ -60,7 +60,8 @@ class GenerationConfig:
     the model once and repeats its KV cache K times instead of ``num_return_sequences=K`` prefilling K copies:
     same samples, K-1 fewer prefills. ``drop_finished`` (transformers, greedy) decodes each batch in the package's
     own loop, which drops the rows that have stopped instead of padding them to the batch's longest: the same
-    tokens (a row's logits do not depend on the other rows). ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
+    tokens (a row's logits do not depend on the other rows; bitwise on CPU in float32, while on a GPU a batch's shape
+    may flip a near-tie now and then). ``backend="vllm"`` needs ``pip install 'slmsql-hub[vllm]'``.
     ``key_namespace``: keyed sampling's namespace (:func:`~slmsql_hub.filtering.generate_keyed_samples`).
 
     Example:
