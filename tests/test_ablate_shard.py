@@ -222,15 +222,20 @@ def test_pooled_pass_at_k_reads_the_counts_and_a_frozen_run_sampling_otherwise_f
     finished_grid,
 ):
     from slmsql_hub.study.report import write_report
+    from slmsql_hub.study.sampled import passk_entry
 
-    def counts(folder: Path, bump: int) -> None:
+    def counts(folder: Path, bump: int) -> list[dict]:
         (folder / "passk").mkdir(parents=True, exist_ok=True)
         rows = [{"question_id": f"q{i}", "n": 4, "c": min(4, i % 5 + bump)} for i in range(100)]
         (folder / "passk" / "band_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows
 
-    counts(finished_grid / "sft", 0)
+    sft = counts(finished_grid / "sft", 0)
     for run, bump in (("frozen-seed0", 0), ("high_lr-seed0", 1), ("high_lr-seed1", 0)):
-        counts(finished_grid / "runs" / run, bump)
+        grpo = counts(finished_grid / "runs" / run, bump)
+        result = finished_grid / "runs" / run / "result.json"  # as the grid records a run's sampled pass@k
+        entry = json.loads(result.read_text())
+        result.write_text(json.dumps({**entry, "passk": passk_entry({"band_train": sft}, {"band_train": grpo})}))
     report = write_report(finished_grid, ["frozen", "high_lr"])
     pooled = {p["name"]: p for p in report["pooled"]}
     first = pooled["high_lr"]["passk"]["band_train"][0]  # each question's pass@1 averaged over the seeds: 0.6

@@ -177,7 +177,7 @@ def _pooled_passk(out: Path, runs: list[dict]) -> dict[str, list[dict]]:
     (bootstrap over questions); every point records ``unit`` and ``seeds``."""
     sft_dir = out / "sft" / PASSK_DIR
     pooled: dict[str, list[dict]] = {}
-    sampled = {name for run in runs for name in run.get("passk_keys") or {}}  # the slices the runs sampled
+    sampled = {name for run in runs for name in run.get("passk") or {}}  # the slices the runs sampled
     for path in sorted(sft_dir.glob("*.jsonl")) if sft_dir.is_dir() else []:
         if path.stem not in sampled:  # a slice an earlier recipe sampled
             continue
