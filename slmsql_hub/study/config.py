@@ -381,13 +381,15 @@ def _check_passk_slices(config: AblationConfig, path: Path) -> None:
 
     value = config.passk_slices
     texts = [*config.transfer, *(t for arm in config.worlds.values() for t in arm.transfer or [])]
-    known = ", ".join(dict.fromkeys(sampled_slices([*BAND_SLICES, *(BenchmarkSpec.parse(t).key for t in texts)])))
+    known = list(dict.fromkeys(sampled_slices([*BAND_SLICES, *(BenchmarkSpec.parse(t).key for t in texts)])))
     if not isinstance(value, list) or not value or not all(isinstance(name, str) for name in value):
-        raise UsageError(f"{path}: passk_slices must be a list of slice names, some of {known} (null: all), "
-                         f"got {value!r}")  # fmt: skip
-    unknown = [name for name in value if name not in known.split(", ")]
+        raise UsageError(f"{path}: passk_slices must be a list of slice names, some of {', '.join(known)} "
+                         f"(null: all), got {value!r}")  # fmt: skip
+    unknown = [name for name in value if name not in known]
     if unknown:
-        raise UsageError(f"{path}: passk_slices: {', '.join(unknown)} is not a sampled slice of this study ({known})")
+        raise UsageError(
+            f"{path}: passk_slices: {', '.join(unknown)} is not a sampled slice of this study ({', '.join(known)})"
+        )
 
 
 def _validate_variant(config: AblationConfig, variant: Variant) -> None:
