@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -279,12 +280,47 @@ def count_parameters(model: Any) -> dict[str, int]:
     return {"total": int(total), "trainable": int(trainable)}
 
 
+@contextmanager
+def labelled_positions_only() -> Iterator[None]:
+    """Inside the block, TRL's fused LM head (SFT's and GRPO's loss) projects only the positions that have a label.
+
+    TRL 1.16 does so only where Triton runs; elsewhere (CPU) it projects every prompt and padding position too,
+    then zeroes them. A row's log-probability does not depend on the rows beside it, so the scores, the loss and,
+    with the head frozen (LoRA), the trained weights are the same bit for bit: ``benchmarks/bench_fused_head.py``
+    times both and checks the adapters. A TRL without the switch trains as it would anyway (logged at debug).
+
+    ```python
+    >>> import torch
+    >>> from trl.trainer import utils
+    >>> with labelled_positions_only():
+    ...     utils._use_triton(torch.device("cpu"))
+    True
+    >>> utils._use_triton(torch.device("cpu"))
+    False
+
+    ```
+    """
+    from trl.trainer import utils as trl_utils
+
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None:
+        logger.debug("this TRL has no _use_triton switch: its fused LM head scores as it chooses")
+        yield
+        return
+    trl_utils._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
+
+
 def train_and_save(trainer: Any, tokenizer: Any, output_dir: str | os.PathLike, *configs: Any) -> tuple[Any, float]:
     """``trainer.train()``, then save the model, the tokenizer and ``config.yaml`` (the resolved ``configs``) into
     ``output_dir`` (the files from the main process only, as ``save_model`` does; each renamed into place whole,
     :func:`~slmsql_hub.run.guard.staged_files`); return the ``TrainOutput`` and the training seconds. Shared by ``train base`` and ``train sft``."""
     train_clock = Stopwatch()
-    result = trainer.train()
+    with labelled_positions_only():
+        result = trainer.train()
     train_seconds = train_clock.seconds()
     with staged_files(output_dir, main_process=trainer.is_world_process_zero()) as staging:
         trainer.save_model(str(staging), _internal_call=True)  # the push (push_to_hub) follows, from output_dir

@@ -40,7 +40,13 @@ from ..run.guard import staged_files
 from ..run.layout import STAGE_CONFIG
 from ..run.metric_names import EXACT_ZERO_STD_METRIC
 from ..runtime import Stopwatch, loaded_revisions, set_num_threads
-from .common import count_parameters, drop_too_long, shuffle_and_cap, write_run_summary
+from .common import (
+    count_parameters,
+    drop_too_long,
+    labelled_positions_only,
+    shuffle_and_cap,
+    write_run_summary,
+)
 from .configs import GRPOScriptArguments, GRPOTrainingConfig, ModelArguments
 from .grpo_data import (
     build_prompt_dataset,
@@ -365,7 +371,8 @@ def main(
 
         # 5. train
         train_clock = Stopwatch()
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        with labelled_positions_only():
+            result = trainer.train(resume_from_checkpoint=checkpoint)
         train_seconds = train_clock.seconds()
         sandbox_stats = dict(judging.judge.sandbox.stats)  # this process's: gold check and every step's rewards
     finally:

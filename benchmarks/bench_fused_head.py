@@ -1,0 +1,106 @@
+"""TRL's fused LM head scoring every position (old) or only the labelled ones (new,
+``slmsql_hub.training.common.labelled_positions_only``), side by side in one run: SFT stage 1 and GRPO from a
+quickstart run folder (issue #39).
+
+On CPU, TRL 1.16 projects every prompt and padding position through the LM head and then zeroes them; the new
+path projects only the answer's positions, as TRL does where Triton runs. Each path trains the quickstart's own
+recipes (``sft_stage1.yaml`` from the run's base, ``grpo_band.yaml`` from its SFT adapter and filter band) for the
+same steps into a scratch folder. The script prints each run's training seconds and their ratio, and checks that
+both paths wrote the same adapter, bit for bit, and the same final loss (SFT) or adapter checksum (GRPO). Exit 1 on any difference.
+
+Usage (reads the run folder; writes only under ``--out``, a new temporary folder by default)::
+
+    python benchmarks/bench_fused_head.py --run-dir outputs/quickstart
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from slmsql_hub import cli
+from slmsql_hub.training import common, grpo
+
+
+def stage_argv(stage: str, run_dir: Path, out: Path, steps: int, threads: int) -> list[str]:
+    """``slmsql train ...`` arguments of one stage as the quickstart runs it, for ``steps`` steps into ``out``."""
+    recipes = Path(__file__).resolve().parents[1] / "recipes" / "world"
+    common_args = ["--model_name_or_path", str(run_dir / "base"), "--output_dir", str(out),
+                   "--max_steps", str(steps), "--num_threads", str(threads)]  # fmt: skip
+    if stage == "sft":
+        data = ["--dataset_paths", str(run_dir / "world" / "datasets" / "foundation")]
+        return ["train", "sft", "--config", str(recipes / "sft_stage1.yaml"), *common_args, *data]
+    data = ["--adapter_path", str(run_dir / "sft" / "stage2"), "--dataset_paths", str(run_dir / "filter" / "band")]
+    return ["train", "grpo", "--config", str(recipes / "grpo_band.yaml"), *common_args, *data, "--save_strategy", "no"]
+
+
+def train(argv: list[str], path: str) -> tuple[float, float]:
+    """Run ``slmsql`` with ``argv`` on ``path`` (old: every position scored); return (wall, CPU) seconds."""
+    context = common.labelled_positions_only if path == "new" else contextlib.nullcontext
+    saved = common.labelled_positions_only, grpo.labelled_positions_only
+    common.labelled_positions_only = grpo.labelled_positions_only = context
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        code = cli.main(argv)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        common.labelled_positions_only, grpo.labelled_positions_only = saved
+    if code != 0:
+        raise SystemExit(f"slmsql {' '.join(argv)} exited {code}")
+    return wall, cpu
+
+
+def same_adapter(left: Path, right: Path) -> bool:
+    a, b = (load_file(str(folder / "adapter_model.safetensors")) for folder in (left, right))
+    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+def summary(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "run_summary.json").read_text(encoding="utf-8"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run-dir", type=Path, required=True, help="a quickstart run folder (base, world, sft, filter)")
+    parser.add_argument("--out", type=Path, help="scratch folder for the four runs (default: a new temporary one)")
+    parser.add_argument("--sft-steps", type=int, default=375, help="SFT stage 1 steps (the recipe's 375)")
+    parser.add_argument("--grpo-steps", type=int, default=30, help="GRPO steps (the recipe's 30)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the recipes': 2 for SFT; GRPO's 1)")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench_fused_head-"))
+    steps = {"sft": args.sft_steps, "grpo": args.grpo_steps}
+    threads = {"sft": args.threads, "grpo": 1}
+    rows, identical = [], True
+    for stage in ("sft", "grpo"):
+        seconds = {}
+        for path in ("old", "new"):
+            folder = out / f"{stage}-{path}"
+            wall, cpu = train(stage_argv(stage, args.run_dir, folder, steps[stage], threads[stage]), path)
+            seconds[path] = (summary(folder)["train_seconds"], wall, cpu)
+        same = same_adapter(out / f"{stage}-old", out / f"{stage}-new")
+        for field in ("final_loss", "adapter_checksum"):  # SFT's and GRPO's summaries (GRPO's has no final_loss)
+            same &= summary(out / f"{stage}-old").get(field) == summary(out / f"{stage}-new").get(field)
+        identical &= same
+        (old_train, old_wall, old_cpu), (new_train, new_wall, new_cpu) = seconds["old"], seconds["new"]
+        rows.append(
+            f"| {stage} ({steps[stage]} steps, {threads[stage]} thread(s)) | {old_train:.1f} | {new_train:.1f} | "
+            f"{old_train / new_train:.2f} | {old_wall:.1f} / {new_wall:.1f} | {old_cpu:.1f} / {new_cpu:.1f} | {same} |"
+        )
+    print("| stage | old train s | new train s | old / new | wall s old / new | CPU s old / new | same adapter |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+    print(f"scratch runs in {out}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
