@@ -27,36 +27,35 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
-from slmsql_hub import cli
-from slmsql_hub.training import common, grpo
+from slmsql_hub.recipes import parse_recipe
+from slmsql_hub.training import common, configs, grpo
+from slmsql_hub.training.sft import train_sft
 
 
-def stage_argv(stage: str, run_dir: Path, out: Path, steps: int, threads: int) -> list[str]:
-    """``slmsql train ...`` arguments of one stage as the quickstart runs it, for ``steps`` steps into ``out``."""
+def stage_args(stage: str, run_dir: Path, out: Path, steps: int, threads: int) -> tuple:
+    """One stage's typed configuration as the quickstart runs it, for ``steps`` steps into ``out``."""
     recipes = Path(__file__).resolve().parents[1] / "recipes" / "world"
-    common_args = ["--model_name_or_path", str(run_dir / "base"), "--output_dir", str(out),
-                   "--max_steps", str(steps), "--num_threads", str(threads)]  # fmt: skip
+    values = {"model_name_or_path": str(run_dir / "base"), "output_dir": str(out), "max_steps": steps,
+              "num_threads": threads}  # fmt: skip
     if stage == "sft":
-        data = ["--dataset_paths", str(run_dir / "world" / "datasets" / "foundation")]
-        return ["train", "sft", "--config", str(recipes / "sft_stage1.yaml"), *common_args, *data]
-    data = ["--adapter_path", str(run_dir / "sft" / "stage2"), "--dataset_paths", str(run_dir / "filter" / "band")]
-    return ["train", "grpo", "--config", str(recipes / "grpo_band.yaml"), *common_args, *data, "--save_strategy", "no"]
+        values["dataset_paths"] = [str(run_dir / "world" / "datasets" / "foundation")]
+        return parse_recipe(configs.SFT_ARGUMENTS, recipes / "sft_stage1.yaml", values=values)
+    values |= {"adapter_path": str(run_dir / "sft" / "stage2"), "dataset_paths": [str(run_dir / "filter" / "band")],
+               "save_strategy": "no"}  # fmt: skip
+    return parse_recipe(configs.GRPO_ARGUMENTS, recipes / "grpo_band.yaml", values=values)
 
 
-def train(argv: list[str], path: str) -> tuple[float, float]:
-    """Run ``slmsql`` with ``argv`` on ``path`` (old: every position scored); return (wall, CPU) seconds."""
+def train(stage: str, args: tuple, path: str) -> tuple[float, float]:
+    """Train ``stage`` with ``args`` on ``path`` (old: every position scored); return (wall, CPU) seconds."""
     context = common.labelled_positions_only if path == "new" else contextlib.nullcontext
     saved = common.labelled_positions_only, grpo.labelled_positions_only
     common.labelled_positions_only = grpo.labelled_positions_only = context
     try:
         wall, cpu = time.perf_counter(), time.process_time()
-        code = cli.main(argv)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        (train_sft if stage == "sft" else grpo.train_grpo)(*args)
+        return time.perf_counter() - wall, time.process_time() - cpu
     finally:
         common.labelled_positions_only, grpo.labelled_positions_only = saved
-    if code != 0:
-        raise SystemExit(f"slmsql {' '.join(argv)} exited {code}")
-    return wall, cpu
 
 
 def same_adapter(left: Path, right: Path) -> bool:
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = {}
         for path in ("old", "new"):
             folder = out / f"{stage}-{path}"
-            wall, cpu = train(stage_argv(stage, args.run_dir, folder, steps[stage], threads[stage]), path)
+            wall, cpu = train(stage, stage_args(stage, args.run_dir, folder, steps[stage], threads[stage]), path)
             seconds[path] = (summary(folder)["train_seconds"], wall, cpu)
         same = same_adapter(out / f"{stage}-old", out / f"{stage}-new")
         for field in ("final_loss", "adapter_checksum"):  # SFT's and GRPO's summaries (GRPO's has no final_loss)
