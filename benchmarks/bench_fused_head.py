@@ -28,20 +28,20 @@ import torch
 from safetensors.torch import load_file
 
 from slmsql_hub.recipes import parse_recipe
+from slmsql_hub.run.layout import RunLayout, StageFolder
 from slmsql_hub.training import common, configs, grpo
 from slmsql_hub.training.sft import train_sft
 
 
-def stage_args(stage: str, run_dir: Path, out: Path, steps: int, threads: int) -> tuple:
+def stage_args(stage: str, run: RunLayout, out: Path, steps: int, threads: int) -> tuple:
     """One stage's typed configuration as the quickstart runs it, for ``steps`` steps into ``out``."""
     recipes = Path(__file__).resolve().parents[1] / "recipes" / "world"
-    values = {"model_name_or_path": str(run_dir / "base"), "output_dir": str(out), "max_steps": steps,
+    values = {"model_name_or_path": str(run.base.path), "output_dir": str(out), "max_steps": steps,
               "num_threads": threads}  # fmt: skip
     if stage == "sft":
-        values["dataset_paths"] = [str(run_dir / "world" / "datasets" / "foundation")]
+        values["dataset_paths"] = [str(run.world_split("foundation"))]
         return parse_recipe(configs.SFT_ARGUMENTS, recipes / "sft_stage1.yaml", values=values)
-    values |= {"adapter_path": str(run_dir / "sft" / "stage2"), "dataset_paths": [str(run_dir / "filter" / "band")],
-               "save_strategy": "no"}  # fmt: skip
+    values |= {"adapter_path": str(run.sft_stage2.path), "dataset_paths": [str(run.band)], "save_strategy": "no"}
     return parse_recipe(configs.GRPO_ARGUMENTS, recipes / "grpo_band.yaml", values=values)
 
 
@@ -64,7 +64,7 @@ def same_adapter(left: Path, right: Path) -> bool:
 
 
 def summary(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "run_summary.json").read_text(encoding="utf-8"))
+    return json.loads(StageFolder(folder).summary.read_text(encoding="utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = {}
         for path in ("old", "new"):
             folder = out / f"{stage}-{path}"
-            wall, cpu = train(stage, stage_args(stage, args.run_dir, folder, steps[stage], threads[stage]), path)
+            wall, cpu = train(stage, stage_args(stage, RunLayout(args.run_dir), folder, steps[stage], threads[stage]), path)
             seconds[path] = (summary(folder)["train_seconds"], wall, cpu)
         same = same_adapter(out / f"{stage}-old", out / f"{stage}-new")
         for field in ("final_loss", "adapter_checksum"):  # SFT's and GRPO's summaries (GRPO's has no final_loss)
