@@ -6,7 +6,7 @@ On CPU, TRL 1.16 projects every prompt and padding position through the LM head 
 path projects only the answer's positions, as TRL does where Triton runs. Each path trains the quickstart's own
 recipes (``sft_stage1.yaml`` from the run's base, ``grpo_band.yaml`` from its SFT adapter and filter band) for the
 same steps into a scratch folder. The script prints each run's training seconds and their ratio, and checks that
-both paths wrote the same adapter, bit for bit, and the same final loss (SFT) or adapter checksum (GRPO). Exit 1 on any difference.
+both paths wrote the same adapter file, byte for byte, and the same final loss (SFT) or adapter checksum (GRPO). Exit 1 on any difference.
 
 Usage (reads the run folder; writes only under ``--out``, a new temporary folder by default)::
 
@@ -23,9 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import torch
-from safetensors.torch import load_file
 
 from slmsql_hub.recipes import parse_recipe
 from slmsql_hub.run.layout import RunLayout, StageFolder
@@ -59,8 +56,9 @@ def train(stage: str, args: tuple, path: str) -> tuple[float, float]:
 
 
 def same_adapter(left: Path, right: Path) -> bool:
-    a, b = (load_file(str(folder / "adapter_model.safetensors")) for folder in (left, right))
-    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+    """The two adapter files byte for byte (as ``bench_parallel.py`` compares them)."""
+    name = "adapter_model.safetensors"
+    return (left / name).read_bytes() == (right / name).read_bytes()
 
 
 def summary(folder: Path) -> dict[str, Any]:
@@ -78,16 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_fused_head-"))
     steps = {"sft": args.sft_steps, "grpo": args.grpo_steps}
     threads = {"sft": args.threads, "grpo": 1}
-    rows, identical = [], True
+    run, rows, identical = RunLayout(args.run_dir), [], True
     for stage in ("sft", "grpo"):
         seconds = {}
         for path in ("old", "new"):
             folder = out / f"{stage}-{path}"
-            wall, cpu = train(stage, stage_args(stage, RunLayout(args.run_dir), folder, steps[stage], threads[stage]), path)
+            wall, cpu = train(stage, stage_args(stage, run, folder, steps[stage], threads[stage]), path)
             seconds[path] = (summary(folder)["train_seconds"], wall, cpu)
         same = same_adapter(out / f"{stage}-old", out / f"{stage}-new")
-        for field in ("final_loss", "adapter_checksum"):  # SFT's and GRPO's summaries (GRPO's has no final_loss)
-            same &= summary(out / f"{stage}-old").get(field) == summary(out / f"{stage}-new").get(field)
+        old, new = summary(out / f"{stage}-old"), summary(out / f"{stage}-new")
+        same &= all(old.get(f) == new.get(f) for f in ("final_loss", "adapter_checksum"))  # SFT's; GRPO's
         identical &= same
         (old_train, old_wall, old_cpu), (new_train, new_wall, new_cpu) = seconds["old"], seconds["new"]
         rows.append(
