@@ -339,11 +339,28 @@ def test_a_world_of_another_version_is_not_reused_silently(tmp_path):
     assert "world" in run_quickstart(tmp_path, recipes=REPO / "recipes" / "world").reused
 
 
-def _only_grpo_left(run: Path) -> None:
-    for stage in STAGES[: [s.name for s in STAGES].index("grpo")]:
+def _only_grpo_left(run: Path, first: str = "grpo") -> None:
+    for stage in STAGES[: [s.name for s in STAGES].index(first)]:
         marker = stage.marker(RunLayout(run))
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("{}")
+
+
+def _light_beside_processes(monkeypatch) -> list:
+    """Beside processes that import nothing ahead (a timed stub needs no torch); each one made, with when."""
+    import time
+
+    import slmsql_hub.commands.quickstart as quickstart
+    from slmsql_hub.commands._beside import BesideProcess
+
+    made = []
+
+    def light(stage):
+        made.append((time.time(), BesideProcess(stage)))
+        return made[-1][1]
+
+    monkeypatch.setattr(quickstart, "_beside_process", light)
+    return made
 
 
 def test_attempt1_runs_beside_the_band_run_in_its_own_process_at_the_same_time(tmp_path, monkeypatch):
@@ -354,6 +371,7 @@ def test_attempt1_runs_beside_the_band_run_in_its_own_process_at_the_same_time(t
 
     monkeypatch.setattr(quickstart, "_cores", lambda: 2)
     monkeypatch.setitem(quickstart._CALLS, "train grpo", timed_stage)
+    _light_beside_processes(monkeypatch)
     _only_grpo_left(tmp_path)
     seen = []
     result = run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1",
@@ -375,11 +393,62 @@ def test_attempt1_runs_beside_the_band_run_in_its_own_process_at_the_same_time(t
     assert band["pid"] == attempt1["pid"] and band["end"] <= attempt1["start"]
 
 
+def test_the_beside_process_starts_with_a_one_core_stage_and_runs_its_stage_later(tmp_path, monkeypatch):
+    # Its imports then use the core the one-core stage leaves idle; the same process runs attempt #1 later.
+    import slmsql_hub.commands.quickstart as quickstart
+    from tests._helpers import timed_stage
+
+    monkeypatch.setattr(quickstart, "_cores", lambda: 2)
+    monkeypatch.setitem(quickstart._CALLS, "train grpo", timed_stage)
+    monkeypatch.setitem(quickstart._CALLS, "filter", _timed_filter)
+    monkeypatch.setattr(quickstart, "_ONE_CORE", frozenset({"filter"}))
+    made = _light_beside_processes(monkeypatch)
+    _only_grpo_left(tmp_path, first="filter")
+    run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1")
+    layout = RunLayout(tmp_path)
+    filtered = json.loads(layout.filter_report.read_text())
+    attempt1 = json.loads(layout.grpo_attempt1.summary.read_text())
+    band = json.loads(layout.grpo.summary.read_text())
+    assert len(made) == 1 and made[0][0] <= filtered["start"] < filtered["end"] <= band["start"]  # made once, early
+    assert made[0][1].process.pid == attempt1["pid"] and not made[0][1].process.is_alive()
+
+
+def test_a_beside_process_started_early_ends_when_an_earlier_stage_fails(tmp_path, monkeypatch):
+    import slmsql_hub.commands.quickstart as quickstart
+
+    monkeypatch.setattr(quickstart, "_cores", lambda: 2)
+    monkeypatch.setitem(quickstart._CALLS, "filter", _failing_filter)
+    monkeypatch.setattr(quickstart, "_ONE_CORE", frozenset({"filter"}))
+    made = _light_beside_processes(monkeypatch)
+    _only_grpo_left(tmp_path, first="filter")
+    with pytest.raises(UsageError, match=r"^stage 'filter' failed"):
+        run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1")
+    assert len(made) == 1 and not made[0][1].process.is_alive()
+    assert not RunLayout(tmp_path).grpo_attempt1.path.exists()
+
+
+def _failing_filter(run, values, recipe) -> dict:
+    raise UsageError(f"no pool under {values['world_root']}")
+
+
+def _timed_filter(run, values, recipe) -> dict:
+    """The filter stage as a stub: 1 s, then its marker holding its start and end times."""
+    import time
+
+    start = time.time()
+    time.sleep(1.0)
+    report = run.filter_report
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"start": start, "end": time.time()}))
+    return {}
+
+
 def test_a_stage_failing_beside_another_is_one_line_naming_it_after_both_stopped(tmp_path, monkeypatch):
     import slmsql_hub.commands.quickstart as quickstart
     from tests._helpers import failing_stage, timed_stage
 
     monkeypatch.setattr(quickstart, "_cores", lambda: 2)
+    _light_beside_processes(monkeypatch)
     monkeypatch.setitem(quickstart._CALLS, "train grpo", failing_stage)  # both fail: the band run names itself
     _only_grpo_left(tmp_path)
     with pytest.raises(UsageError, match=r"^stage 'grpo' failed: no data at .*band") as err:

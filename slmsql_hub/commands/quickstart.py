@@ -35,6 +35,7 @@ from ..run.guard import check_output, output_lock
 from ..run.layout import WORLD_MANIFEST, RunLayout
 from ..run.read import Run, model_ref, read_run
 from . import existing_folder, folder_to_write, number, print_result, repo_id
+from ._beside import BesideProcess
 from .study import Stage, Study, default_recipes_dir, load_study
 
 Values = Mapping[str, Any]
@@ -396,10 +397,44 @@ def _run_stages(
         if on_stage is not None:
             on_stage(i, total, stage, state)
 
-    beside: dict[str, tuple[int, Stage]] = {}  # the stage it runs beside -> (index, optional stage)
+    beside = _beside_pairs(study, run, hub_stages, last, attempt1, parallel)
+    ready: dict[str, BesideProcess] = {}  # beside processes started early, by the stage they run beside
+    try:
+        _loop(study, run, hub_stages, (last, until), repo_id, budget_s, attempt1, notify, overrides, beside, ready,
+              result, started)  # fmt: skip
+    finally:
+        for process in ready.values():
+            process.stop()
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def _beside_pairs(
+    study: Study, run: RunLayout, hub_stages: tuple[str, ...], last: int, attempt1: str, parallel: bool
+) -> dict[str, tuple[int, Stage]]:
+    """The stages that will run beside another in this invocation: ``{the stage it runs beside: (index, it)}``."""
+    pairs = {}
+    for i, stage in enumerate(study.stages[:-1], start=1):
+        following = study.stages[i]
+        if (following.beside == stage.name and i + 1 <= last and attempt1 != "never" and parallel
+                and stage.name not in hub_stages and not stage.marker(run).is_file()
+                and not following.marker(run).is_file()):  # fmt: skip
+            pairs[stage.name] = (i + 1, following)
+    return pairs
+
+
+def _loop(
+    study: Study, run: RunLayout, hub_stages: tuple[str, ...], until: tuple[int, str | None], repo_id: str,
+    budget_s: float, attempt1: str, notify: Callable[[int, Stage, str], None],
+    overrides: Mapping[str, Mapping[str, str]], beside: dict[str, tuple[int, Stage]],
+    ready: dict[str, BesideProcess], result: QuickstartResult, started: float,
+) -> None:
+    """:func:`_run_stages`'s loop; a beside stage's process starts with the first stage that leaves a core idle
+    (:data:`_ONE_CORE`), so its imports are done when its turn comes, or else at its turn."""
+    last, until_name = until
     for i, stage in enumerate(study.stages, start=1):
         hub = stage.name in hub_stages
-        if stage.name in {s.name for _, s in beside.values()}:
+        if stage.name in result.ran:
             continue  # it ran beside the stage before it
         if stage.marker(run, from_hub=hub).is_file():
             _check_source(stage, run, hub)
@@ -410,7 +445,7 @@ def _run_stages(
             continue
         reason = None
         if i > last:
-            reason = f"after --until {until}"
+            reason = f"after --until {until_name}"
         elif stage.feeds and set(stage.feeds) <= set(hub_stages):
             reason = f"it only feeds {', '.join(stage.feeds)}, taken from the Hub"
         elif stage.optional:
@@ -419,24 +454,60 @@ def _run_stages(
             result.skipped[stage.name] = reason
             logger.info("skipping %s: %s", stage.name, reason)
             notify(i, stage, "skipped")
+            if stage.name in beside:  # its partner runs on its own turn
+                del beside[stage.name]
+                if stage.name in ready:
+                    ready.pop(stage.name).stop()
             continue
-        following = study.stages[i] if i < total else None
-        if (following is not None and following.beside == stage.name and i + 1 <= last and attempt1 != "never"
-                and not following.marker(run).is_file() and parallel and not hub):  # fmt: skip
-            beside[stage.name] = (i + 1, following)
-        notify(i, stage, "start")
-        t0 = time.monotonic()
-        if stage.name in beside:
-            k, other = beside[stage.name]
-            notify(k, other, "start")
-            result.ran.update(_run_beside(stage, other, run, study.folder, repo_id, overrides))
-            notify(k, other, "done")
-        else:
-            _run_stage(stage, run, study.folder, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
-            result.ran[stage.name] = time.monotonic() - t0
-        notify(i, stage, "done")
-    result.wall_s = time.monotonic() - started
-    return result
+        if stage.command in _ONE_CORE:
+            for name, (_, other) in beside.items():
+                ready.setdefault(name, _beside_process(other))
+        _run_turn(i, stage, run, study.folder, repo_id, hub, overrides, beside, ready, result, notify)
+
+
+def _run_turn(
+    i: int, stage: Stage, run: RunLayout, recipes: Path, repo_id: str, hub: bool,
+    overrides: Mapping[str, Mapping[str, str]], beside: dict[str, tuple[int, Stage]],
+    ready: dict[str, BesideProcess], result: QuickstartResult, notify: Callable[[int, Stage, str], None],
+) -> None:
+    """Run one stage (and the one beside it, if any) and record their seconds in ``result``."""
+    notify(i, stage, "start")
+    t0 = time.monotonic()
+    if stage.name in beside:
+        k, other = beside[stage.name]
+        notify(k, other, "start")
+        process = ready.pop(stage.name, None) or _beside_process(other)
+        result.ran.update(_run_beside(stage, process, run, recipes, repo_id, overrides))
+        notify(k, other, "done")
+    else:
+        _run_stage(stage, run, recipes, repo_id, from_hub=hub, overrides=overrides.get(stage.name))
+        result.ran[stage.name] = time.monotonic() - t0
+    notify(i, stage, "done")
+
+
+def _beside_job(
+    stage: Stage, root: Path, recipes: Path, repo_id: str, overrides: dict[str, str], call: Callable
+) -> None:
+    """What a beside process runs: the stage, with the call the parent hands it (its own ``_CALLS`` entry)."""
+    _run_stage(stage, RunLayout(root), recipes, repo_id, overrides=overrides, call=call)
+
+
+def _beside_process(stage: Stage) -> BesideProcess:
+    """A process for ``stage``, run beside another, that imports its command's modules as it starts."""
+    return BesideProcess(stage, _WARM.get(stage.command, ()))
+
+
+_WARM = {
+    "train base": ("slmsql_hub.training.base", "transformers:Trainer"),
+    "train sft": ("slmsql_hub.training.sft", "trl:SFTTrainer"),
+    "train grpo": ("slmsql_hub.training.grpo", "trl:GRPOTrainer"),
+}
+"""What a training stage's process imports before its job (~5 s on one core: torch, transformers, PEFT, TRL)."""
+
+
+_ONE_CORE = frozenset({"world build"})
+"""Commands that run on one core (pure Python): a beside stage's process starts with them, so its imports
+(torch, transformers, TRL: ~5 s) use the idle core, not the band run's time."""
 
 
 def _cores() -> int:
@@ -446,74 +517,31 @@ def _cores() -> int:
 
 
 def _run_beside(
-    stage: Stage, other: Stage, run: RunLayout, recipes: Path, repo_id: str,
+    stage: Stage, process: BesideProcess, run: RunLayout, recipes: Path, repo_id: str,
     overrides: Mapping[str, Mapping[str, str]],
 ) -> dict[str, float]:
-    """Run ``stage`` here and ``other`` (``beside`` it) in a spawned process at the same time; each one's seconds.
-    When ``stage`` fails the child is ended; when the child fails, its UsageError is one naming it here, and a
-    crash (its traceback printed above) a RuntimeError."""
-    import multiprocessing
-    import os
-
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    level = logging.getLogger().getEffectiveLevel()
-    child = context.Process(
-        target=_beside_main, name=other.name, daemon=True,
-        args=(other, run.root, recipes, repo_id, dict(overrides.get(other.name) or {}), _CALLS[other.command], level,
-              os.getpid(), send),
-    )  # fmt: skip
+    """Run ``stage`` here and ``process.stage`` (``beside`` it) in ``process`` at the same time; each one's
+    seconds. When ``stage`` fails the child is ended; when the child fails, its UsageError is one naming it here,
+    and a crash (its traceback printed above) a RuntimeError."""
+    other = process.stage
     t0 = time.monotonic()
-    quiet = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # read when tqdm is imported: the child inherits it, no second set of bars
-    try:
-        child.start()
-    finally:
-        if quiet is None:
-            del os.environ["TQDM_DISABLE"]
-        else:
-            os.environ["TQDM_DISABLE"] = quiet
-    send.close()
+    process.run(_beside_job, other, run.root, recipes, repo_id, dict(overrides.get(other.name) or {}),
+                _CALLS[other.command])  # fmt: skip
     try:
         _run_stage(stage, run, recipes, repo_id, overrides=overrides.get(stage.name))
     except BaseException:
-        child.terminate()
-        child.join()
+        process.stop()
         raise
     ran = {stage.name: time.monotonic() - t0}
-    try:
-        outcome = receive.recv()
-    except EOFError:  # it ended without a word: it crashed
-        outcome = ("crashed", None)
-    child.join()
+    outcome = process.result()
     if outcome[0] == "usage":
         raise UsageError(f"stage '{other.name}' (run beside '{stage.name}') failed: {outcome[1]}")
     if outcome[0] != "done":
-        raise RuntimeError(f"stage '{other.name}' (run beside '{stage.name}') crashed, exit code {child.exitcode}")
+        raise RuntimeError(
+            f"stage '{other.name}' (run beside '{stage.name}') crashed, exit code {process.process.exitcode}"
+        )
     ran[other.name] = outcome[1]
     return ran
-
-
-def _beside_main(
-    stage: Stage, root: Path, recipes: Path, repo_id: str, overrides: dict[str, str], call: Callable, level: int,
-    parent: int, send: Any,
-) -> None:
-    """:func:`_run_beside`'s child: its log lines named by its stage, its stdout (the trainer's per-step dicts)
-    dropped: the parent's progress shows."""
-    import os
-    import sys
-
-    from ..runtime import die_with_parent
-
-    die_with_parent(parent)
-    sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  (for the child's life)
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{stage.name}] %(name)s: %(message)s")
-    t0 = time.monotonic()
-    try:
-        _run_stage(stage, RunLayout(root), recipes, repo_id, overrides=overrides, call=call)
-        send.send(("done", time.monotonic() - t0))
-    except UsageError as err:
-        send.send(("usage", str(err)))
 
 
 def _skip_attempt1(policy: str, result: QuickstartResult, elapsed: float, budget_s: float) -> str | None:
