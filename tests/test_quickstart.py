@@ -401,9 +401,13 @@ def test_the_beside_process_starts_with_a_one_core_stage_and_runs_its_stage_late
     monkeypatch.setattr(quickstart, "_cores", lambda: 2)
     monkeypatch.setitem(quickstart._CALLS, "train grpo", timed_stage)
     monkeypatch.setitem(quickstart._CALLS, "filter", _timed_filter)
-    monkeypatch.setattr(quickstart, "_ONE_CORE", frozenset({"filter"}))
+    monkeypatch.setitem(quickstart._CALLS, "world build", _timed_world)
+    monkeypatch.setattr(quickstart, "_ONE_CORE", frozenset({"world build", "filter"}))  # two before the pair
     made = _light_beside_processes(monkeypatch)
-    _only_grpo_left(tmp_path, first="filter")
+    for stage in STAGES[1 : [s.name for s in STAGES].index("filter")]:  # base to SFT 2 done; world and filter left
+        marker = stage.marker(RunLayout(tmp_path))
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("{}")
     run_quickstart(tmp_path, recipes=REPO / "recipes" / "world", until="grpo_attempt1")
     layout = RunLayout(tmp_path)
     filtered = json.loads(layout.filter_report.read_text())
@@ -429,6 +433,16 @@ def test_a_beside_process_started_early_ends_when_an_earlier_stage_fails(tmp_pat
 
 def _failing_filter(run, values, recipe) -> dict:
     raise UsageError(f"no pool under {values['world_root']}")
+
+
+def _timed_world(run, values, recipe) -> dict:
+    """The world build as a stub: its manifest, nothing else."""
+    from slmsql_hub.world.build import WORLD_VERSION
+
+    manifest = STAGES[0].marker(run)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({"version": WORLD_VERSION, "seed": 0}))
+    return {}
 
 
 def _timed_filter(run, values, recipe) -> dict:

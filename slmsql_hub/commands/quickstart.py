@@ -461,7 +461,8 @@ def _loop(
             continue
         if stage.command in _ONE_CORE:
             for name, (_, other) in beside.items():
-                ready.setdefault(name, _beside_process(other))
+                if name not in ready:  # one process per pair, however many one-core stages come first
+                    ready[name] = _beside_process(other)
         _run_turn(i, stage, run, study.folder, repo_id, hub, overrides, beside, ready, result, notify)
 
 
